@@ -1,0 +1,129 @@
+//! Which targets an audit runs, which of them must succeed, and the runtimes they need.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+
+use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, Runtime, TargetRuntime};
+use crate::target::{parse_targets, TargetSpec, CHIPSETS};
+
+/// A target with its role in the audit.
+#[derive(Debug, Clone)]
+pub struct PlannedTarget {
+    pub spec: TargetSpec,
+    /// `target`, or `baseline` when the audit added `cpu:noopt` itself.
+    pub role: &'static str,
+    /// Whether its failure fails the audit (exit code 3).
+    pub required: bool,
+    /// The runtimes, or why the target cannot run here.
+    pub runtime: Result<TargetRuntime, String>,
+}
+
+/// Every target this machine might run, for `compare` without `--target`.
+pub fn default_specs() -> Vec<TargetSpec> {
+    let mut wanted = vec!["cpu".to_string(), "cpu:noopt".to_string()];
+    wanted.extend(CHIPSETS.iter().map(|c| format!("qnn:{}", c.sm)));
+    wanted.extend(["openvino", "dml", "cuda", "tensorrt"].map(String::from));
+    parse_targets(&wanted)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| platform_obstacle(&s.backend).is_none())
+        .collect()
+}
+
+fn matches(pattern: &str, id: &str) -> bool {
+    match pattern {
+        "all" | "*" => true,
+        p if p.ends_with('*') => id.starts_with(&p[..p.len() - 1]),
+        p => p == id,
+    }
+}
+
+/// The baseline's id: the CPU EP on the same quantized model without graph rewrites.
+pub const BASELINE_ID: &str = "cpu:noopt";
+
+/// Parses `--target` values (or picks the defaults) and adds the baseline.
+pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -> Result<Vec<(TargetSpec, &'static str, bool)>> {
+    let explicit = !flags.is_empty();
+    let specs = if explicit { parse_targets(flags)? } else { default_specs() };
+    let mut out: Vec<(TargetSpec, &'static str, bool)> = specs
+        .into_iter()
+        .map(|s| {
+            let required = explicit && !allow_failure.iter().any(|p| matches(p, &s.id));
+            (s, "target", required)
+        })
+        .collect();
+    if add_baseline && !out.iter().any(|(s, _, _)| s.id == BASELINE_ID) {
+        let mut base = parse_targets(&[BASELINE_ID.to_string()])?;
+        out.push((base.remove(0), "baseline", false));
+    }
+    Ok(out)
+}
+
+/// Finds (or fetches) the runtimes of every target, once per build.
+pub fn provision(targets: Vec<(TargetSpec, &'static str, bool)>, provisioner: &Provisioner) -> Result<Vec<PlannedTarget>> {
+    let mut cache: HashMap<&'static str, Result<Runtime, String>> = HashMap::new();
+    let mut get = |b: &'static Build| -> Result<Result<Runtime, String>> {
+        if let Some(r) = cache.get(b.key) {
+            return Ok(r.clone());
+        }
+        let r = match provisioner.get(b) {
+            Ok(rt) => Ok(rt),
+            Err(e) => {
+                // A bad --runtime flag is the user's error; a missing download is a finding.
+                if crate::error::exit_code_of(&e) == crate::error::ExitCode::Usage {
+                    return Err(e);
+                }
+                Err(crate::error::one_line(&e))
+            }
+        };
+        cache.insert(b.key, r.clone());
+        Ok(r)
+    };
+    let mut planned = Vec::with_capacity(targets.len());
+    for (spec, role, required) in targets {
+        let runtime = match platform_obstacle(&spec.backend) {
+            Some(reason) => Err(reason),
+            None => {
+                let (host, plugin) = builds_for(&spec.backend);
+                match get(host)? {
+                    Err(e) => Err(e),
+                    Ok(h) => match plugin.map(&mut get).transpose()? {
+                        Some(Err(e)) => Err(e),
+                        Some(Ok(p)) => Ok(TargetRuntime { host: h, plugin: Some(p) }),
+                        None => Ok(TargetRuntime { host: h, plugin: None }),
+                    },
+                }
+            }
+        };
+        planned.push(PlannedTarget { spec, role, required, runtime });
+    }
+    Ok(planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_targets_are_required_unless_allowed_to_fail() {
+        let t = targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()], &["qnn:sm83*".into()], true).unwrap();
+        let ids: Vec<_> = t.iter().map(|(s, role, req)| (s.id.as_str(), *role, *req)).collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("cpu", "target", true),
+                ("qnn:sm8650", "target", true),
+                ("qnn:sm8350", "target", false),
+                ("cpu:noopt", "baseline", false)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_explicit_noopt_target_is_its_own_baseline() {
+        let t = targets(&["cpu:noopt".into()], &[], true).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].1, "target");
+    }
+}

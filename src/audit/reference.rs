@@ -1,0 +1,96 @@
+//! Choosing the golden run: a float model given with `--reference`, a stored golden directory, or
+//! a float model derived from the audited QDQ model.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::error::usage;
+use crate::golden::Golden;
+use crate::model::derive::derive_float_reference;
+use crate::model::{load_model, LoadedModel, Signature};
+
+/// Where the golden outputs come from.
+pub enum ReferencePlan {
+    /// Run this model on the CPU, graph optimizations off.
+    Model {
+        model: LoadedModel,
+        signature: Signature,
+        /// `model` or `derived`.
+        kind: &'static str,
+        description: String,
+        removed_pairs: Option<usize>,
+    },
+    /// Use a stored golden run.
+    Stored { golden: Golden, description: String },
+}
+
+/// Decides the reference for `audited`.
+pub fn plan(
+    audited: &LoadedModel,
+    reference: Option<&PathBuf>,
+    golden: Option<&PathBuf>,
+    notes: &mut Vec<String>,
+) -> Result<ReferencePlan> {
+    if let Some(dir) = golden {
+        let golden = Golden::load(dir)?;
+        if let Some(path) = reference {
+            let model = load_model(path)?;
+            if model.sha256 != golden.manifest.reference_model.sha256 {
+                return Err(usage(format!(
+                    "--reference {} (sha256 {}) is not the model the golden run {} was made with ({}, sha256 {})",
+                    path.display(),
+                    model.sha256,
+                    dir.display(),
+                    golden.manifest.reference_model.file,
+                    golden.manifest.reference_model.sha256
+                )));
+            }
+        }
+        let m = &golden.manifest;
+        let description = format!(
+            "stored golden run {} of {} on {} {} (graph optimizations {})",
+            dir.display(),
+            m.reference_model.file,
+            m.runtime.package,
+            m.runtime.version,
+            m.runtime.optimization
+        );
+        return Ok(ReferencePlan::Stored { golden, description });
+    }
+    if let Some(path) = reference {
+        let model = load_model(path)?;
+        let signature = Signature::of(&model)?;
+        let description = format!("fp32 model {} on the CPU execution provider, graph optimizations off", path.display());
+        return Ok(ReferencePlan::Model { model, signature, kind: "model", description, removed_pairs: None });
+    }
+    let derived = derive_float_reference(audited);
+    if derived.removed_pairs == 0 {
+        if !derived.qoperator_nodes.is_empty() {
+            return Err(usage(format!(
+                "{} uses quantized operators ({}{}) that cannot be turned back into float; give the fp32 model with --reference",
+                audited.path.display(),
+                derived.qoperator_nodes.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                if derived.qoperator_nodes.len() > 3 { ", ..." } else { "" }
+            )));
+        }
+        notes.push(format!(
+            "{} has no activation QuantizeLinear/DequantizeLinear pairs, so the golden run is the model itself on the CPU with graph optimizations off",
+            audited.path.display()
+        ));
+        let description = format!("the model itself ({}) on the CPU, graph optimizations off", audited.path.display());
+        let signature = Signature::of(audited)?;
+        return Ok(ReferencePlan::Model { model: audited.clone(), signature, kind: "model", description, removed_pairs: None });
+    }
+    let mut model = audited.clone();
+    model.proto = derived.proto;
+    model.modified = true;
+    let signature = Signature::of(&model)?;
+    let description = format!(
+        "DERIVED float reference: {} with its {} activation QuantizeLinear/DequantizeLinear pairs removed (weights dequantized), on the CPU, graph optimizations off; it measures activation quantization and integer execution, not weight quantization",
+        audited.path.display(),
+        derived.removed_pairs
+    );
+    notes.push("no --reference given: the golden run is derived from the quantized model itself (see reference.description)".into());
+    Ok(ReferencePlan::Model { model, signature, kind: "derived", description, removed_pairs: Some(derived.removed_pairs) })
+}

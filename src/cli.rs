@@ -1,0 +1,176 @@
+//! Command-line interface (clap derive). Parsing only: every command calls into the library.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Audit cross-device accuracy drift of quantized ONNX models: run one model through several
+/// execution providers on identical inputs and diff every output against an fp32 golden run.
+#[derive(Debug, Parser)]
+#[command(name = "npu-audit", version, about, long_about = None, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Exit codes, printed in `--help`.
+pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 drift threshold exceeded; 2 usage or input error; \
+3 a required target did not run (failed, crashed, timeout, unavailable); 4 environment error (no runtime, golden run failed)";
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a model on several targets and compare every output with the golden run.
+    Compare(CompareArgs),
+    /// List the targets this machine can and cannot run.
+    Targets(TargetsArgs),
+    /// Manage the ONNX Runtime builds the audit loads.
+    #[command(subcommand)]
+    Runtime(RuntimeCommand),
+    /// Stored golden runs.
+    #[command(subcommand)]
+    Golden(GoldenCommand),
+    /// Internal: run one target in this process (used by the audit's worker processes).
+    #[command(name = "__worker", hide = true)]
+    Worker { job: PathBuf },
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+/// Flags that choose the inputs.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// Inputs as an .npz archive (one sample per file; repeatable).
+    #[arg(long = "inputs", value_name = "FILE.npz")]
+    pub npz: Vec<PathBuf>,
+    /// One input as an .npy file (repeatable).
+    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    pub npy: Vec<String>,
+    /// Generate inputs: zeros, ones, uniform:LO,HI, normal:MEAN,STD; NAME=SPEC for one input.
+    #[arg(long = "gen", value_name = "SPEC")]
+    pub gen: Vec<String>,
+    /// Seed of the generator (docs/inputs.md).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Number of generated samples.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    pub samples: u64,
+    /// Pin an input's shape (dynamic dimensions), e.g. image:1,3,224,224.
+    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...")]
+    pub shapes: Vec<String>,
+}
+
+/// Flags that control the worker processes.
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// Seconds a target may take (session creation and every sample) before it is killed.
+    #[arg(long, default_value_t = 900.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    /// Targets run at once (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Intra-op threads per target (default: cores / jobs).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Use this ONNX Runtime library (or directory) for a build: cpu, qnn, openvino, directml, gpu.
+    #[arg(long = "runtime", value_name = "KEY=PATH")]
+    pub runtime: Vec<String>,
+    /// Keep the work directory (inputs, outputs and each worker's log) and print its path.
+    #[arg(long)]
+    pub keep_work: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The quantized ONNX model to audit.
+    pub model: PathBuf,
+    /// The fp32 model whose CPU run is the golden run (default: derived from MODEL).
+    #[arg(long, conflicts_with = "golden_dir")]
+    pub reference: Option<PathBuf>,
+    /// A stored golden run (from `npu-audit golden create`) to compare against.
+    #[arg(long = "golden", value_name = "DIR")]
+    pub golden_dir: Option<PathBuf>,
+    /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
+    /// tensorrt; extra options as ,key=value. Default: every target this machine can run.
+    #[arg(long = "target", short = 't', value_name = "TARGET")]
+    pub targets: Vec<String>,
+    /// Targets whose failure does not fail the audit (id, prefix*, or all).
+    #[arg(long = "allow-failure", value_name = "PATTERN")]
+    pub allow_failure: Vec<String>,
+    /// Do not add the cpu:noopt baseline (the reference integer implementation).
+    #[arg(long)]
+    pub no_baseline: bool,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    /// Class axis for top-k agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
+    #[arg(long = "class-axis", value_name = "AXIS")]
+    pub class_axis: Vec<String>,
+    /// Fail (exit 1) when any output of any target is below this SQNR in dB.
+    #[arg(long, value_name = "DB", allow_negative_numbers = true)]
+    pub min_sqnr: Option<f64>,
+    /// Fail (exit 1) when any output of any target has a larger absolute error.
+    #[arg(long, value_name = "X")]
+    pub max_abs: Option<f64>,
+    /// Fail (exit 1) unless every output of every target matches the golden run bit for bit.
+    #[arg(long)]
+    pub require_bit_exact: bool,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the JSON report to this file (written atomically).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Save the golden run's and every target's outputs as DIR/<target>/s<k>.npz.
+    #[arg(long, value_name = "DIR")]
+    pub save_outputs: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TargetsArgs {
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Use this ONNX Runtime library (or directory) for a build.
+    #[arg(long = "runtime", value_name = "KEY=PATH")]
+    pub runtime: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RuntimeCommand {
+    /// The pinned builds, and where each one is found on this machine.
+    List {
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Fetch builds into the cache now (cpu, qnn, openvino, directml, gpu, or all available).
+    Install {
+        #[arg(default_value = "all")]
+        keys: Vec<String>,
+    },
+    /// Print the library path of a build, fetching it if needed.
+    Path { key: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GoldenCommand {
+    /// Run a reference model on the CPU (graph optimizations off) and store the run.
+    Create {
+        /// The fp32 reference model.
+        model: PathBuf,
+        /// Directory to create.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Replace DIR if it exists.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        inputs: InputArgs,
+        #[command(flatten)]
+        exec: ExecArgs,
+    },
+}

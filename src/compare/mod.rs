@@ -1,0 +1,232 @@
+//! The comparison core: every output of every target against the golden run, and every pair of
+//! targets against each other. Tensors are read one (sample, output) at a time, so memory holds
+//! one output of each target, never a whole run.
+
+pub mod class_axis;
+pub mod stats;
+pub mod topk;
+
+use anyhow::{Context, Result};
+
+pub use class_axis::ClassAxisPolicy;
+pub use stats::ErrorStats;
+pub use topk::TopKStats;
+
+use crate::report::model::{AgreementEntry, BitExactGroups, Num, OutputMetrics};
+use crate::tensor::Tensor;
+use crate::worker::OutputFile;
+
+/// One side of a comparison: a target's output files, per sample.
+pub struct RunOutputs<'a> {
+    pub id: &'a str,
+    pub samples: &'a [Vec<OutputFile>],
+}
+
+/// What the comparison produces.
+pub struct Comparison {
+    /// Per target (in input order), per audited output.
+    pub metrics: Vec<Vec<OutputMetrics>>,
+    pub agreement: Vec<AgreementEntry>,
+    pub groups: Vec<BitExactGroups>,
+}
+
+struct Cell {
+    stats: ErrorStats,
+    topk: Option<TopKStats>,
+    dtype: String,
+    shape: Vec<usize>,
+    axis: Option<usize>,
+    error: Option<String>,
+}
+
+/// Compares `targets` against `golden`. `outputs[k]` is the name of the audited model's k-th output
+/// and `golden_names[k]` the name of its counterpart in the golden run.
+pub fn compare(
+    outputs: &[String],
+    golden_names: &[String],
+    golden: &RunOutputs<'_>,
+    targets: &[RunOutputs<'_>],
+    classes: &ClassAxisPolicy,
+) -> Result<Comparison> {
+    let n_samples = golden.samples.len();
+    let mut cells: Vec<Vec<Option<Cell>>> = targets.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
+    let pairs: Vec<(usize, usize)> =
+        (0..targets.len()).flat_map(|a| (a + 1..targets.len()).map(move |b| (a, b))).collect();
+    let mut pair_stats: Vec<Vec<Option<ErrorStats>>> = pairs.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
+    let mut pair_broken: Vec<Vec<bool>> = pairs.iter().map(|_| vec![false; outputs.len()]).collect();
+
+    for s in 0..n_samples {
+        for (k, name) in outputs.iter().enumerate() {
+            let gold_file = find(&golden.samples[s], &golden_names[k])
+                .with_context(|| format!("the golden run has no output '{}' for sample {s}", golden_names[k]))?;
+            let gold = Tensor::read_npy(&gold_file.path)?;
+            let axis = classes.resolve(name, &gold.shape);
+            let mut loaded: Vec<Option<Tensor>> = Vec::with_capacity(targets.len());
+            for (t, target) in targets.iter().enumerate() {
+                let cell = cells[t][k].get_or_insert_with(|| Cell {
+                    stats: ErrorStats::new(false, false),
+                    topk: None,
+                    dtype: String::new(),
+                    shape: Vec::new(),
+                    axis,
+                    error: None,
+                });
+                let file = target.samples.get(s).and_then(|files| find(files, name));
+                let Some(file) = file else {
+                    cell.error.get_or_insert_with(|| format!("the target returned no output '{name}'"));
+                    loaded.push(None);
+                    continue;
+                };
+                let out = Tensor::read_npy(&file.path)?;
+                if s == 0 {
+                    let same = out.dtype() == gold.dtype();
+                    cell.stats = ErrorStats::new(same, same && out.dtype().is_float());
+                    cell.dtype = out.dtype().name().to_string();
+                    cell.shape = out.shape.clone();
+                    cell.topk = axis.map(|a| TopKStats::new(gold.shape[a]));
+                }
+                if out.shape != gold.shape {
+                    cell.error.get_or_insert_with(|| {
+                        format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape)
+                    });
+                    loaded.push(None);
+                    continue;
+                }
+                if cell.error.is_none() {
+                    cell.stats.update(&out.data, &gold.data);
+                    if let (Some(tk), Some(a)) = (cell.topk.as_mut(), axis) {
+                        tk.update(&out.data, &gold.data, &gold.shape, a);
+                    }
+                }
+                loaded.push(Some(out));
+            }
+            for (p, &(a, b)) in pairs.iter().enumerate() {
+                match (&loaded[a], &loaded[b]) {
+                    (Some(x), Some(y)) if x.shape == y.shape => {
+                        let st = pair_stats[p][k].get_or_insert_with(|| {
+                            let same = x.dtype() == y.dtype();
+                            ErrorStats::new(same, same && x.dtype().is_float())
+                        });
+                        st.update(&x.data, &y.data);
+                    }
+                    _ => pair_broken[p][k] = true,
+                }
+            }
+        }
+    }
+
+    let metrics = cells
+        .into_iter()
+        .map(|row| row.into_iter().zip(outputs).map(|(cell, name)| summarize(name, cell)).collect())
+        .collect();
+    let mut agreement = Vec::new();
+    for (p, &(a, b)) in pairs.iter().enumerate() {
+        for (k, name) in outputs.iter().enumerate() {
+            let stats = pair_stats[p][k].take();
+            let broken = pair_broken[p][k];
+            let (elements, differing, max_abs) = match (&stats, broken) {
+                (Some(st), false) => (st.elements, st.differing(), st.max_abs()),
+                _ => (0, None, f64::NAN),
+            };
+            agreement.push(AgreementEntry {
+                a: targets[a].id.to_string(),
+                b: targets[b].id.to_string(),
+                output: name.clone(),
+                elements,
+                differing_elements: differing,
+                max_abs: Num(max_abs),
+            });
+        }
+    }
+    let groups = outputs
+        .iter()
+        .map(|name| BitExactGroups { output: name.clone(), groups: bit_exact_groups(name, targets, &agreement) })
+        .collect();
+    Ok(Comparison { metrics, agreement, groups })
+}
+
+fn find<'f>(files: &'f [OutputFile], name: &str) -> Option<&'f OutputFile> {
+    files.iter().find(|f| f.name == name)
+}
+
+fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
+    let Some(cell) = cell else {
+        return OutputMetrics {
+            name: name.to_string(),
+            dtype: String::new(),
+            shape: vec![],
+            elements: 0,
+            bit_identical: None,
+            max_abs: Num(f64::NAN),
+            mean_abs: Num(f64::NAN),
+            rmse: Num(f64::NAN),
+            max_ulp: None,
+            cosine: Num(f64::NAN),
+            sqnr_db: Num(f64::NAN),
+            top1_agreement: None,
+            top5_agreement: None,
+            nan_count: 0,
+            inf_count: 0,
+            nonfinite_mismatch: 0,
+            class_axis: None,
+            baseline: None,
+            error: Some("no samples".into()),
+        };
+    };
+    let s = &cell.stats;
+    let broken = cell.error.is_some();
+    let num = |v: f64| Num(if broken { f64::NAN } else { v });
+    OutputMetrics {
+        name: name.to_string(),
+        dtype: cell.dtype,
+        shape: cell.shape,
+        elements: s.elements,
+        bit_identical: s.bit_identical.filter(|_| !broken),
+        max_abs: num(s.max_abs()),
+        mean_abs: num(s.mean_abs()),
+        rmse: num(s.rmse()),
+        max_ulp: s.max_ulp.filter(|_| !broken),
+        cosine: num(s.cosine()),
+        sqnr_db: num(s.sqnr_db()),
+        top1_agreement: cell.topk.as_ref().and_then(|t| t.top1()).filter(|_| !broken),
+        top5_agreement: cell.topk.as_ref().and_then(|t| t.top5()).filter(|_| !broken),
+        nan_count: s.nan_count,
+        inf_count: s.inf_count,
+        nonfinite_mismatch: s.nonfinite_mismatch,
+        class_axis: cell.axis,
+        baseline: None,
+        error: cell.error,
+    }
+}
+
+/// Groups targets whose output is bit-identical (transitively, via pairs with 0 differing
+/// elements). Every target that produced the output appears in exactly one group.
+fn bit_exact_groups(output: &str, targets: &[RunOutputs<'_>], agreement: &[AgreementEntry]) -> Vec<Vec<String>> {
+    let ids: Vec<&str> = targets.iter().map(|t| t.id).collect();
+    let mut parent: Vec<usize> = (0..ids.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for e in agreement.iter().filter(|e| e.output == output && e.differing_elements == Some(0) && e.elements > 0) {
+        let (Some(a), Some(b)) = (ids.iter().position(|&i| i == e.a), ids.iter().position(|&i| i == e.b)) else { continue };
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        parent[ra.max(rb)] = ra.min(rb);
+    }
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut group_of_root: Vec<Option<usize>> = vec![None; ids.len()];
+    for i in 0..ids.len() {
+        let r = root(&mut parent, i);
+        match group_of_root[r] {
+            Some(g) => groups[g].push(ids[i].to_string()),
+            None => {
+                group_of_root[r] = Some(groups.len());
+                groups.push(vec![ids[i].to_string()]);
+            }
+        }
+    }
+    groups
+}

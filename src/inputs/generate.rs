@@ -1,0 +1,194 @@
+//! Generated inputs: `zeros`, `ones`, `uniform:LO,HI`, `normal:MEAN,STD`, drawn from the seeded
+//! generator of `docs/inputs.md`.
+
+use std::fmt;
+
+use anyhow::Result;
+use half::f16;
+
+use super::prng::SplitMix64;
+use crate::error::usage;
+use crate::tensor::{DType, Tensor, TensorData};
+
+/// A generator specification.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GenSpec {
+    Zeros,
+    Ones,
+    Uniform { lo: f64, hi: f64 },
+    Normal { mean: f64, std: f64 },
+}
+
+impl fmt::Display for GenSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GenSpec::Zeros => f.write_str("zeros"),
+            GenSpec::Ones => f.write_str("ones"),
+            GenSpec::Uniform { lo, hi } => write!(f, "uniform:{lo},{hi}"),
+            GenSpec::Normal { mean, std } => write!(f, "normal:{mean},{std}"),
+        }
+    }
+}
+
+impl GenSpec {
+    /// The default for inputs nobody specified.
+    pub const DEFAULT: GenSpec = GenSpec::Uniform { lo: -1.0, hi: 1.0 };
+
+    /// Parses `zeros`, `ones`, `uniform:LO,HI`, `normal:MEAN,STD`.
+    pub fn parse(text: &str) -> Result<GenSpec> {
+        let bad = || usage(format!("generator '{text}' is not one of zeros, ones, uniform:LO,HI, normal:MEAN,STD"));
+        let (kind, args) = text.split_once(':').unwrap_or((text, ""));
+        let nums: Vec<f64> = if args.is_empty() {
+            vec![]
+        } else {
+            args.split(',').map(|a| a.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?
+        };
+        if nums.iter().any(|n| !n.is_finite()) {
+            return Err(bad());
+        }
+        match (kind.trim(), nums.as_slice()) {
+            ("zeros", []) => Ok(GenSpec::Zeros),
+            ("ones", []) => Ok(GenSpec::Ones),
+            ("uniform", [lo, hi]) if lo <= hi => Ok(GenSpec::Uniform { lo: *lo, hi: *hi }),
+            ("normal", [mean, std]) if *std >= 0.0 => Ok(GenSpec::Normal { mean: *mean, std: *std }),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Draws a tensor for input `input_index` of sample `sample`.
+    pub fn generate(&self, dtype: DType, shape: &[usize], seed: u64, sample: u64, input_index: u64) -> Tensor {
+        let n: usize = shape.iter().product();
+        let mut rng = SplitMix64::for_input(seed, sample, input_index);
+        let spec = *self;
+        // One double per element, in row-major order; integer and float types round it their way.
+        let mut draw = move || -> f64 {
+            match spec {
+                GenSpec::Zeros => 0.0,
+                GenSpec::Ones => 1.0,
+                GenSpec::Uniform { lo, hi } => match dtype.int_range() {
+                    Some(_) => rng.uniform_int(lo, hi),
+                    None if dtype == DType::Bool => rng.next_unit(),
+                    None => rng.uniform(lo, hi),
+                },
+                GenSpec::Normal { mean, std } => {
+                    if dtype == DType::Bool {
+                        rng.next_unit()
+                    } else {
+                        rng.normal(mean, std)
+                    }
+                }
+            }
+        };
+        let ints = |draw: &mut dyn FnMut() -> f64| -> Vec<f64> {
+            let (lo, hi) = dtype.int_range().unwrap_or((f64::MIN, f64::MAX));
+            (0..n).map(|_| round_half_even(draw()).clamp(lo, hi)).collect()
+        };
+        let data = match dtype {
+            DType::Float32 => TensorData::Float32((0..n).map(|_| draw() as f32).collect()),
+            DType::Float64 => TensorData::Float64((0..n).map(|_| draw()).collect()),
+            DType::Float16 => TensorData::Float16((0..n).map(|_| f64_to_f16_bits(draw())).collect()),
+            DType::Bool => TensorData::Bool((0..n).map(|_| bool_of(spec, draw())).collect()),
+            DType::Int8 => TensorData::Int8(ints(&mut draw).into_iter().map(|v| v as i8).collect()),
+            DType::Uint8 => TensorData::Uint8(ints(&mut draw).into_iter().map(|v| v as u8).collect()),
+            DType::Int16 => TensorData::Int16(ints(&mut draw).into_iter().map(|v| v as i16).collect()),
+            DType::Uint16 => TensorData::Uint16(ints(&mut draw).into_iter().map(|v| v as u16).collect()),
+            DType::Int32 => TensorData::Int32(ints(&mut draw).into_iter().map(|v| v as i32).collect()),
+            DType::Uint32 => TensorData::Uint32(ints(&mut draw).into_iter().map(|v| v as u32).collect()),
+            DType::Int64 => TensorData::Int64(ints(&mut draw).into_iter().map(|v| v as i64).collect()),
+            DType::Uint64 => TensorData::Uint64(ints(&mut draw).into_iter().map(|v| v as u64).collect()),
+        };
+        Tensor { shape: shape.to_vec(), data }
+    }
+}
+
+fn bool_of(spec: GenSpec, v: f64) -> bool {
+    match spec {
+        GenSpec::Zeros => false,
+        GenSpec::Ones => true,
+        _ => v < 0.5,
+    }
+}
+
+/// Rounds a double to the nearest float16 (ties to even) in one step. `half`'s own conversion goes
+/// through float32 on CPUs with F16C, which rounds twice and can differ in the last bit.
+pub fn f64_to_f16_bits(v: f64) -> u16 {
+    if v.is_nan() {
+        return 0x7e00;
+    }
+    let a = v.abs();
+    let quantum = if a < 2f64.powi(-14) {
+        2f64.powi(-24) // subnormal spacing
+    } else {
+        let exponent = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+        2f64.powi(exponent.min(15) - 10)
+    };
+    // Scaling by a power of two is exact, so this is the only rounding.
+    let rounded = round_half_even(a / quantum) * quantum;
+    let magnitude = if rounded > 65504.0 { f16::INFINITY } else { f16::from_f64(rounded) };
+    let bits = magnitude.to_bits();
+    if v.is_sign_negative() {
+        bits | 0x8000
+    } else {
+        bits
+    }
+}
+
+/// Rounds half to even (`f64::round` rounds half away from zero).
+fn round_half_even(v: f64) -> f64 {
+    let r = v.round();
+    if (v - v.trunc()).abs() == 0.5 && r % 2.0 != 0.0 {
+        r - v.signum()
+    } else {
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_back() {
+        for text in ["zeros", "ones", "uniform:-1,1", "normal:0.5,2"] {
+            assert_eq!(GenSpec::parse(text).unwrap().to_string(), text);
+        }
+        for bad in ["", "uniform", "uniform:1", "uniform:2,1", "normal:0,-1", "gauss:0,1", "uniform:a,b", "uniform:0,inf"] {
+            assert!(GenSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn half_to_even() {
+        assert_eq!(round_half_even(0.5), 0.0);
+        assert_eq!(round_half_even(1.5), 2.0);
+        assert_eq!(round_half_even(2.5), 2.0);
+        assert_eq!(round_half_even(-2.5), -2.0);
+        assert_eq!(round_half_even(-3.5), -4.0);
+        assert_eq!(round_half_even(2.4), 2.0);
+    }
+
+    #[test]
+    fn float16_rounding_is_single_and_to_even() {
+        // 1 + 2^-11 is halfway between 1 and the next float16 (1 + 2^-10): ties to even gives 1.
+        assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11)), 0x3c00);
+        // Just above the tie rounds up. Via float32 this value would first round to the tie.
+        assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-40)), 0x3c01);
+        assert_eq!(f64_to_f16_bits(65504.0), 0x7bff);
+        assert_eq!(f64_to_f16_bits(65519.99), 0x7bff);
+        assert_eq!(f64_to_f16_bits(65520.0), 0x7c00);
+        assert_eq!(f64_to_f16_bits(-2f64.powi(-24)), 0x8001);
+        assert_eq!(f64_to_f16_bits(2f64.powi(-25)), 0x0000);
+        assert_eq!(f64_to_f16_bits(3.0 * 2f64.powi(-25)), 0x0002);
+        assert_eq!(f64_to_f16_bits(-0.0), 0x8000);
+    }
+
+    #[test]
+    fn integer_uniform_stays_in_range_and_is_reproducible() {
+        let a = GenSpec::Uniform { lo: -8.0, hi: 7.0 }.generate(DType::Int64, &[100], 5, 0, 2);
+        let b = GenSpec::Uniform { lo: -8.0, hi: 7.0 }.generate(DType::Int64, &[100], 5, 0, 2);
+        assert_eq!(a, b);
+        let TensorData::Int64(v) = a.data else { panic!() };
+        assert!(v.iter().all(|x| (-8..=7).contains(x)));
+        assert!(v.contains(&-8) && v.contains(&7));
+    }
+}

@@ -1,0 +1,298 @@
+//! The inputs every target of one audit is fed: loaded from `.npz`/`.npy` files or generated, then
+//! checked against the model's signature before anything runs.
+
+pub mod generate;
+pub mod prng;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+pub use generate::GenSpec;
+
+use crate::error::usage;
+use crate::model::{Dim, Signature, TensorInfo};
+use crate::tensor::{read_npz, Tensor};
+
+/// Input flags as given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct InputOptions {
+    /// `--inputs FILE.npz`, one sample each.
+    pub npz: Vec<PathBuf>,
+    /// `--input NAME=FILE.npy`.
+    pub npy: Vec<String>,
+    /// `--gen SPEC` or `--gen NAME=SPEC`.
+    pub gen: Vec<String>,
+    pub seed: u64,
+    pub samples: usize,
+    /// `--input-shape NAME:D0,D1,...`.
+    pub shapes: Vec<String>,
+}
+
+/// One input of one sample.
+#[derive(Debug, Clone)]
+pub struct NamedTensor {
+    pub name: String,
+    pub tensor: Tensor,
+}
+
+/// Where the inputs came from, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputProvenance {
+    /// `files`, `generated`, `mixed` or `golden`.
+    pub source: String,
+    pub samples: usize,
+    /// Generator per generated input, e.g. `image=uniform:-1,1`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub generators: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+}
+
+/// Inputs for every sample, in the model's input order.
+#[derive(Debug, Clone)]
+pub struct InputSet {
+    pub samples: Vec<Vec<NamedTensor>>,
+    pub provenance: InputProvenance,
+    /// Values of symbolic dimensions (`dim_param`) fixed by these inputs.
+    pub free_dims: Vec<(String, i64)>,
+}
+
+fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String, Vec<usize>>> {
+    let mut out = HashMap::new();
+    for f in flags {
+        let (name, dims) = f
+            .rsplit_once(':')
+            .ok_or_else(|| usage(format!("--input-shape '{f}' is not NAME:D0,D1,... (e.g. image:1,3,224,224)")))?;
+        if !sig.inputs.iter().any(|i| i.name == name) {
+            return Err(usage(format!("--input-shape '{f}': the model has no input '{name}' (inputs: {})", input_names(sig))));
+        }
+        let dims: Vec<usize> = dims
+            .split(',')
+            .map(|d| d.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| usage(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
+        out.insert(name.to_string(), dims);
+    }
+    Ok(out)
+}
+
+fn input_names(sig: &Signature) -> String {
+    sig.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// Parses `--gen` values into a default and per-input generators.
+fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
+    let mut default = None;
+    let mut per_input = HashMap::new();
+    for f in flags {
+        match f.split_once('=') {
+            Some((name, spec)) if sig.inputs.iter().any(|i| i.name == name) => {
+                per_input.insert(name.to_string(), GenSpec::parse(spec)?);
+            }
+            Some((name, _)) => {
+                return Err(usage(format!("--gen '{f}': the model has no input '{name}' (inputs: {})", input_names(sig))))
+            }
+            None => default = Some(GenSpec::parse(f)?),
+        }
+    }
+    Ok((default, per_input))
+}
+
+/// The shape to generate for an input: `--input-shape`, else the declared shape with dynamic
+/// dimensions set to 1.
+fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Vec<usize>> {
+    if let Some(p) = pinned {
+        return Ok(p.clone());
+    }
+    let Some(dims) = &info.dims else {
+        return Err(usage(format!("input '{}' declares no shape; give one with --input-shape {}:D0,D1,...", info.name, info.name)));
+    };
+    let dynamic: Vec<String> = dims.iter().filter(|d| matches!(d, Dim::Dynamic(_))).map(|d| d.to_string()).collect();
+    if !dynamic.is_empty() {
+        eprintln!(
+            "npu-audit: input '{}' {} has dynamic dimensions ({}); generating with 1 for each. Pin them with --input-shape {}:...",
+            info.name,
+            info.shape_text(),
+            dynamic.join(", "),
+            info.name
+        );
+    }
+    Ok(dims.iter().map(|d| if let Dim::Fixed(n) = d { *n } else { 1 }).collect())
+}
+
+/// Loads or generates the inputs and checks them against `sig`.
+pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
+    let shapes = parse_shape_flags(&opts.shapes, sig)?;
+    let (default_gen, per_input_gen) = parse_gen_flags(&opts.gen, sig)?;
+    let mut file_samples: Vec<HashMap<String, Tensor>> = Vec::new();
+    let mut files = Vec::new();
+    for path in &opts.npz {
+        let arrays = read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
+        files.push(path.display().to_string());
+        let mut sample = HashMap::new();
+        for (name, t) in arrays {
+            if !sig.inputs.iter().any(|i| i.name == name) {
+                return Err(usage(format!(
+                    "{}: array '{name}' is not an input of the model (inputs: {})",
+                    path.display(),
+                    input_names(sig)
+                )));
+            }
+            sample.insert(name, t);
+        }
+        file_samples.push(sample);
+    }
+    let mut per_input_files: HashMap<String, Tensor> = HashMap::new();
+    for f in &opts.npy {
+        let (name, path) = f.split_once('=').ok_or_else(|| usage(format!("--input '{f}' is not NAME=FILE.npy")))?;
+        if !sig.inputs.iter().any(|i| i.name == name) {
+            return Err(usage(format!("--input '{f}': the model has no input '{name}' (inputs: {})", input_names(sig))));
+        }
+        let t = Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
+        files.push(path.to_string());
+        per_input_files.insert(name.to_string(), t);
+    }
+    let any_files = !files.is_empty();
+    let n_samples = if !file_samples.is_empty() {
+        if opts.samples > 1 && opts.samples != file_samples.len() {
+            return Err(usage(format!(
+                "--samples {} disagrees with the {} --inputs files given (each file is one sample)",
+                opts.samples,
+                file_samples.len()
+            )));
+        }
+        file_samples.len()
+    } else {
+        opts.samples.max(1)
+    };
+
+    let mut generators = Vec::new();
+    let mut samples = Vec::with_capacity(n_samples);
+    for k in 0..n_samples {
+        let mut sample = Vec::with_capacity(sig.inputs.len());
+        for (i, info) in sig.inputs.iter().enumerate() {
+            let from_file = file_samples.get(k).and_then(|s| s.get(&info.name)).or_else(|| per_input_files.get(&info.name));
+            let tensor = match from_file {
+                Some(t) => t.clone(),
+                None => {
+                    let spec = match (per_input_gen.get(&info.name), default_gen, any_files) {
+                        (Some(s), _, _) => *s,
+                        (None, Some(s), _) => s,
+                        (None, None, false) => GenSpec::DEFAULT,
+                        (None, None, true) => {
+                            return Err(usage(format!(
+                                "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
+                                info.name,
+                                supplied_names(file_samples.get(k), &per_input_files),
+                                input_names(sig),
+                                info.name
+                            )))
+                        }
+                    };
+                    let shape = generation_shape(info, shapes.get(&info.name))?;
+                    if k == 0 {
+                        generators.push(format!("{}={spec}", info.name));
+                    }
+                    spec.generate(info.dtype, &shape, opts.seed, k as u64, i as u64)
+                }
+            };
+            check_tensor(info, &tensor, shapes.get(&info.name))?;
+            sample.push(NamedTensor { name: info.name.clone(), tensor });
+        }
+        samples.push(sample);
+    }
+    let source = match (any_files, generators.is_empty()) {
+        (true, true) => "files",
+        (true, false) => "mixed",
+        _ => "generated",
+    };
+    let provenance = InputProvenance {
+        source: source.into(),
+        samples: n_samples,
+        seed: (!generators.is_empty()).then_some(opts.seed),
+        generators,
+        files,
+    };
+    let free_dims = free_dims(sig, &samples);
+    Ok(InputSet { samples, provenance, free_dims })
+}
+
+fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<String, Tensor>) -> String {
+    let mut names: Vec<&str> = sample.map(|s| s.keys().map(String::as_str).collect()).unwrap_or_default();
+    names.extend(per_input.keys().map(String::as_str));
+    names.sort();
+    if names.is_empty() {
+        "nothing".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Checks one tensor against the model's declaration (and a pinned shape).
+pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) -> Result<()> {
+    if t.dtype() != info.dtype {
+        return Err(usage(format!("input '{}' must be {} but the given array is {}", info.name, info.dtype, t.dtype())));
+    }
+    if let Some(dims) = &info.dims {
+        let ok = dims.len() == t.shape.len()
+            && dims.iter().zip(&t.shape).all(|(d, n)| match d {
+                Dim::Fixed(f) => f == n,
+                Dim::Dynamic(_) => true,
+            });
+        if !ok {
+            return Err(usage(format!(
+                "input '{}' must have shape {} but the given array has shape {:?}",
+                info.name,
+                info.shape_text(),
+                t.shape
+            )));
+        }
+    }
+    if let Some(p) = pinned {
+        if p != &t.shape {
+            return Err(usage(format!("input '{}' has shape {:?} but --input-shape says {:?}", info.name, t.shape, p)));
+        }
+    }
+    Ok(())
+}
+
+/// Values of named dynamic dimensions, read off the first sample.
+fn free_dims(sig: &Signature, samples: &[Vec<NamedTensor>]) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = Vec::new();
+    let Some(first) = samples.first() else { return out };
+    for (info, nt) in sig.inputs.iter().zip(first) {
+        let Some(dims) = &info.dims else { continue };
+        for (d, n) in dims.iter().zip(&nt.tensor.shape) {
+            if let Dim::Dynamic(Some(param)) = d {
+                if !out.iter().any(|(p, _)| p == param) {
+                    out.push((param.clone(), *n as i64));
+                }
+            }
+        }
+    }
+    out
+}
+
+impl InputSet {
+    /// Writes every input as `.npy` under `dir/s{k}/i{index}.npy` and returns the files per sample.
+    pub fn write(&self, dir: &Path) -> Result<Vec<Vec<crate::worker::InputFile>>> {
+        let mut all = Vec::with_capacity(self.samples.len());
+        for (k, sample) in self.samples.iter().enumerate() {
+            let sdir = dir.join(format!("s{k}"));
+            std::fs::create_dir_all(&sdir)?;
+            let mut files = Vec::with_capacity(sample.len());
+            for (i, nt) in sample.iter().enumerate() {
+                let path = sdir.join(format!("i{i}.npy"));
+                nt.tensor.write_npy(&path)?;
+                files.push(crate::worker::InputFile { name: nt.name.clone(), path });
+            }
+            all.push(files);
+        }
+        Ok(all)
+    }
+}

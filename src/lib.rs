@@ -1,0 +1,20 @@
+//! npu-audit: runs one quantized ONNX model through several ONNX Runtime execution providers on
+//! identical inputs and measures how far each one drifts from an fp32 golden run.
+//!
+//! Data flows one way: inputs -> golden run and targets (each in its own process, see [`worker`])
+//! -> [`compare`] -> one [`report::model::Report`] -> renderers.
+
+pub mod audit;
+pub mod cli;
+pub mod compare;
+pub mod error;
+pub mod gate;
+pub mod golden;
+pub mod inputs;
+pub mod listing;
+pub mod model;
+pub mod report;
+pub mod runtime;
+pub mod target;
+pub mod tensor;
+pub mod worker;

@@ -1,0 +1,165 @@
+//! `npu-audit targets` and `npu-audit runtime list|install|path`: what this machine can run, with
+//! which builds, and why not.
+
+use anyhow::Result;
+use serde::Serialize;
+use tabled::builder::Builder;
+use tabled::settings::Style;
+
+use crate::error::usage;
+use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, BUILDS};
+use crate::target::{parse_targets, TargetSpec, CHIPSETS};
+
+/// One row of `npu-audit targets`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetAvailability {
+    pub target: String,
+    pub ep: String,
+    pub available: bool,
+    /// `onnxruntime 1.31.1` (and the plugin), when available.
+    pub runtime: Option<String>,
+    /// Where the runtime is, or that it will be fetched on first use.
+    pub runtime_state: Option<String>,
+    pub reason: Option<String>,
+    pub description: String,
+}
+
+fn every_target() -> Vec<TargetSpec> {
+    let mut ids = vec!["cpu".to_string(), "cpu:noopt".to_string()];
+    ids.extend(CHIPSETS.iter().map(|c| format!("qnn:{}", c.sm)));
+    ids.extend(["openvino", "dml", "cuda", "tensorrt"].map(String::from));
+    parse_targets(&ids).unwrap_or_default()
+}
+
+fn describe(spec: &TargetSpec) -> String {
+    match (&spec.backend, spec.id.as_str()) {
+        (_, "cpu") => "CPU EP, default graph optimizations (fusions such as QDQ -> QLinear kernels)".into(),
+        (_, "cpu:noopt") => "CPU EP, graph optimizations off: the plain QDQ simulation".into(),
+        (crate::target::Backend::Qnn(c), _) => format!("QNN HTP, {}", c.describe()),
+        (crate::target::Backend::OpenVino { device }, _) => format!("OpenVINO EP on {device}"),
+        (crate::target::Backend::DirectMl, _) => "DirectML EP (Windows GPUs/NPUs)".into(),
+        (crate::target::Backend::Cuda, _) => "CUDA EP (NVIDIA GPU)".into(),
+        (crate::target::Backend::TensorRt, _) => "TensorRT EP (NVIDIA GPU)".into(),
+        _ => String::new(),
+    }
+}
+
+fn runtime_state(p: &Provisioner, b: &'static Build) -> Result<String> {
+    Ok(match p.find(b)? {
+        Some(rt) => format!("{} ({})", rt.library.display(), rt.source.describe()),
+        None => "fetched from the Python package index on first use".into(),
+    })
+}
+
+/// Availability of every known target on this machine (no runtime is downloaded).
+pub fn availability(runtime_flags: &[String]) -> Result<Vec<TargetAvailability>> {
+    let p = Provisioner::new(runtime_flags)?;
+    let mut rows = Vec::new();
+    for spec in every_target() {
+        let (host, plugin) = builds_for(&spec.backend);
+        let obstacle = platform_obstacle(&spec.backend);
+        let runtime = match plugin {
+            Some(pl) => format!("{} on {}", pl.label(), host.label()),
+            None => host.label(),
+        };
+        let state = if obstacle.is_none() {
+            let mut parts = vec![runtime_state(&p, host)?];
+            if let Some(pl) = plugin {
+                parts.push(runtime_state(&p, pl)?);
+            }
+            Some(parts.join("; "))
+        } else {
+            None
+        };
+        rows.push(TargetAvailability {
+            target: spec.id.clone(),
+            ep: spec.backend.ep_name().into(),
+            available: obstacle.is_none(),
+            runtime: obstacle.is_none().then_some(runtime),
+            runtime_state: state,
+            reason: obstacle,
+            description: describe(&spec),
+        });
+    }
+    Ok(rows)
+}
+
+/// Renders `targets` as a table.
+pub fn targets_table(rows: &[TargetAvailability]) -> String {
+    let mut b = Builder::default();
+    b.push_record(["target", "can run", "runtime", "what", "why not / where"]);
+    for r in rows {
+        b.push_record([
+            r.target.clone(),
+            if r.available { "yes".into() } else { "no".into() },
+            r.runtime.clone().unwrap_or_else(|| "-".into()),
+            r.description.clone(),
+            r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
+        ]);
+    }
+    let mut t = b.build();
+    t.with(Style::rounded());
+    t.to_string()
+}
+
+/// One row of `runtime list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeRow {
+    pub key: String,
+    pub package: String,
+    pub version: String,
+    pub supported_here: bool,
+    pub state: String,
+    pub library: Option<String>,
+    pub sha256: Option<String>,
+}
+
+/// The catalogue with where each build is on this machine.
+pub fn runtime_rows() -> Result<Vec<RuntimeRow>> {
+    let p = Provisioner::new(&[])?;
+    let mut rows = Vec::new();
+    for b in BUILDS {
+        let supported = b.supports_this_platform();
+        let found = if supported { p.find(b)? } else { None };
+        rows.push(RuntimeRow {
+            key: b.key.into(),
+            package: b.package.into(),
+            version: b.version.into(),
+            supported_here: supported,
+            state: match (&found, supported) {
+                (_, false) => b.platform_reason.into(),
+                (Some(rt), _) => rt.source.describe().into(),
+                (None, true) => "not installed (fetched on first use)".into(),
+            },
+            library: found.as_ref().map(|r| r.library.display().to_string()),
+            sha256: found.and_then(|r| r.sha256),
+        });
+    }
+    Ok(rows)
+}
+
+/// Renders `runtime list` as a table.
+pub fn runtime_table(rows: &[RuntimeRow]) -> String {
+    let mut b = Builder::default();
+    b.push_record(["key", "package", "version", "state", "library"]);
+    for r in rows {
+        b.push_record([r.key.clone(), r.package.clone(), r.version.clone(), r.state.clone(), r.library.clone().unwrap_or_default()]);
+    }
+    let mut t = b.build();
+    t.with(Style::rounded());
+    t.to_string()
+}
+
+/// Resolves `runtime install` keys (`all` = every build supported here).
+pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
+    if keys.iter().any(|k| k == "all") {
+        return Ok(BUILDS
+            .iter()
+            .filter(|b| b.supports_this_platform())
+            .filter(|b| b.key != "gpu" || platform_obstacle(&crate::target::Backend::Cuda).is_none())
+            .collect());
+    }
+    keys.iter()
+        .map(|k| Build::get(k).ok_or_else(|| usage(format!("unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu, all)"))))
+        .collect()
+}

@@ -1,0 +1,206 @@
+//! Reading an ONNX file into a `ModelProto` and rejecting files that are not usable models with a
+//! message that says why.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use prost::Message;
+use sha2::{Digest, Sha256};
+
+use super::pb::ModelProto;
+use crate::error::usage;
+
+/// A parsed model and facts about its file.
+#[derive(Debug, Clone)]
+pub struct LoadedModel {
+    pub path: PathBuf,
+    pub proto: ModelProto,
+    pub sha256: String,
+    pub size: u64,
+    /// Whether `proto` was rewritten in memory and no longer matches the file at `path`.
+    pub modified: bool,
+}
+
+impl LoadedModel {
+    /// The `(domain, version)` of the default ONNX opset.
+    pub fn opset(&self) -> i64 {
+        self.proto
+            .opset_import
+            .iter()
+            .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
+            .and_then(|o| o.version)
+            .unwrap_or(0)
+    }
+
+    /// Names of the files this model keeps its tensors in, relative to its directory.
+    pub fn external_data_files(&self) -> Vec<String> {
+        let mut files: Vec<String> = Vec::new();
+        let Some(graph) = &self.proto.graph else { return files };
+        let mut visit = |t: &super::pb::TensorProto| {
+            if t.data_location == Some(1) {
+                for e in &t.external_data {
+                    if e.key.as_deref() == Some("location") {
+                        if let Some(v) = &e.value {
+                            if !files.contains(v) {
+                                files.push(v.clone());
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        graph.initializer.iter().for_each(&mut visit);
+        for node in &graph.node {
+            for attr in &node.attribute {
+                if let Some(t) = &attr.t {
+                    visit(t);
+                }
+            }
+        }
+        files
+    }
+}
+
+/// SHA-256 of a byte string, as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex encoding.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads and checks an ONNX model. Every failure is a usage error naming the file.
+pub fn load_model(path: &Path) -> Result<LoadedModel> {
+    let shown = path.display();
+    if !path.exists() {
+        return Err(usage(format!("model file {shown} does not exist")));
+    }
+    if path.is_dir() {
+        return Err(usage(format!("{shown} is a directory, not an ONNX model file")));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| usage(format!("cannot read model {shown}: {e}")))?;
+    if bytes.is_empty() {
+        return Err(usage(format!("{shown} is empty, not an ONNX model")));
+    }
+    let proto = ModelProto::decode(bytes.as_slice()).map_err(|e| {
+        let why = e.to_string();
+        // Models start with the ir_version field (tag 0x08); a model cut short fails mid-field.
+        let looks_like_onnx = bytes.first() == Some(&0x08);
+        if looks_like_onnx && (why.contains("buffer underflow") || why.contains("invalid varint")) {
+            usage(format!("{shown} is truncated or corrupt: the protobuf ends mid-field ({why})"))
+        } else {
+            usage(format!("{shown} is not an ONNX model: it does not decode as a protobuf ModelProto ({why})"))
+        }
+    })?;
+    check_model(&proto).map_err(|e| usage(format!("{shown} is not a usable ONNX model: {e:#}")))?;
+    Ok(LoadedModel {
+        path: path.to_path_buf(),
+        sha256: sha256_hex(&bytes),
+        size: bytes.len() as u64,
+        proto,
+        modified: false,
+    })
+}
+
+/// Structural checks that catch non-ONNX protobufs and truncation at a field boundary.
+fn check_model(proto: &ModelProto) -> Result<()> {
+    let ir = proto.ir_version.unwrap_or(0);
+    if ir <= 0 {
+        bail!("no ir_version");
+    }
+    if proto.opset_import.is_empty() {
+        bail!("no opset_import");
+    }
+    let graph = proto.graph.as_ref().context("no graph")?;
+    if graph.output.is_empty() {
+        bail!("the graph has no outputs");
+    }
+    let mut defined: HashSet<&str> = HashSet::new();
+    defined.extend(graph.input.iter().filter_map(|v| v.name.as_deref()));
+    defined.extend(graph.initializer.iter().filter_map(|t| t.name.as_deref()));
+    defined.extend(
+        graph
+            .sparse_initializer
+            .iter()
+            .filter_map(|s| s.values.as_ref().and_then(|v| v.name.as_deref())),
+    );
+    for node in &graph.node {
+        defined.extend(node.output.iter().map(String::as_str));
+    }
+    for node in &graph.node {
+        for input in &node.input {
+            if !input.is_empty() && !defined.contains(input.as_str()) {
+                bail!(
+                    "tensor '{}' used by node '{}' ({}) is never produced (truncated file?)",
+                    input,
+                    node.name.as_deref().unwrap_or(""),
+                    node.op_type.as_deref().unwrap_or("?")
+                );
+            }
+        }
+    }
+    for output in &graph.output {
+        let name = output.name.as_deref().unwrap_or("");
+        if !defined.contains(name) {
+            bail!("graph output '{name}' is never produced (truncated file?)");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::pb::{GraphProto, NodeProto, OperatorSetIdProto, ValueInfoProto};
+
+    fn tiny_model() -> ModelProto {
+        ModelProto {
+            ir_version: Some(9),
+            opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+            graph: Some(GraphProto {
+                node: vec![NodeProto {
+                    input: vec!["x".into()],
+                    output: vec!["y".into()],
+                    op_type: Some("Relu".into()),
+                    ..Default::default()
+                }],
+                input: vec![ValueInfoProto { name: Some("x".into()), ..Default::default() }],
+                output: vec![ValueInfoProto { name: Some("y".into()), ..Default::default() }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_complete_model_passes_and_a_dangling_input_fails() {
+        let mut m = tiny_model();
+        check_model(&m).unwrap();
+        m.graph.as_mut().unwrap().node[0].input[0] = "missing".into();
+        let err = check_model(&m).unwrap_err().to_string();
+        assert!(err.contains("'missing'"), "{err}");
+    }
+
+    #[test]
+    fn truncated_bytes_are_reported_as_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        let bytes = tiny_model().encode_to_vec();
+        std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        let err = format!("{:#}", load_model(&path).unwrap_err());
+        assert!(err.contains("truncated"), "{err}");
+    }
+
+    #[test]
+    fn text_is_not_onnx() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.onnx");
+        std::fs::write(&path, "hello, this is not a model\n").unwrap();
+        let err = format!("{:#}", load_model(&path).unwrap_err());
+        assert!(err.contains("not"), "{err}");
+    }
+}

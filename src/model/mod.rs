@@ -1,0 +1,15 @@
+//! ONNX models: protobuf I/O, the signature the audit feeds and reads, and the float reference
+//! derived from a QDQ model.
+
+pub mod derive;
+pub mod load;
+pub mod signature;
+
+/// Types generated from `proto/onnx.proto` by `build.rs`.
+#[allow(clippy::all, missing_docs)]
+pub mod pb {
+    include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
+}
+
+pub use load::{load_model, LoadedModel};
+pub use signature::{Dim, Signature, TensorInfo};

@@ -1,0 +1,28 @@
+//! Reports: the report object and its renderings (terminal table, JSON).
+
+pub mod json;
+pub mod model;
+pub mod table;
+
+use std::collections::BTreeMap;
+
+/// The formula of every metric, printed once per report (`docs/metrics.md` has the details).
+pub fn definitions() -> BTreeMap<String, String> {
+    [
+        ("signal", "the golden run's output r is the signal; a target's output o is compared against it element by element, pooled over all samples"),
+        ("bit_identical", "elements whose bits are equal (NaN = NaN whatever the payload; +0 != -0)"),
+        ("max_abs", "max |o - r| over positions where both are finite; inf if one side alone is non-finite"),
+        ("mean_abs", "Σ|o - r| / n"),
+        ("rmse", "sqrt(Σ(o - r)² / n)"),
+        ("max_ulp", "max distance in units in the last place (same float type only)"),
+        ("cosine", "Σ o·r / (sqrt(Σo²) · sqrt(Σr²))"),
+        ("sqnr_db", "10·log10(Σr² / Σ(o - r)²); an exact match is +inf dB"),
+        ("top1_agreement", "fraction of rows where argmax(o) = argmax(r) along the class axis"),
+        ("top5_agreement", "fraction of rows where argmax(r) is among the 5 largest entries of o"),
+        ("excess_db", "baseline SQNR - target SQNR: dB lost beyond the CPU EP on the same quantized model (cpu:noopt)"),
+        ("differing_elements", "target vs target: elements that are not bit-identical"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}

@@ -1,0 +1,290 @@
+//! The one in-memory report of an audit. Every renderer (terminal table, JSON) reads this and
+//! nothing else; none recomputes a metric. The JSON form is documented in `docs/report-schema.md`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::model::signature::TensorSummary;
+use crate::worker::job::Phase;
+use crate::worker::RunStatus;
+
+/// Version of the JSON layout; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A number that may be infinite or NaN. JSON has neither, so they are written as the strings
+/// `"inf"`, `"-inf"` and `"nan"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Num(pub f64);
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let v = self.0;
+        if v.is_nan() {
+            s.serialize_str("nan")
+        } else if v == f64::INFINITY {
+            s.serialize_str("inf")
+        } else if v == f64::NEG_INFINITY {
+            s.serialize_str("-inf")
+        } else {
+            s.serialize_f64(v)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Number(f64),
+            Text(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Number(v) => Ok(Num(v)),
+            Repr::Text(t) => match t.as_str() {
+                "inf" => Ok(Num(f64::INFINITY)),
+                "-inf" => Ok(Num(f64::NEG_INFINITY)),
+                "nan" => Ok(Num(f64::NAN)),
+                other => Err(serde::de::Error::custom(format!("'{other}' is not a number"))),
+            },
+        }
+    }
+}
+
+/// Top-level report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub model: ModelInfo,
+    pub reference: ReferenceInfo,
+    pub inputs: InputsInfo,
+    /// Id of the target whose error is the "reference integer implementation" baseline.
+    pub baseline: Option<String>,
+    pub targets: Vec<TargetReport>,
+    /// Target-versus-target bit agreement, one entry per pair of targets that ran and per output.
+    pub agreement: Vec<AgreementEntry>,
+    /// Per output: targets that agree bit-exactly with each other, grouped.
+    pub bit_exact_groups: Vec<BitExactGroups>,
+    /// Per output: the loosest gate every target that ran would have passed.
+    pub tolerances: Vec<Tolerance>,
+    pub gate: GateReport,
+    /// Metric definitions, printed once.
+    pub metric_definitions: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+    pub exit_code: i32,
+}
+
+/// The tool that wrote the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// The audited model.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub path: String,
+    pub sha256: String,
+    pub size_bytes: u64,
+    pub ir_version: i64,
+    pub opset: i64,
+    pub producer: String,
+    pub inputs: Vec<TensorSummary>,
+    pub outputs: Vec<TensorSummary>,
+}
+
+/// The golden run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReferenceInfo {
+    /// `model` (a float model given with --reference), `derived` (activation Q/DQ removed from the
+    /// audited model), or `golden` (a stored golden run).
+    pub kind: String,
+    pub path: String,
+    pub sha256: String,
+    /// One line saying what the golden run is, repeated in every rendering.
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_qdq_pairs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
+}
+
+/// The inputs fed to every target.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputsInfo {
+    #[serde(flatten)]
+    pub provenance: crate::inputs::InputProvenance,
+    pub tensors: Vec<InputTensorInfo>,
+}
+
+/// One input tensor of one sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputTensorInfo {
+    pub sample: usize,
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    /// SHA-256 of the tensor's `.npy` encoding.
+    pub sha256: String,
+}
+
+/// A runtime build as loaded.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeInfo {
+    pub package: String,
+    /// Version the loaded library reports (or the pinned version of a plugin).
+    pub version: String,
+    pub source: String,
+    pub library: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// For plugin EPs: the plugin package on top of the host runtime.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<Box<RuntimeInfo>>,
+}
+
+/// Times measured inside the worker, plus the worker's wall time.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timing {
+    pub load_ms: f64,
+    pub session_create_ms: f64,
+    /// Median of the per-sample run times.
+    pub run_ms: f64,
+    pub run_ms_total: f64,
+    /// Spawn to exit of the worker process.
+    pub wall_ms: f64,
+}
+
+/// The HTP chipset of a QNN target.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChipsetInfo {
+    pub sm: String,
+    pub name: String,
+    pub soc_model: u32,
+    pub htp_arch: u32,
+}
+
+/// One target.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    pub id: String,
+    pub ep: String,
+    /// `target`, or `baseline` for the reference integer implementation the audit added itself.
+    pub role: String,
+    /// A required target that does not end `ok` makes the audit exit with code 3.
+    pub required: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chipset: Option<ChipsetInfo>,
+    pub options: BTreeMap<String, String>,
+    pub runtime: Option<RuntimeInfo>,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    /// How far the worker got before it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<Phase>,
+    pub timing: Option<Timing>,
+    /// ONNX Runtime's log lines from this target's worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    pub outputs: Vec<OutputMetrics>,
+}
+
+/// Metrics of one output of one target against the golden run.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputMetrics {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    pub elements: u64,
+    pub bit_identical: Option<u64>,
+    pub max_abs: Num,
+    pub mean_abs: Num,
+    pub rmse: Num,
+    pub max_ulp: Option<u64>,
+    pub cosine: Num,
+    pub sqnr_db: Num,
+    pub top1_agreement: Option<f64>,
+    pub top5_agreement: Option<f64>,
+    pub nan_count: u64,
+    pub inf_count: u64,
+    pub nonfinite_mismatch: u64,
+    /// The class axis top-k was computed along.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class_axis: Option<usize>,
+    /// This target's error next to the baseline's (the three-run view).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineDelta>,
+    /// Why the output could not be compared (e.g. a shape mismatch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The target's error against fp32 next to the baseline's error on the same quantized model.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineDelta {
+    pub target: String,
+    pub sqnr_db: Num,
+    pub max_abs: Num,
+    /// `baseline.sqnr_db - target.sqnr_db`: dB lost beyond the reference integer implementation.
+    pub excess_db: Num,
+}
+
+/// Bit agreement between two targets on one output.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgreementEntry {
+    pub a: String,
+    pub b: String,
+    pub output: String,
+    pub elements: u64,
+    /// `None` when the two outputs have different element types or shapes.
+    pub differing_elements: Option<u64>,
+    pub max_abs: Num,
+}
+
+/// Targets that agree bit-exactly with each other on one output.
+#[derive(Debug, Clone, Serialize)]
+pub struct BitExactGroups {
+    pub output: String,
+    pub groups: Vec<Vec<String>>,
+}
+
+/// The loosest thresholds every target that ran would have passed on one output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tolerance {
+    pub output: String,
+    /// Lowest SQNR, rounded down to 0.01 dB.
+    pub min_sqnr_db: Num,
+    /// Highest max-abs error, rounded up to 3 significant digits.
+    pub max_abs: Num,
+    pub min_cosine: Num,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_top1_agreement: Option<f64>,
+    /// Whether every target matched the golden run bit for bit.
+    pub all_bit_exact: bool,
+    /// The targets these bounds cover.
+    pub targets: Vec<String>,
+}
+
+/// Gate rules and the verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateReport {
+    /// `pass`, `fail`, or `none` when no threshold was set.
+    pub verdict: String,
+    pub rules: Vec<RuleResult>,
+}
+
+/// One rule evaluated on one target and output.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleResult {
+    pub rule: String,
+    pub target: String,
+    pub output: String,
+    pub measured: Num,
+    pub limit: Num,
+    pub pass: bool,
+}

@@ -1,0 +1,308 @@
+//! The terminal rendering of a report: what a person reads after `npu-audit compare`. Colour is
+//! added with ANSI styles; `anstream` strips them when stdout is not a terminal or `NO_COLOR` is
+//! set.
+
+use std::fmt::Write as _;
+
+use anstyle::{AnsiColor, Style};
+use tabled::builder::Builder;
+use tabled::settings::object::Rows;
+use tabled::settings::{Alignment, Modify, Style as TableStyle};
+
+use super::model::{Num, OutputMetrics, Report, TargetReport};
+use crate::worker::RunStatus;
+
+fn paint(text: &str, style: Style) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+fn bold(text: &str) -> String {
+    paint(text, Style::new().bold())
+}
+
+fn status_style(s: RunStatus) -> Style {
+    match s {
+        RunStatus::Ok => AnsiColor::Green.on_default(),
+        RunStatus::Unavailable => AnsiColor::Yellow.on_default(),
+        _ => AnsiColor::Red.on_default().bold(),
+    }
+}
+
+/// Formats a metric with about 4 significant digits.
+pub fn fmt_num(v: f64) -> String {
+    if v.is_nan() {
+        return "-".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) {
+        format!("{v:.3e}")
+    } else {
+        let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+fn fmt_db(v: Num) -> String {
+    if v.0.is_finite() {
+        format!("{:.2}", v.0)
+    } else {
+        fmt_num(v.0)
+    }
+}
+
+fn fmt_pct(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.1}%", x * 100.0)).unwrap_or_else(|| "-".into())
+}
+
+fn table(builder: Builder) -> String {
+    let mut t = builder.build();
+    t.with(TableStyle::rounded()).with(Modify::new(Rows::new(1..)).with(Alignment::right()));
+    t.to_string()
+}
+
+fn targets_table(report: &Report) -> String {
+    let mut b = Builder::default();
+    b.push_record(["target", "status", "EP", "runtime", "create ms", "run ms", "wall ms"]);
+    for t in &report.targets {
+        let runtime = t
+            .runtime
+            .as_ref()
+            .map(|r| {
+                let mut s = format!("{} {}", r.package, r.version);
+                if let Some(p) = &r.plugin {
+                    s = format!("{} {} on {s}", p.package, p.version);
+                }
+                s
+            })
+            .unwrap_or_else(|| "-".into());
+        let (create, run, wall) = t
+            .timing
+            .as_ref()
+            .map(|x| (format!("{:.1}", x.session_create_ms), format!("{:.2}", x.run_ms), format!("{:.0}", x.wall_ms)))
+            .unwrap_or_else(|| ("-".into(), "-".into(), "-".into()));
+        let mut id = t.id.clone();
+        if t.role == "baseline" {
+            id.push_str(" (baseline)");
+        }
+        if let Some(c) = &t.chipset {
+            id.push_str(&format!("  {} v{}", c.name.trim_start_matches("Snapdragon "), c.htp_arch));
+        }
+        b.push_record([id, paint(t.status.as_str(), status_style(t.status)), t.ep.replace("ExecutionProvider", ""), runtime, create, run, wall]);
+    }
+    table(b)
+}
+
+fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
+    let mut b = Builder::default();
+    let baseline = report.baseline.clone();
+    let mut header = vec!["target", "bit-identical", "max abs", "mean abs", "RMSE", "max ULP", "cosine", "SQNR dB"];
+    if baseline.is_some() {
+        header.push("excess dB");
+    }
+    header.extend(["top-1", "top-5", "NaN/Inf"]);
+    b.push_record(header);
+    let mut shape = None;
+    for t in report.targets.iter().filter(|t| t.status == RunStatus::Ok) {
+        let Some(o) = t.outputs.iter().find(|o| o.name == name) else { continue };
+        if shape.is_none() && o.error.is_none() {
+            shape = Some(format!("{} {:?}", o.dtype, o.shape));
+        }
+        b.push_record(metric_row(t, o, baseline.is_some()));
+    }
+    (table(b), shape)
+}
+
+fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<String> {
+    if let Some(err) = &o.error {
+        let mut row = vec![t.id.clone(), paint(err, AnsiColor::Red.on_default())];
+        row.resize(if with_baseline { 12 } else { 11 }, String::new());
+        return row;
+    }
+    let bits = match o.bit_identical {
+        Some(b) => format!("{b}/{}", o.elements),
+        None => format!("-/{}", o.elements),
+    };
+    let mut row = vec![
+        t.id.clone(),
+        bits,
+        fmt_num(o.max_abs.0),
+        fmt_num(o.mean_abs.0),
+        fmt_num(o.rmse.0),
+        o.max_ulp.map(|u| u.to_string()).unwrap_or_else(|| "-".into()),
+        if o.cosine.0.is_finite() { format!("{:.6}", o.cosine.0) } else { fmt_num(o.cosine.0) },
+        fmt_db(o.sqnr_db),
+    ];
+    if with_baseline {
+        row.push(match &o.baseline {
+            Some(d) => {
+                let text = if d.excess_db.0.is_finite() { format!("{:+.2}", d.excess_db.0) } else { fmt_num(d.excess_db.0) };
+                if d.excess_db.0 > 1.0 {
+                    paint(&text, AnsiColor::Red.on_default())
+                } else {
+                    text
+                }
+            }
+            None => "(baseline)".into(),
+        });
+    }
+    row.push(fmt_pct(o.top1_agreement));
+    row.push(fmt_pct(o.top5_agreement));
+    row.push(format!("{}/{}", o.nan_count, o.inf_count));
+    row
+}
+
+fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
+    let ids: Vec<&str> = report.targets.iter().filter(|t| t.status == RunStatus::Ok).map(|t| t.id.as_str()).collect();
+    if ids.len() < 2 {
+        return None;
+    }
+    let mut b = Builder::default();
+    let mut header = vec![String::new()];
+    header.extend(ids.iter().map(|s| s.to_string()));
+    b.push_record(header);
+    for a in &ids {
+        let mut row = vec![a.to_string()];
+        for c in &ids {
+            if a == c {
+                row.push("·".into());
+                continue;
+            }
+            let e = report
+                .agreement
+                .iter()
+                .find(|e| e.output == output && ((e.a == *a && e.b == *c) || (e.a == *c && e.b == *a)));
+            row.push(match e.and_then(|e| e.differing_elements) {
+                Some(0) => paint("0", AnsiColor::Green.on_default()),
+                Some(n) => n.to_string(),
+                None => "-".into(),
+            });
+        }
+        b.push_record(row);
+    }
+    Some(table(b))
+}
+
+/// Renders the whole report for a terminal.
+pub fn render(report: &Report) -> String {
+    let mut s = String::new();
+    let m = &report.model;
+    let _ = writeln!(s, "{} {}", bold("npu-audit"), report.tool.version);
+    let _ = writeln!(s, "{:<9}{}  (sha256 {}, opset {}, {})", "model", m.path, &m.sha256[..12.min(m.sha256.len())], m.opset, if m.producer.is_empty() { "unknown producer" } else { &m.producer });
+    let _ = writeln!(s, "{:<9}{}", "golden", report.reference.description);
+    let inputs = &report.inputs.provenance;
+    let mut what = format!("{} sample(s), {}", inputs.samples, inputs.source);
+    if !inputs.generators.is_empty() {
+        what.push_str(&format!(": {}", inputs.generators.join(", ")));
+    }
+    if let Some(seed) = inputs.seed {
+        what.push_str(&format!(", seed {seed}"));
+    }
+    if !inputs.files.is_empty() {
+        what.push_str(&format!(" [{}]", inputs.files.join(", ")));
+    }
+    let _ = writeln!(s, "{:<9}{}", "inputs", what);
+    let _ = writeln!(s, "\n{}\n{}", bold("TARGETS"), targets_table(report));
+
+    for out in &report.model.outputs {
+        let (t, shape) = output_table(report, &out.name);
+        let _ = writeln!(s, "\n{} {}  {}  against the golden run", bold("OUTPUT"), bold(&out.name), shape.unwrap_or_else(|| format!("{} {}", out.dtype, out.shape)));
+        let _ = writeln!(s, "{t}");
+        if let Some(tol) = report.tolerances.iter().find(|t| t.output == out.name) {
+            let mut line = format!(
+                "loosest gate every target passes: --min-sqnr {} --max-abs {}  (cosine >= {:.6}",
+                fmt_db(tol.min_sqnr_db),
+                fmt_num(tol.max_abs.0),
+                tol.min_cosine.0
+            );
+            if let Some(t1) = tol.min_top1_agreement {
+                line.push_str(&format!(", top-1 >= {:.1}%", t1 * 100.0));
+            }
+            line.push(')');
+            if tol.all_bit_exact {
+                line.push_str("; every target is bit-exact: --require-bit-exact passes");
+            }
+            let _ = writeln!(s, "{line}");
+        }
+    }
+
+    if report.targets.iter().filter(|t| t.status == RunStatus::Ok).count() >= 2 {
+        let _ = writeln!(s, "\n{}", bold("BIT-EXACT GROUPS (targets whose outputs are identical bit for bit)"));
+        for g in &report.bit_exact_groups {
+            let groups: Vec<String> = g.groups.iter().map(|members| format!("{{{}}}", members.join(", "))).collect();
+            let _ = writeln!(s, "  {}: {}", g.output, groups.join("  "));
+        }
+        for out in &report.model.outputs {
+            if let Some(m) = agreement_matrix(report, &out.name) {
+                let _ = writeln!(s, "\n{} {}", bold("TARGET vs TARGET: differing elements of"), bold(&out.name));
+                let _ = writeln!(s, "{m}");
+            }
+        }
+    }
+
+    let failures: Vec<&TargetReport> = report.targets.iter().filter(|t| t.status != RunStatus::Ok).collect();
+    if !failures.is_empty() {
+        let _ = writeln!(s, "\n{}", bold("TARGETS THAT DID NOT RUN"));
+        for t in failures {
+            let phase = t.failed_at.map(|p| format!(" at {}", serde_json::to_value(p).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())).unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  {} {}{}{}: {}",
+                t.id,
+                paint(t.status.as_str(), status_style(t.status)),
+                phase,
+                if t.required { " (required)" } else { "" },
+                t.error.clone().unwrap_or_default()
+            );
+        }
+    }
+    if !report.notes.is_empty() {
+        let _ = writeln!(s, "\n{}", bold("NOTES"));
+        for n in &report.notes {
+            let _ = writeln!(s, "  - {n}");
+        }
+    }
+    let _ = writeln!(s, "\n{}", bold("METRICS"));
+    for key in ["signal", "sqnr_db", "cosine", "max_abs", "rmse", "max_ulp", "top1_agreement", "excess_db"] {
+        if let Some(d) = report.metric_definitions.get(key) {
+            let _ = writeln!(s, "  {key:<15} {d}");
+        }
+    }
+    let verdict = match report.gate.verdict.as_str() {
+        "pass" => paint("PASS", AnsiColor::Green.on_default().bold()),
+        "fail" => paint("FAIL", AnsiColor::Red.on_default().bold()),
+        _ => "no thresholds set".to_string(),
+    };
+    let failed_rules: Vec<String> = report
+        .gate
+        .rules
+        .iter()
+        .filter(|r| !r.pass)
+        .map(|r| format!("{} {} {}: {} vs limit {}", r.target, r.output, r.rule, fmt_num(r.measured.0), fmt_num(r.limit.0)))
+        .collect();
+    let _ = writeln!(s, "\n{} {}  (exit code {})", bold("VERDICT"), verdict, report.exit_code);
+    for r in failed_rules {
+        let _ = writeln!(s, "  failed: {r}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_short_and_honest() {
+        assert_eq!(fmt_num(0.0), "0");
+        assert_eq!(fmt_num(0.1258), "0.1258");
+        assert_eq!(fmt_num(12.3456), "12.35");
+        assert_eq!(fmt_num(1.5e-5), "1.500e-5");
+        assert_eq!(fmt_num(f64::INFINITY), "inf");
+        assert_eq!(fmt_num(f64::NAN), "-");
+    }
+}

@@ -1,0 +1,272 @@
+//! Finding an ONNX Runtime build on this machine, or fetching it: command-line flag, environment
+//! variable, installed Python package, the tool's cache, and finally `pip download` of the
+//! official wheel into the cache.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::catalog::{Build, Role};
+use super::python::{installed_packages, pip_download, InstalledPackage};
+use super::wheel::{extract_shared_libraries, sha256_file, LibFile};
+use crate::error::{environment, usage};
+
+/// Where a runtime was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    Flag,
+    Env,
+    PythonPackage,
+    Cache,
+    Fetched,
+}
+
+impl Source {
+    /// Words for tables.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Flag => "--runtime flag",
+            Source::Env => "environment variable",
+            Source::PythonPackage => "installed Python package",
+            Source::Cache => "npu-audit cache",
+            Source::Fetched => "fetched now",
+        }
+    }
+}
+
+/// A located build, ready to be loaded by a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Runtime {
+    pub key: String,
+    pub package: String,
+    /// The pinned version, or `None` for a library the user pointed at (the worker then reports
+    /// the version the library itself states).
+    pub version: Option<String>,
+    pub source: Source,
+    /// The main library: `libonnxruntime` or the EP plugin.
+    pub library: PathBuf,
+    /// SHA-256 of the main library, when known without hashing at run time.
+    pub sha256: Option<String>,
+}
+
+/// What the cache stores beside the extracted libraries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CacheManifest {
+    pub package: String,
+    pub version: String,
+    pub wheel: String,
+    pub wheel_sha256: String,
+    pub files: Vec<LibFile>,
+}
+
+/// Locates and fetches runtimes for one invocation of the tool.
+pub struct Provisioner {
+    overrides: HashMap<String, PathBuf>,
+    cache_root: PathBuf,
+    python: OnceLock<HashMap<String, InstalledPackage>>,
+}
+
+/// The per-user cache: `NPU_AUDIT_CACHE`, else the platform cache directory + `npu-audit`.
+pub fn cache_root() -> PathBuf {
+    match std::env::var_os("NPU_AUDIT_CACHE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("npu-audit"),
+    }
+}
+
+impl Provisioner {
+    /// `flags` are `--runtime KEY=PATH` values.
+    pub fn new(flags: &[String]) -> Result<Provisioner> {
+        let mut overrides = HashMap::new();
+        for f in flags {
+            let (k, v) = f
+                .split_once('=')
+                .ok_or_else(|| usage(format!("--runtime '{f}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)")))?;
+            if Build::get(k).is_none() {
+                return Err(usage(format!("--runtime '{f}': unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu)")));
+            }
+            overrides.insert(k.to_string(), PathBuf::from(v));
+        }
+        Ok(Provisioner { overrides, cache_root: cache_root(), python: OnceLock::new() })
+    }
+
+    fn cache_dir(&self, build: &Build) -> PathBuf {
+        self.cache_root
+            .join("runtimes")
+            .join(format!("{}-{}-{}-{}", build.package, build.version, std::env::consts::OS, std::env::consts::ARCH))
+    }
+
+    fn python_packages(&self) -> &HashMap<String, InstalledPackage> {
+        self.python.get_or_init(|| {
+            let names: Vec<&str> = super::catalog::BUILDS.iter().map(|b| b.package).collect();
+            installed_packages(&names)
+        })
+    }
+
+    /// Finds a build without fetching. `Ok(None)` means it has to be fetched.
+    pub fn find(&self, build: &'static Build) -> Result<Option<Runtime>> {
+        if let Some(path) = self.overrides.get(build.key) {
+            let lib = resolve_user_path(build, path)
+                .map_err(|e| usage(format!("--runtime {}={}: {e}", build.key, path.display())))?;
+            return Ok(Some(user_runtime(build, lib, Source::Flag)));
+        }
+        if let Some(path) = std::env::var_os(build.env_var).filter(|p| !p.is_empty()) {
+            let path = PathBuf::from(path);
+            let lib = resolve_user_path(build, &path)
+                .map_err(|e| usage(format!("{}={}: {e}", build.env_var, path.display())))?;
+            return Ok(Some(user_runtime(build, lib, Source::Env)));
+        }
+        if let Some(pkg) = self.python_packages().get(build.package) {
+            let lib = pkg.root.join(build.main_lib());
+            if pkg.version == build.version && lib.is_file() {
+                return Ok(Some(Runtime {
+                    key: build.key.into(),
+                    package: build.package.into(),
+                    version: Some(build.version.into()),
+                    source: Source::PythonPackage,
+                    library: lib,
+                    sha256: None,
+                }));
+            }
+        }
+        let dir = self.cache_dir(build);
+        if let Some(manifest) = read_manifest(&dir) {
+            return Ok(Some(cached_runtime(build, &dir, &manifest, Source::Cache)));
+        }
+        Ok(None)
+    }
+
+    /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
+    pub fn get(&self, build: &'static Build) -> Result<Runtime> {
+        if !build.supports_this_platform() {
+            return Err(environment(format!("{} is not available here: {}", build.label(), build.platform_reason)));
+        }
+        if let Some(rt) = self.find(build)? {
+            return Ok(rt);
+        }
+        self.fetch(build)
+    }
+
+    /// Downloads and extracts a build into the cache (under a lock, so concurrent audits fetch once).
+    pub fn fetch(&self, build: &'static Build) -> Result<Runtime> {
+        let dir = self.cache_dir(build);
+        let parent = dir.parent().context("cache directory has no parent")?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| environment(format!("cannot create the runtime cache {}: {e}", parent.display())))?;
+        let lock_path = parent.join(format!(".{}-{}.lock", build.package, build.version));
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
+        lock.lock().map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
+        if let Some(manifest) = read_manifest(&dir) {
+            return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
+        }
+        eprintln!(
+            "npu-audit: fetching {} from the Python package index (first use; cached in {})",
+            build.label(),
+            dir.display()
+        );
+        let download = tempfile::tempdir_in(parent).map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
+        let wheel = pip_download(build.package, build.version, download.path())?;
+        let staging = tempfile::tempdir_in(parent).map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
+        let files = extract_shared_libraries(&wheel, staging.path())
+            .map_err(|e| environment(format!("cannot extract {}: {e:#}", wheel.display())))?;
+        if !files.iter().any(|f| f.path == build.main_lib()) {
+            return Err(environment(format!("the {} wheel has no {}", build.label(), build.main_lib())));
+        }
+        let manifest = CacheManifest {
+            package: build.package.into(),
+            version: build.version.into(),
+            wheel: wheel.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+            wheel_sha256: sha256_file(&wheel)?,
+            files,
+        };
+        std::fs::write(staging.path().join("manifest.json"), serde_json::to_vec_pretty(&manifest)?)?;
+        let staged = staging.keep();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).ok();
+        }
+        std::fs::rename(&staged, &dir)
+            .map_err(|e| environment(format!("cannot move the runtime into {}: {e}", dir.display())))?;
+        let total: u64 = manifest.files.iter().map(|f| f.size).sum();
+        eprintln!(
+            "npu-audit: installed {} ({} libraries, {:.0} MB, wheel sha256 {})",
+            build.label(),
+            manifest.files.len(),
+            total as f64 / 1e6,
+            &manifest.wheel_sha256[..16]
+        );
+        Ok(cached_runtime(build, &dir, &manifest, Source::Fetched))
+    }
+
+    /// The cache manifest of an installed build, for `runtime list`.
+    pub fn cache_manifest(&self, build: &Build) -> Option<(PathBuf, CacheManifest)> {
+        let dir = self.cache_dir(build);
+        read_manifest(&dir).map(|m| (dir, m))
+    }
+}
+
+fn read_manifest(dir: &Path) -> Option<CacheManifest> {
+    let text = std::fs::read(dir.join("manifest.json")).ok()?;
+    let manifest: CacheManifest = serde_json::from_slice(&text).ok()?;
+    // A cache entry whose files went missing or changed size is treated as absent.
+    let complete = manifest.files.iter().all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size));
+    complete.then_some(manifest)
+}
+
+fn cached_runtime(build: &Build, dir: &Path, manifest: &CacheManifest, source: Source) -> Runtime {
+    let main = build.main_lib();
+    Runtime {
+        key: build.key.into(),
+        package: build.package.into(),
+        version: Some(build.version.into()),
+        source,
+        library: dir.join(&main),
+        sha256: manifest.files.iter().find(|f| f.path == main).map(|f| f.sha256.clone()),
+    }
+}
+
+fn user_runtime(build: &Build, library: PathBuf, source: Source) -> Runtime {
+    Runtime { key: build.key.into(), package: build.package.into(), version: None, source, library, sha256: None }
+}
+
+/// Accepts the library itself or a directory holding it (directly, or in a wheel's layout).
+fn resolve_user_path(build: &Build, path: &Path) -> Result<PathBuf, String> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    if !path.is_dir() {
+        return Err("no such file or directory".into());
+    }
+    let candidates = [path.join(build.main_lib()), path.join(build.main_lib_name())];
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    // Any libonnxruntime build (a version other than the pinned one) or the plugin by its stem.
+    let stem = match build.role {
+        Role::Standalone if cfg!(windows) => "onnxruntime.dll",
+        Role::Standalone => "libonnxruntime.",
+        Role::PluginOn(_) => "onnxruntime_providers_qnn",
+    };
+    for dir in [path.to_path_buf(), path.join("onnxruntime").join("capi"), path.join("lib")] {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut names: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains(stem)))
+                .filter(|p| p.is_file())
+                .collect();
+            names.sort();
+            if let Some(first) = names.into_iter().next() {
+                return Ok(first);
+            }
+        }
+    }
+    Err(format!("no {} found there", build.main_lib_name()))
+}

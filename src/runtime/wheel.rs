@@ -1,0 +1,78 @@
+//! Extracting only the shared libraries from an ONNX Runtime wheel (a zip archive), recording the
+//! SHA-256 of each.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::catalog::is_shared_library;
+use crate::model::load::hex;
+
+/// One extracted file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LibFile {
+    /// Path relative to the runtime directory, as inside the wheel.
+    pub path: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+/// SHA-256 of a file, streamed.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut reader = BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// Extracts the shared libraries of `wheel` into `dest`, keeping the wheel's directory layout
+/// (plugins find their bundled dependencies through relative rpaths).
+pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile>> {
+    let file = File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
+    let mut archive = zip::ZipArchive::new(BufReader::new(file))
+        .map_err(|e| anyhow::anyhow!("{} is not a valid wheel: {e}", wheel.display()))?;
+    let mut files = Vec::new();
+    for i in 0..archive.len() {
+        let mut entry = archive.by_index(i).map_err(|e| anyhow::anyhow!("cannot read wheel entry: {e}"))?;
+        let Some(rel) = entry.enclosed_name() else { continue };
+        let rel_text = rel.to_string_lossy().replace('\\', "/");
+        if entry.is_dir() || !is_shared_library(&rel_text) {
+            continue;
+        }
+        let out_path = dest.join(&rel);
+        if let Some(parent) = out_path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut out = File::create(&out_path).with_context(|| format!("cannot create {}", out_path.display()))?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = entry.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])?;
+            size += n as u64;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&out_path, std::fs::Permissions::from_mode(0o755))?;
+        }
+        files.push(LibFile { path: rel_text, size, sha256: hex(&hasher.finalize()) });
+    }
+    Ok(files)
+}

@@ -1,0 +1,230 @@
+//! Target specifications: which execution provider, on which chipset, with which options. A target
+//! is one configuration of one ONNX Runtime build that a model is audited on.
+
+pub mod chipset;
+
+use std::fmt;
+
+use anyhow::Result;
+
+pub use chipset::{Chipset, CHIPSETS};
+
+use crate::error::usage;
+
+/// The execution provider a target runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    Qnn(Chipset),
+    OpenVino { device: String },
+    DirectMl,
+    Cuda,
+    TensorRt,
+}
+
+impl Backend {
+    /// ONNX Runtime's name for the execution provider.
+    pub fn ep_name(&self) -> &'static str {
+        match self {
+            Backend::Cpu => "CPUExecutionProvider",
+            Backend::Qnn(_) => "QNNExecutionProvider",
+            Backend::OpenVino { .. } => "OpenVINOExecutionProvider",
+            Backend::DirectMl => "DmlExecutionProvider",
+            Backend::Cuda => "CUDAExecutionProvider",
+            Backend::TensorRt => "TensorrtExecutionProvider",
+        }
+    }
+}
+
+/// ONNX Runtime graph optimization level of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptLevel {
+    /// No graph rewrites: QDQ models execute op by op, the plain simulation of quantization.
+    Disable,
+    Basic,
+    Extended,
+    /// ONNX Runtime's default.
+    All,
+}
+
+/// A parsed `--target` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSpec {
+    /// Canonical text, used as the target's id in every report.
+    pub id: String,
+    pub backend: Backend,
+    pub opt: OptLevel,
+    /// Extra `key=value` options: keys starting with `session.` are session config entries, the
+    /// rest go to the execution provider.
+    pub options: Vec<(String, String)>,
+}
+
+impl fmt::Display for TargetSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+/// The syntax every error message about a target spec repeats.
+pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu], dml, cuda, tensorrt; options as ,key=value";
+
+impl TargetSpec {
+    /// Parses `KIND[:VARIANT][,KEY=VALUE]*`; `qnn:all` expands to every known chipset.
+    pub fn parse_many(text: &str) -> Result<Vec<TargetSpec>> {
+        let mut parts = text.split(',');
+        let head = parts.next().unwrap_or("").trim();
+        let mut options = Vec::new();
+        for part in parts {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| usage(format!("target '{text}': option '{part}' is not key=value")))?;
+            let (k, v) = (k.trim(), v.trim());
+            if k.is_empty() {
+                return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
+            }
+            options.push((k.to_string(), v.to_string()));
+        }
+        let (kind, variant) = match head.split_once(':') {
+            Some((k, v)) => (k.trim().to_ascii_lowercase(), Some(v.trim())),
+            None => (head.to_ascii_lowercase(), None),
+        };
+        let kind = match kind.as_str() {
+            "htp" => "qnn".to_string(),
+            "ov" => "openvino".to_string(),
+            "directml" => "dml".to_string(),
+            "trt" => "tensorrt".to_string(),
+            _ => kind,
+        };
+        let unknown = || usage(format!("unknown target '{text}' (known: {TARGET_SYNTAX})"));
+        let make = |backend: Backend, opt: OptLevel, variant_id: Option<String>| {
+            let mut id = match &variant_id {
+                Some(v) => format!("{kind}:{v}"),
+                None => kind.clone(),
+            };
+            for (k, v) in &options {
+                id.push_str(&format!(",{k}={v}"));
+            }
+            TargetSpec { id, backend, opt, options: options.clone() }
+        };
+        let specs = match kind.as_str() {
+            "cpu" => {
+                let (opt, v) = match variant.map(str::to_ascii_lowercase).as_deref() {
+                    None | Some("") | Some("default") | Some("all") => (OptLevel::All, None),
+                    Some("noopt") | Some("disable") => (OptLevel::Disable, Some("noopt")),
+                    Some("basic") => (OptLevel::Basic, Some("basic")),
+                    Some("extended") => (OptLevel::Extended, Some("extended")),
+                    Some(_) => return Err(unknown()),
+                };
+                vec![make(Backend::Cpu, opt, v.map(str::to_string))]
+            }
+            "qnn" => {
+                let Some(v) = variant.filter(|v| !v.is_empty()) else {
+                    return Err(usage(format!(
+                        "target '{text}' needs a chipset: qnn:<chipset> (e.g. qnn:sm8650, qnn:\"8 Gen 3\") or qnn:all"
+                    )));
+                };
+                if v.eq_ignore_ascii_case("all") {
+                    CHIPSETS.iter().map(|c| qnn_spec(*c, &options)).collect()
+                } else {
+                    let chip = Chipset::find(v).ok_or_else(|| {
+                        let known: Vec<_> = CHIPSETS.iter().map(|c| c.sm).collect();
+                        usage(format!("target '{text}': unknown Snapdragon chipset '{v}' (known: {})", known.join(", ")))
+                    })?;
+                    vec![qnn_spec(chip, &options)]
+                }
+            }
+            "openvino" => {
+                let device = variant.filter(|v| !v.is_empty()).unwrap_or("cpu").to_ascii_lowercase();
+                if !matches!(device.as_str(), "cpu" | "gpu" | "npu") {
+                    return Err(unknown());
+                }
+                let v = (device != "cpu").then(|| device.clone());
+                vec![make(Backend::OpenVino { device: device.to_ascii_uppercase() }, OptLevel::All, v)]
+            }
+            "dml" if variant.is_none() => vec![make(Backend::DirectMl, OptLevel::All, None)],
+            "cuda" if variant.is_none() => vec![make(Backend::Cuda, OptLevel::All, None)],
+            "tensorrt" if variant.is_none() => vec![make(Backend::TensorRt, OptLevel::All, None)],
+            _ => return Err(unknown()),
+        };
+        Ok(specs)
+    }
+
+    /// The chipset of a QNN target.
+    pub fn chipset(&self) -> Option<Chipset> {
+        match self.backend {
+            Backend::Qnn(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+fn qnn_spec(chip: Chipset, options: &[(String, String)]) -> TargetSpec {
+    let mut id = format!("qnn:{}", chip.sm);
+    for (k, v) in options {
+        id.push_str(&format!(",{k}={v}"));
+    }
+    TargetSpec { id, backend: Backend::Qnn(chip), opt: OptLevel::All, options: options.to_vec() }
+}
+
+/// Parses every `--target` value, expanding groups and dropping repeats while keeping order.
+pub fn parse_targets(values: &[String]) -> Result<Vec<TargetSpec>> {
+    let mut out: Vec<TargetSpec> = Vec::new();
+    for v in values {
+        for spec in TargetSpec::parse_many(v)? {
+            if !out.iter().any(|s| s.id == spec.id) {
+                out.push(spec);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> TargetSpec {
+        let mut v = TargetSpec::parse_many(text).unwrap();
+        assert_eq!(v.len(), 1);
+        v.remove(0)
+    }
+
+    #[test]
+    fn cpu_variants() {
+        assert_eq!(one("cpu").opt, OptLevel::All);
+        assert_eq!(one("cpu:noopt").opt, OptLevel::Disable);
+        assert_eq!(one("cpu:noopt").id, "cpu:noopt");
+        assert_eq!(one("CPU:basic").id, "cpu:basic");
+    }
+
+    #[test]
+    fn qnn_chipsets_by_any_name_get_one_canonical_id() {
+        assert_eq!(one("qnn:SM8650").id, "qnn:sm8650");
+        assert_eq!(one("qnn:8 Gen 3").id, "qnn:sm8650");
+        assert_eq!(one("qnn:8 Elite Gen 5").chipset().unwrap().soc_model, 87);
+        let all = TargetSpec::parse_many("qnn:all").unwrap();
+        assert_eq!(all.len(), CHIPSETS.len());
+    }
+
+    #[test]
+    fn options_are_kept_in_the_id() {
+        let t = one("qnn:sm8650,htp_performance_mode=burst");
+        assert_eq!(t.id, "qnn:sm8650,htp_performance_mode=burst");
+        assert_eq!(t.options, vec![("htp_performance_mode".to_string(), "burst".to_string())]);
+    }
+
+    #[test]
+    fn bad_specs_are_usage_errors() {
+        for bad in ["gpu", "qnn", "qnn:sm1234", "cpu:fast", "cpu,novalue", "openvino:tpu"] {
+            let err = TargetSpec::parse_many(bad).unwrap_err();
+            assert_eq!(crate::error::exit_code_of(&err), crate::error::ExitCode::Usage, "{bad}");
+        }
+    }
+
+    #[test]
+    fn repeats_are_dropped() {
+        let v = parse_targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:8 gen 3".into(), "cpu".into()]).unwrap();
+        assert_eq!(v.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), vec!["cpu", "qnn:sm8650"]);
+    }
+}

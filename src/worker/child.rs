@@ -1,0 +1,284 @@
+//! The worker side: a child process of the tool that loads one ONNX Runtime build, creates one
+//! session for one target, runs every sample and writes the outputs. Anything that goes wrong
+//! inside ONNX Runtime stays inside this process.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use ort::environment::Environment;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::{Session, SessionInputValue};
+use ort::value::{DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
+
+use super::job::{EpSetup, Job, JobResult, OutputFile, Phase};
+use crate::target::OptLevel;
+use crate::tensor::{Tensor, TensorData};
+
+/// Runs the job described by `job_path` and writes `result.json` beside its outputs. Returns the
+/// process exit code: 0 whenever a result was written, even for a failed target.
+pub fn run(job_path: &Path) -> i32 {
+    let job: Job = match std::fs::read(job_path)
+        .map_err(anyhow::Error::from)
+        .and_then(|b| serde_json::from_slice(&b).map_err(anyhow::Error::from))
+    {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("npu-audit worker: cannot read job {}: {e}", job_path.display());
+            return 2;
+        }
+    };
+    super::pool::inject_fault(&job.target_id);
+    let mut result = JobResult {
+        ok: false,
+        phase: Phase::LoadRuntime,
+        error: None,
+        ort_version: None,
+        load_ms: 0.0,
+        session_create_ms: 0.0,
+        run_ms: Vec::new(),
+        outputs: Vec::new(),
+        devices: Vec::new(),
+    };
+    match execute(&job, &mut result) {
+        Ok(()) => {
+            result.ok = true;
+            result.phase = Phase::Done;
+        }
+        Err(e) => result.error = Some(format!("{e:#}")),
+    }
+    let final_path = job.output_dir.join("result.json");
+    let tmp_path = job.output_dir.join("result.json.tmp");
+    let written = serde_json::to_vec_pretty(&result)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| std::fs::write(&tmp_path, bytes).map_err(anyhow::Error::from))
+        .and_then(|_| std::fs::rename(&tmp_path, &final_path).map_err(anyhow::Error::from));
+    match written {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("npu-audit worker: cannot write {}: {e}", final_path.display());
+            2
+        }
+    }
+}
+
+/// ONNX Runtime errors carry the builder for recovery; only the message matters here.
+fn ort_err<T>(e: ort::Error<T>) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
+    let start = Instant::now();
+    let env_builder = ort::init_from(&job.ort_library).map_err(|e| anyhow!("cannot load ONNX Runtime: {e}"))?;
+    result.ort_version = library_version(&job.ort_library);
+    let env = env_builder.with_name("npu-audit").with_telemetry(false).build().map_err(ort_err)?;
+    result.load_ms = ms_since(start);
+
+    result.phase = Phase::RegisterEp;
+    if let EpSetup::Plugin { ep_name, library, .. } = &job.ep {
+        env.register_ep_library(ep_name.clone(), library)
+            .map_err(|e| anyhow!("cannot register {ep_name} from {}: {e}", library.display()))?;
+    }
+    result.devices = env
+        .devices()
+        .map(|d| {
+            let hw = d.hardware_device();
+            format!("{}: {} {:?}", d.ep().unwrap_or("?"), hw.vendor().unwrap_or("?"), hw.ty())
+        })
+        .collect();
+
+    result.phase = Phase::CreateSession;
+    let start = Instant::now();
+    let builder = session_builder(job, &env)?;
+    let mut session = builder_commit(builder, &job.model)?;
+    result.session_create_ms = ms_since(start);
+
+    let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+    for (si, sample) in job.samples.iter().enumerate() {
+        result.phase = Phase::Run;
+        let mut inputs: Vec<(String, SessionInputValue<'static>)> = Vec::with_capacity(sample.len());
+        for input in sample {
+            let tensor = Tensor::read_npy(&input.path)?;
+            inputs.push((input.name.clone(), to_ort(&tensor).map_err(ort_err)?.into()));
+        }
+        let start = Instant::now();
+        let outputs = session.run(inputs).map_err(ort_err)?;
+        result.run_ms.push(ms_since(start));
+
+        result.phase = Phase::WriteOutputs;
+        let dir = job.output_dir.join(format!("s{si}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut files = Vec::with_capacity(output_names.len());
+        for (oi, name) in output_names.iter().enumerate() {
+            let value = outputs.get(name.as_str()).with_context(|| format!("output '{name}' missing"))?;
+            let tensor = from_ort(value).with_context(|| format!("output '{name}'"))?;
+            let path = dir.join(format!("o{oi}.npy"));
+            tensor.write_npy(&path)?;
+            files.push(OutputFile { name: name.clone(), dtype: tensor.dtype(), shape: tensor.shape.clone(), path });
+        }
+        result.outputs.push(files);
+    }
+    Ok(())
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
+    let level = match job.opt {
+        OptLevel::Disable => GraphOptimizationLevel::Disable,
+        OptLevel::Basic => GraphOptimizationLevel::Level1,
+        OptLevel::Extended => GraphOptimizationLevel::Level2,
+        OptLevel::All => GraphOptimizationLevel::All,
+    };
+    let mut b = Session::builder(env)
+        .map_err(ort_err)?
+        .with_optimization_level(level)
+        .map_err(ort_err)?
+        .with_intra_threads(job.intra_threads)
+        .map_err(ort_err)?;
+    for (name, value) in &job.free_dims {
+        b = b.with_dimension_override(name, *value).map_err(ort_err)?;
+    }
+    for (k, v) in &job.session_config {
+        b = b.with_config_entry(k, v).map_err(ort_err)?;
+    }
+    // Devices are always chosen explicitly: once a plugin EP is registered, ONNX Runtime's automatic
+    // policy would otherwise hand even a "CPU" session to it.
+    b = match &job.ep {
+        EpSetup::Cpu => {
+            let cpu: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|n| n == "CPUExecutionProvider")).collect();
+            if cpu.is_empty() {
+                b
+            } else {
+                b.with_devices(cpu, None).map_err(ort_err)?
+            }
+        }
+        EpSetup::Plugin { ep_name, options, .. } => {
+            let devices: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|n| n == ep_name)).collect();
+            if devices.is_empty() {
+                bail!("{ep_name} offered no device after registration");
+            }
+            let prefixed: Vec<(String, String)> = options.iter().map(|(k, v)| (format!("{ep_name}.{k}"), v.clone())).collect();
+            b.with_devices(devices, Some(&prefixed)).map_err(ort_err)?
+        }
+        EpSetup::BuiltIn { ep_name, options } => {
+            let dispatch = built_in_ep(ep_name, options)?;
+            b.with_execution_providers([dispatch]).map_err(ort_err)?
+        }
+    };
+    Ok(b)
+}
+
+fn builder_commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> {
+    builder.commit_from_file(model).map_err(ort_err)
+}
+
+fn built_in_ep(ep_name: &str, options: &[(String, String)]) -> Result<ort::ep::ExecutionProviderDispatch> {
+    use ort::ep::ArbitrarilyConfigurableExecutionProvider;
+    let dispatch = match ep_name {
+        "OpenVINOExecutionProvider" => {
+            let mut ep = ort::ep::OpenVINO::default();
+            for (k, v) in options {
+                ep = ep.with_arbitrary_config(k, v);
+            }
+            ep.build()
+        }
+        "CUDAExecutionProvider" => {
+            let mut ep = ort::ep::CUDA::default();
+            for (k, v) in options {
+                ep = ep.with_arbitrary_config(k, v);
+            }
+            ep.build()
+        }
+        "TensorrtExecutionProvider" => {
+            let mut ep = ort::ep::TensorRT::default();
+            for (k, v) in options {
+                ep = ep.with_arbitrary_config(k, v);
+            }
+            ep.build()
+        }
+        "DmlExecutionProvider" => ort::ep::DirectML::default().build(),
+        other => bail!("unknown execution provider {other}"),
+    };
+    // Registration failure must fail the target, not silently fall back to the CPU.
+    Ok(dispatch.error_on_failure())
+}
+
+/// The version string the library reports through `OrtGetApiBase()->GetVersionString()`.
+fn library_version(path: &Path) -> Option<String> {
+    // SAFETY: the library is already loaded by `ort::init_from`; loading it again only bumps its
+    // reference count, and `OrtGetApiBase` has this signature in every ONNX Runtime release.
+    unsafe {
+        let lib = libloading::Library::new(path).ok()?;
+        let get_base: libloading::Symbol<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase> =
+            lib.get(b"OrtGetApiBase").ok()?;
+        let base = get_base();
+        if base.is_null() {
+            return None;
+        }
+        let text = ((*base).GetVersionString)();
+        if text.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned())
+    }
+}
+
+fn to_ort(t: &Tensor) -> ort::Result<DynValue> {
+    let shape: Vec<i64> = t.shape.iter().map(|&d| d as i64).collect();
+    macro_rules! make {
+        ($v:expr) => {
+            OrtTensor::from_array((shape, $v.clone()))?.into_dyn()
+        };
+    }
+    Ok(match &t.data {
+        TensorData::Float32(v) => make!(v),
+        TensorData::Float64(v) => make!(v),
+        TensorData::Float16(v) => {
+            let halfs: Vec<half::f16> = v.iter().map(|b| half::f16::from_bits(*b)).collect();
+            make!(halfs)
+        }
+        TensorData::Int8(v) => make!(v),
+        TensorData::Uint8(v) => make!(v),
+        TensorData::Int16(v) => make!(v),
+        TensorData::Uint16(v) => make!(v),
+        TensorData::Int32(v) => make!(v),
+        TensorData::Uint32(v) => make!(v),
+        TensorData::Int64(v) => make!(v),
+        TensorData::Uint64(v) => make!(v),
+        TensorData::Bool(v) => make!(v),
+    })
+}
+
+fn from_ort(v: &DynValue) -> Result<Tensor> {
+    let ValueType::Tensor { ty, .. } = v.dtype() else {
+        bail!("is not a tensor (sequence and map outputs are not supported)");
+    };
+    macro_rules! take {
+        ($t:ty, $variant:ident) => {{
+            let (shape, data) = v.try_extract_tensor::<$t>().map_err(|e| anyhow!("{e}"))?;
+            (shape.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>(), TensorData::$variant(data.to_vec()))
+        }};
+    }
+    let (shape, data) = match ty {
+        TensorElementType::Float32 => take!(f32, Float32),
+        TensorElementType::Float64 => take!(f64, Float64),
+        TensorElementType::Float16 => {
+            let (shape, data) = v.try_extract_tensor::<half::f16>().map_err(|e| anyhow!("{e}"))?;
+            (shape.iter().map(|&d| d.max(0) as usize).collect(), TensorData::Float16(data.iter().map(|h| h.to_bits()).collect()))
+        }
+        TensorElementType::Int8 => take!(i8, Int8),
+        TensorElementType::Uint8 => take!(u8, Uint8),
+        TensorElementType::Int16 => take!(i16, Int16),
+        TensorElementType::Uint16 => take!(u16, Uint16),
+        TensorElementType::Int32 => take!(i32, Int32),
+        TensorElementType::Uint32 => take!(u32, Uint32),
+        TensorElementType::Int64 => take!(i64, Int64),
+        TensorElementType::Uint64 => take!(u64, Uint64),
+        TensorElementType::Bool => take!(bool, Bool),
+        other => bail!("has element type {other:?}, which the audit does not support"),
+    };
+    Tensor::new(shape, data)
+}

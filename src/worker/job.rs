@@ -1,0 +1,94 @@
+//! What the audit asks a worker process to do and what the worker answers, exchanged as JSON files
+//! so that a worker that dies mid-way leaves nothing ambiguous behind.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::target::OptLevel;
+use crate::tensor::DType;
+
+/// How the worker attaches the target's execution provider.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EpSetup {
+    /// CPU execution provider only.
+    Cpu,
+    /// A plugin EP library registered into the environment, then selected by its devices.
+    Plugin {
+        ep_name: String,
+        library: PathBuf,
+        /// Options without the `EPNAME.` prefix.
+        options: Vec<(String, String)>,
+    },
+    /// An EP compiled into the ONNX Runtime build, appended through its C API.
+    BuiltIn { ep_name: String, options: Vec<(String, String)> },
+}
+
+/// One input tensor of one sample, stored as `.npy`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InputFile {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+/// A complete description of one target run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub target_id: String,
+    /// `libonnxruntime` to load.
+    pub ort_library: PathBuf,
+    pub ep: EpSetup,
+    pub opt: OptLevel,
+    pub model: PathBuf,
+    /// Per sample, every model input.
+    pub samples: Vec<Vec<InputFile>>,
+    /// Where outputs go: `s{sample}/o{index}.npy`.
+    pub output_dir: PathBuf,
+    pub intra_threads: usize,
+    /// Symbolic dimension values, passed as free dimension overrides (QNN needs static shapes).
+    pub free_dims: Vec<(String, i64)>,
+    /// Session configuration entries (`session.*` target options).
+    pub session_config: Vec<(String, String)>,
+}
+
+/// How far a worker got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    LoadRuntime,
+    RegisterEp,
+    CreateSession,
+    Run,
+    WriteOutputs,
+    Done,
+}
+
+/// One output tensor a worker wrote.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OutputFile {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub path: PathBuf,
+}
+
+/// What a worker reports back (written to `result.json` in its output directory).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobResult {
+    /// `true` when every sample ran.
+    pub ok: bool,
+    pub phase: Phase,
+    /// ONNX Runtime's own error text when `ok` is false.
+    pub error: Option<String>,
+    /// Version the loaded ONNX Runtime library states.
+    pub ort_version: Option<String>,
+    pub load_ms: f64,
+    pub session_create_ms: f64,
+    /// Wall time of each `run` call, one per sample.
+    pub run_ms: Vec<f64>,
+    /// Per sample, every model output in session order.
+    pub outputs: Vec<Vec<OutputFile>>,
+    /// Execution-provider devices the runtime offered (`EP: vendor type`).
+    pub devices: Vec<String>,
+}

@@ -1,0 +1,236 @@
+//! The parent side: runs each job in its own child process of this binary, at most `jobs` at once,
+//! each under a timeout, and turns however the child ended into a status.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use wait_timeout::ChildExt;
+
+use super::job::{Job, JobResult};
+
+/// How a target's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every sample ran and outputs were written.
+    Ok,
+    /// ONNX Runtime refused: loading, EP registration, session creation or a run returned an error.
+    Failed,
+    /// The worker process died (signal, or exit without a result).
+    Crashed,
+    /// The worker did not finish within the timeout and was killed.
+    Timeout,
+    /// The target cannot run on this machine (platform, missing runtime).
+    Unavailable,
+}
+
+impl RunStatus {
+    /// The word used in tables and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Crashed => "crashed",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// The outcome of one job.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub result: Option<JobResult>,
+    /// Wall time of the child process, spawn to exit.
+    pub wall_ms: f64,
+    /// The worker's stderr (ONNX Runtime's own log lines).
+    pub log: PathBuf,
+}
+
+/// Limits for a batch of jobs.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolConfig {
+    pub max_parallel: usize,
+    pub timeout: Duration,
+}
+
+/// Environment variable that makes a worker misbehave on purpose, for testing how the audit
+/// reports it: `TARGET_ID=crash|hang|exit[;TARGET_ID=...]`.
+pub const FAULT_INJECTION_ENV: &str = "NPU_AUDIT_FAULT_INJECT";
+
+/// Runs every job and returns the outcomes in the order of `jobs`. `on_done` is called as each
+/// job finishes (for progress display).
+pub fn run_all(jobs: &[(Job, PathBuf)], config: PoolConfig, on_done: &(dyn Fn(&Job, &Outcome) + Sync)) -> Vec<Outcome> {
+    let queue: Mutex<VecDeque<usize>> = Mutex::new((0..jobs.len()).collect());
+    let results: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; jobs.len()]);
+    let threads = config.max_parallel.clamp(1, jobs.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let next = queue.lock().map(|mut q| q.pop_front()).unwrap_or(None);
+                let Some(i) = next else { break };
+                let (job, dir) = &jobs[i];
+                let outcome = run_one(job, dir, config.timeout);
+                on_done(job, &outcome);
+                if let Ok(mut r) = results.lock() {
+                    r[i] = Some(outcome);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_default();
+    results
+        .into_iter()
+        .zip(jobs)
+        .map(|(r, (_, dir))| {
+            r.unwrap_or_else(|| Outcome {
+                status: RunStatus::Crashed,
+                error: Some("the audit lost track of this worker".into()),
+                result: None,
+                wall_ms: 0.0,
+                log: dir.join("worker.log"),
+            })
+        })
+        .collect()
+}
+
+fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
+    let log = dir.join("worker.log");
+    let fail = |status: RunStatus, error: String, wall_ms: f64| Outcome {
+        status,
+        error: Some(error),
+        result: None,
+        wall_ms,
+        log: log.clone(),
+    };
+    if let Err(e) = std::fs::create_dir_all(&job.output_dir) {
+        return fail(RunStatus::Failed, format!("cannot create {}: {e}", job.output_dir.display()), 0.0);
+    }
+    let job_path = dir.join("job.json");
+    let written = serde_json::to_vec_pretty(job).map_err(|e| e.to_string()).and_then(|b| std::fs::write(&job_path, b).map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        return fail(RunStatus::Failed, format!("cannot write {}: {e}", job_path.display()), 0.0);
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return fail(RunStatus::Failed, format!("cannot find the npu-audit executable: {e}"), 0.0),
+    };
+    let log_file = match File::create(&log) {
+        Ok(f) => f,
+        Err(e) => return fail(RunStatus::Failed, format!("cannot create {}: {e}", log.display()), 0.0),
+    };
+    let start = Instant::now();
+    let child = Command::new(exe)
+        .arg("__worker")
+        .arg(&job_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
+    };
+    let waited = child.wait_timeout(timeout);
+    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let status = match waited {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return fail(
+                RunStatus::Timeout,
+                format!("did not finish within {} s and was killed{}", timeout.as_secs_f64(), log_tail(&log)),
+                wall_ms,
+            );
+        }
+        Err(e) => {
+            let _ = child.kill();
+            return fail(RunStatus::Crashed, format!("lost the worker process: {e}"), wall_ms);
+        }
+    };
+    if let Some(signal) = exit_signal(&status) {
+        return fail(RunStatus::Crashed, format!("worker killed by signal {signal} ({}){}", signal_name(signal), log_tail(&log)), wall_ms);
+    }
+    let result: Option<JobResult> =
+        std::fs::read(job.output_dir.join("result.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    match (status.success(), result) {
+        (true, Some(r)) if r.ok => Outcome { status: RunStatus::Ok, error: None, result: Some(r), wall_ms, log },
+        (true, Some(r)) => Outcome {
+            status: RunStatus::Failed,
+            error: r.error.clone().or_else(|| Some("failed without an error message".into())),
+            result: Some(r),
+            wall_ms,
+            log,
+        },
+        (_, _) => fail(
+            RunStatus::Crashed,
+            format!("worker exited with code {} without a result{}", status.code().unwrap_or(-1), log_tail(&log)),
+            wall_ms,
+        ),
+    }
+}
+
+#[cfg(unix)]
+fn exit_signal(status: &std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
+}
+
+#[cfg(not(unix))]
+fn exit_signal(_status: &std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// The last non-empty lines of the worker's log, to explain a crash.
+fn log_tail(log: &Path) -> String {
+    let Ok(text) = std::fs::read_to_string(log) else { return String::new() };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    format!("; last log lines: {}", tail.join(" | "))
+}
+
+/// Applies [`FAULT_INJECTION_ENV`] inside a worker: crash, hang or exit without a result.
+pub fn inject_fault(target_id: &str) {
+    let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) else { return };
+    for item in spec.split(';') {
+        let Some((id, fault)) = item.split_once('=') else { continue };
+        if id != target_id {
+            continue;
+        }
+        match fault {
+            "crash" => {
+                eprintln!("npu-audit worker: injected crash");
+                std::process::abort();
+            }
+            "hang" => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+            "exit" => std::process::exit(7),
+            _ => {}
+        }
+    }
+}
