@@ -36,12 +36,18 @@ impl std::error::Error for Failure {}
 
 /// A usage or input error (exit code 2).
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Failure { code: ExitCode::Usage, message: message.into() })
+    anyhow::Error::new(Failure {
+        code: ExitCode::Usage,
+        message: message.into(),
+    })
 }
 
 /// An environment error (exit code 4).
 pub fn environment(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Failure { code: ExitCode::Environment, message: message.into() })
+    anyhow::Error::new(Failure {
+        code: ExitCode::Environment,
+        message: message.into(),
+    })
 }
 
 /// The exit code an error should end the process with; unclassified errors are environment

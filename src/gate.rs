@@ -2,7 +2,6 @@
 //! measured value, the limit and a verdict.
 
 use crate::report::model::{GateReport, Num, RuleResult, TargetReport};
-use crate::worker::RunStatus;
 
 /// Thresholds given with `--min-sqnr`, `--max-abs`, `--require-bit-exact`.
 #[derive(Debug, Clone, Default)]
@@ -19,11 +18,10 @@ impl Thresholds {
     }
 }
 
-/// Evaluates the thresholds on every target that ran, except the baseline the audit added on its
-/// own (the user did not ask to gate it).
+/// Evaluates the thresholds on every gated target ([`TargetReport::is_gated`]).
 pub fn evaluate(t: &Thresholds, targets: &[TargetReport]) -> GateReport {
     let mut rules = Vec::new();
-    for target in targets.iter().filter(|x| x.status == RunStatus::Ok && !(x.role == "baseline" && !x.required)) {
+    for target in targets.iter().filter(|x| x.is_gated()) {
         for out in &target.outputs {
             let mut push = |rule: &str, measured: f64, limit: f64, pass: bool| {
                 rules.push(RuleResult {
@@ -59,5 +57,8 @@ pub fn evaluate(t: &Thresholds, targets: &[TargetReport]) -> GateReport {
     } else {
         "fail"
     };
-    GateReport { verdict: verdict.into(), rules }
+    GateReport {
+        verdict: verdict.into(),
+        rules,
+    }
 }

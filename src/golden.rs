@@ -77,8 +77,11 @@ impl Golden {
         let manifest_path = dir.join("manifest.json");
         let bytes = std::fs::read(&manifest_path)
             .map_err(|e| usage(format!("--golden {shown}: cannot read manifest.json: {e}")))?;
-        let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| usage(format!("--golden {shown}: manifest.json is not a golden manifest: {e}")))?;
+        let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+            usage(format!(
+                "--golden {shown}: manifest.json is not a golden manifest: {e}"
+            ))
+        })?;
         if manifest.schema_version != GOLDEN_SCHEMA_VERSION {
             return Err(usage(format!(
                 "--golden {shown}: manifest schema version {} is not the supported {GOLDEN_SCHEMA_VERSION}",
@@ -86,13 +89,18 @@ impl Golden {
             )));
         }
         if manifest.samples.is_empty() {
-            return Err(usage(format!("--golden {shown}: the manifest lists no samples")));
+            return Err(usage(format!(
+                "--golden {shown}: the manifest lists no samples"
+            )));
         }
         for sample in &manifest.samples {
             for entry in sample.inputs.iter().chain(&sample.outputs) {
                 let path = dir.join(&entry.file);
                 if !path.is_file() {
-                    return Err(usage(format!("--golden {shown}: {} is missing", entry.file)));
+                    return Err(usage(format!(
+                        "--golden {shown}: {} is missing",
+                        entry.file
+                    )));
                 }
                 let actual = sha256_file(&path)?;
                 if actual != entry.sha256 {
@@ -103,7 +111,10 @@ impl Golden {
                 }
             }
         }
-        Ok(Golden { dir: dir.to_path_buf(), manifest })
+        Ok(Golden {
+            dir: dir.to_path_buf(),
+            manifest,
+        })
     }
 
     /// The stored inputs.
@@ -113,7 +124,10 @@ impl Golden {
             let mut sample = Vec::new();
             for e in &s.inputs {
                 let tensor = Tensor::read_npy(&self.dir.join(&e.file))?;
-                sample.push(NamedTensor { name: e.name.clone(), tensor });
+                sample.push(NamedTensor {
+                    name: e.name.clone(),
+                    tensor,
+                });
             }
             samples.push(sample);
         }
@@ -138,7 +152,12 @@ impl Golden {
             .map(|s| {
                 s.outputs
                     .iter()
-                    .map(|e| OutputFile { name: e.name.clone(), dtype: e.dtype, shape: e.shape.clone(), path: self.dir.join(&e.file) })
+                    .map(|e| OutputFile {
+                        name: e.name.clone(),
+                        dtype: e.dtype,
+                        shape: e.shape.clone(),
+                        path: self.dir.join(&e.file),
+                    })
                     .collect()
             })
             .collect()
@@ -146,7 +165,11 @@ impl Golden {
 
     /// Output names in order.
     pub fn output_names(&self) -> Vec<String> {
-        self.manifest.samples[0].outputs.iter().map(|e| e.name.clone()).collect()
+        self.manifest.samples[0]
+            .outputs
+            .iter()
+            .map(|e| e.name.clone())
+            .collect()
     }
 }
 
@@ -166,35 +189,63 @@ fn copy_entry(from: &Path, dir: &Path, rel: String, name: &str) -> Result<Tensor
     }
     std::fs::copy(from, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
     let tensor = Tensor::read_npy(&dest)?;
-    Ok(TensorEntry { name: name.to_string(), file: rel, dtype: tensor.dtype(), shape: tensor.shape, sha256: sha256_file(&dest)? })
+    Ok(TensorEntry {
+        name: name.to_string(),
+        file: rel,
+        dtype: tensor.dtype(),
+        shape: tensor.shape,
+        sha256: sha256_file(&dest)?,
+    })
 }
 
 /// Writes a golden directory: into a temporary sibling first, renamed into place when complete,
 /// so a failure never leaves a half-written golden run.
 pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
     if dest.exists() {
-        let empty = dest.read_dir().map(|mut d| d.next().is_none()).unwrap_or(false);
+        let empty = dest
+            .read_dir()
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
         if !empty && !force {
-            return Err(usage(format!("{} already exists; pass --force to replace it", dest.display())));
+            return Err(usage(format!(
+                "{} already exists; pass --force to replace it",
+                dest.display()
+            )));
         }
     }
     let parent = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent).map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
-    let staging = tempfile::tempdir_in(&parent).map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
+    let staging = tempfile::tempdir_in(&parent)
+        .map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
     let mut samples = Vec::new();
     for (k, (ins, outs)) in g.inputs.iter().zip(g.outputs).enumerate() {
         let inputs = ins
             .iter()
             .enumerate()
-            .map(|(i, f)| copy_entry(&f.path, staging.path(), format!("inputs/s{k}/i{i}.npy"), &f.name))
+            .map(|(i, f)| {
+                copy_entry(
+                    &f.path,
+                    staging.path(),
+                    format!("inputs/s{k}/i{i}.npy"),
+                    &f.name,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let outputs = outs
             .iter()
             .enumerate()
-            .map(|(o, f)| copy_entry(&f.path, staging.path(), format!("outputs/s{k}/o{o}.npy"), &f.name))
+            .map(|(o, f)| {
+                copy_entry(
+                    &f.path,
+                    staging.path(),
+                    format!("outputs/s{k}/o{o}.npy"),
+                    &f.name,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         samples.push(SampleEntry { inputs, outputs });
     }
@@ -202,7 +253,12 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         schema_version: GOLDEN_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
         reference_model: ModelEntry {
-            file: g.reference.path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+            file: g
+                .reference
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default(),
             sha256: g.reference.sha256.clone(),
             size_bytes: g.reference.size,
         },
@@ -210,11 +266,16 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         input_spec: g.input_spec,
         samples,
     };
-    std::fs::write(staging.path().join("manifest.json"), serde_json::to_vec_pretty(&manifest)?)?;
+    std::fs::write(
+        staging.path().join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
     let staged = staging.keep();
     if dest.exists() {
-        std::fs::remove_dir_all(dest).with_context(|| format!("cannot replace {}", dest.display()))?;
+        std::fs::remove_dir_all(dest)
+            .with_context(|| format!("cannot replace {}", dest.display()))?;
     }
-    std::fs::rename(&staged, dest).with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
+    std::fs::rename(&staged, dest)
+        .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
     Ok(())
 }

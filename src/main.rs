@@ -8,8 +8,12 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Parser;
 
-use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
-use npu_audit::cli::{Cli, Command, CompareArgs, ExecArgs, Format, GoldenCommand, InputArgs, RuntimeCommand};
+use npu_audit::audit::{
+    check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions,
+};
+use npu_audit::cli::{
+    Cli, Command, CompareArgs, ExecArgs, Format, GoldenCommand, InputArgs, RuntimeCommand,
+};
 use npu_audit::error::{exit_code_of, one_line, usage, ExitCode};
 use npu_audit::gate::Thresholds;
 use npu_audit::inputs::InputOptions;
@@ -21,11 +25,18 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
+            let code = if e.use_stderr() {
+                ExitCode::Usage as i32
+            } else {
+                0
+            };
             if e.use_stderr() {
                 // clap's message is several lines; keep the first (the error) and point at --help.
                 let text = e.to_string();
-                let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+                let first = text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("invalid arguments");
                 eprintln!("npu-audit: {}", first.trim_start_matches("error: "));
                 eprintln!("npu-audit: see `npu-audit --help`");
             } else {
@@ -90,7 +101,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
     if let Some(v) = a.min_sqnr.filter(|v| v.is_nan()) {
         return Err(usage(format!("--min-sqnr {v} is not a number")));
     }
-    if a.max_abs.is_some_and(|v| !(v >= 0.0)) {
+    if a.max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
         return Err(usage("--max-abs must be a non-negative number"));
     }
     let opts = CompareOptions {
@@ -102,7 +113,11 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         no_baseline: a.no_baseline,
         inputs: input_options(&a.inputs),
         class_axis: a.class_axis,
-        thresholds: Thresholds { min_sqnr_db: a.min_sqnr, max_abs: a.max_abs, require_bit_exact: a.require_bit_exact },
+        thresholds: Thresholds {
+            min_sqnr_db: a.min_sqnr,
+            max_abs: a.max_abs,
+            require_bit_exact: a.require_bit_exact,
+        },
         exec: exec_options(&a.exec)?,
         save_outputs: a.save_outputs,
     };
@@ -115,8 +130,22 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         Format::Json => print_stdout(&(json_text + "\n"))?,
         Format::Table => print_stdout(&table::render(&report))?,
     }
-    for t in report.targets.iter().filter(|t| t.required && t.status != npu_audit::worker::RunStatus::Ok) {
-        eprintln!("npu-audit: required target {} {}: {}", t.id, t.status.as_str(), t.error.clone().unwrap_or_default().lines().next().unwrap_or(""));
+    for t in report
+        .targets
+        .iter()
+        .filter(|t| t.required && t.status != npu_audit::worker::RunStatus::Ok)
+    {
+        eprintln!(
+            "npu-audit: required target {} {}: {}",
+            t.id,
+            t.status.as_str(),
+            t.error
+                .clone()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or("")
+        );
     }
     Ok(match report.exit_code {
         0 => ExitCode::Success,
@@ -161,9 +190,20 @@ fn run(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::Success)
         }
-        Command::Golden(GoldenCommand::Create { model, out, force, inputs, exec }) => {
-            let dir: PathBuf =
-                run_golden_create(&GoldenOptions { model, out, force, inputs: input_options(&inputs), exec: exec_options(&exec)? })?;
+        Command::Golden(GoldenCommand::Create {
+            model,
+            out,
+            force,
+            inputs,
+            exec,
+        }) => {
+            let dir: PathBuf = run_golden_create(&GoldenOptions {
+                model,
+                out,
+                force,
+                inputs: input_options(&inputs),
+                exec: exec_options(&exec)?,
+            })?;
             eprintln!("npu-audit: golden run written to {}", dir.display());
             Ok(ExitCode::Success)
         }

@@ -385,7 +385,8 @@ impl Tensor {
 
     /// Reads one `.npy` stream.
     pub fn read_npy_from<R: Read>(reader: &mut R) -> Result<Tensor> {
-        let header = Header::from_reader(reader).map_err(|e| anyhow::anyhow!("not a valid .npy file: {e}"))?;
+        let header = Header::from_reader(reader)
+            .map_err(|e| anyhow::anyhow!("not a valid .npy file: {e}"))?;
         let descr = match &header.type_descriptor {
             PyValue::String(s) => s.clone(),
             other => bail!("unsupported .npy dtype {other} (structured arrays are not tensors)"),
@@ -474,7 +475,8 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
 }
 
 fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
-    let mut archive = zip::ZipArchive::new(reader).map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
+    let mut archive = zip::ZipArchive::new(reader)
+        .map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
     let mut out = Vec::with_capacity(archive.len());
     for i in 0..archive.len() {
         let mut entry = archive
@@ -484,8 +486,12 @@ fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
             continue;
         }
         let raw_name = entry.name().to_string();
-        let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name).to_string();
-        let tensor = Tensor::read_npy_from(&mut entry).with_context(|| format!("array '{name}'"))?;
+        let name = raw_name
+            .strip_suffix(".npy")
+            .unwrap_or(&raw_name)
+            .to_string();
+        let tensor =
+            Tensor::read_npy_from(&mut entry).with_context(|| format!("array '{name}'"))?;
         out.push((name, tensor));
     }
     Ok(out)
@@ -517,7 +523,11 @@ mod tests {
     #[test]
     fn npy_round_trip_keeps_dtype_shape_and_bits() {
         let cases = vec![
-            Tensor::new(vec![2, 3], TensorData::Float32(vec![0.0, -0.0, 1.5, f32::NAN, f32::INFINITY, -2.25])).unwrap(),
+            Tensor::new(
+                vec![2, 3],
+                TensorData::Float32(vec![0.0, -0.0, 1.5, f32::NAN, f32::INFINITY, -2.25]),
+            )
+            .unwrap(),
             Tensor::new(vec![3], TensorData::Float16(vec![0x3c00, 0x8000, 0x7e00])).unwrap(),
             Tensor::new(vec![2, 2], TensorData::Uint8(vec![0, 1, 254, 255])).unwrap(),
             Tensor::new(vec![2], TensorData::Int64(vec![i64::MIN, 7])).unwrap(),
@@ -541,7 +551,10 @@ mod tests {
         assert_eq!(&bytes[..6], b"\x93NUMPY");
         let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
         let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-        assert!(header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (3,)"), "{header}");
+        assert!(
+            header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (3,)"),
+            "{header}"
+        );
         assert!(header.ends_with('\n'));
         assert_eq!((10 + header_len) % 64, 0);
     }

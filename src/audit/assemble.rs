@@ -1,9 +1,57 @@
 //! Turning worker outcomes and comparison results into report pieces: per-target rows, the
 //! baseline (three-run) view, and the tolerances that would have passed.
 
-use crate::report::model::{BaselineDelta, Num, OutputMetrics, RuntimeInfo, TargetReport, Timing, Tolerance};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::report::model::{
+    BaselineDelta, Num, OutputMetrics, PlacementSummary, RuntimeInfo, TargetReport, Timing,
+    Tolerance,
+};
 use crate::runtime::{Runtime, TargetRuntime};
 use crate::worker::{Outcome, RunStatus};
+
+/// Summarises the recorded node placement of a target whose EP is `ep`.
+pub fn placement(outcome: &Outcome, ep: &str) -> Option<PlacementSummary> {
+    let r = outcome.result.as_ref()?;
+    if r.placement.is_empty() {
+        return None;
+    }
+    let mut nodes_by_ep: BTreeMap<String, usize> = BTreeMap::new();
+    let mut cpu_op_types: BTreeMap<String, usize> = BTreeMap::new();
+    for sg in &r.placement {
+        *nodes_by_ep.entry(sg.ep.clone()).or_default() += sg.nodes.len();
+        if sg.ep == "CPUExecutionProvider" && ep != "CPUExecutionProvider" {
+            for n in &sg.nodes {
+                *cpu_op_types.entry(n.op_type.clone()).or_default() += 1;
+            }
+        }
+    }
+    Some(PlacementSummary {
+        target_ep_nodes: nodes_by_ep.get(ep).copied().unwrap_or(0),
+        total_nodes: nodes_by_ep.values().sum(),
+        nodes_by_ep,
+        cpu_op_types,
+    })
+}
+
+/// A target whose execution provider took no node ran entirely on the CPU: that is a failure of
+/// the target, not a result for it.
+pub fn silent_fallback(summary: &PlacementSummary, ep: &str, log: &Path) -> Option<String> {
+    (ep != "CPUExecutionProvider" && summary.target_ep_nodes == 0 && summary.total_nodes > 0).then(|| {
+        let why = first_logged_error(log).map(|e| format!("; the runtime logged: {e}")).unwrap_or_default();
+        format!("{ep} took none of the {} nodes: the whole graph fell back to the CPU execution provider{why}", summary.total_nodes)
+    })
+}
+
+/// The message of the first error-level line ONNX Runtime wrote to a worker's log.
+pub fn first_logged_error(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines().find(|l| l.contains(" [E:")).map(|l| {
+        let message = l.split_once("] ").map(|(_, m)| m).unwrap_or(l);
+        message.replace("\u{1b}[m", "").trim().to_string()
+    })
+}
 
 /// Median of a non-empty list (mean of the middle two for even lengths).
 pub fn median(values: &[f64]) -> f64 {
@@ -35,7 +83,10 @@ pub fn timing(outcome: &Outcome) -> Option<Timing> {
 fn runtime_info(rt: &Runtime, reported: Option<&str>, sha: Option<String>) -> RuntimeInfo {
     RuntimeInfo {
         package: rt.package.clone(),
-        version: reported.map(str::to_string).or_else(|| rt.version.clone()).unwrap_or_else(|| "unknown".into()),
+        version: reported
+            .map(str::to_string)
+            .or_else(|| rt.version.clone())
+            .unwrap_or_else(|| "unknown".into()),
         source: rt.source.describe().into(),
         library: rt.library.display().to_string(),
         sha256: rt.sha256.clone().or(sha),
@@ -44,8 +95,14 @@ fn runtime_info(rt: &Runtime, reported: Option<&str>, sha: Option<String>) -> Ru
 }
 
 /// The runtime section of a target: the host build as the library reports itself, plus a plugin.
-pub fn target_runtime_info(rt: &TargetRuntime, outcome: Option<&Outcome>, hash: &mut dyn FnMut(&Runtime) -> Option<String>) -> RuntimeInfo {
-    let reported = outcome.and_then(|o| o.result.as_ref()).and_then(|r| r.ort_version.as_deref());
+pub fn target_runtime_info(
+    rt: &TargetRuntime,
+    outcome: Option<&Outcome>,
+    hash: &mut dyn FnMut(&Runtime) -> Option<String>,
+) -> RuntimeInfo {
+    let reported = outcome
+        .and_then(|o| o.result.as_ref())
+        .and_then(|r| r.ort_version.as_deref());
     let mut info = runtime_info(&rt.host, reported, hash(&rt.host));
     if let Some(p) = &rt.plugin {
         info.plugin = Some(Box::new(runtime_info(p, None, hash(p))));
@@ -64,11 +121,21 @@ fn db_difference(a: f64, b: f64) -> f64 {
 
 /// Adds the baseline's error next to every other target's (the three-run view).
 pub fn attach_baseline(targets: &mut [TargetReport], baseline_id: &str) -> bool {
-    let Some(base) = targets.iter().find(|t| t.id == baseline_id && t.status == RunStatus::Ok) else { return false };
+    let Some(base) = targets
+        .iter()
+        .find(|t| t.id == baseline_id && t.status == RunStatus::Ok)
+    else {
+        return false;
+    };
     let base_outputs: Vec<OutputMetrics> = base.outputs.clone();
-    for t in targets.iter_mut().filter(|t| t.id != baseline_id && t.status == RunStatus::Ok) {
+    for t in targets
+        .iter_mut()
+        .filter(|t| t.id != baseline_id && t.status == RunStatus::Ok)
+    {
         for out in t.outputs.iter_mut() {
-            let Some(b) = base_outputs.iter().find(|b| b.name == out.name) else { continue };
+            let Some(b) = base_outputs.iter().find(|b| b.name == out.name) else {
+                continue;
+            };
             out.baseline = Some(BaselineDelta {
                 target: baseline_id.to_string(),
                 sqnr_db: b.sqnr_db,
@@ -114,29 +181,45 @@ pub fn ceil_3_significant(v: f64) -> f64 {
 
 /// For each output, the loosest thresholds that every gated target that ran would have passed.
 pub fn tolerances(outputs: &[String], targets: &[TargetReport]) -> Vec<Tolerance> {
-    let gated: Vec<&TargetReport> =
-        targets.iter().filter(|t| t.status == RunStatus::Ok && !(t.role == "baseline" && !t.required)).collect();
+    let gated: Vec<&TargetReport> = targets.iter().filter(|t| t.is_gated()).collect();
     outputs
         .iter()
         .filter_map(|name| {
             let metrics: Vec<(&str, &OutputMetrics)> = gated
                 .iter()
-                .filter_map(|t| t.outputs.iter().find(|o| &o.name == name && o.error.is_none()).map(|o| (t.id.as_str(), o)))
+                .filter_map(|t| {
+                    t.outputs
+                        .iter()
+                        .find(|o| &o.name == name && o.error.is_none())
+                        .map(|o| (t.id.as_str(), o))
+                })
                 .collect();
             if metrics.is_empty() {
                 return None;
             }
-            let min_sqnr = metrics.iter().map(|(_, o)| o.sqnr_db.0).fold(f64::INFINITY, f64::min);
+            let min_sqnr = metrics
+                .iter()
+                .map(|(_, o)| o.sqnr_db.0)
+                .fold(f64::INFINITY, f64::min);
             let max_abs = metrics.iter().map(|(_, o)| o.max_abs.0).fold(0.0, f64::max);
-            let min_cos = metrics.iter().map(|(_, o)| o.cosine.0).fold(f64::INFINITY, f64::min);
-            let top1: Vec<f64> = metrics.iter().filter_map(|(_, o)| o.top1_agreement).collect();
+            let min_cos = metrics
+                .iter()
+                .map(|(_, o)| o.cosine.0)
+                .fold(f64::INFINITY, f64::min);
+            let top1: Vec<f64> = metrics
+                .iter()
+                .filter_map(|(_, o)| o.top1_agreement)
+                .collect();
             Some(Tolerance {
                 output: name.clone(),
                 min_sqnr_db: Num(floor_to(min_sqnr, 0.01)),
                 max_abs: Num(ceil_3_significant(max_abs)),
                 min_cosine: Num(floor_to(min_cos, 1e-6)),
-                min_top1_agreement: (!top1.is_empty()).then(|| top1.iter().copied().fold(1.0, f64::min)),
-                all_bit_exact: metrics.iter().all(|(_, o)| o.bit_identical == Some(o.elements)),
+                min_top1_agreement: (!top1.is_empty())
+                    .then(|| top1.iter().copied().fold(1.0, f64::min)),
+                all_bit_exact: metrics
+                    .iter()
+                    .all(|(_, o)| o.bit_identical == Some(o.elements)),
                 targets: metrics.iter().map(|(id, _)| id.to_string()).collect(),
             })
         })

@@ -43,9 +43,17 @@ fn matches(pattern: &str, id: &str) -> bool {
 pub const BASELINE_ID: &str = "cpu:noopt";
 
 /// Parses `--target` values (or picks the defaults) and adds the baseline.
-pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -> Result<Vec<(TargetSpec, &'static str, bool)>> {
+pub fn targets(
+    flags: &[String],
+    allow_failure: &[String],
+    add_baseline: bool,
+) -> Result<Vec<(TargetSpec, &'static str, bool)>> {
     let explicit = !flags.is_empty();
-    let specs = if explicit { parse_targets(flags)? } else { default_specs() };
+    let specs = if explicit {
+        parse_targets(flags)?
+    } else {
+        default_specs()
+    };
     let mut out: Vec<(TargetSpec, &'static str, bool)> = specs
         .into_iter()
         .map(|s| {
@@ -61,7 +69,10 @@ pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -
 }
 
 /// Finds (or fetches) the runtimes of every target, once per build.
-pub fn provision(targets: Vec<(TargetSpec, &'static str, bool)>, provisioner: &Provisioner) -> Result<Vec<PlannedTarget>> {
+pub fn provision(
+    targets: Vec<(TargetSpec, &'static str, bool)>,
+    provisioner: &Provisioner,
+) -> Result<Vec<PlannedTarget>> {
     let mut cache: HashMap<&'static str, Result<Runtime, String>> = HashMap::new();
     let mut get = |b: &'static Build| -> Result<Result<Runtime, String>> {
         if let Some(r) = cache.get(b.key) {
@@ -90,13 +101,24 @@ pub fn provision(targets: Vec<(TargetSpec, &'static str, bool)>, provisioner: &P
                     Err(e) => Err(e),
                     Ok(h) => match plugin.map(&mut get).transpose()? {
                         Some(Err(e)) => Err(e),
-                        Some(Ok(p)) => Ok(TargetRuntime { host: h, plugin: Some(p) }),
-                        None => Ok(TargetRuntime { host: h, plugin: None }),
+                        Some(Ok(p)) => Ok(TargetRuntime {
+                            host: h,
+                            plugin: Some(p),
+                        }),
+                        None => Ok(TargetRuntime {
+                            host: h,
+                            plugin: None,
+                        }),
                     },
                 }
             }
         };
-        planned.push(PlannedTarget { spec, role, required, runtime });
+        planned.push(PlannedTarget {
+            spec,
+            role,
+            required,
+            runtime,
+        });
     }
     Ok(planned)
 }
@@ -107,8 +129,16 @@ mod tests {
 
     #[test]
     fn explicit_targets_are_required_unless_allowed_to_fail() {
-        let t = targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()], &["qnn:sm83*".into()], true).unwrap();
-        let ids: Vec<_> = t.iter().map(|(s, role, req)| (s.id.as_str(), *role, *req)).collect();
+        let t = targets(
+            &["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()],
+            &["qnn:sm83*".into()],
+            true,
+        )
+        .unwrap();
+        let ids: Vec<_> = t
+            .iter()
+            .map(|(s, role, req)| (s.id.as_str(), *role, *req))
+            .collect();
         assert_eq!(
             ids,
             vec![

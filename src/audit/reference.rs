@@ -14,7 +14,7 @@ use crate::model::{load_model, LoadedModel, Signature};
 pub enum ReferencePlan {
     /// Run this model on the CPU, graph optimizations off.
     Model {
-        model: LoadedModel,
+        model: Box<LoadedModel>,
         signature: Signature,
         /// `model` or `derived`.
         kind: &'static str,
@@ -56,13 +56,25 @@ pub fn plan(
             m.runtime.version,
             m.runtime.optimization
         );
-        return Ok(ReferencePlan::Stored { golden, description });
+        return Ok(ReferencePlan::Stored {
+            golden,
+            description,
+        });
     }
     if let Some(path) = reference {
         let model = load_model(path)?;
         let signature = Signature::of(&model)?;
-        let description = format!("fp32 model {} on the CPU execution provider, graph optimizations off", path.display());
-        return Ok(ReferencePlan::Model { model, signature, kind: "model", description, removed_pairs: None });
+        let description = format!(
+            "fp32 model {} on the CPU execution provider, graph optimizations off",
+            path.display()
+        );
+        return Ok(ReferencePlan::Model {
+            model: Box::new(model),
+            signature,
+            kind: "model",
+            description,
+            removed_pairs: None,
+        });
     }
     let derived = derive_float_reference(audited);
     if derived.removed_pairs == 0 {
@@ -78,19 +90,39 @@ pub fn plan(
             "{} has no activation QuantizeLinear/DequantizeLinear pairs, so the golden run is the model itself on the CPU with graph optimizations off",
             audited.path.display()
         ));
-        let description = format!("the model itself ({}) on the CPU, graph optimizations off", audited.path.display());
+        let description = format!(
+            "the model itself ({}) on the CPU, graph optimizations off",
+            audited.path.display()
+        );
         let signature = Signature::of(audited)?;
-        return Ok(ReferencePlan::Model { model: audited.clone(), signature, kind: "model", description, removed_pairs: None });
+        return Ok(ReferencePlan::Model {
+            model: Box::new(audited.clone()),
+            signature,
+            kind: "model",
+            description,
+            removed_pairs: None,
+        });
     }
     let mut model = audited.clone();
     model.proto = derived.proto;
     model.modified = true;
     let signature = Signature::of(&model)?;
     let description = format!(
-        "DERIVED float reference: {} with its {} activation QuantizeLinear/DequantizeLinear pairs removed (weights dequantized), on the CPU, graph optimizations off; it measures activation quantization and integer execution, not weight quantization",
+        "DERIVED float reference: {} with its {} activation QuantizeLinear/DequantizeLinear pairs replaced by a clip to their range (rounding removed, ranges and dequantized weights kept), on the CPU, graph optimizations off; it measures activation rounding and integer execution, not weight quantization or clipping{}",
         audited.path.display(),
-        derived.removed_pairs
+        derived.removed_pairs,
+        if derived.kept_activation_pairs > 0 {
+            format!(" ({} per-axis activation pairs kept as they are)", derived.kept_activation_pairs)
+        } else {
+            String::new()
+        }
     );
     notes.push("no --reference given: the golden run is derived from the quantized model itself (see reference.description)".into());
-    Ok(ReferencePlan::Model { model, signature, kind: "derived", description, removed_pairs: Some(derived.removed_pairs) })
+    Ok(ReferencePlan::Model {
+        model: Box::new(model),
+        signature,
+        kind: "derived",
+        description,
+        removed_pairs: Some(derived.removed_pairs),
+    })
 }

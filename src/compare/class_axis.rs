@@ -28,12 +28,21 @@ fn parse_axis(text: &str) -> Option<Option<i64>> {
 impl ClassAxisPolicy {
     /// Parses `--class-axis` values.
     pub fn parse(flags: &[String], softmax: HashMap<String, i64>) -> Result<ClassAxisPolicy> {
-        let mut policy = ClassAxisPolicy { softmax, ..Default::default() };
+        let mut policy = ClassAxisPolicy {
+            softmax,
+            ..Default::default()
+        };
         for f in flags {
-            let bad = || usage(format!("--class-axis '{f}' is not AXIS, none, OUTPUT=AXIS or OUTPUT=none"));
+            let bad = || {
+                usage(format!(
+                    "--class-axis '{f}' is not AXIS, none, OUTPUT=AXIS or OUTPUT=none"
+                ))
+            };
             match f.rsplit_once('=') {
                 Some((name, axis)) => {
-                    policy.per_output.insert(name.to_string(), parse_axis(axis).ok_or_else(bad)?);
+                    policy
+                        .per_output
+                        .insert(name.to_string(), parse_axis(axis).ok_or_else(bad)?);
                 }
                 None => policy.default = Some(parse_axis(f).ok_or_else(bad)?),
             }
@@ -46,7 +55,10 @@ impl ClassAxisPolicy {
         let rank = shape.len() as i64;
         let normalize = |axis: i64| -> Option<usize> {
             let a = if axis < 0 { axis + rank } else { axis };
-            (0..rank).contains(&a).then_some(a as usize).filter(|&a| shape[a] >= 2)
+            (0..rank)
+                .contains(&a)
+                .then_some(a as usize)
+                .filter(|&a| shape[a] >= 2)
         };
         if let Some(explicit) = self.per_output.get(output).copied().or(self.default) {
             return explicit.and_then(normalize);

@@ -49,16 +49,28 @@ pub fn compare(
     classes: &ClassAxisPolicy,
 ) -> Result<Comparison> {
     let n_samples = golden.samples.len();
-    let mut cells: Vec<Vec<Option<Cell>>> = targets.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
-    let pairs: Vec<(usize, usize)> =
-        (0..targets.len()).flat_map(|a| (a + 1..targets.len()).map(move |b| (a, b))).collect();
-    let mut pair_stats: Vec<Vec<Option<ErrorStats>>> = pairs.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
-    let mut pair_broken: Vec<Vec<bool>> = pairs.iter().map(|_| vec![false; outputs.len()]).collect();
+    let mut cells: Vec<Vec<Option<Cell>>> = targets
+        .iter()
+        .map(|_| outputs.iter().map(|_| None).collect())
+        .collect();
+    let pairs: Vec<(usize, usize)> = (0..targets.len())
+        .flat_map(|a| (a + 1..targets.len()).map(move |b| (a, b)))
+        .collect();
+    let mut pair_stats: Vec<Vec<Option<ErrorStats>>> = pairs
+        .iter()
+        .map(|_| outputs.iter().map(|_| None).collect())
+        .collect();
+    let mut pair_broken: Vec<Vec<bool>> =
+        pairs.iter().map(|_| vec![false; outputs.len()]).collect();
 
     for s in 0..n_samples {
         for (k, name) in outputs.iter().enumerate() {
-            let gold_file = find(&golden.samples[s], &golden_names[k])
-                .with_context(|| format!("the golden run has no output '{}' for sample {s}", golden_names[k]))?;
+            let gold_file = find(&golden.samples[s], &golden_names[k]).with_context(|| {
+                format!(
+                    "the golden run has no output '{}' for sample {s}",
+                    golden_names[k]
+                )
+            })?;
             let gold = Tensor::read_npy(&gold_file.path)?;
             let axis = classes.resolve(name, &gold.shape);
             let mut loaded: Vec<Option<Tensor>> = Vec::with_capacity(targets.len());
@@ -73,7 +85,8 @@ pub fn compare(
                 });
                 let file = target.samples.get(s).and_then(|files| find(files, name));
                 let Some(file) = file else {
-                    cell.error.get_or_insert_with(|| format!("the target returned no output '{name}'"));
+                    cell.error
+                        .get_or_insert_with(|| format!("the target returned no output '{name}'"));
                     loaded.push(None);
                     continue;
                 };
@@ -87,7 +100,10 @@ pub fn compare(
                 }
                 if out.shape != gold.shape {
                     cell.error.get_or_insert_with(|| {
-                        format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape)
+                        format!(
+                            "shape {:?} differs from the golden run's {:?}",
+                            out.shape, gold.shape
+                        )
                     });
                     loaded.push(None);
                     continue;
@@ -117,7 +133,12 @@ pub fn compare(
 
     let metrics = cells
         .into_iter()
-        .map(|row| row.into_iter().zip(outputs).map(|(cell, name)| summarize(name, cell)).collect())
+        .map(|row| {
+            row.into_iter()
+                .zip(outputs)
+                .map(|(cell, name)| summarize(name, cell))
+                .collect()
+        })
         .collect();
     let mut agreement = Vec::new();
     for (p, &(a, b)) in pairs.iter().enumerate() {
@@ -140,9 +161,16 @@ pub fn compare(
     }
     let groups = outputs
         .iter()
-        .map(|name| BitExactGroups { output: name.clone(), groups: bit_exact_groups(name, targets, &agreement) })
+        .map(|name| BitExactGroups {
+            output: name.clone(),
+            groups: bit_exact_groups(name, targets, &agreement),
+        })
         .collect();
-    Ok(Comparison { metrics, agreement, groups })
+    Ok(Comparison {
+        metrics,
+        agreement,
+        groups,
+    })
 }
 
 fn find<'f>(files: &'f [OutputFile], name: &str) -> Option<&'f OutputFile> {
@@ -188,8 +216,16 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
         max_ulp: s.max_ulp.filter(|_| !broken),
         cosine: num(s.cosine()),
         sqnr_db: num(s.sqnr_db()),
-        top1_agreement: cell.topk.as_ref().and_then(|t| t.top1()).filter(|_| !broken),
-        top5_agreement: cell.topk.as_ref().and_then(|t| t.top5()).filter(|_| !broken),
+        top1_agreement: cell
+            .topk
+            .as_ref()
+            .and_then(|t| t.top1())
+            .filter(|_| !broken),
+        top5_agreement: cell
+            .topk
+            .as_ref()
+            .and_then(|t| t.top5())
+            .filter(|_| !broken),
         nan_count: s.nan_count,
         inf_count: s.inf_count,
         nonfinite_mismatch: s.nonfinite_mismatch,
@@ -201,7 +237,11 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
 
 /// Groups targets whose output is bit-identical (transitively, via pairs with 0 differing
 /// elements). Every target that produced the output appears in exactly one group.
-fn bit_exact_groups(output: &str, targets: &[RunOutputs<'_>], agreement: &[AgreementEntry]) -> Vec<Vec<String>> {
+fn bit_exact_groups(
+    output: &str,
+    targets: &[RunOutputs<'_>],
+    agreement: &[AgreementEntry],
+) -> Vec<Vec<String>> {
     let ids: Vec<&str> = targets.iter().map(|t| t.id).collect();
     let mut parent: Vec<usize> = (0..ids.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -211,20 +251,28 @@ fn bit_exact_groups(output: &str, targets: &[RunOutputs<'_>], agreement: &[Agree
         }
         i
     }
-    for e in agreement.iter().filter(|e| e.output == output && e.differing_elements == Some(0) && e.elements > 0) {
-        let (Some(a), Some(b)) = (ids.iter().position(|&i| i == e.a), ids.iter().position(|&i| i == e.b)) else { continue };
+    for e in agreement
+        .iter()
+        .filter(|e| e.output == output && e.differing_elements == Some(0) && e.elements > 0)
+    {
+        let (Some(a), Some(b)) = (
+            ids.iter().position(|&i| i == e.a),
+            ids.iter().position(|&i| i == e.b),
+        ) else {
+            continue;
+        };
         let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
         parent[ra.max(rb)] = ra.min(rb);
     }
     let mut groups: Vec<Vec<String>> = Vec::new();
     let mut group_of_root: Vec<Option<usize>> = vec![None; ids.len()];
-    for i in 0..ids.len() {
+    for (i, id) in ids.iter().enumerate() {
         let r = root(&mut parent, i);
         match group_of_root[r] {
-            Some(g) => groups[g].push(ids[i].to_string()),
+            Some(g) => groups[g].push(id.to_string()),
             None => {
                 group_of_root[r] = Some(groups.len());
-                groups.push(vec![ids[i].to_string()]);
+                groups.push(vec![id.to_string()]);
             }
         }
     }

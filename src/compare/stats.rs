@@ -86,7 +86,8 @@ impl ErrorStats {
             let r = &gold[b * BLOCK..(b + 1) * BLOCK];
             let mut nonfinite = false;
             for i in 0..BLOCK {
-                nonfinite |= (o[i].to_bits() & EXP_MASK == EXP_MASK) | (r[i].to_bits() & EXP_MASK == EXP_MASK);
+                nonfinite |= (o[i].to_bits() & EXP_MASK == EXP_MASK)
+                    | (r[i].to_bits() & EXP_MASK == EXP_MASK);
             }
             if nonfinite {
                 self.update_f32_careful(o, r, &mut identical, &mut max_ulp);
@@ -128,7 +129,12 @@ impl ErrorStats {
             identical += same.iter().map(|&s| s as u64).sum::<u64>();
             self.finite_pairs += BLOCK as u64;
         }
-        self.update_f32_careful(&out[blocks * BLOCK..], &gold[blocks * BLOCK..], &mut identical, &mut max_ulp);
+        self.update_f32_careful(
+            &out[blocks * BLOCK..],
+            &gold[blocks * BLOCK..],
+            &mut identical,
+            &mut max_ulp,
+        );
         self.elements += n as u64;
         if let Some(b) = self.bit_identical.as_mut() {
             *b += identical;
@@ -172,7 +178,11 @@ impl ErrorStats {
         let n = out.len().min(gold.len());
         let same = out.dtype() == gold.dtype();
         let size = out.dtype().size();
-        let (ob, rb) = if same { (out.to_le_bytes(), gold.to_le_bytes()) } else { (Vec::new(), Vec::new()) };
+        let (ob, rb) = if same {
+            (out.to_le_bytes(), gold.to_le_bytes())
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let sign_bit = match out.dtype() {
             crate::tensor::DType::Float16 => Some(15),
             crate::tensor::DType::Float64 => Some(63),
@@ -186,8 +196,17 @@ impl ErrorStats {
                 if let Some(b) = self.bit_identical.as_mut() {
                     *b += (equal_bits || (ov.is_nan() && rv.is_nan())) as u64;
                 }
-                if let (Some(sb), Some(u), true) = (sign_bit, self.max_ulp.as_mut(), ov.is_finite() && rv.is_finite()) {
-                    let read = |bytes: &[u8]| bytes.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64);
+                if let (Some(sb), Some(u), true) = (
+                    sign_bit,
+                    self.max_ulp.as_mut(),
+                    ov.is_finite() && rv.is_finite(),
+                ) {
+                    let read = |bytes: &[u8]| {
+                        bytes
+                            .iter()
+                            .rev()
+                            .fold(0u64, |acc, &x| (acc << 8) | x as u64)
+                    };
                     let a = ordered(read(&ob[i * size..(i + 1) * size]), sb);
                     let b = ordered(read(&rb[i * size..(i + 1) * size]), sb);
                     *u = (*u).max((a - b).unsigned_abs() as u64);
@@ -326,8 +345,14 @@ mod tests {
     #[test]
     fn fast_and_careful_paths_agree() {
         // 1000 elements: 15 full blocks take the fast path, the tail the careful one.
-        let r: Vec<f32> = (0..1000).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
-        let o: Vec<f32> = r.iter().enumerate().map(|(i, v)| v + ((i % 5) as f32 - 2.0) * 1e-3).collect();
+        let r: Vec<f32> = (0..1000)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let o: Vec<f32> = r
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v + ((i % 5) as f32 - 2.0) * 1e-3)
+            .collect();
         let fast = stats(&o, &r);
         let mut careful = ErrorStats::new(true, true);
         let (mut id, mut ulp) = (0, 0);
@@ -342,12 +367,18 @@ mod tests {
     #[test]
     fn generic_path_compares_integers_and_mixed_types() {
         let mut s = ErrorStats::new(true, false);
-        s.update(&TensorData::Uint8(vec![0, 10, 255]), &TensorData::Uint8(vec![1, 10, 250]));
+        s.update(
+            &TensorData::Uint8(vec![0, 10, 255]),
+            &TensorData::Uint8(vec![1, 10, 250]),
+        );
         assert_eq!(s.bit_identical, Some(1));
         assert_eq!(s.max_abs(), 5.0);
         assert_eq!(s.max_ulp, None);
         let mut m = ErrorStats::new(false, false);
-        m.update(&TensorData::Float64(vec![1.5]), &TensorData::Float32(vec![1.0]));
+        m.update(
+            &TensorData::Float64(vec![1.5]),
+            &TensorData::Float32(vec![1.0]),
+        );
         assert_eq!(m.bit_identical, None);
         assert_eq!(m.max_abs(), 0.5);
     }
@@ -356,7 +387,10 @@ mod tests {
     fn float16_ulps() {
         let mut s = ErrorStats::new(true, true);
         // 1.0 = 0x3c00 and the next float16 0x3c01.
-        s.update(&TensorData::Float16(vec![0x3c01]), &TensorData::Float16(vec![0x3c00]));
+        s.update(
+            &TensorData::Float16(vec![0x3c01]),
+            &TensorData::Float16(vec![0x3c00]),
+        );
         assert_eq!(s.max_ulp, Some(1));
         assert_eq!(s.max_abs(), 2f64.powi(-10));
     }

@@ -28,7 +28,11 @@ fn argmax(row: impl Iterator<Item = f64>) -> Option<usize> {
 impl TopKStats {
     /// Starts counting for a class axis of `classes` entries.
     pub fn new(classes: usize) -> TopKStats {
-        TopKStats { rows: 0, top1_agree: 0, top5_agree: (classes > 5).then_some(0) }
+        TopKStats {
+            rows: 0,
+            top1_agree: 0,
+            top5_agree: (classes > 5).then_some(0),
+        }
     }
 
     /// Adds one sample. `shape` is the output's shape, `axis` the class axis (non-negative).
@@ -73,7 +77,9 @@ impl TopKStats {
 
     /// Fraction of rows where the golden class is in the target's top 5.
     pub fn top5(&self) -> Option<f64> {
-        self.top5_agree.filter(|_| self.rows > 0).map(|t| t as f64 / self.rows as f64)
+        self.top5_agree
+            .filter(|_| self.rows > 0)
+            .map(|t| t as f64 / self.rows as f64)
     }
 }
 

@@ -36,12 +36,19 @@ impl GenSpec {
 
     /// Parses `zeros`, `ones`, `uniform:LO,HI`, `normal:MEAN,STD`.
     pub fn parse(text: &str) -> Result<GenSpec> {
-        let bad = || usage(format!("generator '{text}' is not one of zeros, ones, uniform:LO,HI, normal:MEAN,STD"));
+        let bad = || {
+            usage(format!(
+                "generator '{text}' is not one of zeros, ones, uniform:LO,HI, normal:MEAN,STD"
+            ))
+        };
         let (kind, args) = text.split_once(':').unwrap_or((text, ""));
         let nums: Vec<f64> = if args.is_empty() {
             vec![]
         } else {
-            args.split(',').map(|a| a.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| bad())?
+            args.split(',')
+                .map(|a| a.trim().parse::<f64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad())?
         };
         if nums.iter().any(|n| !n.is_finite()) {
             return Err(bad());
@@ -50,13 +57,23 @@ impl GenSpec {
             ("zeros", []) => Ok(GenSpec::Zeros),
             ("ones", []) => Ok(GenSpec::Ones),
             ("uniform", [lo, hi]) if lo <= hi => Ok(GenSpec::Uniform { lo: *lo, hi: *hi }),
-            ("normal", [mean, std]) if *std >= 0.0 => Ok(GenSpec::Normal { mean: *mean, std: *std }),
+            ("normal", [mean, std]) if *std >= 0.0 => Ok(GenSpec::Normal {
+                mean: *mean,
+                std: *std,
+            }),
             _ => Err(bad()),
         }
     }
 
     /// Draws a tensor for input `input_index` of sample `sample`.
-    pub fn generate(&self, dtype: DType, shape: &[usize], seed: u64, sample: u64, input_index: u64) -> Tensor {
+    pub fn generate(
+        &self,
+        dtype: DType,
+        shape: &[usize],
+        seed: u64,
+        sample: u64,
+        input_index: u64,
+    ) -> Tensor {
         let n: usize = shape.iter().product();
         let mut rng = SplitMix64::for_input(seed, sample, input_index);
         let spec = *self;
@@ -81,23 +98,44 @@ impl GenSpec {
         };
         let ints = |draw: &mut dyn FnMut() -> f64| -> Vec<f64> {
             let (lo, hi) = dtype.int_range().unwrap_or((f64::MIN, f64::MAX));
-            (0..n).map(|_| round_half_even(draw()).clamp(lo, hi)).collect()
+            (0..n)
+                .map(|_| round_half_even(draw()).clamp(lo, hi))
+                .collect()
         };
         let data = match dtype {
             DType::Float32 => TensorData::Float32((0..n).map(|_| draw() as f32).collect()),
             DType::Float64 => TensorData::Float64((0..n).map(|_| draw()).collect()),
-            DType::Float16 => TensorData::Float16((0..n).map(|_| f64_to_f16_bits(draw())).collect()),
+            DType::Float16 => {
+                TensorData::Float16((0..n).map(|_| f64_to_f16_bits(draw())).collect())
+            }
             DType::Bool => TensorData::Bool((0..n).map(|_| bool_of(spec, draw())).collect()),
             DType::Int8 => TensorData::Int8(ints(&mut draw).into_iter().map(|v| v as i8).collect()),
-            DType::Uint8 => TensorData::Uint8(ints(&mut draw).into_iter().map(|v| v as u8).collect()),
-            DType::Int16 => TensorData::Int16(ints(&mut draw).into_iter().map(|v| v as i16).collect()),
-            DType::Uint16 => TensorData::Uint16(ints(&mut draw).into_iter().map(|v| v as u16).collect()),
-            DType::Int32 => TensorData::Int32(ints(&mut draw).into_iter().map(|v| v as i32).collect()),
-            DType::Uint32 => TensorData::Uint32(ints(&mut draw).into_iter().map(|v| v as u32).collect()),
-            DType::Int64 => TensorData::Int64(ints(&mut draw).into_iter().map(|v| v as i64).collect()),
-            DType::Uint64 => TensorData::Uint64(ints(&mut draw).into_iter().map(|v| v as u64).collect()),
+            DType::Uint8 => {
+                TensorData::Uint8(ints(&mut draw).into_iter().map(|v| v as u8).collect())
+            }
+            DType::Int16 => {
+                TensorData::Int16(ints(&mut draw).into_iter().map(|v| v as i16).collect())
+            }
+            DType::Uint16 => {
+                TensorData::Uint16(ints(&mut draw).into_iter().map(|v| v as u16).collect())
+            }
+            DType::Int32 => {
+                TensorData::Int32(ints(&mut draw).into_iter().map(|v| v as i32).collect())
+            }
+            DType::Uint32 => {
+                TensorData::Uint32(ints(&mut draw).into_iter().map(|v| v as u32).collect())
+            }
+            DType::Int64 => {
+                TensorData::Int64(ints(&mut draw).into_iter().map(|v| v as i64).collect())
+            }
+            DType::Uint64 => {
+                TensorData::Uint64(ints(&mut draw).into_iter().map(|v| v as u64).collect())
+            }
         };
-        Tensor { shape: shape.to_vec(), data }
+        Tensor {
+            shape: shape.to_vec(),
+            data,
+        }
     }
 }
 
@@ -124,7 +162,11 @@ pub fn f64_to_f16_bits(v: f64) -> u16 {
     };
     // Scaling by a power of two is exact, so this is the only rounding.
     let rounded = round_half_even(a / quantum) * quantum;
-    let magnitude = if rounded > 65504.0 { f16::INFINITY } else { f16::from_f64(rounded) };
+    let magnitude = if rounded > 65504.0 {
+        f16::INFINITY
+    } else {
+        f16::from_f64(rounded)
+    };
     let bits = magnitude.to_bits();
     if v.is_sign_negative() {
         bits | 0x8000
@@ -152,7 +194,16 @@ mod tests {
         for text in ["zeros", "ones", "uniform:-1,1", "normal:0.5,2"] {
             assert_eq!(GenSpec::parse(text).unwrap().to_string(), text);
         }
-        for bad in ["", "uniform", "uniform:1", "uniform:2,1", "normal:0,-1", "gauss:0,1", "uniform:a,b", "uniform:0,inf"] {
+        for bad in [
+            "",
+            "uniform",
+            "uniform:1",
+            "uniform:2,1",
+            "normal:0,-1",
+            "gauss:0,1",
+            "uniform:a,b",
+            "uniform:0,inf",
+        ] {
             assert!(GenSpec::parse(bad).is_err(), "{bad}");
         }
     }
@@ -172,7 +223,10 @@ mod tests {
         // 1 + 2^-11 is halfway between 1 and the next float16 (1 + 2^-10): ties to even gives 1.
         assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11)), 0x3c00);
         // Just above the tie rounds up. Via float32 this value would first round to the tie.
-        assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-40)), 0x3c01);
+        assert_eq!(
+            f64_to_f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-40)),
+            0x3c01
+        );
         assert_eq!(f64_to_f16_bits(65504.0), 0x7bff);
         assert_eq!(f64_to_f16_bits(65519.99), 0x7bff);
         assert_eq!(f64_to_f16_bits(65520.0), 0x7c00);
@@ -187,7 +241,9 @@ mod tests {
         let a = GenSpec::Uniform { lo: -8.0, hi: 7.0 }.generate(DType::Int64, &[100], 5, 0, 2);
         let b = GenSpec::Uniform { lo: -8.0, hi: 7.0 }.generate(DType::Int64, &[100], 5, 0, 2);
         assert_eq!(a, b);
-        let TensorData::Int64(v) = a.data else { panic!() };
+        let TensorData::Int64(v) = a.data else {
+            panic!()
+        };
         assert!(v.iter().all(|x| (-8..=7).contains(x)));
         assert!(v.contains(&-8) && v.contains(&7));
     }

@@ -65,28 +65,44 @@ pub struct InputSet {
 fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String, Vec<usize>>> {
     let mut out = HashMap::new();
     for f in flags {
-        let (name, dims) = f
-            .rsplit_once(':')
-            .ok_or_else(|| usage(format!("--input-shape '{f}' is not NAME:D0,D1,... (e.g. image:1,3,224,224)")))?;
+        let (name, dims) = f.rsplit_once(':').ok_or_else(|| {
+            usage(format!(
+                "--input-shape '{f}' is not NAME:D0,D1,... (e.g. image:1,3,224,224)"
+            ))
+        })?;
         if !sig.inputs.iter().any(|i| i.name == name) {
-            return Err(usage(format!("--input-shape '{f}': the model has no input '{name}' (inputs: {})", input_names(sig))));
+            return Err(usage(format!(
+                "--input-shape '{f}': the model has no input '{name}' (inputs: {})",
+                input_names(sig)
+            )));
         }
         let dims: Vec<usize> = dims
             .split(',')
             .map(|d| d.trim().parse::<usize>())
             .collect::<Result<_, _>>()
-            .map_err(|_| usage(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
+            .map_err(|_| {
+                usage(format!(
+                    "--input-shape '{f}': dimensions must be non-negative integers"
+                ))
+            })?;
         out.insert(name.to_string(), dims);
     }
     Ok(out)
 }
 
 fn input_names(sig: &Signature) -> String {
-    sig.inputs.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+    sig.inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Parses `--gen` values into a default and per-input generators.
-fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
+fn parse_gen_flags(
+    flags: &[String],
+    sig: &Signature,
+) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
     let mut default = None;
     let mut per_input = HashMap::new();
     for f in flags {
@@ -95,7 +111,10 @@ fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>
                 per_input.insert(name.to_string(), GenSpec::parse(spec)?);
             }
             Some((name, _)) => {
-                return Err(usage(format!("--gen '{f}': the model has no input '{name}' (inputs: {})", input_names(sig))))
+                return Err(usage(format!(
+                    "--gen '{f}': the model has no input '{name}' (inputs: {})",
+                    input_names(sig)
+                )))
             }
             None => default = Some(GenSpec::parse(f)?),
         }
@@ -110,9 +129,16 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         return Ok(p.clone());
     }
     let Some(dims) = &info.dims else {
-        return Err(usage(format!("input '{}' declares no shape; give one with --input-shape {}:D0,D1,...", info.name, info.name)));
+        return Err(usage(format!(
+            "input '{}' declares no shape; give one with --input-shape {}:D0,D1,...",
+            info.name, info.name
+        )));
     };
-    let dynamic: Vec<String> = dims.iter().filter(|d| matches!(d, Dim::Dynamic(_))).map(|d| d.to_string()).collect();
+    let dynamic: Vec<String> = dims
+        .iter()
+        .filter(|d| matches!(d, Dim::Dynamic(_)))
+        .map(|d| d.to_string())
+        .collect();
     if !dynamic.is_empty() {
         eprintln!(
             "npu-audit: input '{}' {} has dynamic dimensions ({}); generating with 1 for each. Pin them with --input-shape {}:...",
@@ -122,7 +148,10 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
             info.name
         );
     }
-    Ok(dims.iter().map(|d| if let Dim::Fixed(n) = d { *n } else { 1 }).collect())
+    Ok(dims
+        .iter()
+        .map(|d| if let Dim::Fixed(n) = d { *n } else { 1 })
+        .collect())
 }
 
 /// Loads or generates the inputs and checks them against `sig`.
@@ -132,7 +161,8 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     let mut file_samples: Vec<HashMap<String, Tensor>> = Vec::new();
     let mut files = Vec::new();
     for path in &opts.npz {
-        let arrays = read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
+        let arrays =
+            read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
         files.push(path.display().to_string());
         let mut sample = HashMap::new();
         for (name, t) in arrays {
@@ -149,11 +179,17 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     }
     let mut per_input_files: HashMap<String, Tensor> = HashMap::new();
     for f in &opts.npy {
-        let (name, path) = f.split_once('=').ok_or_else(|| usage(format!("--input '{f}' is not NAME=FILE.npy")))?;
+        let (name, path) = f
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--input '{f}' is not NAME=FILE.npy")))?;
         if !sig.inputs.iter().any(|i| i.name == name) {
-            return Err(usage(format!("--input '{f}': the model has no input '{name}' (inputs: {})", input_names(sig))));
+            return Err(usage(format!(
+                "--input '{f}': the model has no input '{name}' (inputs: {})",
+                input_names(sig)
+            )));
         }
-        let t = Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
+        let t =
+            Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
         files.push(path.to_string());
         per_input_files.insert(name.to_string(), t);
     }
@@ -176,7 +212,10 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     for k in 0..n_samples {
         let mut sample = Vec::with_capacity(sig.inputs.len());
         for (i, info) in sig.inputs.iter().enumerate() {
-            let from_file = file_samples.get(k).and_then(|s| s.get(&info.name)).or_else(|| per_input_files.get(&info.name));
+            let from_file = file_samples
+                .get(k)
+                .and_then(|s| s.get(&info.name))
+                .or_else(|| per_input_files.get(&info.name));
             let tensor = match from_file {
                 Some(t) => t.clone(),
                 None => {
@@ -202,7 +241,10 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
                 }
             };
             check_tensor(info, &tensor, shapes.get(&info.name))?;
-            sample.push(NamedTensor { name: info.name.clone(), tensor });
+            sample.push(NamedTensor {
+                name: info.name.clone(),
+                tensor,
+            });
         }
         samples.push(sample);
     }
@@ -219,11 +261,20 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         files,
     };
     let free_dims = free_dims(sig, &samples);
-    Ok(InputSet { samples, provenance, free_dims })
+    Ok(InputSet {
+        samples,
+        provenance,
+        free_dims,
+    })
 }
 
-fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<String, Tensor>) -> String {
-    let mut names: Vec<&str> = sample.map(|s| s.keys().map(String::as_str).collect()).unwrap_or_default();
+fn supplied_names(
+    sample: Option<&HashMap<String, Tensor>>,
+    per_input: &HashMap<String, Tensor>,
+) -> String {
+    let mut names: Vec<&str> = sample
+        .map(|s| s.keys().map(String::as_str).collect())
+        .unwrap_or_default();
     names.extend(per_input.keys().map(String::as_str));
     names.sort();
     if names.is_empty() {
@@ -236,7 +287,12 @@ fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<
 /// Checks one tensor against the model's declaration (and a pinned shape).
 pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) -> Result<()> {
     if t.dtype() != info.dtype {
-        return Err(usage(format!("input '{}' must be {} but the given array is {}", info.name, info.dtype, t.dtype())));
+        return Err(usage(format!(
+            "input '{}' must be {} but the given array is {}",
+            info.name,
+            info.dtype,
+            t.dtype()
+        )));
     }
     if let Some(dims) = &info.dims {
         let ok = dims.len() == t.shape.len()
@@ -255,7 +311,10 @@ pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) 
     }
     if let Some(p) = pinned {
         if p != &t.shape {
-            return Err(usage(format!("input '{}' has shape {:?} but --input-shape says {:?}", info.name, t.shape, p)));
+            return Err(usage(format!(
+                "input '{}' has shape {:?} but --input-shape says {:?}",
+                info.name, t.shape, p
+            )));
         }
     }
     Ok(())
@@ -264,7 +323,9 @@ pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) 
 /// Values of named dynamic dimensions, read off the first sample.
 fn free_dims(sig: &Signature, samples: &[Vec<NamedTensor>]) -> Vec<(String, i64)> {
     let mut out: Vec<(String, i64)> = Vec::new();
-    let Some(first) = samples.first() else { return out };
+    let Some(first) = samples.first() else {
+        return out;
+    };
     for (info, nt) in sig.inputs.iter().zip(first) {
         let Some(dims) = &info.dims else { continue };
         for (d, n) in dims.iter().zip(&nt.tensor.shape) {
@@ -289,7 +350,10 @@ impl InputSet {
             for (i, nt) in sample.iter().enumerate() {
                 let path = sdir.join(format!("i{i}.npy"));
                 nt.tensor.write_npy(&path)?;
-                files.push(crate::worker::InputFile { name: nt.name.clone(), path });
+                files.push(crate::worker::InputFile {
+                    name: nt.name.clone(),
+                    path,
+                });
             }
             all.push(files);
         }

@@ -1,7 +1,12 @@
-//! Deriving a float reference from a QDQ model when the user has no fp32 model: every activation
-//! QuantizeLinear -> DequantizeLinear pair is removed, so activations flow in float, while weights
-//! keep their DequantizeLinear (the reference uses the dequantized weights, so it measures the
-//! cost of quantizing activations and of integer execution, not of quantizing weights).
+//! Deriving a float reference from a QDQ model when the user has no fp32 model.
+//!
+//! Every activation QuantizeLinear -> DequantizeLinear pair is replaced by a `Clip` to the range
+//! the pair can represent, `[(qmin - zp)·scale, (qmax - zp)·scale]`: rounding disappears, the range
+//! stays. The range must stay because quantizers fold `Relu`/`Clip` into it (ONNX Runtime's
+//! quantizer deletes those nodes and lets the activation's range clamp instead), so removing the
+//! pairs outright would change what the model computes. Weights keep their DequantizeLinear: the
+//! reference uses the dequantized weights, so it measures rounding of activations and integer
+//! execution, not weight quantization or clipping.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -9,18 +14,18 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use prost::Message;
 
-use super::pb::{GraphProto, ModelProto, NodeProto};
+use super::constant::{constants, quant_range, tensor_values};
+use super::pb::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
 use super::LoadedModel;
 
 /// The derived model and what was done to get it.
 #[derive(Debug, Clone)]
 pub struct DerivedReference {
     pub proto: ModelProto,
-    /// Activation Q->DQ pairs removed.
+    /// Activation Q->DQ pairs replaced by a range clip.
     pub removed_pairs: usize,
-    /// QuantizeLinear/DequantizeLinear nodes kept because they act on constants (weights, biases)
-    /// or on integer graph inputs.
-    pub kept_qdq_nodes: usize,
+    /// Activation pairs kept because their scale is per-axis or not a constant.
+    pub kept_activation_pairs: usize,
     /// Quantized operators (QLinearConv, ...) that cannot be turned back into float.
     pub qoperator_nodes: Vec<String>,
 }
@@ -30,19 +35,34 @@ fn op(n: &NodeProto) -> &str {
 }
 
 fn is_default_domain(n: &NodeProto) -> bool {
-    matches!(n.domain.as_deref(), None | Some("") | Some("ai.onnx") | Some("com.microsoft"))
+    matches!(
+        n.domain.as_deref(),
+        None | Some("") | Some("ai.onnx") | Some("com.microsoft")
+    )
 }
 
 /// Tensors whose value depends only on initializers (weights, biases, constant-folded chains).
 fn constant_tensors(graph: &GraphProto) -> HashSet<String> {
-    let mut constant: HashSet<String> = graph.initializer.iter().filter_map(|t| t.name.clone()).collect();
-    let inputs: HashSet<&str> = graph.input.iter().filter_map(|v| v.name.as_deref()).collect();
+    let mut constant: HashSet<String> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .collect();
+    let inputs: HashSet<&str> = graph
+        .input
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .collect();
     // An initializer that is also a graph input can be overridden at run time: not constant.
     constant.retain(|n| !inputs.contains(n.as_str()));
     // Nodes are topologically sorted in a valid model, so one pass suffices.
     for node in &graph.node {
         let all_const = op(node) == "Constant"
-            || (!node.input.is_empty() && node.input.iter().all(|i| i.is_empty() || constant.contains(i)));
+            || (!node.input.is_empty()
+                && node
+                    .input
+                    .iter()
+                    .all(|i| i.is_empty() || constant.contains(i)));
         if all_const {
             constant.extend(node.output.iter().cloned());
         }
@@ -50,11 +70,62 @@ fn constant_tensors(graph: &GraphProto) -> HashSet<String> {
     constant
 }
 
-/// Removes activation Q/DQ pairs from a QDQ model.
+/// The float range a QuantizeLinear node can represent, as `(lo, hi, float data type)`.
+fn pair_range(q: &NodeProto, values: &HashMap<String, &TensorProto>) -> Option<(f64, f64, i32)> {
+    let scale = tensor_values(values.get(q.input.get(1)?)?)?;
+    if scale.values.len() != 1 {
+        return None; // per-axis activation quantization: leave the pair alone
+    }
+    let (zp, q_type) = match q.input.get(2).filter(|n| !n.is_empty()) {
+        Some(name) => {
+            let z = tensor_values(values.get(name)?)?;
+            if z.values.len() != 1 {
+                return None;
+            }
+            (z.values[0], z.data_type)
+        }
+        None => {
+            let attr = q
+                .attribute
+                .iter()
+                .find(|a| a.name.as_deref() == Some("output_dtype"))
+                .and_then(|a| a.i);
+            (0.0, attr.map(|v| v as i32).filter(|&v| v != 0).unwrap_or(2))
+        }
+    };
+    let (qmin, qmax) = quant_range(q_type)?;
+    let s = scale.values[0];
+    Some(((qmin - zp) * s, (qmax - zp) * s, scale.data_type))
+}
+
+fn scalar(name: String, value: f64, data_type: i32) -> TensorProto {
+    let raw = match data_type {
+        10 => crate::inputs::generate::f64_to_f16_bits(value)
+            .to_le_bytes()
+            .to_vec(),
+        11 => value.to_le_bytes().to_vec(),
+        _ => (value as f32).to_le_bytes().to_vec(),
+    };
+    TensorProto {
+        name: Some(name),
+        data_type: Some(data_type),
+        dims: vec![],
+        raw_data: Some(raw),
+        ..Default::default()
+    }
+}
+
+/// Replaces activation Q/DQ pairs of a QDQ model by clips to their range.
 pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
+    let opset = model.opset();
     let mut proto = model.proto.clone();
     let Some(graph) = proto.graph.as_mut() else {
-        return DerivedReference { proto, removed_pairs: 0, kept_qdq_nodes: 0, qoperator_nodes: vec![] };
+        return DerivedReference {
+            proto,
+            removed_pairs: 0,
+            kept_activation_pairs: 0,
+            qoperator_nodes: vec![],
+        };
     };
     let constant = constant_tensors(graph);
     let producer: HashMap<String, usize> = graph
@@ -64,92 +135,125 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
         .flat_map(|(i, n)| n.output.iter().map(move |o| (o.clone(), i)))
         .collect();
 
-    // DQ output -> the float tensor that fed the Q in front of it.
-    let mut replace: HashMap<String, String> = HashMap::new();
-    let mut removed: HashSet<usize> = HashSet::new();
-    for (i, node) in graph.node.iter().enumerate() {
-        if op(node) != "DequantizeLinear" || !is_default_domain(node) {
-            continue;
-        }
-        let (Some(q_out), Some(dq_out)) = (node.input.first(), node.output.first()) else { continue };
-        let Some(&q_idx) = producer.get(q_out) else { continue };
-        let q = &graph.node[q_idx];
-        if op(q) != "QuantizeLinear" || !is_default_domain(q) {
-            continue;
-        }
-        let Some(float_in) = q.input.first() else { continue };
-        if constant.contains(float_in) {
-            continue; // fake-quantised weight: keep it quantised
-        }
-        replace.insert(dq_out.clone(), float_in.clone());
-        removed.insert(i);
-    }
-    let resolve = |name: &str| -> String {
-        let mut cur = name.to_string();
-        let mut guard = 0;
-        while let Some(next) = replace.get(&cur) {
-            cur = next.clone();
-            guard += 1;
-            if guard > replace.len() {
-                break;
+    let mut clips: HashMap<usize, NodeProto> = HashMap::new();
+    let mut new_initializers: Vec<TensorProto> = Vec::new();
+    let mut kept_activation_pairs = 0;
+    {
+        let values = constants(graph);
+        for (i, node) in graph.node.iter().enumerate() {
+            if op(node) != "DequantizeLinear" || !is_default_domain(node) {
+                continue;
             }
-        }
-        cur
-    };
-
-    let graph_outputs: HashSet<String> = graph.output.iter().filter_map(|v| v.name.clone()).collect();
-    let mut new_nodes: Vec<NodeProto> = Vec::with_capacity(graph.node.len());
-    for (i, node) in graph.node.iter().enumerate() {
-        if removed.contains(&i) {
-            let dq_out = &node.output[0];
-            if graph_outputs.contains(dq_out) {
-                // Keep the graph output's name: a float Identity stands where the DQ was.
-                new_nodes.push(NodeProto {
-                    input: vec![resolve(dq_out)],
-                    output: vec![dq_out.clone()],
-                    name: Some(format!("{}_npu_audit_float", node.name.as_deref().unwrap_or("dq"))),
-                    op_type: Some("Identity".into()),
+            let (Some(q_out), Some(dq_out)) = (node.input.first(), node.output.first()) else {
+                continue;
+            };
+            let Some(&q_idx) = producer.get(q_out) else {
+                continue;
+            };
+            let q = &graph.node[q_idx];
+            if op(q) != "QuantizeLinear" || !is_default_domain(q) {
+                continue;
+            }
+            let Some(float_in) = q.input.first() else {
+                continue;
+            };
+            if constant.contains(float_in) {
+                continue; // fake-quantised weight: keep it quantised
+            }
+            let Some((lo, hi, float_type)) = pair_range(q, &values) else {
+                kept_activation_pairs += 1;
+                continue;
+            };
+            let base = format!("{dq_out}_npu_audit_range");
+            let mut clip = NodeProto {
+                input: vec![float_in.clone()],
+                output: vec![dq_out.clone()],
+                name: Some(format!(
+                    "{}_npu_audit_clip",
+                    node.name.as_deref().unwrap_or(dq_out)
+                )),
+                op_type: Some("Clip".into()),
+                ..Default::default()
+            };
+            if opset >= 11 {
+                clip.input.push(format!("{base}_lo"));
+                clip.input.push(format!("{base}_hi"));
+                new_initializers.push(scalar(format!("{base}_lo"), lo, float_type));
+                new_initializers.push(scalar(format!("{base}_hi"), hi, float_type));
+            } else {
+                let attr = |name: &str, v: f64| AttributeProto {
+                    name: Some(name.into()),
+                    f: Some(v as f32),
+                    r#type: Some(1),
                     ..Default::default()
-                });
+                };
+                clip.attribute = vec![attr("min", lo), attr("max", hi)];
             }
-            continue;
+            clips.insert(i, clip);
         }
-        let mut node = node.clone();
-        for input in node.input.iter_mut() {
-            if replace.contains_key(input.as_str()) {
-                *input = resolve(input);
-            }
-        }
-        new_nodes.push(node);
     }
 
+    let removed_pairs = clips.len();
+    let graph_outputs: HashSet<String> =
+        graph.output.iter().filter_map(|v| v.name.clone()).collect();
+    let mut new_nodes: Vec<NodeProto> = graph
+        .node
+        .iter()
+        .enumerate()
+        .map(|(i, n)| clips.remove(&i).unwrap_or_else(|| n.clone()))
+        .collect();
     // Drop QuantizeLinear nodes nothing reads any more.
-    let mut consumed: HashSet<String> = graph_outputs.clone();
     loop {
-        consumed.clear();
-        consumed.extend(graph_outputs.iter().cloned());
+        let mut consumed: HashSet<&str> = graph_outputs.iter().map(String::as_str).collect();
         for n in &new_nodes {
-            consumed.extend(n.input.iter().cloned());
+            consumed.extend(n.input.iter().map(String::as_str));
         }
-        let before = new_nodes.len();
-        new_nodes.retain(|n| !(op(n) == "QuantizeLinear" && n.output.iter().all(|o| !consumed.contains(o))));
-        if new_nodes.len() == before {
+        let dead: HashSet<usize> = new_nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                op(n) == "QuantizeLinear" && n.output.iter().all(|o| !consumed.contains(o.as_str()))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if dead.is_empty() {
             break;
         }
+        new_nodes = new_nodes
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !dead.contains(i))
+            .map(|(_, n)| n)
+            .collect();
     }
 
-    let produced: HashSet<String> = new_nodes.iter().flat_map(|n| n.output.iter().cloned()).collect();
-    graph.value_info.retain(|v| v.name.as_ref().is_some_and(|n| produced.contains(n)));
+    let produced: HashSet<String> = new_nodes
+        .iter()
+        .flat_map(|n| n.output.iter().cloned())
+        .collect();
+    graph
+        .value_info
+        .retain(|v| v.name.as_ref().is_some_and(|n| produced.contains(n)));
     graph.quantization_annotation.clear();
-    let kept_qdq_nodes =
-        new_nodes.iter().filter(|n| matches!(op(n), "QuantizeLinear" | "DequantizeLinear")).count();
+    graph.initializer.extend(new_initializers);
     let qoperator_nodes = new_nodes
         .iter()
-        .filter(|n| op(n).starts_with("QLinear") || matches!(op(n), "ConvInteger" | "MatMulInteger" | "DynamicQuantizeLinear"))
+        .filter(|n| {
+            op(n).starts_with("QLinear")
+                || matches!(
+                    op(n),
+                    "ConvInteger" | "MatMulInteger" | "DynamicQuantizeLinear"
+                )
+        })
         .map(|n| format!("{} ({})", n.name.as_deref().unwrap_or(""), op(n)))
         .collect();
     graph.node = new_nodes;
-    DerivedReference { proto, removed_pairs: removed.len(), kept_qdq_nodes, qoperator_nodes }
+    DerivedReference {
+        proto,
+        removed_pairs,
+        kept_activation_pairs,
+        qoperator_nodes,
+    }
 }
 
 /// Writes a rewritten model to `dest`, making the external data files of the original model
@@ -166,10 +270,13 @@ pub fn write_model(proto: &ModelProto, original: &LoadedModel, dest: &Path) -> R
         if to.exists() {
             continue;
         }
-        let from = from.canonicalize().with_context(|| format!("external data file {} is missing", from.display()))?;
+        let from = from
+            .canonicalize()
+            .with_context(|| format!("external data file {} is missing", from.display()))?;
         link_or_copy(&from, &to)?;
     }
-    std::fs::write(dest, proto.encode_to_vec()).with_context(|| format!("cannot write {}", dest.display()))
+    std::fs::write(dest, proto.encode_to_vec())
+        .with_context(|| format!("cannot write {}", dest.display()))
 }
 
 #[cfg(unix)]
@@ -181,82 +288,35 @@ fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
 
 #[cfg(not(unix))]
 fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
-    std::fs::copy(from, to).map(|_| ()).with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::pb::{OperatorSetIdProto, TensorProto, ValueInfoProto};
-
-    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
-        NodeProto {
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: outputs.iter().map(|s| s.to_string()).collect(),
-            name: Some(outputs[0].to_string()),
-            op_type: Some(op.into()),
-            ..Default::default()
-        }
-    }
-
-    fn init(name: &str) -> TensorProto {
-        TensorProto { name: Some(name.into()), dims: vec![], data_type: Some(1), float_data: vec![1.0], ..Default::default() }
-    }
-
-    /// x -Q-> xq -DQ-> xd -Conv(w_dq)-> c -Q-> cq -DQ-> y (graph output); w -DQ-> w_dq (weight).
-    fn qdq_model() -> LoadedModel {
-        let graph = GraphProto {
-            node: vec![
-                node("QuantizeLinear", &["x", "s", "z"], &["xq"]),
-                node("DequantizeLinear", &["xq", "s", "z"], &["xd"]),
-                node("DequantizeLinear", &["w", "s", "z"], &["w_dq"]),
-                node("Conv", &["xd", "w_dq"], &["c"]),
-                node("QuantizeLinear", &["c", "s", "z"], &["cq"]),
-                node("DequantizeLinear", &["cq", "s", "z"], &["y"]),
-            ],
-            initializer: vec![init("s"), init("z"), init("w")],
-            input: vec![ValueInfoProto { name: Some("x".into()), ..Default::default() }],
-            output: vec![ValueInfoProto { name: Some("y".into()), ..Default::default() }],
-            ..Default::default()
-        };
-        let proto = ModelProto {
-            ir_version: Some(9),
-            opset_import: vec![OperatorSetIdProto { domain: None, version: Some(21) }],
-            graph: Some(graph),
-            ..Default::default()
-        };
-        LoadedModel { path: "m.onnx".into(), proto, sha256: String::new(), size: 0, modified: false }
-    }
-
-    #[test]
-    fn activation_pairs_go_and_weight_dequantization_stays() {
-        let d = derive_float_reference(&qdq_model());
-        assert_eq!(d.removed_pairs, 2);
-        let g = d.proto.graph.unwrap();
-        let ops: Vec<_> = g.node.iter().map(|n| (op(n).to_string(), n.input.clone(), n.output.clone())).collect();
-        assert_eq!(
-            ops,
-            vec![
-                ("DequantizeLinear".into(), vec!["w".into(), "s".into(), "z".into()], vec!["w_dq".into()]),
-                ("Conv".into(), vec!["x".into(), "w_dq".into()], vec!["c".into()]),
-                ("Identity".into(), vec!["c".into()], vec!["y".into()]),
-            ]
-        );
-        assert_eq!(d.kept_qdq_nodes, 1);
-    }
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
 }
 
 /// Replaces the dynamic dimensions of graph inputs with the concrete shapes being fed, so that
 /// backends that need static shapes (QNN HTP) see them, whether or not the dimension is named.
-pub fn pin_input_shapes(proto: &ModelProto, shapes: &HashMap<String, Vec<usize>>) -> (ModelProto, usize) {
-    use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue};
+pub fn pin_input_shapes(
+    proto: &ModelProto,
+    shapes: &HashMap<String, Vec<usize>>,
+) -> (ModelProto, usize) {
+    use super::pb::{
+        tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue,
+    };
     let mut proto = proto.clone();
     let mut pinned = 0;
     if let Some(graph) = proto.graph.as_mut() {
         for input in graph.input.iter_mut() {
-            let Some(shape) = input.name.as_ref().and_then(|n| shapes.get(n)) else { continue };
-            let Some(TypeValue::TensorType(t)) = input.r#type.as_mut().and_then(|t| t.value.as_mut()) else { continue };
-            let Some(declared) = t.shape.as_mut() else { continue };
+            let Some(shape) = input.name.as_ref().and_then(|n| shapes.get(n)) else {
+                continue;
+            };
+            let Some(TypeValue::TensorType(t)) =
+                input.r#type.as_mut().and_then(|t| t.value.as_mut())
+            else {
+                continue;
+            };
+            let Some(declared) = t.shape.as_mut() else {
+                continue;
+            };
             if declared.dim.len() != shape.len() {
                 continue;
             }
@@ -270,4 +330,141 @@ pub fn pin_input_shapes(proto: &ModelProto, shapes: &HashMap<String, Vec<usize>>
         }
     }
     (proto, pinned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::pb::{OperatorSetIdProto, ValueInfoProto};
+
+    fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+        NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            name: Some(outputs[0].to_string()),
+            op_type: Some(op.into()),
+            ..Default::default()
+        }
+    }
+
+    fn f32_init(name: &str, v: f32) -> TensorProto {
+        TensorProto {
+            name: Some(name.into()),
+            dims: vec![],
+            data_type: Some(1),
+            float_data: vec![v],
+            ..Default::default()
+        }
+    }
+
+    fn u8_init(name: &str, v: i32) -> TensorProto {
+        TensorProto {
+            name: Some(name.into()),
+            dims: vec![],
+            data_type: Some(2),
+            int32_data: vec![v],
+            ..Default::default()
+        }
+    }
+
+    /// x -Q-> xq -DQ-> xd -Conv(w_dq)-> c -Q-> cq -DQ-> y (graph output); w -DQ-> w_dq (weight).
+    fn qdq_model() -> LoadedModel {
+        let graph = GraphProto {
+            node: vec![
+                node("QuantizeLinear", &["x", "s", "z"], &["xq"]),
+                node("DequantizeLinear", &["xq", "s", "z"], &["xd"]),
+                node("DequantizeLinear", &["w", "s", "z"], &["w_dq"]),
+                node("Conv", &["xd", "w_dq"], &["c"]),
+                node("QuantizeLinear", &["c", "s2", "z2"], &["cq"]),
+                node("DequantizeLinear", &["cq", "s2", "z2"], &["y"]),
+            ],
+            initializer: vec![
+                f32_init("s", 0.5),
+                u8_init("z", 128),
+                u8_init("w", 3),
+                f32_init("s2", 0.25),
+                u8_init("z2", 0),
+            ],
+            input: vec![ValueInfoProto {
+                name: Some("x".into()),
+                ..Default::default()
+            }],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let proto = ModelProto {
+            ir_version: Some(9),
+            opset_import: vec![OperatorSetIdProto {
+                domain: None,
+                version: Some(21),
+            }],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        LoadedModel {
+            path: "m.onnx".into(),
+            proto,
+            sha256: String::new(),
+            size: 0,
+            modified: false,
+        }
+    }
+
+    #[test]
+    fn activation_pairs_become_range_clips_and_weight_dequantization_stays() {
+        let d = derive_float_reference(&qdq_model());
+        assert_eq!(d.removed_pairs, 2);
+        let g = d.proto.graph.unwrap();
+        let ops: Vec<_> = g
+            .node
+            .iter()
+            .map(|n| (op(n).to_string(), n.input.clone(), n.output.clone()))
+            .collect();
+        assert_eq!(
+            ops[0],
+            (
+                "Clip".into(),
+                vec![
+                    "x".into(),
+                    "xd_npu_audit_range_lo".into(),
+                    "xd_npu_audit_range_hi".into()
+                ],
+                vec!["xd".into()]
+            )
+        );
+        assert_eq!(ops[1].0, "DequantizeLinear");
+        assert_eq!(ops[2].0, "Conv");
+        assert_eq!(
+            ops[3],
+            (
+                "Clip".into(),
+                vec![
+                    "c".into(),
+                    "y_npu_audit_range_lo".into(),
+                    "y_npu_audit_range_hi".into()
+                ],
+                vec!["y".into()]
+            )
+        );
+        assert_eq!(ops.len(), 4);
+        let value = |name: &str| {
+            tensor_values(
+                g.initializer
+                    .iter()
+                    .find(|t| t.name.as_deref() == Some(name))
+                    .unwrap(),
+            )
+            .unwrap()
+            .values[0]
+        };
+        // u8, zero point 128, scale 0.5: [(0-128)·0.5, (255-128)·0.5] = [-64, 63.5].
+        assert_eq!(value("xd_npu_audit_range_lo"), -64.0);
+        assert_eq!(value("xd_npu_audit_range_hi"), 63.5);
+        // zero point 0 (a folded Relu), scale 0.25: [0, 63.75].
+        assert_eq!(value("y_npu_audit_range_lo"), 0.0);
+        assert_eq!(value("y_npu_audit_range_hi"), 63.75);
+    }
 }

@@ -36,7 +36,9 @@ impl LoadedModel {
     /// Names of the files this model keeps its tensors in, relative to its directory.
     pub fn external_data_files(&self) -> Vec<String> {
         let mut files: Vec<String> = Vec::new();
-        let Some(graph) = &self.proto.graph else { return files };
+        let Some(graph) = &self.proto.graph else {
+            return files;
+        };
         let mut visit = |t: &super::pb::TensorProto| {
             if t.data_location == Some(1) {
                 for e in &t.external_data {
@@ -79,10 +81,12 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
         return Err(usage(format!("model file {shown} does not exist")));
     }
     if path.is_dir() {
-        return Err(usage(format!("{shown} is a directory, not an ONNX model file")));
+        return Err(usage(format!(
+            "{shown} is a directory, not an ONNX model file"
+        )));
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| usage(format!("cannot read model {shown}: {e}")))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| usage(format!("cannot read model {shown}: {e}")))?;
     if bytes.is_empty() {
         return Err(usage(format!("{shown} is empty, not an ONNX model")));
     }
@@ -91,9 +95,13 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
         // Models start with the ir_version field (tag 0x08); a model cut short fails mid-field.
         let looks_like_onnx = bytes.first() == Some(&0x08);
         if looks_like_onnx && (why.contains("buffer underflow") || why.contains("invalid varint")) {
-            usage(format!("{shown} is truncated or corrupt: the protobuf ends mid-field ({why})"))
+            usage(format!(
+                "{shown} is truncated or corrupt: the protobuf ends mid-field ({why})"
+            ))
         } else {
-            usage(format!("{shown} is not an ONNX model: it does not decode as a protobuf ModelProto ({why})"))
+            usage(format!(
+                "{shown} is not an ONNX model: it does not decode as a protobuf ModelProto ({why})"
+            ))
         }
     })?;
     check_model(&proto).map_err(|e| usage(format!("{shown} is not a usable ONNX model: {e:#}")))?;
@@ -160,7 +168,10 @@ mod tests {
     fn tiny_model() -> ModelProto {
         ModelProto {
             ir_version: Some(9),
-            opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            }],
             graph: Some(GraphProto {
                 node: vec![NodeProto {
                     input: vec!["x".into()],
@@ -168,8 +179,14 @@ mod tests {
                     op_type: Some("Relu".into()),
                     ..Default::default()
                 }],
-                input: vec![ValueInfoProto { name: Some("x".into()), ..Default::default() }],
-                output: vec![ValueInfoProto { name: Some("y".into()), ..Default::default() }],
+                input: vec![ValueInfoProto {
+                    name: Some("x".into()),
+                    ..Default::default()
+                }],
+                output: vec![ValueInfoProto {
+                    name: Some("y".into()),
+                    ..Default::default()
+                }],
                 ..Default::default()
             }),
             ..Default::default()

@@ -7,7 +7,9 @@ use std::fmt;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto, GraphProto, ValueInfoProto};
+use super::pb::{
+    tensor_shape_proto::dimension::Value as DimValue, type_proto, GraphProto, ValueInfoProto,
+};
 use super::LoadedModel;
 use crate::error::usage;
 use crate::tensor::DType;
@@ -44,13 +46,21 @@ impl TensorInfo {
     pub fn shape_text(&self) -> String {
         match &self.dims {
             None => "[unknown]".to_string(),
-            Some(d) => format!("[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")),
+            Some(d) => format!(
+                "[{}]",
+                d.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         }
     }
 
     /// Whether every dimension is fixed.
     pub fn is_static(&self) -> bool {
-        self.dims.as_ref().is_some_and(|d| d.iter().all(|x| matches!(x, Dim::Fixed(_))))
+        self.dims
+            .as_ref()
+            .is_some_and(|d| d.iter().all(|x| matches!(x, Dim::Fixed(_))))
     }
 }
 
@@ -64,7 +74,11 @@ pub struct TensorSummary {
 
 impl From<&TensorInfo> for TensorSummary {
     fn from(t: &TensorInfo) -> Self {
-        TensorSummary { name: t.name.clone(), dtype: t.dtype.name().to_string(), shape: t.shape_text() }
+        TensorSummary {
+            name: t.name.clone(),
+            dtype: t.dtype.name().to_string(),
+            shape: t.shape_text(),
+        }
     }
 }
 
@@ -80,8 +94,16 @@ pub struct Signature {
 impl Signature {
     /// Reads the signature of a loaded model.
     pub fn of(model: &LoadedModel) -> Result<Signature> {
-        let graph = model.proto.graph.as_ref().ok_or_else(|| usage("model has no graph"))?;
-        let initializers: HashSet<&str> = graph.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
+        let graph = model
+            .proto
+            .graph
+            .as_ref()
+            .ok_or_else(|| usage("model has no graph"))?;
+        let initializers: HashSet<&str> = graph
+            .initializer
+            .iter()
+            .filter_map(|t| t.name.as_deref())
+            .collect();
         let shown = model.path.display();
         let inputs = graph
             .input
@@ -95,18 +117,29 @@ impl Signature {
             .map(|v| tensor_info(v).map_err(|e| usage(format!("{shown}: output {e}"))))
             .collect::<Result<Vec<_>>>()?;
         let softmax_axes = softmax_axes(graph, model.opset());
-        Ok(Signature { inputs, outputs, softmax_axes })
+        Ok(Signature {
+            inputs,
+            outputs,
+            softmax_axes,
+        })
     }
 }
 
 fn tensor_info(v: &ValueInfoProto) -> Result<TensorInfo, String> {
     let name = v.name.clone().unwrap_or_default();
-    let Some(type_proto::Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Err(format!("'{name}' is not a tensor (sequences, maps and optionals are not supported)"));
+    let Some(type_proto::Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref())
+    else {
+        return Err(format!(
+            "'{name}' is not a tensor (sequences, maps and optionals are not supported)"
+        ));
     };
     let code = t.elem_type.unwrap_or(0);
-    let dtype = DType::from_onnx(code)
-        .ok_or_else(|| format!("'{name}' has element type {} which the audit does not support", DType::onnx_name(code)))?;
+    let dtype = DType::from_onnx(code).ok_or_else(|| {
+        format!(
+            "'{name}' has element type {} which the audit does not support",
+            DType::onnx_name(code)
+        )
+    })?;
     let dims = t.shape.as_ref().map(|s| {
         s.dim
             .iter()
@@ -131,14 +164,20 @@ fn softmax_axes(graph: &GraphProto, opset: i64) -> HashMap<String, i64> {
         .collect();
     let mut out = HashMap::new();
     for output in &graph.output {
-        let Some(name) = output.name.as_deref() else { continue };
+        let Some(name) = output.name.as_deref() else {
+            continue;
+        };
         let mut tensor = name;
         for _ in 0..8 {
-            let Some(&i) = producer.get(tensor) else { break };
+            let Some(&i) = producer.get(tensor) else {
+                break;
+            };
             let node = &graph.node[i];
             match node.op_type.as_deref().unwrap_or("") {
                 "QuantizeLinear" | "DequantizeLinear" | "Identity" | "Cast" => {
-                    let Some(first) = node.input.first() else { break };
+                    let Some(first) = node.input.first() else {
+                        break;
+                    };
                     tensor = first;
                 }
                 "Softmax" | "LogSoftmax" => {

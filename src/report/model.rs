@@ -46,7 +46,9 @@ impl<'de> Deserialize<'de> for Num {
                 "inf" => Ok(Num(f64::INFINITY)),
                 "-inf" => Ok(Num(f64::NEG_INFINITY)),
                 "nan" => Ok(Num(f64::NAN)),
-                other => Err(serde::de::Error::custom(format!("'{other}' is not a number"))),
+                other => Err(serde::de::Error::custom(format!(
+                    "'{other}' is not a number"
+                ))),
             },
         }
     }
@@ -188,10 +190,33 @@ pub struct TargetReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<Phase>,
     pub timing: Option<Timing>,
+    /// Where ONNX Runtime placed the graph's nodes, when the runtime records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementSummary>,
     /// ONNX Runtime's log lines from this target's worker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
     pub outputs: Vec<OutputMetrics>,
+}
+
+impl TargetReport {
+    /// Whether drift gates apply: it ran, and it is not the baseline the audit added on its own
+    /// (the user did not ask to gate that one).
+    pub fn is_gated(&self) -> bool {
+        self.status == RunStatus::Ok && (self.required || self.role != "baseline")
+    }
+}
+
+/// Node counts per execution provider, as placed by ONNX Runtime in the target's session.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlacementSummary {
+    /// Nodes of the (optimized) session graph per execution provider.
+    pub nodes_by_ep: BTreeMap<String, usize>,
+    /// Nodes on the target's own execution provider.
+    pub target_ep_nodes: usize,
+    pub total_nodes: usize,
+    /// Op types that ran on the CPU EP in a non-CPU target, with counts.
+    pub cpu_op_types: BTreeMap<String, usize>,
 }
 
 /// Metrics of one output of one target against the golden run.

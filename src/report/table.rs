@@ -57,18 +57,29 @@ fn fmt_db(v: Num) -> String {
 }
 
 fn fmt_pct(v: Option<f64>) -> String {
-    v.map(|x| format!("{:.1}%", x * 100.0)).unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{:.1}%", x * 100.0))
+        .unwrap_or_else(|| "-".into())
 }
 
 fn table(builder: Builder) -> String {
     let mut t = builder.build();
-    t.with(TableStyle::rounded()).with(Modify::new(Rows::new(1..)).with(Alignment::right()));
+    t.with(TableStyle::rounded())
+        .with(Modify::new(Rows::new(1..)).with(Alignment::right()));
     t.to_string()
 }
 
 fn targets_table(report: &Report) -> String {
     let mut b = Builder::default();
-    b.push_record(["target", "status", "EP", "runtime", "create ms", "run ms", "wall ms"]);
+    b.push_record([
+        "target",
+        "status",
+        "EP",
+        "nodes on EP",
+        "runtime",
+        "create ms",
+        "run ms",
+        "wall ms",
+    ]);
     for t in &report.targets {
         let runtime = t
             .runtime
@@ -81,19 +92,45 @@ fn targets_table(report: &Report) -> String {
                 s
             })
             .unwrap_or_else(|| "-".into());
+        let ran = t.status == RunStatus::Ok;
         let (create, run, wall) = t
             .timing
             .as_ref()
-            .map(|x| (format!("{:.1}", x.session_create_ms), format!("{:.2}", x.run_ms), format!("{:.0}", x.wall_ms)))
+            .map(|x| {
+                let shown = |v: f64, d: usize| if ran { format!("{v:.d$}") } else { "-".into() };
+                (
+                    shown(x.session_create_ms, 1),
+                    shown(x.run_ms, 2),
+                    format!("{:.0}", x.wall_ms),
+                )
+            })
             .unwrap_or_else(|| ("-".into(), "-".into(), "-".into()));
+        let nodes = t
+            .placement
+            .as_ref()
+            .map(|p| format!("{}/{}", p.target_ep_nodes, p.total_nodes))
+            .unwrap_or_else(|| "-".into());
         let mut id = t.id.clone();
         if t.role == "baseline" {
             id.push_str(" (baseline)");
         }
         if let Some(c) = &t.chipset {
-            id.push_str(&format!("  {} v{}", c.name.trim_start_matches("Snapdragon "), c.htp_arch));
+            id.push_str(&format!(
+                "  {} v{}",
+                c.name.trim_start_matches("Snapdragon "),
+                c.htp_arch
+            ));
         }
-        b.push_record([id, paint(t.status.as_str(), status_style(t.status)), t.ep.replace("ExecutionProvider", ""), runtime, create, run, wall]);
+        b.push_record([
+            id,
+            paint(t.status.as_str(), status_style(t.status)),
+            t.ep.replace("ExecutionProvider", ""),
+            nodes,
+            runtime,
+            create,
+            run,
+            wall,
+        ]);
     }
     table(b)
 }
@@ -101,7 +138,16 @@ fn targets_table(report: &Report) -> String {
 fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
     let mut b = Builder::default();
     let baseline = report.baseline.clone();
-    let mut header = vec!["target", "bit-identical", "max abs", "mean abs", "RMSE", "max ULP", "cosine", "SQNR dB"];
+    let mut header = vec![
+        "target",
+        "bit-identical",
+        "max abs",
+        "mean abs",
+        "RMSE",
+        "max ULP",
+        "cosine",
+        "SQNR dB",
+    ];
     if baseline.is_some() {
         header.push("excess dB");
     }
@@ -109,7 +155,9 @@ fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
     b.push_record(header);
     let mut shape = None;
     for t in report.targets.iter().filter(|t| t.status == RunStatus::Ok) {
-        let Some(o) = t.outputs.iter().find(|o| o.name == name) else { continue };
+        let Some(o) = t.outputs.iter().find(|o| o.name == name) else {
+            continue;
+        };
         if shape.is_none() && o.error.is_none() {
             shape = Some(format!("{} {:?}", o.dtype, o.shape));
         }
@@ -134,14 +182,24 @@ fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<S
         fmt_num(o.max_abs.0),
         fmt_num(o.mean_abs.0),
         fmt_num(o.rmse.0),
-        o.max_ulp.map(|u| u.to_string()).unwrap_or_else(|| "-".into()),
-        if o.cosine.0.is_finite() { format!("{:.6}", o.cosine.0) } else { fmt_num(o.cosine.0) },
+        o.max_ulp
+            .map(|u| u.to_string())
+            .unwrap_or_else(|| "-".into()),
+        if o.cosine.0.is_finite() {
+            format!("{:.6}", o.cosine.0)
+        } else {
+            fmt_num(o.cosine.0)
+        },
         fmt_db(o.sqnr_db),
     ];
     if with_baseline {
         row.push(match &o.baseline {
             Some(d) => {
-                let text = if d.excess_db.0.is_finite() { format!("{:+.2}", d.excess_db.0) } else { fmt_num(d.excess_db.0) };
+                let text = if d.excess_db.0.is_finite() {
+                    format!("{:+.2}", d.excess_db.0)
+                } else {
+                    fmt_num(d.excess_db.0)
+                };
                 if d.excess_db.0 > 1.0 {
                     paint(&text, AnsiColor::Red.on_default())
                 } else {
@@ -158,7 +216,12 @@ fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<S
 }
 
 fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
-    let ids: Vec<&str> = report.targets.iter().filter(|t| t.status == RunStatus::Ok).map(|t| t.id.as_str()).collect();
+    let ids: Vec<&str> = report
+        .targets
+        .iter()
+        .filter(|t| t.status == RunStatus::Ok)
+        .map(|t| t.id.as_str())
+        .collect();
     if ids.len() < 2 {
         return None;
     }
@@ -173,10 +236,9 @@ fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
                 row.push("·".into());
                 continue;
             }
-            let e = report
-                .agreement
-                .iter()
-                .find(|e| e.output == output && ((e.a == *a && e.b == *c) || (e.a == *c && e.b == *a)));
+            let e = report.agreement.iter().find(|e| {
+                e.output == output && ((e.a == *a && e.b == *c) || (e.a == *c && e.b == *a))
+            });
             row.push(match e.and_then(|e| e.differing_elements) {
                 Some(0) => paint("0", AnsiColor::Green.on_default()),
                 Some(n) => n.to_string(),
@@ -193,7 +255,19 @@ pub fn render(report: &Report) -> String {
     let mut s = String::new();
     let m = &report.model;
     let _ = writeln!(s, "{} {}", bold("npu-audit"), report.tool.version);
-    let _ = writeln!(s, "{:<9}{}  (sha256 {}, opset {}, {})", "model", m.path, &m.sha256[..12.min(m.sha256.len())], m.opset, if m.producer.is_empty() { "unknown producer" } else { &m.producer });
+    let _ = writeln!(
+        s,
+        "{:<9}{}  (sha256 {}, opset {}, {})",
+        "model",
+        m.path,
+        &m.sha256[..12.min(m.sha256.len())],
+        m.opset,
+        if m.producer.is_empty() {
+            "unknown producer"
+        } else {
+            &m.producer
+        }
+    );
     let _ = writeln!(s, "{:<9}{}", "golden", report.reference.description);
     let inputs = &report.inputs.provenance;
     let mut what = format!("{} sample(s), {}", inputs.samples, inputs.source);
@@ -211,7 +285,13 @@ pub fn render(report: &Report) -> String {
 
     for out in &report.model.outputs {
         let (t, shape) = output_table(report, &out.name);
-        let _ = writeln!(s, "\n{} {}  {}  against the golden run", bold("OUTPUT"), bold(&out.name), shape.unwrap_or_else(|| format!("{} {}", out.dtype, out.shape)));
+        let _ = writeln!(
+            s,
+            "\n{} {}  {}  against the golden run",
+            bold("OUTPUT"),
+            bold(&out.name),
+            shape.unwrap_or_else(|| format!("{} {}", out.dtype, out.shape))
+        );
         let _ = writeln!(s, "{t}");
         if let Some(tol) = report.tolerances.iter().find(|t| t.output == out.name) {
             let mut line = format!(
@@ -231,25 +311,59 @@ pub fn render(report: &Report) -> String {
         }
     }
 
-    if report.targets.iter().filter(|t| t.status == RunStatus::Ok).count() >= 2 {
-        let _ = writeln!(s, "\n{}", bold("BIT-EXACT GROUPS (targets whose outputs are identical bit for bit)"));
+    if report
+        .targets
+        .iter()
+        .filter(|t| t.status == RunStatus::Ok)
+        .count()
+        >= 2
+    {
+        let _ = writeln!(
+            s,
+            "\n{}",
+            bold("BIT-EXACT GROUPS (targets whose outputs are identical bit for bit)")
+        );
         for g in &report.bit_exact_groups {
-            let groups: Vec<String> = g.groups.iter().map(|members| format!("{{{}}}", members.join(", "))).collect();
+            let groups: Vec<String> = g
+                .groups
+                .iter()
+                .map(|members| format!("{{{}}}", members.join(", ")))
+                .collect();
             let _ = writeln!(s, "  {}: {}", g.output, groups.join("  "));
         }
         for out in &report.model.outputs {
             if let Some(m) = agreement_matrix(report, &out.name) {
-                let _ = writeln!(s, "\n{} {}", bold("TARGET vs TARGET: differing elements of"), bold(&out.name));
+                let _ = writeln!(
+                    s,
+                    "\n{} {}",
+                    bold("TARGET vs TARGET: differing elements of"),
+                    bold(&out.name)
+                );
                 let _ = writeln!(s, "{m}");
             }
         }
     }
 
-    let failures: Vec<&TargetReport> = report.targets.iter().filter(|t| t.status != RunStatus::Ok).collect();
+    let failures: Vec<&TargetReport> = report
+        .targets
+        .iter()
+        .filter(|t| t.status != RunStatus::Ok)
+        .collect();
     if !failures.is_empty() {
         let _ = writeln!(s, "\n{}", bold("TARGETS THAT DID NOT RUN"));
         for t in failures {
-            let phase = t.failed_at.map(|p| format!(" at {}", serde_json::to_value(p).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())).unwrap_or_default();
+            let phase = t
+                .failed_at
+                .map(|p| {
+                    format!(
+                        " at {}",
+                        serde_json::to_value(p)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
             let _ = writeln!(
                 s,
                 "  {} {}{}{}: {}",
@@ -268,7 +382,16 @@ pub fn render(report: &Report) -> String {
         }
     }
     let _ = writeln!(s, "\n{}", bold("METRICS"));
-    for key in ["signal", "sqnr_db", "cosine", "max_abs", "rmse", "max_ulp", "top1_agreement", "excess_db"] {
+    for key in [
+        "signal",
+        "sqnr_db",
+        "cosine",
+        "max_abs",
+        "rmse",
+        "max_ulp",
+        "top1_agreement",
+        "excess_db",
+    ] {
         if let Some(d) = report.metric_definitions.get(key) {
             let _ = writeln!(s, "  {key:<15} {d}");
         }
@@ -283,9 +406,24 @@ pub fn render(report: &Report) -> String {
         .rules
         .iter()
         .filter(|r| !r.pass)
-        .map(|r| format!("{} {} {}: {} vs limit {}", r.target, r.output, r.rule, fmt_num(r.measured.0), fmt_num(r.limit.0)))
+        .map(|r| {
+            format!(
+                "{} {} {}: {} vs limit {}",
+                r.target,
+                r.output,
+                r.rule,
+                fmt_num(r.measured.0),
+                fmt_num(r.limit.0)
+            )
+        })
         .collect();
-    let _ = writeln!(s, "\n{} {}  (exit code {})", bold("VERDICT"), verdict, report.exit_code);
+    let _ = writeln!(
+        s,
+        "\n{} {}  (exit code {})",
+        bold("VERDICT"),
+        verdict,
+        report.exit_code
+    );
     for r in failed_rules {
         let _ = writeln!(s, "  failed: {r}");
     }

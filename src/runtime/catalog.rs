@@ -37,7 +37,13 @@ pub const BUILDS: &[Build] = &[
         version: "1.31.1",
         role: Role::Standalone,
         env_var: "NPU_AUDIT_RUNTIME_CPU",
-        platforms: &[LINUX_X64, ("linux", "aarch64"), ("macos", "aarch64"), ("windows", "x86_64"), ("windows", "aarch64")],
+        platforms: &[
+            LINUX_X64,
+            ("linux", "aarch64"),
+            ("macos", "aarch64"),
+            ("windows", "x86_64"),
+            ("windows", "aarch64"),
+        ],
         platform_reason: "the onnxruntime wheel is not published for this platform",
     },
     Build {
@@ -47,7 +53,8 @@ pub const BUILDS: &[Build] = &[
         role: Role::PluginOn("cpu"),
         env_var: "NPU_AUDIT_RUNTIME_QNN",
         platforms: &[LINUX_X64, ("windows", "aarch64")],
-        platform_reason: "QNN HTP needs Linux x86-64 (Qualcomm's HTP simulator) or Windows on Snapdragon",
+        platform_reason:
+            "QNN HTP needs Linux x86-64 (Qualcomm's HTP simulator) or Windows on Snapdragon",
     },
     Build {
         key: "openvino",
@@ -74,7 +81,8 @@ pub const BUILDS: &[Build] = &[
         role: Role::Standalone,
         env_var: "NPU_AUDIT_RUNTIME_GPU",
         platforms: &[LINUX_X64, ("windows", "x86_64")],
-        platform_reason: "CUDA and TensorRT need an x86-64 Linux or Windows machine with an NVIDIA GPU",
+        platform_reason:
+            "CUDA and TensorRT need an x86-64 Linux or Windows machine with an NVIDIA GPU",
     },
 ];
 
@@ -86,17 +94,22 @@ impl Build {
 
     /// Whether the build exists for the machine this runs on.
     pub fn supports_this_platform(&self) -> bool {
-        self.platforms.contains(&(std::env::consts::OS, std::env::consts::ARCH))
+        self.platforms
+            .contains(&(std::env::consts::OS, std::env::consts::ARCH))
     }
 
     /// Path of the main library inside the wheel on this platform.
     pub fn main_lib(&self) -> String {
         let os = std::env::consts::OS;
         match (self.role, os) {
-            (Role::PluginOn(_), "windows") => "onnxruntime_qnn/onnxruntime_providers_qnn.dll".into(),
+            (Role::PluginOn(_), "windows") => {
+                "onnxruntime_qnn/onnxruntime_providers_qnn.dll".into()
+            }
             (Role::PluginOn(_), _) => "onnxruntime_qnn/libonnxruntime_providers_qnn.so".into(),
             (Role::Standalone, "windows") => "onnxruntime/capi/onnxruntime.dll".into(),
-            (Role::Standalone, "macos") => format!("onnxruntime/capi/libonnxruntime.{}.dylib", self.version),
+            (Role::Standalone, "macos") => {
+                format!("onnxruntime/capi/libonnxruntime.{}.dylib", self.version)
+            }
             (Role::Standalone, _) => format!("onnxruntime/capi/libonnxruntime.so.{}", self.version),
         }
     }
@@ -151,11 +164,19 @@ mod tests {
 
     #[test]
     fn shared_libraries_are_recognised() {
-        assert!(is_shared_library("onnxruntime/capi/libonnxruntime.so.1.31.1"));
-        assert!(is_shared_library("onnxruntime_qnn.libs/libc++-71bc274c.so.1.0"));
+        assert!(is_shared_library(
+            "onnxruntime/capi/libonnxruntime.so.1.31.1"
+        ));
+        assert!(is_shared_library(
+            "onnxruntime_qnn.libs/libc++-71bc274c.so.1.0"
+        ));
         assert!(is_shared_library("onnxruntime/capi/onnxruntime.dll"));
-        assert!(!is_shared_library("onnxruntime/capi/onnxruntime_validation.py"));
+        assert!(!is_shared_library(
+            "onnxruntime/capi/onnxruntime_validation.py"
+        ));
         assert!(!is_shared_library("onnxruntime_qnn/Qualcomm_LICENSE.pdf"));
-        assert!(!is_shared_library("onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so"));
+        assert!(!is_shared_library(
+            "onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so"
+        ));
     }
 }

@@ -59,14 +59,29 @@ pub struct TargetRuntime {
 /// How the worker attaches a target's EP, with the options the catalogue implies (QNN chipset)
 /// and the user's.
 pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
-    let user: Vec<(String, String)> = spec.options.iter().filter(|(k, _)| !k.starts_with("session.")).cloned().collect();
+    let user: Vec<(String, String)> = spec
+        .options
+        .iter()
+        .filter(|(k, _)| !k.starts_with("session."))
+        .cloned()
+        .collect();
     match &spec.backend {
         Backend::Cpu => EpSetup::Cpu,
         Backend::Qnn(chip) => {
-            let plugin_lib = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
-            let backend_lib = plugin_lib.parent().map(|d| d.join(catalog::qnn_htp_backend_name())).unwrap_or_default();
+            let plugin_lib = rt
+                .plugin
+                .as_ref()
+                .map(|p| p.library.clone())
+                .unwrap_or_default();
+            let backend_lib = plugin_lib
+                .parent()
+                .map(|d| d.join(catalog::qnn_htp_backend_name()))
+                .unwrap_or_default();
             let mut options = vec![
-                ("backend_path".to_string(), backend_lib.to_string_lossy().to_string()),
+                (
+                    "backend_path".to_string(),
+                    backend_lib.to_string_lossy().to_string(),
+                ),
                 ("htp_arch".to_string(), chip.htp_arch.to_string()),
                 ("soc_model".to_string(), chip.soc_model.to_string()),
             ];
@@ -74,7 +89,11 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
                 options.retain(|(ok, _)| ok != &k);
                 options.push((k, v));
             }
-            EpSetup::Plugin { ep_name: spec.backend.ep_name().into(), library: plugin_lib, options }
+            EpSetup::Plugin {
+                ep_name: spec.backend.ep_name().into(),
+                library: plugin_lib,
+                options,
+            }
         }
         Backend::OpenVino { device } => {
             let mut options = vec![("device_type".to_string(), device.clone())];
@@ -82,10 +101,14 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
                 options.retain(|(ok, _)| ok != &k);
                 options.push((k, v));
             }
-            EpSetup::BuiltIn { ep_name: spec.backend.ep_name().into(), options }
+            EpSetup::BuiltIn {
+                ep_name: spec.backend.ep_name().into(),
+                options,
+            }
         }
-        Backend::DirectMl | Backend::Cuda | Backend::TensorRt => {
-            EpSetup::BuiltIn { ep_name: spec.backend.ep_name().into(), options: user }
-        }
+        Backend::DirectMl | Backend::Cuda | Backend::TensorRt => EpSetup::BuiltIn {
+            ep_name: spec.backend.ep_name().into(),
+            options: user,
+        },
     }
 }

@@ -74,7 +74,9 @@ pub struct Provisioner {
 pub fn cache_root() -> PathBuf {
     match std::env::var_os("NPU_AUDIT_CACHE") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("npu-audit"),
+        _ => dirs::cache_dir()
+            .unwrap_or_else(std::env::temp_dir)
+            .join("npu-audit"),
     }
 }
 
@@ -83,21 +85,33 @@ impl Provisioner {
     pub fn new(flags: &[String]) -> Result<Provisioner> {
         let mut overrides = HashMap::new();
         for f in flags {
-            let (k, v) = f
-                .split_once('=')
-                .ok_or_else(|| usage(format!("--runtime '{f}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)")))?;
+            let (k, v) = f.split_once('=').ok_or_else(|| {
+                usage(format!(
+                    "--runtime '{f}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)"
+                ))
+            })?;
             if Build::get(k).is_none() {
-                return Err(usage(format!("--runtime '{f}': unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu)")));
+                return Err(usage(format!(
+                    "--runtime '{f}': unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu)"
+                )));
             }
             overrides.insert(k.to_string(), PathBuf::from(v));
         }
-        Ok(Provisioner { overrides, cache_root: cache_root(), python: OnceLock::new() })
+        Ok(Provisioner {
+            overrides,
+            cache_root: cache_root(),
+            python: OnceLock::new(),
+        })
     }
 
     fn cache_dir(&self, build: &Build) -> PathBuf {
-        self.cache_root
-            .join("runtimes")
-            .join(format!("{}-{}-{}-{}", build.package, build.version, std::env::consts::OS, std::env::consts::ARCH))
+        self.cache_root.join("runtimes").join(format!(
+            "{}-{}-{}-{}",
+            build.package,
+            build.version,
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ))
     }
 
     fn python_packages(&self) -> &HashMap<String, InstalledPackage> {
@@ -143,7 +157,11 @@ impl Provisioner {
     /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
     pub fn get(&self, build: &'static Build) -> Result<Runtime> {
         if !build.supports_this_platform() {
-            return Err(environment(format!("{} is not available here: {}", build.label(), build.platform_reason)));
+            return Err(environment(format!(
+                "{} is not available here: {}",
+                build.label(),
+                build.platform_reason
+            )));
         }
         if let Some(rt) = self.find(build)? {
             return Ok(rt);
@@ -155,8 +173,12 @@ impl Provisioner {
     pub fn fetch(&self, build: &'static Build) -> Result<Runtime> {
         let dir = self.cache_dir(build);
         let parent = dir.parent().context("cache directory has no parent")?;
-        std::fs::create_dir_all(parent)
-            .map_err(|e| environment(format!("cannot create the runtime cache {}: {e}", parent.display())))?;
+        std::fs::create_dir_all(parent).map_err(|e| {
+            environment(format!(
+                "cannot create the runtime cache {}: {e}",
+                parent.display()
+            ))
+        })?;
         let lock_path = parent.join(format!(".{}-{}.lock", build.package, build.version));
         let lock = std::fs::OpenOptions::new()
             .create(true)
@@ -164,7 +186,8 @@ impl Provisioner {
             .write(true)
             .open(&lock_path)
             .map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
-        lock.lock().map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
+        lock.lock()
+            .map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
         if let Some(manifest) = read_manifest(&dir) {
             return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
         }
@@ -173,28 +196,44 @@ impl Provisioner {
             build.label(),
             dir.display()
         );
-        let download = tempfile::tempdir_in(parent).map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
+        let download = tempfile::tempdir_in(parent)
+            .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
         let wheel = pip_download(build.package, build.version, download.path())?;
-        let staging = tempfile::tempdir_in(parent).map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
+        let staging = tempfile::tempdir_in(parent)
+            .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
         let files = extract_shared_libraries(&wheel, staging.path())
             .map_err(|e| environment(format!("cannot extract {}: {e:#}", wheel.display())))?;
         if !files.iter().any(|f| f.path == build.main_lib()) {
-            return Err(environment(format!("the {} wheel has no {}", build.label(), build.main_lib())));
+            return Err(environment(format!(
+                "the {} wheel has no {}",
+                build.label(),
+                build.main_lib()
+            )));
         }
         let manifest = CacheManifest {
             package: build.package.into(),
             version: build.version.into(),
-            wheel: wheel.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
+            wheel: wheel
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default(),
             wheel_sha256: sha256_file(&wheel)?,
             files,
         };
-        std::fs::write(staging.path().join("manifest.json"), serde_json::to_vec_pretty(&manifest)?)?;
+        std::fs::write(
+            staging.path().join("manifest.json"),
+            serde_json::to_vec_pretty(&manifest)?,
+        )?;
         let staged = staging.keep();
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
         }
-        std::fs::rename(&staged, &dir)
-            .map_err(|e| environment(format!("cannot move the runtime into {}: {e}", dir.display())))?;
+        std::fs::rename(&staged, &dir).map_err(|e| {
+            environment(format!(
+                "cannot move the runtime into {}: {e}",
+                dir.display()
+            ))
+        })?;
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
         eprintln!(
             "npu-audit: installed {} ({} libraries, {:.0} MB, wheel sha256 {})",
@@ -217,7 +256,10 @@ fn read_manifest(dir: &Path) -> Option<CacheManifest> {
     let text = std::fs::read(dir.join("manifest.json")).ok()?;
     let manifest: CacheManifest = serde_json::from_slice(&text).ok()?;
     // A cache entry whose files went missing or changed size is treated as absent.
-    let complete = manifest.files.iter().all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size));
+    let complete = manifest
+        .files
+        .iter()
+        .all(|f| std::fs::metadata(dir.join(&f.path)).is_ok_and(|m| m.len() == f.size));
     complete.then_some(manifest)
 }
 
@@ -229,12 +271,23 @@ fn cached_runtime(build: &Build, dir: &Path, manifest: &CacheManifest, source: S
         version: Some(build.version.into()),
         source,
         library: dir.join(&main),
-        sha256: manifest.files.iter().find(|f| f.path == main).map(|f| f.sha256.clone()),
+        sha256: manifest
+            .files
+            .iter()
+            .find(|f| f.path == main)
+            .map(|f| f.sha256.clone()),
     }
 }
 
 fn user_runtime(build: &Build, library: PathBuf, source: Source) -> Runtime {
-    Runtime { key: build.key.into(), package: build.package.into(), version: None, source, library, sha256: None }
+    Runtime {
+        key: build.key.into(),
+        package: build.package.into(),
+        version: None,
+        source,
+        library,
+        sha256: None,
+    }
 }
 
 /// Accepts the library itself or a directory holding it (directly, or in a wheel's layout).
@@ -245,7 +298,10 @@ fn resolve_user_path(build: &Build, path: &Path) -> Result<PathBuf, String> {
     if !path.is_dir() {
         return Err("no such file or directory".into());
     }
-    let candidates = [path.join(build.main_lib()), path.join(build.main_lib_name())];
+    let candidates = [
+        path.join(build.main_lib()),
+        path.join(build.main_lib_name()),
+    ];
     if let Some(found) = candidates.iter().find(|p| p.is_file()) {
         return Ok(found.clone());
     }
@@ -255,11 +311,18 @@ fn resolve_user_path(build: &Build, path: &Path) -> Result<PathBuf, String> {
         Role::Standalone => "libonnxruntime.",
         Role::PluginOn(_) => "onnxruntime_providers_qnn",
     };
-    for dir in [path.to_path_buf(), path.join("onnxruntime").join("capi"), path.join("lib")] {
+    for dir in [
+        path.to_path_buf(),
+        path.join("onnxruntime").join("capi"),
+        path.join("lib"),
+    ] {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             let mut names: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains(stem)))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().contains(stem))
+                })
                 .filter(|p| p.is_file())
                 .collect();
             names.sort();

@@ -16,14 +16,17 @@ pub fn interpreter() -> Option<String> {
             return Some(p);
         }
     }
-    ["python3", "python"].into_iter().map(str::to_string).find(|p| {
-        Command::new(p)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    ["python3", "python"]
+        .into_iter()
+        .map(str::to_string)
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
 }
 
 /// An installed Python distribution: its version and the directory its files are relative to.
@@ -48,15 +51,32 @@ print(json.dumps(out))
 
 /// Looks up installed distributions by name. Any problem (no Python, odd output) means "none".
 pub fn installed_packages(names: &[&str]) -> HashMap<String, InstalledPackage> {
-    let Some(python) = interpreter() else { return HashMap::new() };
-    let output = Command::new(python).arg("-c").arg(FIND_PACKAGES).args(names).stderr(Stdio::null()).output();
-    let Ok(output) = output else { return HashMap::new() };
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else { return HashMap::new() };
+    let Some(python) = interpreter() else {
+        return HashMap::new();
+    };
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(FIND_PACKAGES)
+        .args(names)
+        .stderr(Stdio::null())
+        .output();
+    let Ok(output) = output else {
+        return HashMap::new();
+    };
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
+        return HashMap::new();
+    };
     let mut found = HashMap::new();
     if let Some(map) = value.as_object() {
         for (name, v) in map {
             if let (Some(version), Some(root)) = (v["version"].as_str(), v["root"].as_str()) {
-                found.insert(name.clone(), InstalledPackage { version: version.to_string(), root: PathBuf::from(root) });
+                found.insert(
+                    name.clone(),
+                    InstalledPackage {
+                        version: version.to_string(),
+                        root: PathBuf::from(root),
+                    },
+                );
             }
         }
     }
@@ -66,7 +86,11 @@ pub fn installed_packages(names: &[&str]) -> HashMap<String, InstalledPackage> {
 /// Platform tags to ask pip for when the running interpreter has no matching wheel.
 fn fallback_platforms() -> &'static [&'static str] {
     match (std::env::consts::OS, std::env::consts::ARCH) {
-        ("linux", "x86_64") => &["manylinux_2_35_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64"],
+        ("linux", "x86_64") => &[
+            "manylinux_2_35_x86_64",
+            "manylinux_2_28_x86_64",
+            "manylinux_2_17_x86_64",
+        ],
         ("linux", "aarch64") => &["manylinux_2_28_aarch64", "manylinux_2_17_aarch64"],
         ("macos", "aarch64") => &["macosx_13_0_arm64", "macosx_11_0_arm64"],
         ("windows", "x86_64") => &["win_amd64"],
@@ -97,9 +121,18 @@ pub fn pip_download(package: &str, version: &str, dest: &Path) -> Result<PathBuf
     }
     let spec = format!("{package}=={version}");
     let base = |cmd: &mut Command| {
-        cmd.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d"])
-            .arg(dest)
-            .arg(&spec);
+        cmd.args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+        ])
+        .arg(dest)
+        .arg(&spec);
     };
     let mut first = Command::new(&python);
     base(&mut first);
@@ -116,8 +149,16 @@ pub fn pip_download(package: &str, version: &str, dest: &Path) -> Result<PathBuf
         let out = second.output().context("cannot run pip")?;
         if !out.status.success() {
             errors.push_str(&String::from_utf8_lossy(&out.stderr));
-            let last = errors.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
-            return Err(environment(format!("pip could not download {spec}: {last}")));
+            let last = errors
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            return Err(environment(format!(
+                "pip could not download {spec}: {last}"
+            )));
         }
     }
     let wheel = std::fs::read_dir(dest)?
@@ -125,6 +166,9 @@ pub fn pip_download(package: &str, version: &str, dest: &Path) -> Result<PathBuf
         .find(|p| p.extension().is_some_and(|e| e == "whl"));
     match wheel {
         Some(w) => Ok(w),
-        None => bail!("pip reported success but left no wheel for {spec} in {}", dest.display()),
+        None => bail!(
+            "pip reported success but left no wheel for {spec} in {}",
+            dest.display()
+        ),
     }
 }

@@ -23,7 +23,9 @@ pub struct LibFile {
 
 /// SHA-256 of a file, streamed.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut reader = BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?);
+    let mut reader = BufReader::new(
+        File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+    );
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -44,8 +46,12 @@ pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile
         .map_err(|e| anyhow::anyhow!("{} is not a valid wheel: {e}", wheel.display()))?;
     let mut files = Vec::new();
     for i in 0..archive.len() {
-        let mut entry = archive.by_index(i).map_err(|e| anyhow::anyhow!("cannot read wheel entry: {e}"))?;
-        let Some(rel) = entry.enclosed_name() else { continue };
+        let mut entry = archive
+            .by_index(i)
+            .map_err(|e| anyhow::anyhow!("cannot read wheel entry: {e}"))?;
+        let Some(rel) = entry.enclosed_name() else {
+            continue;
+        };
         let rel_text = rel.to_string_lossy().replace('\\', "/");
         if entry.is_dir() || !is_shared_library(&rel_text) {
             continue;
@@ -54,7 +60,8 @@ pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile
         if let Some(parent) = out_path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut out = File::create(&out_path).with_context(|| format!("cannot create {}", out_path.display()))?;
+        let mut out = File::create(&out_path)
+            .with_context(|| format!("cannot create {}", out_path.display()))?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut size = 0u64;
@@ -72,7 +79,11 @@ pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&out_path, std::fs::Permissions::from_mode(0o755))?;
         }
-        files.push(LibFile { path: rel_text, size, sha256: hex(&hasher.finalize()) });
+        files.push(LibFile {
+            path: rel_text,
+            size,
+            sha256: hex(&hasher.finalize()),
+        });
     }
     Ok(files)
 }

@@ -16,15 +16,60 @@ pub struct Chipset {
 
 /// Every chipset the audit knows, oldest first.
 pub const CHIPSETS: &[Chipset] = &[
-    Chipset { sm: "sm8350", marketing: "888", soc_model: 30, htp_arch: 68 },
-    Chipset { sm: "sm8450", marketing: "8 Gen 1", soc_model: 36, htp_arch: 69 },
-    Chipset { sm: "sm8475", marketing: "8+ Gen 1", soc_model: 42, htp_arch: 69 },
-    Chipset { sm: "sm8550", marketing: "8 Gen 2", soc_model: 43, htp_arch: 73 },
-    Chipset { sm: "sm8635", marketing: "8s Gen 3", soc_model: 68, htp_arch: 73 },
-    Chipset { sm: "sm8650", marketing: "8 Gen 3", soc_model: 57, htp_arch: 75 },
-    Chipset { sm: "sm8750", marketing: "8 Elite", soc_model: 69, htp_arch: 79 },
-    Chipset { sm: "sm8735", marketing: "8s Gen 4", soc_model: 85, htp_arch: 79 },
-    Chipset { sm: "sm8850", marketing: "8 Elite Gen 5", soc_model: 87, htp_arch: 81 },
+    Chipset {
+        sm: "sm8350",
+        marketing: "888",
+        soc_model: 30,
+        htp_arch: 68,
+    },
+    Chipset {
+        sm: "sm8450",
+        marketing: "8 Gen 1",
+        soc_model: 36,
+        htp_arch: 69,
+    },
+    Chipset {
+        sm: "sm8475",
+        marketing: "8+ Gen 1",
+        soc_model: 42,
+        htp_arch: 69,
+    },
+    Chipset {
+        sm: "sm8550",
+        marketing: "8 Gen 2",
+        soc_model: 43,
+        htp_arch: 73,
+    },
+    Chipset {
+        sm: "sm8635",
+        marketing: "8s Gen 3",
+        soc_model: 68,
+        htp_arch: 73,
+    },
+    Chipset {
+        sm: "sm8650",
+        marketing: "8 Gen 3",
+        soc_model: 57,
+        htp_arch: 75,
+    },
+    Chipset {
+        sm: "sm8750",
+        marketing: "8 Elite",
+        soc_model: 69,
+        htp_arch: 79,
+    },
+    Chipset {
+        sm: "sm8735",
+        marketing: "8s Gen 4",
+        soc_model: 85,
+        htp_arch: 79,
+    },
+    Chipset {
+        sm: "sm8850",
+        marketing: "8 Elite Gen 5",
+        soc_model: 87,
+        htp_arch: 81,
+    },
 ];
 
 /// Lower-cases and drops spaces, dashes, underscores and a leading "snapdragon".
@@ -34,7 +79,9 @@ fn normalize(text: &str) -> String {
         .filter(|c| !matches!(c, ' ' | '-' | '_'))
         .flat_map(char::to_lowercase)
         .collect();
-    s.strip_prefix("snapdragon").map(str::to_string).unwrap_or(s)
+    s.strip_prefix("snapdragon")
+        .map(str::to_string)
+        .unwrap_or(s)
 }
 
 impl Chipset {
@@ -42,12 +89,20 @@ impl Chipset {
     /// `8gen3`, `Snapdragon 8 Gen 3`).
     pub fn find(name: &str) -> Option<Chipset> {
         let wanted = normalize(name);
-        CHIPSETS.iter().copied().find(|c| c.sm == wanted || normalize(c.marketing) == wanted)
+        CHIPSETS
+            .iter()
+            .copied()
+            .find(|c| c.sm == wanted || normalize(c.marketing) == wanted)
     }
 
     /// "Snapdragon 8 Gen 3 (SM8650, HTP v75)".
     pub fn describe(&self) -> String {
-        format!("Snapdragon {} ({}, HTP v{})", self.marketing, self.sm.to_uppercase(), self.htp_arch)
+        format!(
+            "Snapdragon {} ({}, HTP v{})",
+            self.marketing,
+            self.sm.to_uppercase(),
+            self.htp_arch
+        )
     }
 }
 

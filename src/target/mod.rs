@@ -76,12 +76,14 @@ impl TargetSpec {
         let head = parts.next().unwrap_or("").trim();
         let mut options = Vec::new();
         for part in parts {
-            let (k, v) = part
-                .split_once('=')
-                .ok_or_else(|| usage(format!("target '{text}': option '{part}' is not key=value")))?;
+            let (k, v) = part.split_once('=').ok_or_else(|| {
+                usage(format!("target '{text}': option '{part}' is not key=value"))
+            })?;
             let (k, v) = (k.trim(), v.trim());
             if k.is_empty() {
-                return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
+                return Err(usage(format!(
+                    "target '{text}': option '{part}' has an empty key"
+                )));
             }
             options.push((k.to_string(), v.to_string()));
         }
@@ -105,7 +107,12 @@ impl TargetSpec {
             for (k, v) in &options {
                 id.push_str(&format!(",{k}={v}"));
             }
-            TargetSpec { id, backend, opt, options: options.clone() }
+            TargetSpec {
+                id,
+                backend,
+                opt,
+                options: options.clone(),
+            }
         };
         let specs = match kind.as_str() {
             "cpu" => {
@@ -129,18 +136,30 @@ impl TargetSpec {
                 } else {
                     let chip = Chipset::find(v).ok_or_else(|| {
                         let known: Vec<_> = CHIPSETS.iter().map(|c| c.sm).collect();
-                        usage(format!("target '{text}': unknown Snapdragon chipset '{v}' (known: {})", known.join(", ")))
+                        usage(format!(
+                            "target '{text}': unknown Snapdragon chipset '{v}' (known: {})",
+                            known.join(", ")
+                        ))
                     })?;
                     vec![qnn_spec(chip, &options)]
                 }
             }
             "openvino" => {
-                let device = variant.filter(|v| !v.is_empty()).unwrap_or("cpu").to_ascii_lowercase();
+                let device = variant
+                    .filter(|v| !v.is_empty())
+                    .unwrap_or("cpu")
+                    .to_ascii_lowercase();
                 if !matches!(device.as_str(), "cpu" | "gpu" | "npu") {
                     return Err(unknown());
                 }
                 let v = (device != "cpu").then(|| device.clone());
-                vec![make(Backend::OpenVino { device: device.to_ascii_uppercase() }, OptLevel::All, v)]
+                vec![make(
+                    Backend::OpenVino {
+                        device: device.to_ascii_uppercase(),
+                    },
+                    OptLevel::All,
+                    v,
+                )]
             }
             "dml" if variant.is_none() => vec![make(Backend::DirectMl, OptLevel::All, None)],
             "cuda" if variant.is_none() => vec![make(Backend::Cuda, OptLevel::All, None)],
@@ -164,7 +183,12 @@ fn qnn_spec(chip: Chipset, options: &[(String, String)]) -> TargetSpec {
     for (k, v) in options {
         id.push_str(&format!(",{k}={v}"));
     }
-    TargetSpec { id, backend: Backend::Qnn(chip), opt: OptLevel::All, options: options.to_vec() }
+    TargetSpec {
+        id,
+        backend: Backend::Qnn(chip),
+        opt: OptLevel::All,
+        options: options.to_vec(),
+    }
 }
 
 /// Parses every `--target` value, expanding groups and dropping repeats while keeping order.
@@ -211,20 +235,43 @@ mod tests {
     fn options_are_kept_in_the_id() {
         let t = one("qnn:sm8650,htp_performance_mode=burst");
         assert_eq!(t.id, "qnn:sm8650,htp_performance_mode=burst");
-        assert_eq!(t.options, vec![("htp_performance_mode".to_string(), "burst".to_string())]);
+        assert_eq!(
+            t.options,
+            vec![("htp_performance_mode".to_string(), "burst".to_string())]
+        );
     }
 
     #[test]
     fn bad_specs_are_usage_errors() {
-        for bad in ["gpu", "qnn", "qnn:sm1234", "cpu:fast", "cpu,novalue", "openvino:tpu"] {
+        for bad in [
+            "gpu",
+            "qnn",
+            "qnn:sm1234",
+            "cpu:fast",
+            "cpu,novalue",
+            "openvino:tpu",
+        ] {
             let err = TargetSpec::parse_many(bad).unwrap_err();
-            assert_eq!(crate::error::exit_code_of(&err), crate::error::ExitCode::Usage, "{bad}");
+            assert_eq!(
+                crate::error::exit_code_of(&err),
+                crate::error::ExitCode::Usage,
+                "{bad}"
+            );
         }
     }
 
     #[test]
     fn repeats_are_dropped() {
-        let v = parse_targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:8 gen 3".into(), "cpu".into()]).unwrap();
-        assert_eq!(v.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(), vec!["cpu", "qnn:sm8650"]);
+        let v = parse_targets(&[
+            "cpu".into(),
+            "qnn:sm8650".into(),
+            "qnn:8 gen 3".into(),
+            "cpu".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            v.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            vec!["cpu", "qnn:sm8650"]
+        );
     }
 }

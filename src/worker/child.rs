@@ -24,7 +24,10 @@ pub fn run(job_path: &Path) -> i32 {
     {
         Ok(j) => j,
         Err(e) => {
-            eprintln!("npu-audit worker: cannot read job {}: {e}", job_path.display());
+            eprintln!(
+                "npu-audit worker: cannot read job {}: {e}",
+                job_path.display()
+            );
             return 2;
         }
     };
@@ -39,6 +42,8 @@ pub fn run(job_path: &Path) -> i32 {
         run_ms: Vec::new(),
         outputs: Vec::new(),
         devices: Vec::new(),
+        placement: Vec::new(),
+        placement_error: None,
     };
     match execute(&job, &mut result) {
         Ok(()) => {
@@ -56,7 +61,10 @@ pub fn run(job_path: &Path) -> i32 {
     match written {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("npu-audit worker: cannot write {}: {e}", final_path.display());
+            eprintln!(
+                "npu-audit worker: cannot write {}: {e}",
+                final_path.display()
+            );
             2
         }
     }
@@ -69,13 +77,21 @@ fn ort_err<T>(e: ort::Error<T>) -> anyhow::Error {
 
 fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     let start = Instant::now();
-    let env_builder = ort::init_from(&job.ort_library).map_err(|e| anyhow!("cannot load ONNX Runtime: {e}"))?;
+    let env_builder =
+        ort::init_from(&job.ort_library).map_err(|e| anyhow!("cannot load ONNX Runtime: {e}"))?;
     result.ort_version = library_version(&job.ort_library);
-    let env = env_builder.with_name("npu-audit").with_telemetry(false).build().map_err(ort_err)?;
+    let env = env_builder
+        .with_name("npu-audit")
+        .with_telemetry(false)
+        .build()
+        .map_err(ort_err)?;
     result.load_ms = ms_since(start);
 
     result.phase = Phase::RegisterEp;
-    if let EpSetup::Plugin { ep_name, library, .. } = &job.ep {
+    if let EpSetup::Plugin {
+        ep_name, library, ..
+    } = &job.ep
+    {
         env.register_ep_library(ep_name.clone(), library)
             .map_err(|e| anyhow!("cannot register {ep_name} from {}: {e}", library.display()))?;
     }
@@ -83,7 +99,12 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         .devices()
         .map(|d| {
             let hw = d.hardware_device();
-            format!("{}: {} {:?}", d.ep().unwrap_or("?"), hw.vendor().unwrap_or("?"), hw.ty())
+            format!(
+                "{}: {} {:?}",
+                d.ep().unwrap_or("?"),
+                hw.vendor().unwrap_or("?"),
+                hw.ty()
+            )
         })
         .collect();
 
@@ -92,11 +113,20 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     let builder = session_builder(job, &env)?;
     let mut session = builder_commit(builder, &job.model)?;
     result.session_create_ms = ms_since(start);
+    match super::placement::graph_assignment(&session) {
+        Ok(p) => result.placement = p,
+        Err(e) => result.placement_error = Some(format!("{e:#}")),
+    }
 
-    let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+    let output_names: Vec<String> = session
+        .outputs()
+        .iter()
+        .map(|o| o.name().to_string())
+        .collect();
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
-        let mut inputs: Vec<(String, SessionInputValue<'static>)> = Vec::with_capacity(sample.len());
+        let mut inputs: Vec<(String, SessionInputValue<'static>)> =
+            Vec::with_capacity(sample.len());
         for input in sample {
             let tensor = Tensor::read_npy(&input.path)?;
             inputs.push((input.name.clone(), to_ort(&tensor).map_err(ort_err)?.into()));
@@ -110,11 +140,18 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         std::fs::create_dir_all(&dir)?;
         let mut files = Vec::with_capacity(output_names.len());
         for (oi, name) in output_names.iter().enumerate() {
-            let value = outputs.get(name.as_str()).with_context(|| format!("output '{name}' missing"))?;
+            let value = outputs
+                .get(name.as_str())
+                .with_context(|| format!("output '{name}' missing"))?;
             let tensor = from_ort(value).with_context(|| format!("output '{name}'"))?;
             let path = dir.join(format!("o{oi}.npy"));
             tensor.write_npy(&path)?;
-            files.push(OutputFile { name: name.clone(), dtype: tensor.dtype(), shape: tensor.shape.clone(), path });
+            files.push(OutputFile {
+                name: name.clone(),
+                dtype: tensor.dtype(),
+                shape: tensor.shape.clone(),
+                path,
+            });
         }
         result.outputs.push(files);
     }
@@ -141,6 +178,9 @@ fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
     for (name, value) in &job.free_dims {
         b = b.with_dimension_override(name, *value).map_err(ort_err)?;
     }
+    b = b
+        .with_config_entry(super::placement::RECORD_ASSIGNMENT, "1")
+        .map_err(ort_err)?;
     for (k, v) in &job.session_config {
         b = b.with_config_entry(k, v).map_err(ort_err)?;
     }
@@ -148,19 +188,30 @@ fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
     // policy would otherwise hand even a "CPU" session to it.
     b = match &job.ep {
         EpSetup::Cpu => {
-            let cpu: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|n| n == "CPUExecutionProvider")).collect();
+            let cpu: Vec<_> = env
+                .devices()
+                .filter(|d| d.ep().is_ok_and(|n| n == "CPUExecutionProvider"))
+                .collect();
             if cpu.is_empty() {
                 b
             } else {
                 b.with_devices(cpu, None).map_err(ort_err)?
             }
         }
-        EpSetup::Plugin { ep_name, options, .. } => {
-            let devices: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|n| n == ep_name)).collect();
+        EpSetup::Plugin {
+            ep_name, options, ..
+        } => {
+            let devices: Vec<_> = env
+                .devices()
+                .filter(|d| d.ep().is_ok_and(|n| n == ep_name))
+                .collect();
             if devices.is_empty() {
                 bail!("{ep_name} offered no device after registration");
             }
-            let prefixed: Vec<(String, String)> = options.iter().map(|(k, v)| (format!("{ep_name}.{k}"), v.clone())).collect();
+            let prefixed: Vec<(String, String)> = options
+                .iter()
+                .map(|(k, v)| (format!("{ep_name}.{k}"), v.clone()))
+                .collect();
             b.with_devices(devices, Some(&prefixed)).map_err(ort_err)?
         }
         EpSetup::BuiltIn { ep_name, options } => {
@@ -175,7 +226,10 @@ fn builder_commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> 
     builder.commit_from_file(model).map_err(ort_err)
 }
 
-fn built_in_ep(ep_name: &str, options: &[(String, String)]) -> Result<ort::ep::ExecutionProviderDispatch> {
+fn built_in_ep(
+    ep_name: &str,
+    options: &[(String, String)],
+) -> Result<ort::ep::ExecutionProviderDispatch> {
     use ort::ep::ArbitrarilyConfigurableExecutionProvider;
     let dispatch = match ep_name {
         "OpenVINOExecutionProvider" => {
@@ -222,7 +276,11 @@ fn library_version(path: &Path) -> Option<String> {
         if text.is_null() {
             return None;
         }
-        Some(std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned())
+        Some(
+            std::ffi::CStr::from_ptr(text)
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
 }
 
@@ -259,15 +317,23 @@ fn from_ort(v: &DynValue) -> Result<Tensor> {
     macro_rules! take {
         ($t:ty, $variant:ident) => {{
             let (shape, data) = v.try_extract_tensor::<$t>().map_err(|e| anyhow!("{e}"))?;
-            (shape.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>(), TensorData::$variant(data.to_vec()))
+            (
+                shape.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>(),
+                TensorData::$variant(data.to_vec()),
+            )
         }};
     }
     let (shape, data) = match ty {
         TensorElementType::Float32 => take!(f32, Float32),
         TensorElementType::Float64 => take!(f64, Float64),
         TensorElementType::Float16 => {
-            let (shape, data) = v.try_extract_tensor::<half::f16>().map_err(|e| anyhow!("{e}"))?;
-            (shape.iter().map(|&d| d.max(0) as usize).collect(), TensorData::Float16(data.iter().map(|h| h.to_bits()).collect()))
+            let (shape, data) = v
+                .try_extract_tensor::<half::f16>()
+                .map_err(|e| anyhow!("{e}"))?;
+            (
+                shape.iter().map(|&d| d.max(0) as usize).collect(),
+                TensorData::Float16(data.iter().map(|h| h.to_bits()).collect()),
+            )
         }
         TensorElementType::Int8 => take!(i8, Int8),
         TensorElementType::Uint8 => take!(u8, Uint8),

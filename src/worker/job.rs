@@ -22,7 +22,10 @@ pub enum EpSetup {
         options: Vec<(String, String)>,
     },
     /// An EP compiled into the ONNX Runtime build, appended through its C API.
-    BuiltIn { ep_name: String, options: Vec<(String, String)> },
+    BuiltIn {
+        ep_name: String,
+        options: Vec<(String, String)>,
+    },
 }
 
 /// One input tensor of one sample, stored as `.npy`.
@@ -91,4 +94,10 @@ pub struct JobResult {
     pub outputs: Vec<Vec<OutputFile>>,
     /// Execution-provider devices the runtime offered (`EP: vendor type`).
     pub devices: Vec<String>,
+    /// Node placement as ONNX Runtime recorded it (empty when the runtime cannot say).
+    #[serde(default)]
+    pub placement: Vec<super::placement::AssignedSubgraph>,
+    /// Why placement could not be read, if it could not.
+    #[serde(default)]
+    pub placement_error: Option<String>,
 }

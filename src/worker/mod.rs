@@ -4,6 +4,7 @@
 
 pub mod child;
 pub mod job;
+pub mod placement;
 pub mod pool;
 
 pub use job::{EpSetup, InputFile, Job, JobResult, OutputFile};

@@ -67,7 +67,11 @@ pub const FAULT_INJECTION_ENV: &str = "NPU_AUDIT_FAULT_INJECT";
 
 /// Runs every job and returns the outcomes in the order of `jobs`. `on_done` is called as each
 /// job finishes (for progress display).
-pub fn run_all(jobs: &[(Job, PathBuf)], config: PoolConfig, on_done: &(dyn Fn(&Job, &Outcome) + Sync)) -> Vec<Outcome> {
+pub fn run_all(
+    jobs: &[(Job, PathBuf)],
+    config: PoolConfig,
+    on_done: &(dyn Fn(&Job, &Outcome) + Sync),
+) -> Vec<Outcome> {
     let queue: Mutex<VecDeque<usize>> = Mutex::new((0..jobs.len()).collect());
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; jobs.len()]);
     let threads = config.max_parallel.clamp(1, jobs.len().max(1));
@@ -111,20 +115,42 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         log: log.clone(),
     };
     if let Err(e) = std::fs::create_dir_all(&job.output_dir) {
-        return fail(RunStatus::Failed, format!("cannot create {}: {e}", job.output_dir.display()), 0.0);
+        return fail(
+            RunStatus::Failed,
+            format!("cannot create {}: {e}", job.output_dir.display()),
+            0.0,
+        );
     }
     let job_path = dir.join("job.json");
-    let written = serde_json::to_vec_pretty(job).map_err(|e| e.to_string()).and_then(|b| std::fs::write(&job_path, b).map_err(|e| e.to_string()));
+    let written = serde_json::to_vec_pretty(job)
+        .map_err(|e| e.to_string())
+        .and_then(|b| std::fs::write(&job_path, b).map_err(|e| e.to_string()));
     if let Err(e) = written {
-        return fail(RunStatus::Failed, format!("cannot write {}: {e}", job_path.display()), 0.0);
+        return fail(
+            RunStatus::Failed,
+            format!("cannot write {}: {e}", job_path.display()),
+            0.0,
+        );
     }
     let exe = match std::env::current_exe() {
         Ok(p) => p,
-        Err(e) => return fail(RunStatus::Failed, format!("cannot find the npu-audit executable: {e}"), 0.0),
+        Err(e) => {
+            return fail(
+                RunStatus::Failed,
+                format!("cannot find the npu-audit executable: {e}"),
+                0.0,
+            )
+        }
     };
     let log_file = match File::create(&log) {
         Ok(f) => f,
-        Err(e) => return fail(RunStatus::Failed, format!("cannot create {}: {e}", log.display()), 0.0),
+        Err(e) => {
+            return fail(
+                RunStatus::Failed,
+                format!("cannot create {}: {e}", log.display()),
+                0.0,
+            )
+        }
     };
     let start = Instant::now();
     let child = Command::new(exe)
@@ -136,7 +162,13 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         .spawn();
     let mut child = match child {
         Ok(c) => c,
-        Err(e) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
+        Err(e) => {
+            return fail(
+                RunStatus::Crashed,
+                format!("cannot start a worker process: {e}"),
+                0.0,
+            )
+        }
     };
     let waited = child.wait_timeout(timeout);
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -147,32 +179,62 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
             let _ = child.wait();
             return fail(
                 RunStatus::Timeout,
-                format!("did not finish within {} s and was killed{}", timeout.as_secs_f64(), log_tail(&log)),
+                format!(
+                    "did not finish within {} s and was killed{}",
+                    timeout.as_secs_f64(),
+                    log_tail(&log)
+                ),
                 wall_ms,
             );
         }
         Err(e) => {
             let _ = child.kill();
-            return fail(RunStatus::Crashed, format!("lost the worker process: {e}"), wall_ms);
+            return fail(
+                RunStatus::Crashed,
+                format!("lost the worker process: {e}"),
+                wall_ms,
+            );
         }
     };
     if let Some(signal) = exit_signal(&status) {
-        return fail(RunStatus::Crashed, format!("worker killed by signal {signal} ({}){}", signal_name(signal), log_tail(&log)), wall_ms);
+        return fail(
+            RunStatus::Crashed,
+            format!(
+                "worker killed by signal {signal} ({}){}",
+                signal_name(signal),
+                log_tail(&log)
+            ),
+            wall_ms,
+        );
     }
-    let result: Option<JobResult> =
-        std::fs::read(job.output_dir.join("result.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let result: Option<JobResult> = std::fs::read(job.output_dir.join("result.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
     match (status.success(), result) {
-        (true, Some(r)) if r.ok => Outcome { status: RunStatus::Ok, error: None, result: Some(r), wall_ms, log },
+        (true, Some(r)) if r.ok => Outcome {
+            status: RunStatus::Ok,
+            error: None,
+            result: Some(r),
+            wall_ms,
+            log,
+        },
         (true, Some(r)) => Outcome {
             status: RunStatus::Failed,
-            error: r.error.clone().or_else(|| Some("failed without an error message".into())),
+            error: r
+                .error
+                .clone()
+                .or_else(|| Some("failed without an error message".into())),
             result: Some(r),
             wall_ms,
             log,
         },
         (_, _) => fail(
             RunStatus::Crashed,
-            format!("worker exited with code {} without a result{}", status.code().unwrap_or(-1), log_tail(&log)),
+            format!(
+                "worker exited with code {} without a result{}",
+                status.code().unwrap_or(-1),
+                log_tail(&log)
+            ),
             wall_ms,
         ),
     }
@@ -204,7 +266,9 @@ fn signal_name(signal: i32) -> &'static str {
 
 /// The last non-empty lines of the worker's log, to explain a crash.
 fn log_tail(log: &Path) -> String {
-    let Ok(text) = std::fs::read_to_string(log) else { return String::new() };
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return String::new();
+    };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
         return String::new();
@@ -215,9 +279,13 @@ fn log_tail(log: &Path) -> String {
 
 /// Applies [`FAULT_INJECTION_ENV`] inside a worker: crash, hang or exit without a result.
 pub fn inject_fault(target_id: &str) {
-    let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) else { return };
+    let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) else {
+        return;
+    };
     for item in spec.split(';') {
-        let Some((id, fault)) = item.split_once('=') else { continue };
+        let Some((id, fault)) = item.split_once('=') else {
+            continue;
+        };
         if id != target_id {
             continue;
         }
