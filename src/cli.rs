@@ -88,8 +88,9 @@ pub struct ExecArgs {
 pub struct CompareArgs {
     /// The quantized ONNX model to audit.
     pub model: PathBuf,
-    /// The fp32 model whose CPU run is the golden run (default: derived from MODEL).
-    #[arg(long, conflicts_with = "golden_dir")]
+    /// The fp32 model whose CPU run is the golden run (default: derived from MODEL). With
+    /// --golden, it is checked to be the golden run's model.
+    #[arg(long)]
     pub reference: Option<PathBuf>,
     /// A stored golden run (from `npu-audit golden create`) to compare against.
     #[arg(long = "golden", value_name = "DIR")]

@@ -1,0 +1,131 @@
+//! Helpers shared by the end-to-end tests: run the real binary, read its JSON report and saved
+//! outputs, and recompute metrics with plain double-precision loops (independent of the tool's
+//! blocked kernel).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use npu_audit::tensor::{read_npz, Tensor};
+use serde_json::Value;
+
+/// Path of a file in the repository.
+pub fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// The binary under test.
+pub fn bin() -> Command {
+    let mut c = Command::cargo_bin("npu-audit").expect("binary");
+    c.env_remove("NPU_AUDIT_FAULT_INJECT").env("NO_COLOR", "1");
+    c
+}
+
+/// Runs the binary with `args`.
+pub fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run npu-audit")
+}
+
+/// Runs `compare ... --format json` and returns (exit code, report, stderr).
+pub fn compare_json(args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["compare"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let out = run(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
+    (out.status.code().unwrap_or(-1), report, stderr)
+}
+
+/// The report entry of a target.
+pub fn target<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["targets"]
+        .as_array()
+        .and_then(|t| t.iter().find(|x| x["id"] == id))
+        .unwrap_or_else(|| panic!("no target {id} in report"))
+}
+
+/// The metrics of one output of one target.
+pub fn output<'a>(report: &'a Value, id: &str, name: &str) -> &'a Value {
+    target(report, id)["outputs"]
+        .as_array()
+        .and_then(|o| o.iter().find(|x| x["name"] == name))
+        .unwrap_or_else(|| panic!("no output {name} for {id}"))
+}
+
+/// A JSON number, or the strings "inf"/"-inf"/"nan".
+pub fn num(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().expect("f64"),
+        Value::String(s) if s == "inf" => f64::INFINITY,
+        Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+        Value::String(s) if s == "nan" => f64::NAN,
+        other => panic!("not a number: {other}"),
+    }
+}
+
+/// Reads one array of an .npz archive.
+pub fn npz_array(path: &Path, name: &str) -> Tensor {
+    read_npz(path)
+        .expect("read npz")
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("no array {name} in {}", path.display()))
+}
+
+/// All values of a tensor as doubles.
+pub fn values(t: &Tensor) -> Vec<f64> {
+    (0..t.len()).map(|i| t.data.get_f64(i)).collect()
+}
+
+/// Straightforward metrics of `o` against `r` (finite inputs): max_abs, mean_abs, rmse, cosine,
+/// sqnr_db.
+pub struct Plain {
+    pub max_abs: f64,
+    pub mean_abs: f64,
+    pub rmse: f64,
+    pub cosine: f64,
+    pub sqnr_db: f64,
+}
+
+pub fn plain_metrics(o: &[f64], r: &[f64]) -> Plain {
+    assert_eq!(o.len(), r.len());
+    let n = o.len() as f64;
+    let mut max_abs: f64 = 0.0;
+    let (mut sa, mut se, mut sr, mut so, mut sd) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for (a, b) in o.iter().zip(r) {
+        let d = a - b;
+        max_abs = max_abs.max(d.abs());
+        sa += d.abs();
+        se += d * d;
+        sr += b * b;
+        so += a * a;
+        sd += a * b;
+    }
+    Plain {
+        max_abs,
+        mean_abs: sa / n,
+        rmse: (se / n).sqrt(),
+        cosine: sd / (so.sqrt() * sr.sqrt()),
+        sqnr_db: if se == 0.0 { f64::INFINITY } else { 10.0 * (sr / se).log10() },
+    }
+}
+
+/// Asserts two doubles agree to a relative tolerance (infinities must be equal).
+pub fn assert_close(what: &str, got: f64, want: f64, rel: f64) {
+    if want.is_infinite() || got.is_infinite() {
+        assert_eq!(got, want, "{what}");
+        return;
+    }
+    let tol = rel * want.abs().max(1e-30);
+    assert!((got - want).abs() <= tol, "{what}: got {got}, want {want} (tolerance {tol})");
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
