@@ -11,8 +11,16 @@ use serde_json::Value;
 const PAIRS: &[(&str, &str, &str)] = &[
     ("cnn_qdq_u8", "cnn_fp32", "cnn_seed7"),
     ("cnn_qdq_a16w8", "cnn_fp32", "cnn_seed7"),
-    ("transformer_qdq_u8", "transformer_fp32", "transformer_seed7"),
-    ("transformer_qdq_a16w8", "transformer_fp32", "transformer_seed7"),
+    (
+        "transformer_qdq_u8",
+        "transformer_fp32",
+        "transformer_seed7",
+    ),
+    (
+        "transformer_qdq_a16w8",
+        "transformer_fp32",
+        "transformer_seed7",
+    ),
 ];
 
 fn metrics_json() -> Value {
@@ -24,20 +32,41 @@ fn expected_pair<'a>(m: &'a Value, target: &str) -> &'a Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["target"].as_str().unwrap().ends_with(&format!("{target}.onnx")))
+        .find(|p| {
+            p["target"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("{target}.onnx"))
+        })
         .unwrap_or_else(|| panic!("no expected metrics for {target}"))
 }
 
 /// Asserts every metric of the report equals NumPy's.
 fn assert_metrics_equal(what: &str, got: &Value, want: &Value) {
-    for key in ["elements", "bit_identical", "nan_count", "inf_count", "nonfinite_mismatch", "max_ulp"] {
+    for key in [
+        "elements",
+        "bit_identical",
+        "nan_count",
+        "inf_count",
+        "nonfinite_mismatch",
+        "max_ulp",
+    ] {
         assert_eq!(got[key], want[key], "{what} {key}");
     }
     // max_abs is a single difference of two float32 values, exact in double.
-    assert_eq!(num(&got["max_abs"]), num(&want["max_abs"]), "{what} max_abs");
+    assert_eq!(
+        num(&got["max_abs"]),
+        num(&want["max_abs"]),
+        "{what} max_abs"
+    );
     // Sums: NumPy adds in plain double order, the tool in blocks; both in double.
     for key in ["mean_abs", "rmse", "cosine", "sqnr_db"] {
-        assert_close(&format!("{what} {key}"), num(&got[key]), num(&want[key]), 1e-9);
+        assert_close(
+            &format!("{what} {key}"),
+            num(&got[key]),
+            num(&want[key]),
+            1e-9,
+        );
     }
     for key in ["top1_agreement", "top5_agreement"] {
         assert_eq!(got[key], want[key], "{what} {key}");
@@ -55,11 +84,17 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
         let dir = tempdir();
         let save = dir.path().join("outputs");
         let (code, report, stderr) = compare_json(&[
-            repo(&format!("fixtures/models/{qdq}.onnx")).to_str().unwrap(),
+            repo(&format!("fixtures/models/{qdq}.onnx"))
+                .to_str()
+                .unwrap(),
             "--reference",
-            repo(&format!("fixtures/models/{fp32}.onnx")).to_str().unwrap(),
+            repo(&format!("fixtures/models/{fp32}.onnx"))
+                .to_str()
+                .unwrap(),
             "--inputs",
-            repo(&format!("fixtures/inputs/{inputs}.npz")).to_str().unwrap(),
+            repo(&format!("fixtures/inputs/{inputs}.npz"))
+                .to_str()
+                .unwrap(),
             "-t",
             "cpu:noopt",
             "-t",
@@ -77,17 +112,36 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
             // The golden run is the Python package's run, bit for bit (same library, same
             // settings, one thread), and within float32 summation noise of the NumPy evaluator.
             let golden = npz_array(&save.join("golden/s0.npz"), name);
-            let ort_fp32 = npz_array(&repo(&format!("fixtures/expected/{fp32}__ort_noopt.npz")), name);
-            assert_eq!(bits(&golden), bits(&ort_fp32), "{fp32} {name}: golden differs from onnxruntime-python");
-            let numpy_fp32 = npz_array(&repo(&format!("fixtures/expected/{fp32}__numpy.npz")), name);
+            let ort_fp32 = npz_array(
+                &repo(&format!("fixtures/expected/{fp32}__ort_noopt.npz")),
+                name,
+            );
+            assert_eq!(
+                bits(&golden),
+                bits(&ort_fp32),
+                "{fp32} {name}: golden differs from onnxruntime-python"
+            );
+            let numpy_fp32 =
+                npz_array(&repo(&format!("fixtures/expected/{fp32}__numpy.npz")), name);
             let p = plain_metrics(&values(&golden), &values(&numpy_fp32));
             // A float32 dot product of K terms rounds at most ~K·2^-24 relative; the largest K here
             // is 16·9 = 144 (Conv 3x3 over 16 channels), so 1e-5 absolute on values of order 1-10.
-            assert!(p.max_abs <= 1e-5, "{fp32} {name}: golden vs NumPy max abs {}", p.max_abs);
+            assert!(
+                p.max_abs <= 1e-5,
+                "{fp32} {name}: golden vs NumPy max abs {}",
+                p.max_abs
+            );
 
             let noopt = npz_array(&save.join("cpu_noopt/s0.npz"), name);
-            let ort_qdq = npz_array(&repo(&format!("fixtures/expected/{qdq}__ort_noopt.npz")), name);
-            assert_eq!(bits(&noopt), bits(&ort_qdq), "{qdq} {name}: cpu:noopt differs from onnxruntime-python");
+            let ort_qdq = npz_array(
+                &repo(&format!("fixtures/expected/{qdq}__ort_noopt.npz")),
+                name,
+            );
+            assert_eq!(
+                bits(&noopt),
+                bits(&ort_qdq),
+                "{qdq} {name}: cpu:noopt differs from onnxruntime-python"
+            );
             // Against NumPy's own QDQ evaluation: every output is DequantizeLinear of a code, so
             // differences come in whole steps. A last-bit float32 difference upstream can move
             // a value across a rounding point, one step, and such a step can be amplified by
@@ -97,12 +151,24 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
             // with codes up to 65535 a "whole step" can read as up to 1.004 steps: allow 1%.
             let step = num(&steps[name]["output_dq_scale"]);
             let p = plain_metrics(&values(&noopt), &values(&numpy_qdq));
-            assert!(p.max_abs <= 4.01 * step, "{qdq} {name}: {} steps from NumPy", p.max_abs / step);
+            assert!(
+                p.max_abs <= 4.01 * step,
+                "{qdq} {name}: {} steps from NumPy",
+                p.max_abs / step
+            );
             // In bulk the two agree: on average less than one step apart.
-            assert!(p.mean_abs <= step, "{qdq} {name}: mean {} steps from NumPy", p.mean_abs / step);
+            assert!(
+                p.mean_abs <= step,
+                "{qdq} {name}: mean {} steps from NumPy",
+                p.mean_abs / step
+            );
 
             // The report's figures are NumPy's figures.
-            assert_metrics_equal(&format!("{qdq} {name}"), output(&report, "cpu:noopt", name), want);
+            assert_metrics_equal(
+                &format!("{qdq} {name}"),
+                output(&report, "cpu:noopt", name),
+                want,
+            );
         }
     }
 }
@@ -111,7 +177,9 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
 fn real_model_from_pypi_matches_numpy_metrics_and_runs_on_qnn() {
     let expected = metrics_json();
     let (code, report, stderr) = compare_json(&[
-        repo("fixtures/real/ppocr_cls_qdq_u8.onnx").to_str().unwrap(),
+        repo("fixtures/real/ppocr_cls_qdq_u8.onnx")
+            .to_str()
+            .unwrap(),
         "--reference",
         repo("fixtures/real/ppocr_cls_fp32.onnx").to_str().unwrap(),
         "--inputs",
@@ -126,7 +194,11 @@ fn real_model_from_pypi_matches_numpy_metrics_and_runs_on_qnn() {
     assert_eq!(code, 0, "{stderr}");
     let pair = expected_pair(&expected, "ppocr_cls_qdq_u8");
     for (name, want) in pair["outputs"].as_object().unwrap() {
-        assert_metrics_equal(&format!("ppocr {name}"), output(&report, "cpu:noopt", name), want);
+        assert_metrics_equal(
+            &format!("ppocr {name}"),
+            output(&report, "cpu:noopt", name),
+            want,
+        );
         // Two classes: top-1 applies, top-5 does not.
         assert!(output(&report, "qnn:sm8650", name)["top1_agreement"].is_number());
         assert!(output(&report, "qnn:sm8650", name)["top5_agreement"].is_null());
@@ -134,7 +206,11 @@ fn real_model_from_pypi_matches_numpy_metrics_and_runs_on_qnn() {
     let qnn = target(&report, "qnn:sm8650");
     assert_eq!(qnn["status"], "ok");
     assert!(qnn["placement"]["target_ep_nodes"].as_u64().unwrap() > 0);
-    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("pinned")));
+    assert!(report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("pinned")));
 }
 
 #[test]
@@ -175,7 +251,9 @@ fn two_qnn_chipsets_metrics_agreement_and_baseline_match_a_recomputation() {
     assert_eq!(target(&report, "qnn:sm8850")["chipset"]["htp_arch"], 81);
 
     let load = |id: &str, name: &str| -> Vec<f64> {
-        (0..3).flat_map(|k| values(&npz_array(&save.join(format!("{id}/s{k}.npz")), name))).collect()
+        (0..3)
+            .flat_map(|k| values(&npz_array(&save.join(format!("{id}/s{k}.npz")), name)))
+            .collect()
     };
     for name in ["logits", "probs"] {
         let golden = load("golden", name);
@@ -191,12 +269,26 @@ fn two_qnn_chipsets_metrics_agreement_and_baseline_match_a_recomputation() {
             assert_close("cosine", num(&got["cosine"]), p.cosine, 1e-12);
             assert_close("sqnr", num(&got["sqnr_db"]), p.sqnr_db, 1e-9);
             // The three-run view: the baseline's error beside the target's, and the difference.
-            assert_close("baseline sqnr", num(&got["baseline"]["sqnr_db"]), base.sqnr_db, 1e-9);
-            assert_close("excess", num(&got["baseline"]["excess_db"]), base.sqnr_db - p.sqnr_db, 1e-9);
+            assert_close(
+                "baseline sqnr",
+                num(&got["baseline"]["sqnr_db"]),
+                base.sqnr_db,
+                1e-9,
+            );
+            assert_close(
+                "excess",
+                num(&got["baseline"]["excess_db"]),
+                base.sqnr_db - p.sqnr_db,
+                1e-9,
+            );
         }
         let a = load("qnn_sm8650", name);
         let b = load("qnn_sm8850", name);
-        let differing = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+        let differing = a
+            .iter()
+            .zip(&b)
+            .filter(|(x, y)| x.to_bits() != y.to_bits())
+            .count();
         let entry = report["agreement"]
             .as_array()
             .unwrap()
@@ -209,18 +301,28 @@ fn two_qnn_chipsets_metrics_agreement_and_baseline_match_a_recomputation() {
     // The loosest passing gate is at most the worst target's figure.
     for tol in report["tolerances"].as_array().unwrap() {
         let name = tol["output"].as_str().unwrap();
-        let worst = ["qnn:sm8650", "qnn:sm8850"].iter().map(|id| num(&output(&report, id, name)["sqnr_db"])).fold(f64::INFINITY, f64::min);
+        let worst = ["qnn:sm8650", "qnn:sm8850"]
+            .iter()
+            .map(|id| num(&output(&report, id, name)["sqnr_db"]))
+            .fold(f64::INFINITY, f64::min);
         let gate = num(&tol["min_sqnr_db"]);
-        assert!(gate <= worst && worst - gate < 0.01 + 1e-9, "{name}: {gate} vs {worst}");
+        assert!(
+            gate <= worst && worst - gate < 0.01 + 1e-9,
+            "{name}: {gate} vs {worst}"
+        );
     }
 }
 
 #[test]
 fn openvino_is_a_separate_build_that_runs_the_transformer() {
     let (code, report, stderr) = compare_json(&[
-        repo("fixtures/models/transformer_qdq_u8.onnx").to_str().unwrap(),
+        repo("fixtures/models/transformer_qdq_u8.onnx")
+            .to_str()
+            .unwrap(),
         "--reference",
-        repo("fixtures/models/transformer_fp32.onnx").to_str().unwrap(),
+        repo("fixtures/models/transformer_fp32.onnx")
+            .to_str()
+            .unwrap(),
         "-t",
         "openvino",
         "--no-baseline",
@@ -242,7 +344,12 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
         ("models", "cnn_qdq_a16w8", "cnn_seed7", None),
         ("models", "transformer_qdq_u8", "transformer_seed7", None),
         ("models", "transformer_qdq_a16w8", "transformer_seed7", None),
-        ("real", "ppocr_cls_qdq_u8", "ppocr_seed3", Some("x:1,3,48,192")),
+        (
+            "real",
+            "ppocr_cls_qdq_u8",
+            "ppocr_seed3",
+            Some("x:1,3,48,192"),
+        ),
     ];
     for (dir_name, qdq, inputs, shape) in cases {
         let dir = tempdir();
@@ -261,26 +368,56 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
         if let Some(s) = shape {
             args.extend(["--input-shape".to_string(), s.to_string()]);
         }
-        let (code, report, stderr) = compare_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let (code, report, stderr) =
+            compare_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(code, 0, "{qdq}: {stderr}");
         assert_eq!(report["reference"]["kind"], "derived");
-        assert!(report["reference"]["description"].as_str().unwrap().starts_with("DERIVED"));
+        assert!(report["reference"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("DERIVED"));
         // The same pairs are replaced (ppocr: pairs on Constant-fed weight chains stay).
-        assert_eq!(report["reference"]["removed_qdq_pairs"], expected["derived"][qdq]["pairs_replaced"], "{qdq}");
+        assert_eq!(
+            report["reference"]["removed_qdq_pairs"], expected["derived"][qdq]["pairs_replaced"],
+            "{qdq}"
+        );
         let pair = expected["derived_pairs"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|p| p["target"].as_str().unwrap().ends_with(&format!("{qdq}.onnx")))
+            .find(|p| {
+                p["target"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{qdq}.onnx"))
+            })
             .unwrap();
         for (name, want) in pair["outputs"].as_object().unwrap() {
             let golden = npz_array(&save.join("golden/s0.npz"), name);
-            let ort = npz_array(&repo(&format!("fixtures/expected/{qdq}__derived_ort_noopt.npz")), name);
-            assert_eq!(bits(&golden), bits(&ort), "{qdq} {name}: derived golden differs from the script's rewrite");
-            let numpy = npz_array(&repo(&format!("fixtures/expected/{qdq}__derived_numpy.npz")), name);
+            let ort = npz_array(
+                &repo(&format!("fixtures/expected/{qdq}__derived_ort_noopt.npz")),
+                name,
+            );
+            assert_eq!(
+                bits(&golden),
+                bits(&ort),
+                "{qdq} {name}: derived golden differs from the script's rewrite"
+            );
+            let numpy = npz_array(
+                &repo(&format!("fixtures/expected/{qdq}__derived_numpy.npz")),
+                name,
+            );
             let p = plain_metrics(&values(&golden), &values(&numpy));
-            assert!(p.max_abs <= 1e-5, "{qdq} {name}: derived golden vs NumPy {}", p.max_abs);
-            assert_metrics_equal(&format!("{qdq} {name} vs derived"), output(&report, "cpu:noopt", name), want);
+            assert!(
+                p.max_abs <= 1e-5,
+                "{qdq} {name}: derived golden vs NumPy {}",
+                p.max_abs
+            );
+            assert_metrics_equal(
+                &format!("{qdq} {name} vs derived"),
+                output(&report, "cpu:noopt", name),
+                want,
+            );
         }
     }
 }

@@ -6,7 +6,8 @@ mod common;
 use common::*;
 use npu_audit::model::pb::{
     tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
+    ValueInfoProto,
 };
 use npu_audit::tensor::{read_npz, DType, Tensor};
 use prost::Message;
@@ -35,7 +36,13 @@ fn identity_model(n: usize, dtype: &str, shape: &[usize]) -> Vec<u8> {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
                 elem_type: Some(onnx_code(dtype)),
                 shape: Some(TensorShapeProto {
-                    dim: shape.iter().map(|&d| Dimension { value: Some(DimValue::DimValue(d as i64)), denotation: None }).collect(),
+                    dim: shape
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(DimValue::DimValue(d as i64)),
+                            denotation: None,
+                        })
+                        .collect(),
                 }),
             })),
             denotation: None,
@@ -59,7 +66,10 @@ fn identity_model(n: usize, dtype: &str, shape: &[usize]) -> Vec<u8> {
     };
     ModelProto {
         ir_version: Some(9),
-        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(17) }],
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
         graph: Some(graph),
         ..Default::default()
     }
@@ -69,13 +79,19 @@ fn identity_model(n: usize, dtype: &str, shape: &[usize]) -> Vec<u8> {
 #[test]
 fn generated_inputs_are_the_documented_generators_bytes() {
     let cases: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(repo("fixtures/inputs/prng_cases.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(repo("fixtures/inputs/prng_cases.json")).unwrap())
+            .unwrap();
     let arrays = read_npz(&repo("fixtures/inputs/prng_cases.npz")).unwrap();
     let dir = tempdir();
     let mut checked = 0;
     for (key, case) in cases["cases"].as_object().unwrap() {
         let dtype = case["dtype"].as_str().unwrap();
-        let shape: Vec<usize> = case["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+        let shape: Vec<usize> = case["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
         let index = case["input_index"].as_u64().unwrap() as usize;
         let sample = case["sample"].as_u64().unwrap() as usize;
         let model = dir.path().join(format!("{key}.onnx"));
@@ -94,14 +110,27 @@ fn generated_inputs_are_the_documented_generators_bytes() {
             "--samples",
             &(sample + 1).to_string(),
         ]);
-        assert!(out.status.success(), "{key}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let got = Tensor::read_npy(&golden.join(format!("inputs/s{sample}/i{index}.npy"))).unwrap();
-        let want = &arrays.iter().find(|(n, _)| n == key).unwrap_or_else(|| panic!("no array {key}")).1;
+        let want = &arrays
+            .iter()
+            .find(|(n, _)| n == key)
+            .unwrap_or_else(|| panic!("no array {key}"))
+            .1;
         assert_eq!(got.shape, want.shape, "{key}");
         assert_eq!(got.dtype(), want.dtype(), "{key}");
-        assert_eq!(got.data.to_le_bytes(), want.data.to_le_bytes(), "{key}: bytes differ from the NumPy generator");
+        assert_eq!(
+            got.data.to_le_bytes(),
+            want.data.to_le_bytes(),
+            "{key}: bytes differ from the NumPy generator"
+        );
         // The Identity model returns its input: the stored golden output is the same tensor.
-        let echoed = Tensor::read_npy(&golden.join(format!("outputs/s{sample}/o{index}.npy"))).unwrap();
+        let echoed =
+            Tensor::read_npy(&golden.join(format!("outputs/s{sample}/o{index}.npy"))).unwrap();
         assert_eq!(echoed.data.to_le_bytes(), want.data.to_le_bytes(), "{key}");
         checked += 1;
     }
@@ -115,31 +144,87 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
     let golden = dir.path().join("cnn");
     let fp32 = repo("fixtures/models/cnn_fp32.onnx");
     let qdq = repo("fixtures/models/cnn_qdq_u8.onnx");
-    let out = run(&["golden", "create", fp32.to_str().unwrap(), "--out", golden.to_str().unwrap(), "--seed", "4", "--samples", "2"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(golden.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["reference_model"]["sha256"], npu_audit::model::load::sha256_hex(&std::fs::read(&fp32).unwrap()));
+    let out = run(&[
+        "golden",
+        "create",
+        fp32.to_str().unwrap(),
+        "--out",
+        golden.to_str().unwrap(),
+        "--seed",
+        "4",
+        "--samples",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(golden.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(
+        manifest["reference_model"]["sha256"],
+        npu_audit::model::load::sha256_hex(&std::fs::read(&fp32).unwrap())
+    );
     assert_eq!(manifest["runtime"]["version"], "1.31.1");
     assert_eq!(manifest["samples"].as_array().unwrap().len(), 2);
 
     // Comparing against the stored run gives the same figures as running the reference again.
     let common_args = ["-t", "cpu", "--no-baseline"];
-    let (code, from_golden, stderr) = compare_json(&[&[qdq.to_str().unwrap(), "--golden", golden.to_str().unwrap()][..], &common_args].concat());
+    let (code, from_golden, stderr) = compare_json(
+        &[
+            &[qdq.to_str().unwrap(), "--golden", golden.to_str().unwrap()][..],
+            &common_args,
+        ]
+        .concat(),
+    );
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(from_golden["reference"]["kind"], "golden");
     assert_eq!(from_golden["inputs"]["source"], "golden");
     let (code, from_model, _) = compare_json(
-        &[&[qdq.to_str().unwrap(), "--reference", fp32.to_str().unwrap(), "--seed", "4", "--samples", "2"][..], &common_args].concat(),
+        &[
+            &[
+                qdq.to_str().unwrap(),
+                "--reference",
+                fp32.to_str().unwrap(),
+                "--seed",
+                "4",
+                "--samples",
+                "2",
+            ][..],
+            &common_args,
+        ]
+        .concat(),
     );
     assert_eq!(code, 0);
     for name in ["logits", "probs"] {
-        assert_eq!(output(&from_golden, "cpu", name)["sqnr_db"], output(&from_model, "cpu", name)["sqnr_db"], "{name}");
-        assert_eq!(output(&from_golden, "cpu", name)["max_abs"], output(&from_model, "cpu", name)["max_abs"], "{name}");
+        assert_eq!(
+            output(&from_golden, "cpu", name)["sqnr_db"],
+            output(&from_model, "cpu", name)["sqnr_db"],
+            "{name}"
+        );
+        assert_eq!(
+            output(&from_golden, "cpu", name)["max_abs"],
+            output(&from_model, "cpu", name)["max_abs"],
+            "{name}"
+        );
     }
-    assert_eq!(from_golden["inputs"]["tensors"], from_model["inputs"]["tensors"]);
+    assert_eq!(
+        from_golden["inputs"]["tensors"],
+        from_model["inputs"]["tensors"]
+    );
 
     // A reference that is not the golden run's model is refused.
-    let out = run(&["compare", qdq.to_str().unwrap(), "--golden", golden.to_str().unwrap(), "--reference", qdq.to_str().unwrap(), "-t", "cpu"]);
+    let out = run(&[
+        "compare",
+        qdq.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+        "--reference",
+        qdq.to_str().unwrap(),
+        "-t",
+        "cpu",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not the model the golden run"));
 
@@ -149,16 +234,36 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&victim, bytes).unwrap();
-    let out = run(&["compare", qdq.to_str().unwrap(), "--golden", golden.to_str().unwrap(), "-t", "cpu"]);
+    let out = run(&[
+        "compare",
+        qdq.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+        "-t",
+        "cpu",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("outputs/s1/o0.npy was altered"), "{stderr}");
     std::fs::remove_file(&victim).unwrap();
-    let out = run(&["compare", qdq.to_str().unwrap(), "--golden", golden.to_str().unwrap(), "-t", "cpu"]);
+    let out = run(&[
+        "compare",
+        qdq.to_str().unwrap(),
+        "--golden",
+        golden.to_str().unwrap(),
+        "-t",
+        "cpu",
+    ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("outputs/s1/o0.npy is missing"));
 
     // golden create refuses to overwrite without --force.
-    let out = run(&["golden", "create", fp32.to_str().unwrap(), "--out", golden.to_str().unwrap()]);
+    let out = run(&[
+        "golden",
+        "create",
+        fp32.to_str().unwrap(),
+        "--out",
+        golden.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
 }

@@ -5,7 +5,9 @@ mod common;
 use common::*;
 
 fn cnn() -> String {
-    repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string()
+    repo("fixtures/models/cnn_qdq_u8.onnx")
+        .display()
+        .to_string()
 }
 
 fn cnn_fp32() -> String {
@@ -21,9 +23,21 @@ fn a_target_this_platform_cannot_run_is_unavailable_and_fails_the_audit_only_whe
     assert_eq!(dml["error"], "DirectML needs Windows");
     assert_eq!(dml["required"], true);
     assert_eq!(target(&report, "cpu")["status"], "ok");
-    assert!(stderr.contains("required target dml unavailable: DirectML needs Windows"), "{stderr}");
+    assert!(
+        stderr.contains("required target dml unavailable: DirectML needs Windows"),
+        "{stderr}"
+    );
 
-    let (code, report, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", "dml", "--allow-failure", "dml", "--no-baseline"]);
+    let (code, report, _) = compare_json(&[
+        &cnn(),
+        "-t",
+        "cpu",
+        "-t",
+        "dml",
+        "--allow-failure",
+        "dml",
+        "--no-baseline",
+    ]);
     assert_eq!(code, 0);
     assert_eq!(target(&report, "dml")["required"], false);
 }
@@ -52,10 +66,18 @@ fn crashed_and_hung_workers_are_reported_and_the_audit_completes() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cpu = target(&report, "cpu");
     assert_eq!(cpu["status"], "crashed");
-    assert!(cpu["error"].as_str().unwrap().contains("SIGABRT"), "{}", cpu["error"]);
+    assert!(
+        cpu["error"].as_str().unwrap().contains("SIGABRT"),
+        "{}",
+        cpu["error"]
+    );
     let qnn = target(&report, "qnn:sm8650");
     assert_eq!(qnn["status"], "timeout");
-    assert!(qnn["error"].as_str().unwrap().contains("within 3 s"), "{}", qnn["error"]);
+    assert!(
+        qnn["error"].as_str().unwrap().contains("within 3 s"),
+        "{}",
+        qnn["error"]
+    );
     assert_eq!(target(&report, "cpu:noopt")["status"], "ok");
     assert!(output(&report, "cpu:noopt", "probs")["sqnr_db"].is_number());
 }
@@ -65,7 +87,9 @@ fn a_chipset_that_refuses_the_real_model_fails_with_qnns_own_error() {
     // Observed on this QNN build: the HTP v68 (Snapdragon 888) compiler runs out of memory
     // finalizing the PP-OCR classifier, which newer chipsets accept.
     let (code, report, stderr) = compare_json(&[
-        repo("fixtures/real/ppocr_cls_qdq_u8.onnx").to_str().unwrap(),
+        repo("fixtures/real/ppocr_cls_qdq_u8.onnx")
+            .to_str()
+            .unwrap(),
         "--input-shape",
         "x:1,3,48,192",
         "-t",
@@ -80,27 +104,49 @@ fn a_chipset_that_refuses_the_real_model_fails_with_qnns_own_error() {
     assert_eq!(old["status"], "failed");
     assert_eq!(old["failed_at"], "create_session");
     let err = old["error"].as_str().unwrap();
-    assert!(err.contains("Failed to finalize QNN graph") && err.contains("1002"), "{err}");
+    assert!(
+        err.contains("Failed to finalize QNN graph") && err.contains("1002"),
+        "{err}"
+    );
     assert_eq!(target(&report, "qnn:sm8650")["status"], "ok");
 }
 
 #[test]
 fn an_ep_that_takes_no_node_is_a_failure_not_a_cpu_result_in_disguise() {
-    let (code, report, _) =
-        compare_json(&[&cnn(), "-t", "qnn:sm8650,backend_path=/nonexistent/libQnnHtp.so", "--no-baseline"]);
+    let (code, report, _) = compare_json(&[
+        &cnn(),
+        "-t",
+        "qnn:sm8650,backend_path=/nonexistent/libQnnHtp.so",
+        "--no-baseline",
+    ]);
     assert_eq!(code, 3);
     let t = &report["targets"][0];
     assert_eq!(t["status"], "failed");
     let err = t["error"].as_str().unwrap();
-    assert!(err.contains("took none of the") && err.contains("/nonexistent/libQnnHtp.so"), "{err}");
+    assert!(
+        err.contains("took none of the") && err.contains("/nonexistent/libQnnHtp.so"),
+        "{err}"
+    );
     assert_eq!(t["placement"]["target_ep_nodes"], 0);
     assert!(t["outputs"].as_array().unwrap().is_empty());
 }
 
 #[test]
 fn gates_pass_and_fail_with_the_documented_exit_codes() {
-    let base = [cnn(), "--reference".into(), cnn_fp32(), "-t".into(), "cpu".into(), "--no-baseline".into()];
-    let args = |extra: &[&str]| -> Vec<String> { base.iter().cloned().chain(extra.iter().map(|s| s.to_string())).collect() };
+    let base = [
+        cnn(),
+        "--reference".into(),
+        cnn_fp32(),
+        "-t".into(),
+        "cpu".into(),
+        "--no-baseline".into(),
+    ];
+    let args = |extra: &[&str]| -> Vec<String> {
+        base.iter()
+            .cloned()
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect()
+    };
     let run_gate = |extra: &[&str]| {
         let a = args(extra);
         compare_json(&a.iter().map(String::as_str).collect::<Vec<_>>())
@@ -128,8 +174,14 @@ fn gates_pass_and_fail_with_the_documented_exit_codes() {
     assert_eq!(code, 1);
 
     // The fp32 model against itself without graph rewrites is bit-exact.
-    let (code, report, stderr) =
-        compare_json(&[&cnn_fp32(), "--reference", &cnn_fp32(), "-t", "cpu:noopt", "--require-bit-exact"]);
+    let (code, report, stderr) = compare_json(&[
+        &cnn_fp32(),
+        "--reference",
+        &cnn_fp32(),
+        "-t",
+        "cpu:noopt",
+        "--require-bit-exact",
+    ]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(output(&report, "cpu:noopt", "logits")["sqnr_db"], "inf");
     assert_eq!(output(&report, "cpu:noopt", "logits")["bit_identical"], 10);
@@ -141,12 +193,22 @@ fn targets_lists_what_this_machine_can_and_cannot_run() {
     let out = run(&["targets", "--format", "json"]);
     assert!(out.status.success());
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let row = |id: &str| rows.as_array().unwrap().iter().find(|r| r["target"] == id).unwrap().clone();
+    let row = |id: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["target"] == id)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(row("dml")["available"], false);
     assert_eq!(row("dml")["reason"], "DirectML needs Windows");
     if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         assert_eq!(row("qnn:sm8650")["available"], true);
-        assert_eq!(row("qnn:sm8650")["runtime"], "onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1");
+        assert_eq!(
+            row("qnn:sm8650")["runtime"],
+            "onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1"
+        );
         assert_eq!(row("openvino")["available"], true);
         assert_eq!(row("cpu:noopt")["runtime"], "onnxruntime 1.31.1");
     }

@@ -73,6 +73,7 @@ pub fn timing(outcome: &Outcome) -> Option<Timing> {
     let r = outcome.result.as_ref()?;
     Some(Timing {
         load_ms: r.load_ms,
+        register_ms: r.register_ms,
         session_create_ms: r.session_create_ms,
         run_ms: median(&r.run_ms),
         run_ms_total: r.run_ms.iter().sum(),

@@ -5,7 +5,8 @@
 //! independent accumulators per sum (so the compiler vectorises it and the adds do not wait on
 //! each other), and falls back to a careful per-element path only for blocks that hold a NaN or an
 //! infinity. Differences and sums are computed in double precision, so `max_abs` is exact and the
-//! sums carry no float32 rounding.
+//! sums carry no float32 rounding; the eight partial sums make the result independent of the
+//! vector width the CPU offers.
 
 use crate::tensor::TensorData;
 
@@ -36,8 +37,8 @@ pub struct ErrorStats {
 
 /// Maps float32 bits to integers ordered like the floats, with +0 and -0 both at 0.
 #[inline(always)]
-fn ordered32(bits: u32) -> i64 {
-    let magnitude = (bits & 0x7fff_ffff) as i64;
+fn ordered32(bits: u32) -> i32 {
+    let magnitude = (bits & 0x7fff_ffff) as i32;
     if bits >> 31 == 1 {
         -magnitude
     } else {
@@ -74,61 +75,92 @@ impl ErrorStats {
         }
     }
 
-    /// The float32 fast path.
+    /// The float32 fast path: picks the widest vector unit the CPU has at run time.
     pub fn update_f32(&mut self, out: &[f32], gold: &[f32]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2, checked just above.
+                unsafe { self.update_f32_avx2(out, gold) };
+                return;
+            }
+        }
+        self.update_f32_portable(out, gold);
+    }
+
+    /// The kernel compiled for AVX2 (256-bit lanes). No FMA: fused multiply-adds round
+    /// differently, and reports must not depend on the CPU they were computed on.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn update_f32_avx2(&mut self, out: &[f32], gold: &[f32]) {
+        self.update_f32_portable(out, gold);
+    }
+
+    /// The kernel; `inline(always)` so each caller gets it compiled for its own target features.
+    #[inline(always)]
+    fn update_f32_portable(&mut self, out: &[f32], gold: &[f32]) {
         let n = out.len().min(gold.len());
         let (out, gold) = (&out[..n], &gold[..n]);
         let blocks = n / BLOCK;
         let mut identical = 0u64;
         let mut max_ulp = 0u64;
-        for b in 0..blocks {
-            let o = &out[b * BLOCK..(b + 1) * BLOCK];
-            let r = &gold[b * BLOCK..(b + 1) * BLOCK];
-            let mut nonfinite = false;
-            for i in 0..BLOCK {
-                nonfinite |= (o[i].to_bits() & EXP_MASK == EXP_MASK)
-                    | (r[i].to_bits() & EXP_MASK == EXP_MASK);
-            }
-            if nonfinite {
-                self.update_f32_careful(o, r, &mut identical, &mut max_ulp);
-                continue;
-            }
-            let mut abs = [0f64; LANES];
-            let mut err2 = [0f64; LANES];
-            let mut ref2 = [0f64; LANES];
-            let mut out2 = [0f64; LANES];
-            let mut dot = [0f64; LANES];
-            let mut maxabs = [0f64; LANES];
-            let mut ulp = [0i64; LANES];
+        // Lane accumulators live across blocks; counters are folded every CHUNK blocks so the
+        // 32-bit lanes cannot overflow.
+        const CHUNK: usize = 1 << 16;
+        let mut abs = [0f64; LANES];
+        let mut err2 = [0f64; LANES];
+        let mut ref2 = [0f64; LANES];
+        let mut out2 = [0f64; LANES];
+        let mut dot = [0f64; LANES];
+        let mut maxabs = [0f64; LANES];
+        let mut finite_blocks = 0u64;
+        for chunk_start in (0..blocks).step_by(CHUNK) {
+            let mut ulp = [0u32; LANES];
             let mut same = [0u32; LANES];
-            for j in 0..BLOCK / LANES {
-                for l in 0..LANES {
-                    let i = j * LANES + l;
-                    let (ob, rb) = (o[i].to_bits(), r[i].to_bits());
-                    let (ov, rv) = (o[i] as f64, r[i] as f64);
-                    let d = ov - rv;
-                    let ad = d.abs();
-                    abs[l] += ad;
-                    err2[l] += d * d;
-                    ref2[l] += rv * rv;
-                    out2[l] += ov * ov;
-                    dot[l] += ov * rv;
-                    maxabs[l] = if ad > maxabs[l] { ad } else { maxabs[l] };
-                    let u = (ordered32(ob) - ordered32(rb)).abs();
-                    ulp[l] = if u > ulp[l] { u } else { ulp[l] };
-                    same[l] += (ob == rb) as u32;
+            for b in chunk_start..(chunk_start + CHUNK).min(blocks) {
+                let o = &out[b * BLOCK..(b + 1) * BLOCK];
+                let r = &gold[b * BLOCK..(b + 1) * BLOCK];
+                let mut nonfinite = false;
+                for i in 0..BLOCK {
+                    nonfinite |= (o[i].to_bits() & EXP_MASK == EXP_MASK)
+                        | (r[i].to_bits() & EXP_MASK == EXP_MASK);
+                }
+                if nonfinite {
+                    self.update_f32_careful(o, r, &mut identical, &mut max_ulp);
+                    continue;
+                }
+                finite_blocks += 1;
+                for j in 0..BLOCK / LANES {
+                    for l in 0..LANES {
+                        let i = j * LANES + l;
+                        let (ob, rb) = (o[i].to_bits(), r[i].to_bits());
+                        let (ov, rv) = (o[i] as f64, r[i] as f64);
+                        let d = ov - rv;
+                        let ad = d.abs();
+                        abs[l] += ad;
+                        err2[l] += d * d;
+                        ref2[l] += rv * rv;
+                        out2[l] += ov * ov;
+                        dot[l] += ov * rv;
+                        maxabs[l] = if ad > maxabs[l] { ad } else { maxabs[l] };
+                        let (a, c) = (ordered32(ob), ordered32(rb));
+                        // |a - c| fits in 32 unsigned bits; computed without 64-bit lanes.
+                        let u = a.max(c).wrapping_sub(a.min(c)) as u32;
+                        ulp[l] = if u > ulp[l] { u } else { ulp[l] };
+                        same[l] += (ob == rb) as u32;
+                    }
                 }
             }
-            self.sum_abs += abs.iter().sum::<f64>();
-            self.sum_sq_err += err2.iter().sum::<f64>();
-            self.sum_sq_ref += ref2.iter().sum::<f64>();
-            self.sum_sq_out += out2.iter().sum::<f64>();
-            self.sum_dot += dot.iter().sum::<f64>();
-            self.max_abs = maxabs.iter().fold(self.max_abs, |a, &b| a.max(b));
-            max_ulp = ulp.iter().fold(max_ulp, |a, &b| a.max(b as u64));
+            max_ulp = ulp.iter().fold(max_ulp, |m, &u| m.max(u as u64));
             identical += same.iter().map(|&s| s as u64).sum::<u64>();
-            self.finite_pairs += BLOCK as u64;
         }
+        self.sum_abs += abs.iter().sum::<f64>();
+        self.sum_sq_err += err2.iter().sum::<f64>();
+        self.sum_sq_ref += ref2.iter().sum::<f64>();
+        self.sum_sq_out += out2.iter().sum::<f64>();
+        self.sum_dot += dot.iter().sum::<f64>();
+        self.max_abs = maxabs.iter().fold(self.max_abs, |a, &b| a.max(b));
+        self.finite_pairs += finite_blocks * BLOCK as u64;
         self.update_f32_careful(
             &out[blocks * BLOCK..],
             &gold[blocks * BLOCK..],
@@ -154,7 +186,8 @@ impl ErrorStats {
             if ov.is_finite() && rv.is_finite() {
                 let (ov, rv) = (ov as f64, rv as f64);
                 self.add_finite_pair(ov, rv);
-                *max_ulp = (*max_ulp).max((ordered32(ob) - ordered32(rb)).unsigned_abs());
+                *max_ulp =
+                    (*max_ulp).max((ordered32(ob) as i64 - ordered32(rb) as i64).unsigned_abs());
             } else if !(ov.is_nan() && rv.is_nan()) && ob != rb {
                 self.nonfinite_mismatch += 1;
             }
@@ -255,7 +288,10 @@ impl ErrorStats {
         match (self.sum_sq_out == 0.0, self.sum_sq_ref == 0.0) {
             (true, true) => 1.0,
             (true, false) | (false, true) => 0.0,
-            _ => self.sum_dot / (self.sum_sq_out.sqrt() * self.sum_sq_ref.sqrt()),
+            // Rounding can push the quotient a hair past ±1, which a cosine never is.
+            _ => {
+                (self.sum_dot / (self.sum_sq_out.sqrt() * self.sum_sq_ref.sqrt())).clamp(-1.0, 1.0)
+            }
         }
     }
 
@@ -362,6 +398,19 @@ mod tests {
         assert_eq!(fast.max_abs(), careful.max_abs());
         assert!((fast.sum_sq_err - careful.sum_sq_err).abs() <= 1e-12 * careful.sum_sq_err);
         assert!((fast.sum_dot - careful.sum_dot).abs() <= 1e-12 * careful.sum_dot.abs());
+    }
+
+    #[test]
+    fn every_vector_width_gives_the_same_bits() {
+        let r: Vec<f32> = (0..100_003)
+            .map(|i| ((i as f32) * 0.013).sin() * 5.0)
+            .collect();
+        let o: Vec<f32> = r.iter().map(|v| (v * 31.0).round() / 31.0).collect();
+        let mut dispatched = ErrorStats::new(true, true);
+        dispatched.update_f32(&o, &r);
+        let mut portable = ErrorStats::new(true, true);
+        portable.update_f32_portable(&o, &r);
+        assert_eq!(dispatched, portable);
     }
 
     #[test]

@@ -153,7 +153,10 @@ pub struct RuntimeInfo {
 /// Times measured inside the worker, plus the worker's wall time.
 #[derive(Debug, Clone, Serialize)]
 pub struct Timing {
+    /// Loading the ONNX Runtime library and creating its environment.
     pub load_ms: f64,
+    /// Registering a plugin EP library (QNN); 0 otherwise.
+    pub register_ms: f64,
     pub session_create_ms: f64,
     /// Median of the per-sample run times.
     pub run_ms: f64,

@@ -116,8 +116,11 @@ impl Provisioner {
 
     fn python_packages(&self) -> &HashMap<String, InstalledPackage> {
         self.python.get_or_init(|| {
-            let names: Vec<&str> = super::catalog::BUILDS.iter().map(|b| b.package).collect();
-            installed_packages(&names)
+            let wanted: Vec<(&str, String)> = super::catalog::BUILDS
+                .iter()
+                .map(|b| (b.package, b.main_lib()))
+                .collect();
+            installed_packages(&wanted, &self.cache_root.join("python-packages.json"))
         })
     }
 
@@ -143,7 +146,7 @@ impl Provisioner {
                     version: Some(build.version.into()),
                     source: Source::PythonPackage,
                     library: lib,
-                    sha256: None,
+                    sha256: pkg.sha256.clone(),
                 }));
             }
         }

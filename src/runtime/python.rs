@@ -6,81 +6,143 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 
 use crate::error::environment;
 
-/// The Python interpreter to use: `NPU_AUDIT_PYTHON`, else `python3`, else `python`.
-pub fn interpreter() -> Option<String> {
-    if let Ok(p) = std::env::var("NPU_AUDIT_PYTHON") {
-        if !p.is_empty() {
-            return Some(p);
-        }
+/// Interpreters to try, in order: `NPU_AUDIT_PYTHON`, else `python3`, else `python`.
+fn candidates() -> Vec<String> {
+    match std::env::var("NPU_AUDIT_PYTHON") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ => vec!["python3".into(), "python".into()],
     }
-    ["python3", "python"]
-        .into_iter()
-        .map(str::to_string)
-        .find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        })
 }
 
-/// An installed Python distribution: its version and the directory its files are relative to.
-#[derive(Debug, Clone)]
+/// The Python interpreter to use for pip, if any runs.
+pub fn interpreter() -> Option<String> {
+    candidates().into_iter().find(|p| {
+        Command::new(p)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// An installed Python distribution: its version, the directory its files are relative to, and
+/// the SHA-256 pip recorded for the library asked about.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstalledPackage {
     pub version: String,
     pub root: PathBuf,
+    pub sha256: Option<String>,
 }
 
+/// Arguments are `DIST=RELATIVE_FILE`; prints the version, root and recorded hash of each found
+/// distribution, and the import path directories (whose modification times tell when anything was
+/// installed or removed).
 const FIND_PACKAGES: &str = r#"
-import json, sys
+import base64, json, os, sys
 import importlib.metadata as md
-out = {}
-for name in sys.argv[1:]:
+out = {"packages": {}, "dirs": [p for p in sys.path if p and os.path.isdir(p)]}
+for arg in sys.argv[1:]:
+    name, _, rel = arg.partition("=")
     try:
         d = md.distribution(name)
-        out[name] = {"version": d.version, "root": str(d.locate_file(""))}
     except Exception:
-        pass
+        continue
+    digest = None
+    for f in d.files or []:
+        if str(f).replace(chr(92), "/") == rel and f.hash and f.hash.mode == "sha256":
+            digest = base64.urlsafe_b64decode(f.hash.value + "==").hex()
+    out["packages"][name] = {"version": d.version, "root": str(d.locate_file("")), "sha256": digest}
 print(json.dumps(out))
 "#;
 
-/// Looks up installed distributions by name. Any problem (no Python, odd output) means "none".
-pub fn installed_packages(names: &[&str]) -> HashMap<String, InstalledPackage> {
-    let Some(python) = interpreter() else {
-        return HashMap::new();
-    };
-    let output = Command::new(python)
-        .arg("-c")
-        .arg(FIND_PACKAGES)
-        .args(names)
-        .stderr(Stdio::null())
-        .output();
-    let Ok(output) = output else {
-        return HashMap::new();
-    };
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
-        return HashMap::new();
-    };
-    let mut found = HashMap::new();
-    if let Some(map) = value.as_object() {
-        for (name, v) in map {
-            if let (Some(version), Some(root)) = (v["version"].as_str(), v["root"].as_str()) {
-                found.insert(
-                    name.clone(),
-                    InstalledPackage {
-                        version: version.to_string(),
-                        root: PathBuf::from(root),
-                    },
-                );
-            }
+/// What one query found, remembered with what it depends on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Remembered {
+    key: String,
+    /// Import path directories and their modification times (ns).
+    dirs: Vec<(PathBuf, u128)>,
+    packages: HashMap<String, InstalledPackage>,
+}
+
+fn mtime_ns(p: &Path) -> Option<u128> {
+    std::fs::metadata(p)
+        .ok()?
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_nanos())
+}
+
+/// Looks up installed distributions (`(name, main library path inside it)`). Any problem (no
+/// Python, odd output) means "none". Starting Python costs tens of milliseconds (more behind
+/// pyenv shims), so the answer is remembered in `cache_file` until the interpreter choice or any
+/// import path directory changes.
+pub fn installed_packages(
+    wanted: &[(&str, String)],
+    cache_file: &Path,
+) -> HashMap<String, InstalledPackage> {
+    let key = format!(
+        "{:?}|{}|{}",
+        candidates(),
+        std::env::var("PATH").unwrap_or_default(),
+        std::env::var("VIRTUAL_ENV").unwrap_or_default()
+    ) + &wanted
+        .iter()
+        .map(|(n, f)| format!("|{n}={f}"))
+        .collect::<String>();
+    if let Some(r) = std::fs::read(cache_file)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Remembered>(&b).ok())
+    {
+        if r.key == key && r.dirs.iter().all(|(d, t)| mtime_ns(d) == Some(*t)) {
+            return r.packages;
         }
     }
-    found
+    let args: Vec<String> = wanted.iter().map(|(n, f)| format!("{n}={f}")).collect();
+    for python in candidates() {
+        let Ok(output) = Command::new(&python)
+            .arg("-c")
+            .arg(FIND_PACKAGES)
+            .args(&args)
+            .stderr(Stdio::null())
+            .output()
+        else {
+            continue;
+        };
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&output.stdout) else {
+            continue;
+        };
+        let packages: HashMap<String, InstalledPackage> =
+            serde_json::from_value(value["packages"].clone()).unwrap_or_default();
+        let dirs: Vec<(PathBuf, u128)> = value["dirs"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|d| d.as_str())
+                    .filter_map(|d| mtime_ns(Path::new(d)).map(|t| (PathBuf::from(d), t)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let remembered = Remembered {
+            key,
+            dirs,
+            packages: packages.clone(),
+        };
+        if let Ok(bytes) = serde_json::to_vec(&remembered) {
+            if let Some(parent) = cache_file.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let _ = std::fs::write(cache_file, bytes);
+        }
+        return packages;
+    }
+    HashMap::new()
 }
 
 /// Platform tags to ask pip for when the running interpreter has no matching wheel.

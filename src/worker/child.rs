@@ -38,6 +38,7 @@ pub fn run(job_path: &Path) -> i32 {
         error: None,
         ort_version: None,
         load_ms: 0.0,
+        register_ms: 0.0,
         session_create_ms: 0.0,
         run_ms: Vec::new(),
         outputs: Vec::new(),
@@ -88,6 +89,7 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     result.load_ms = ms_since(start);
 
     result.phase = Phase::RegisterEp;
+    let start = Instant::now();
     if let EpSetup::Plugin {
         ep_name, library, ..
     } = &job.ep
@@ -95,6 +97,7 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         env.register_ep_library(ep_name.clone(), library)
             .map_err(|e| anyhow!("cannot register {ep_name} from {}: {e}", library.display()))?;
     }
+    result.register_ms = ms_since(start);
     result.devices = env
         .devices()
         .map(|d| {
@@ -155,6 +158,10 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         }
         result.outputs.push(files);
     }
+    // The process ends right after the result is written: tearing the session and the
+    // environment down (QNN releases its whole backend) would only delay the audit.
+    std::mem::forget(session);
+    std::mem::forget(env);
     Ok(())
 }
 

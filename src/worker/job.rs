@@ -87,6 +87,9 @@ pub struct JobResult {
     /// Version the loaded ONNX Runtime library states.
     pub ort_version: Option<String>,
     pub load_ms: f64,
+    /// Registering a plugin EP library (0 for built-in EPs).
+    #[serde(default)]
+    pub register_ms: f64,
     pub session_create_ms: f64,
     /// Wall time of each `run` call, one per sample.
     pub run_ms: Vec<f64>,

@@ -111,7 +111,11 @@ pub fn plain_metrics(o: &[f64], r: &[f64]) -> Plain {
         mean_abs: sa / n,
         rmse: (se / n).sqrt(),
         cosine: sd / (so.sqrt() * sr.sqrt()),
-        sqnr_db: if se == 0.0 { f64::INFINITY } else { 10.0 * (sr / se).log10() },
+        sqnr_db: if se == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (sr / se).log10()
+        },
     }
 }
 
@@ -122,7 +126,10 @@ pub fn assert_close(what: &str, got: f64, want: f64, rel: f64) {
         return;
     }
     let tol = rel * want.abs().max(1e-30);
-    assert!((got - want).abs() <= tol, "{what}: got {got}, want {want} (tolerance {tol})");
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: got {got}, want {want} (tolerance {tol})"
+    );
 }
 
 /// A fresh temporary directory.
