@@ -18,19 +18,79 @@ fn main() {
     let cases: &[(&str, &[&str])] = &[
         (
             "transformer_qdq_u8 on cpu, cpu:noopt, qnn:sm8650, qnn:sm8850, openvino, 8 samples (jobs = cores)",
-            &["fixtures/models/transformer_qdq_u8.onnx", "--reference", "fixtures/models/transformer_fp32.onnx", "-t", "cpu", "-t", "cpu:noopt", "-t", "qnn:sm8650", "-t", "qnn:sm8850", "-t", "openvino", "--samples", "8"],
+            &[
+                "fixtures/models/transformer_qdq_u8.onnx",
+                "--reference",
+                "fixtures/models/transformer_fp32.onnx",
+                "-t",
+                "cpu",
+                "-t",
+                "cpu:noopt",
+                "-t",
+                "qnn:sm8650",
+                "-t",
+                "qnn:sm8850",
+                "-t",
+                "openvino",
+                "--samples",
+                "8",
+            ],
         ),
         (
             "the same, one worker at a time",
-            &["fixtures/models/transformer_qdq_u8.onnx", "--reference", "fixtures/models/transformer_fp32.onnx", "-t", "cpu", "-t", "cpu:noopt", "-t", "qnn:sm8650", "-t", "qnn:sm8850", "-t", "openvino", "--samples", "8", "--jobs", "1"],
+            &[
+                "fixtures/models/transformer_qdq_u8.onnx",
+                "--reference",
+                "fixtures/models/transformer_fp32.onnx",
+                "-t",
+                "cpu",
+                "-t",
+                "cpu:noopt",
+                "-t",
+                "qnn:sm8650",
+                "-t",
+                "qnn:sm8850",
+                "-t",
+                "openvino",
+                "--samples",
+                "8",
+                "--jobs",
+                "1",
+            ],
         ),
         (
             "ppocr_cls_qdq_u8 (real model) on every QNN chipset (jobs = cores)",
-            &["fixtures/real/ppocr_cls_qdq_u8.onnx", "--reference", "fixtures/real/ppocr_cls_fp32.onnx", "--input-shape", "x:1,3,48,192", "-t", "qnn:all", "-t", "cpu:noopt", "--allow-failure", "all"],
+            &[
+                "fixtures/real/ppocr_cls_qdq_u8.onnx",
+                "--reference",
+                "fixtures/real/ppocr_cls_fp32.onnx",
+                "--input-shape",
+                "x:1,3,48,192",
+                "-t",
+                "qnn:all",
+                "-t",
+                "cpu:noopt",
+                "--allow-failure",
+                "all",
+            ],
         ),
         (
             "ppocr_cls_qdq_u8 on every QNN chipset, one worker at a time",
-            &["fixtures/real/ppocr_cls_qdq_u8.onnx", "--reference", "fixtures/real/ppocr_cls_fp32.onnx", "--input-shape", "x:1,3,48,192", "-t", "qnn:all", "-t", "cpu:noopt", "--allow-failure", "all", "--jobs", "1"],
+            &[
+                "fixtures/real/ppocr_cls_qdq_u8.onnx",
+                "--reference",
+                "fixtures/real/ppocr_cls_fp32.onnx",
+                "--input-shape",
+                "x:1,3,48,192",
+                "-t",
+                "qnn:all",
+                "-t",
+                "cpu:noopt",
+                "--allow-failure",
+                "all",
+                "--jobs",
+                "1",
+            ],
         ),
     ];
     println!("audit wall time vs the sum of the sessions' own session-create + run times ({reps} runs each, medians)");
@@ -48,11 +108,9 @@ fn main() {
                 .output()
                 .expect("run npu-audit");
             let wall = t.elapsed().as_secs_f64() * 1e3;
-            let report: serde_json::Value =
-                serde_json::from_slice(&out.stdout).expect("JSON report");
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
             let session = |timing: &serde_json::Value| -> f64 {
-                timing["session_create_ms"].as_f64().unwrap_or(0.0)
-                    + timing["run_ms_total"].as_f64().unwrap_or(0.0)
+                timing["session_create_ms"].as_f64().unwrap_or(0.0) + timing["run_ms_total"].as_f64().unwrap_or(0.0)
             };
             let mut sum = session(&report["reference"]["timing"]);
             for t in report["targets"].as_array().unwrap() {

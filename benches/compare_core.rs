@@ -20,9 +20,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(16 << 20);
     let reps = 9;
-    let gold: Vec<f32> = (0..n)
-        .map(|i| ((i as f32) * 0.000_37).sin() * 3.0)
-        .collect();
+    let gold: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.000_37).sin() * 3.0).collect();
     // A quantized-looking output: the golden value snapped to a grid, a few exact matches.
     let out: Vec<f32> = gold.iter().map(|v| (v * 40.0).round() / 40.0).collect();
     let bytes = (2 * n * std::mem::size_of::<f32>()) as f64;

@@ -77,11 +77,8 @@ impl Golden {
         let manifest_path = dir.join("manifest.json");
         let bytes = std::fs::read(&manifest_path)
             .map_err(|e| usage(format!("--golden {shown}: cannot read manifest.json: {e}")))?;
-        let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
-            usage(format!(
-                "--golden {shown}: manifest.json is not a golden manifest: {e}"
-            ))
-        })?;
+        let manifest: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| usage(format!("--golden {shown}: manifest.json is not a golden manifest: {e}")))?;
         if manifest.schema_version != GOLDEN_SCHEMA_VERSION {
             return Err(usage(format!(
                 "--golden {shown}: manifest schema version {} is not the supported {GOLDEN_SCHEMA_VERSION}",
@@ -89,18 +86,13 @@ impl Golden {
             )));
         }
         if manifest.samples.is_empty() {
-            return Err(usage(format!(
-                "--golden {shown}: the manifest lists no samples"
-            )));
+            return Err(usage(format!("--golden {shown}: the manifest lists no samples")));
         }
         for sample in &manifest.samples {
             for entry in sample.inputs.iter().chain(&sample.outputs) {
                 let path = dir.join(&entry.file);
                 if !path.is_file() {
-                    return Err(usage(format!(
-                        "--golden {shown}: {} is missing",
-                        entry.file
-                    )));
+                    return Err(usage(format!("--golden {shown}: {} is missing", entry.file)));
                 }
                 let actual = sha256_file(&path)?;
                 if actual != entry.sha256 {
@@ -202,10 +194,7 @@ fn copy_entry(from: &Path, dir: &Path, rel: String, name: &str) -> Result<Tensor
 /// so a failure never leaves a half-written golden run.
 pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
     if dest.exists() {
-        let empty = dest
-            .read_dir()
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(false);
+        let empty = dest.read_dir().map(|mut d| d.next().is_none()).unwrap_or(false);
         if !empty && !force {
             return Err(usage(format!(
                 "{} already exists; pass --force to replace it",
@@ -217,35 +206,20 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
-    let staging = tempfile::tempdir_in(&parent)
-        .map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
+    std::fs::create_dir_all(&parent).map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
+    let staging =
+        tempfile::tempdir_in(&parent).map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
     let mut samples = Vec::new();
     for (k, (ins, outs)) in g.inputs.iter().zip(g.outputs).enumerate() {
         let inputs = ins
             .iter()
             .enumerate()
-            .map(|(i, f)| {
-                copy_entry(
-                    &f.path,
-                    staging.path(),
-                    format!("inputs/s{k}/i{i}.npy"),
-                    &f.name,
-                )
-            })
+            .map(|(i, f)| copy_entry(&f.path, staging.path(), format!("inputs/s{k}/i{i}.npy"), &f.name))
             .collect::<Result<Vec<_>>>()?;
         let outputs = outs
             .iter()
             .enumerate()
-            .map(|(o, f)| {
-                copy_entry(
-                    &f.path,
-                    staging.path(),
-                    format!("outputs/s{k}/o{o}.npy"),
-                    &f.name,
-                )
-            })
+            .map(|(o, f)| copy_entry(&f.path, staging.path(), format!("outputs/s{k}/o{o}.npy"), &f.name))
             .collect::<Result<Vec<_>>>()?;
         samples.push(SampleEntry { inputs, outputs });
     }
@@ -272,10 +246,8 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
     )?;
     let staged = staging.keep();
     if dest.exists() {
-        std::fs::remove_dir_all(dest)
-            .with_context(|| format!("cannot replace {}", dest.display()))?;
+        std::fs::remove_dir_all(dest).with_context(|| format!("cannot replace {}", dest.display()))?;
     }
-    std::fs::rename(&staged, dest)
-        .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
+    std::fs::rename(&staged, dest).with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
     Ok(())
 }

@@ -33,9 +33,7 @@ fn every_target() -> Vec<TargetSpec> {
 
 fn describe(spec: &TargetSpec) -> String {
     match (&spec.backend, spec.id.as_str()) {
-        (_, "cpu") => {
-            "CPU EP, default graph optimizations (fusions such as QDQ -> QLinear kernels)".into()
-        }
+        (_, "cpu") => "CPU EP, default graph optimizations (fusions such as QDQ -> QLinear kernels)".into(),
         (_, "cpu:noopt") => "CPU EP, graph optimizations off: the plain QDQ simulation".into(),
         (crate::target::Backend::Qnn(c), _) => format!("QNN HTP, {}", c.describe()),
         (crate::target::Backend::OpenVino { device }, _) => format!("OpenVINO EP on {device}"),
@@ -93,17 +91,10 @@ pub fn targets_table(rows: &[TargetAvailability]) -> String {
     for r in rows {
         b.push_record([
             r.target.clone(),
-            if r.available {
-                "yes".into()
-            } else {
-                "no".into()
-            },
+            if r.available { "yes".into() } else { "no".into() },
             r.runtime.clone().unwrap_or_else(|| "-".into()),
             r.description.clone(),
-            r.reason
-                .clone()
-                .or_else(|| r.runtime_state.clone())
-                .unwrap_or_default(),
+            r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
         ]);
     }
     let mut t = b.build();
@@ -171,9 +162,7 @@ pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
         return Ok(BUILDS
             .iter()
             .filter(|b| b.supports_this_platform())
-            .filter(|b| {
-                b.key != "gpu" || platform_obstacle(&crate::target::Backend::Cuda).is_none()
-            })
+            .filter(|b| b.key != "gpu" || platform_obstacle(&crate::target::Backend::Cuda).is_none())
             .collect());
     }
     keys.iter()

@@ -8,12 +8,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Parser;
 
-use npu_audit::audit::{
-    check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions,
-};
-use npu_audit::cli::{
-    Cli, Command, CompareArgs, ExecArgs, Format, GoldenCommand, InputArgs, RuntimeCommand,
-};
+use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
+use npu_audit::cli::{Cli, Command, CompareArgs, ExecArgs, Format, GoldenCommand, InputArgs, RuntimeCommand};
 use npu_audit::error::{exit_code_of, one_line, usage, ExitCode};
 use npu_audit::gate::Thresholds;
 use npu_audit::inputs::InputOptions;
@@ -25,11 +21,7 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() {
-                ExitCode::Usage as i32
-            } else {
-                0
-            };
+            let code = if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
             if e.use_stderr() {
                 // clap's message is several lines; keep the first (the error) and point at --help.
                 let text = e.to_string();
@@ -139,12 +131,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
             "npu-audit: required target {} {}: {}",
             t.id,
             t.status.as_str(),
-            t.error
-                .clone()
-                .unwrap_or_default()
-                .lines()
-                .next()
-                .unwrap_or("")
+            t.error.clone().unwrap_or_default().lines().next().unwrap_or("")
         );
     }
     Ok(match report.exit_code {

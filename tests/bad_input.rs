@@ -6,9 +6,7 @@ use common::*;
 use npu_audit::tensor::{write_npz, Tensor, TensorData};
 
 fn cnn() -> String {
-    repo("fixtures/models/cnn_qdq_u8.onnx")
-        .display()
-        .to_string()
+    repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string()
 }
 
 /// Runs `compare` with `--out` in a fresh directory; asserts the exit code, a single error line,
@@ -46,11 +44,7 @@ fn expect_error(args: &[&str], code: i32, needle: &str) {
 
 #[test]
 fn missing_model_file() {
-    expect_error(
-        &["/nonexistent/model.onnx", "-t", "cpu"],
-        2,
-        "does not exist",
-    );
+    expect_error(&["/nonexistent/model.onnx", "-t", "cpu"], 2, "does not exist");
 }
 
 #[test]
@@ -58,11 +52,7 @@ fn a_text_file_is_not_an_onnx_model() {
     let dir = tempdir();
     let p = dir.path().join("model.onnx");
     std::fs::write(&p, "this is not a model\n").unwrap();
-    expect_error(
-        &[p.to_str().unwrap(), "-t", "cpu"],
-        2,
-        "is not an ONNX model",
-    );
+    expect_error(&[p.to_str().unwrap(), "-t", "cpu"], 2, "is not an ONNX model");
 }
 
 #[test]
@@ -141,11 +131,7 @@ fn inputs_with_wrong_names_shapes_dtypes_or_missing() {
         2,
         "cannot open /nonexistent.npy",
     );
-    expect_error(
-        &[&cnn(), "-t", "cpu", "--gen", "gaussian"],
-        2,
-        "generator 'gaussian'",
-    );
+    expect_error(&[&cnn(), "-t", "cpu", "--gen", "gaussian"], 2, "generator 'gaussian'");
     expect_error(
         &[&cnn(), "-t", "cpu", "--input-shape", "nope:1,2"],
         2,
@@ -156,11 +142,7 @@ fn inputs_with_wrong_names_shapes_dtypes_or_missing() {
 #[test]
 fn unknown_targets_and_flags() {
     expect_error(&[&cnn(), "-t", "tpu"], 2, "unknown target 'tpu'");
-    expect_error(
-        &[&cnn(), "-t", "qnn:sm9999"],
-        2,
-        "unknown Snapdragon chipset 'sm9999'",
-    );
+    expect_error(&[&cnn(), "-t", "qnn:sm9999"], 2, "unknown Snapdragon chipset 'sm9999'");
     expect_error(&[&cnn(), "-t", "qnn"], 2, "needs a chipset");
     expect_error(
         &[&cnn(), "--runtime", "cpu=/nonexistent/lib.so", "-t", "cpu"],
@@ -174,14 +156,7 @@ fn unknown_targets_and_flags() {
 
 #[test]
 fn an_unwritable_output_path_fails_before_any_work() {
-    let out = run(&[
-        "compare",
-        &cnn(),
-        "-t",
-        "cpu",
-        "--out",
-        "/nonexistent/dir/report.json",
-    ]);
+    let out = run(&["compare", &cnn(), "-t", "cpu", "--out", "/nonexistent/dir/report.json"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -189,14 +164,7 @@ fn an_unwritable_output_path_fails_before_any_work() {
         "{stderr}"
     );
     let dir = tempdir();
-    let out = run(&[
-        "compare",
-        &cnn(),
-        "-t",
-        "cpu",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = run(&["compare", &cnn(), "-t", "cpu", "--out", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
 }
@@ -207,9 +175,7 @@ fn a_reference_model_with_other_inputs_is_rejected() {
         &[
             &cnn(),
             "--reference",
-            repo("fixtures/models/transformer_fp32.onnx")
-                .to_str()
-                .unwrap(),
+            repo("fixtures/models/transformer_fp32.onnx").to_str().unwrap(),
             "-t",
             "cpu",
         ],

@@ -11,16 +11,8 @@ use serde_json::Value;
 const PAIRS: &[(&str, &str, &str)] = &[
     ("cnn_qdq_u8", "cnn_fp32", "cnn_seed7"),
     ("cnn_qdq_a16w8", "cnn_fp32", "cnn_seed7"),
-    (
-        "transformer_qdq_u8",
-        "transformer_fp32",
-        "transformer_seed7",
-    ),
-    (
-        "transformer_qdq_a16w8",
-        "transformer_fp32",
-        "transformer_seed7",
-    ),
+    ("transformer_qdq_u8", "transformer_fp32", "transformer_seed7"),
+    ("transformer_qdq_a16w8", "transformer_fp32", "transformer_seed7"),
 ];
 
 fn metrics_json() -> Value {
@@ -32,12 +24,7 @@ fn expected_pair<'a>(m: &'a Value, target: &str) -> &'a Value {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| {
-            p["target"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("{target}.onnx"))
-        })
+        .find(|p| p["target"].as_str().unwrap().ends_with(&format!("{target}.onnx")))
         .unwrap_or_else(|| panic!("no expected metrics for {target}"))
 }
 
@@ -54,19 +41,10 @@ fn assert_metrics_equal(what: &str, got: &Value, want: &Value) {
         assert_eq!(got[key], want[key], "{what} {key}");
     }
     // max_abs is a single difference of two float32 values, exact in double.
-    assert_eq!(
-        num(&got["max_abs"]),
-        num(&want["max_abs"]),
-        "{what} max_abs"
-    );
+    assert_eq!(num(&got["max_abs"]), num(&want["max_abs"]), "{what} max_abs");
     // Sums: NumPy adds in plain double order, the tool in blocks; both in double.
     for key in ["mean_abs", "rmse", "cosine", "sqnr_db"] {
-        assert_close(
-            &format!("{what} {key}"),
-            num(&got[key]),
-            num(&want[key]),
-            1e-9,
-        );
+        assert_close(&format!("{what} {key}"), num(&got[key]), num(&want[key]), 1e-9);
     }
     for key in ["top1_agreement", "top5_agreement"] {
         assert_eq!(got[key], want[key], "{what} {key}");
@@ -84,17 +62,11 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
         let dir = tempdir();
         let save = dir.path().join("outputs");
         let (code, report, stderr) = compare_json(&[
-            repo(&format!("fixtures/models/{qdq}.onnx"))
-                .to_str()
-                .unwrap(),
+            repo(&format!("fixtures/models/{qdq}.onnx")).to_str().unwrap(),
             "--reference",
-            repo(&format!("fixtures/models/{fp32}.onnx"))
-                .to_str()
-                .unwrap(),
+            repo(&format!("fixtures/models/{fp32}.onnx")).to_str().unwrap(),
             "--inputs",
-            repo(&format!("fixtures/inputs/{inputs}.npz"))
-                .to_str()
-                .unwrap(),
+            repo(&format!("fixtures/inputs/{inputs}.npz")).to_str().unwrap(),
             "-t",
             "cpu:noopt",
             "-t",
@@ -112,17 +84,13 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
             // The golden run is the Python package's run, bit for bit (same library, same
             // settings, one thread), and within float32 summation noise of the NumPy evaluator.
             let golden = npz_array(&save.join("golden/s0.npz"), name);
-            let ort_fp32 = npz_array(
-                &repo(&format!("fixtures/expected/{fp32}__ort_noopt.npz")),
-                name,
-            );
+            let ort_fp32 = npz_array(&repo(&format!("fixtures/expected/{fp32}__ort_noopt.npz")), name);
             assert_eq!(
                 bits(&golden),
                 bits(&ort_fp32),
                 "{fp32} {name}: golden differs from onnxruntime-python"
             );
-            let numpy_fp32 =
-                npz_array(&repo(&format!("fixtures/expected/{fp32}__numpy.npz")), name);
+            let numpy_fp32 = npz_array(&repo(&format!("fixtures/expected/{fp32}__numpy.npz")), name);
             let p = plain_metrics(&values(&golden), &values(&numpy_fp32));
             // A float32 dot product of K terms rounds at most ~K·2^-24 relative; the largest K here
             // is 16·9 = 144 (Conv 3x3 over 16 channels), so 1e-5 absolute on values of order 1-10.
@@ -133,10 +101,7 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
             );
 
             let noopt = npz_array(&save.join("cpu_noopt/s0.npz"), name);
-            let ort_qdq = npz_array(
-                &repo(&format!("fixtures/expected/{qdq}__ort_noopt.npz")),
-                name,
-            );
+            let ort_qdq = npz_array(&repo(&format!("fixtures/expected/{qdq}__ort_noopt.npz")), name);
             assert_eq!(
                 bits(&noopt),
                 bits(&ort_qdq),
@@ -164,11 +129,7 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
             );
 
             // The report's figures are NumPy's figures.
-            assert_metrics_equal(
-                &format!("{qdq} {name}"),
-                output(&report, "cpu:noopt", name),
-                want,
-            );
+            assert_metrics_equal(&format!("{qdq} {name}"), output(&report, "cpu:noopt", name), want);
         }
     }
 }
@@ -177,9 +138,7 @@ fn cpu_noopt_reproduces_numpy_and_python_onnxruntime_on_every_synthetic_fixture(
 fn real_model_from_pypi_matches_numpy_metrics_and_runs_on_qnn() {
     let expected = metrics_json();
     let (code, report, stderr) = compare_json(&[
-        repo("fixtures/real/ppocr_cls_qdq_u8.onnx")
-            .to_str()
-            .unwrap(),
+        repo("fixtures/real/ppocr_cls_qdq_u8.onnx").to_str().unwrap(),
         "--reference",
         repo("fixtures/real/ppocr_cls_fp32.onnx").to_str().unwrap(),
         "--inputs",
@@ -194,11 +153,7 @@ fn real_model_from_pypi_matches_numpy_metrics_and_runs_on_qnn() {
     assert_eq!(code, 0, "{stderr}");
     let pair = expected_pair(&expected, "ppocr_cls_qdq_u8");
     for (name, want) in pair["outputs"].as_object().unwrap() {
-        assert_metrics_equal(
-            &format!("ppocr {name}"),
-            output(&report, "cpu:noopt", name),
-            want,
-        );
+        assert_metrics_equal(&format!("ppocr {name}"), output(&report, "cpu:noopt", name), want);
         // Two classes: top-1 applies, top-5 does not.
         assert!(output(&report, "qnn:sm8650", name)["top1_agreement"].is_number());
         assert!(output(&report, "qnn:sm8650", name)["top5_agreement"].is_null());
@@ -269,12 +224,7 @@ fn two_qnn_chipsets_metrics_agreement_and_baseline_match_a_recomputation() {
             assert_close("cosine", num(&got["cosine"]), p.cosine, 1e-12);
             assert_close("sqnr", num(&got["sqnr_db"]), p.sqnr_db, 1e-9);
             // The three-run view: the baseline's error beside the target's, and the difference.
-            assert_close(
-                "baseline sqnr",
-                num(&got["baseline"]["sqnr_db"]),
-                base.sqnr_db,
-                1e-9,
-            );
+            assert_close("baseline sqnr", num(&got["baseline"]["sqnr_db"]), base.sqnr_db, 1e-9);
             assert_close(
                 "excess",
                 num(&got["baseline"]["excess_db"]),
@@ -284,11 +234,7 @@ fn two_qnn_chipsets_metrics_agreement_and_baseline_match_a_recomputation() {
         }
         let a = load("qnn_sm8650", name);
         let b = load("qnn_sm8850", name);
-        let differing = a
-            .iter()
-            .zip(&b)
-            .filter(|(x, y)| x.to_bits() != y.to_bits())
-            .count();
+        let differing = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
         let entry = report["agreement"]
             .as_array()
             .unwrap()
@@ -306,23 +252,16 @@ fn two_qnn_chipsets_metrics_agreement_and_baseline_match_a_recomputation() {
             .map(|id| num(&output(&report, id, name)["sqnr_db"]))
             .fold(f64::INFINITY, f64::min);
         let gate = num(&tol["min_sqnr_db"]);
-        assert!(
-            gate <= worst && worst - gate < 0.01 + 1e-9,
-            "{name}: {gate} vs {worst}"
-        );
+        assert!(gate <= worst && worst - gate < 0.01 + 1e-9, "{name}: {gate} vs {worst}");
     }
 }
 
 #[test]
 fn openvino_is_a_separate_build_that_runs_the_transformer() {
     let (code, report, stderr) = compare_json(&[
-        repo("fixtures/models/transformer_qdq_u8.onnx")
-            .to_str()
-            .unwrap(),
+        repo("fixtures/models/transformer_qdq_u8.onnx").to_str().unwrap(),
         "--reference",
-        repo("fixtures/models/transformer_fp32.onnx")
-            .to_str()
-            .unwrap(),
+        repo("fixtures/models/transformer_fp32.onnx").to_str().unwrap(),
         "-t",
         "openvino",
         "--no-baseline",
@@ -344,12 +283,7 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
         ("models", "cnn_qdq_a16w8", "cnn_seed7", None),
         ("models", "transformer_qdq_u8", "transformer_seed7", None),
         ("models", "transformer_qdq_a16w8", "transformer_seed7", None),
-        (
-            "real",
-            "ppocr_cls_qdq_u8",
-            "ppocr_seed3",
-            Some("x:1,3,48,192"),
-        ),
+        ("real", "ppocr_cls_qdq_u8", "ppocr_seed3", Some("x:1,3,48,192")),
     ];
     for (dir_name, qdq, inputs, shape) in cases {
         let dir = tempdir();
@@ -368,8 +302,7 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
         if let Some(s) = shape {
             args.extend(["--input-shape".to_string(), s.to_string()]);
         }
-        let (code, report, stderr) =
-            compare_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let (code, report, stderr) = compare_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(code, 0, "{qdq}: {stderr}");
         assert_eq!(report["reference"]["kind"], "derived");
         assert!(report["reference"]["description"]
@@ -385,34 +318,19 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
             .as_array()
             .unwrap()
             .iter()
-            .find(|p| {
-                p["target"]
-                    .as_str()
-                    .unwrap()
-                    .ends_with(&format!("{qdq}.onnx"))
-            })
+            .find(|p| p["target"].as_str().unwrap().ends_with(&format!("{qdq}.onnx")))
             .unwrap();
         for (name, want) in pair["outputs"].as_object().unwrap() {
             let golden = npz_array(&save.join("golden/s0.npz"), name);
-            let ort = npz_array(
-                &repo(&format!("fixtures/expected/{qdq}__derived_ort_noopt.npz")),
-                name,
-            );
+            let ort = npz_array(&repo(&format!("fixtures/expected/{qdq}__derived_ort_noopt.npz")), name);
             assert_eq!(
                 bits(&golden),
                 bits(&ort),
                 "{qdq} {name}: derived golden differs from the script's rewrite"
             );
-            let numpy = npz_array(
-                &repo(&format!("fixtures/expected/{qdq}__derived_numpy.npz")),
-                name,
-            );
+            let numpy = npz_array(&repo(&format!("fixtures/expected/{qdq}__derived_numpy.npz")), name);
             let p = plain_metrics(&values(&golden), &values(&numpy));
-            assert!(
-                p.max_abs <= 1e-5,
-                "{qdq} {name}: derived golden vs NumPy {}",
-                p.max_abs
-            );
+            assert!(p.max_abs <= 1e-5, "{qdq} {name}: derived golden vs NumPy {}", p.max_abs);
             assert_metrics_equal(
                 &format!("{qdq} {name} vs derived"),
                 output(&report, "cpu:noopt", name),

@@ -6,8 +6,7 @@ mod common;
 use common::*;
 use npu_audit::model::pb::{
     tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto,
-    ValueInfoProto,
+    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
 };
 use npu_audit::tensor::{read_npz, DType, Tensor};
 use prost::Message;
@@ -79,8 +78,7 @@ fn identity_model(n: usize, dtype: &str, shape: &[usize]) -> Vec<u8> {
 #[test]
 fn generated_inputs_are_the_documented_generators_bytes() {
     let cases: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(repo("fixtures/inputs/prng_cases.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(repo("fixtures/inputs/prng_cases.json")).unwrap()).unwrap();
     let arrays = read_npz(&repo("fixtures/inputs/prng_cases.npz")).unwrap();
     let dir = tempdir();
     let mut checked = 0;
@@ -110,11 +108,7 @@ fn generated_inputs_are_the_documented_generators_bytes() {
             "--samples",
             &(sample + 1).to_string(),
         ]);
-        assert!(
-            out.status.success(),
-            "{key}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{key}: {}", String::from_utf8_lossy(&out.stderr));
         let got = Tensor::read_npy(&golden.join(format!("inputs/s{sample}/i{index}.npy"))).unwrap();
         let want = &arrays
             .iter()
@@ -129,8 +123,7 @@ fn generated_inputs_are_the_documented_generators_bytes() {
             "{key}: bytes differ from the NumPy generator"
         );
         // The Identity model returns its input: the stored golden output is the same tensor.
-        let echoed =
-            Tensor::read_npy(&golden.join(format!("outputs/s{sample}/o{index}.npy"))).unwrap();
+        let echoed = Tensor::read_npy(&golden.join(format!("outputs/s{sample}/o{index}.npy"))).unwrap();
         assert_eq!(echoed.data.to_le_bytes(), want.data.to_le_bytes(), "{key}");
         checked += 1;
     }
@@ -155,11 +148,7 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
         "--samples",
         "2",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(golden.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(
@@ -209,10 +198,7 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
             "{name}"
         );
     }
-    assert_eq!(
-        from_golden["inputs"]["tensors"],
-        from_model["inputs"]["tensors"]
-    );
+    assert_eq!(from_golden["inputs"]["tensors"], from_model["inputs"]["tensors"]);
 
     // A reference that is not the golden run's model is refused.
     let out = run(&[

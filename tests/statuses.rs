@@ -5,9 +5,7 @@ mod common;
 use common::*;
 
 fn cnn() -> String {
-    repo("fixtures/models/cnn_qdq_u8.onnx")
-        .display()
-        .to_string()
+    repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string()
 }
 
 fn cnn_fp32() -> String {
@@ -66,11 +64,7 @@ fn crashed_and_hung_workers_are_reported_and_the_audit_completes() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cpu = target(&report, "cpu");
     assert_eq!(cpu["status"], "crashed");
-    assert!(
-        cpu["error"].as_str().unwrap().contains("SIGABRT"),
-        "{}",
-        cpu["error"]
-    );
+    assert!(cpu["error"].as_str().unwrap().contains("SIGABRT"), "{}", cpu["error"]);
     let qnn = target(&report, "qnn:sm8650");
     assert_eq!(qnn["status"], "timeout");
     assert!(
@@ -87,9 +81,7 @@ fn a_chipset_that_refuses_the_real_model_fails_with_qnns_own_error() {
     // Observed on this QNN build: the HTP v68 (Snapdragon 888) compiler runs out of memory
     // finalizing the PP-OCR classifier, which newer chipsets accept.
     let (code, report, stderr) = compare_json(&[
-        repo("fixtures/real/ppocr_cls_qdq_u8.onnx")
-            .to_str()
-            .unwrap(),
+        repo("fixtures/real/ppocr_cls_qdq_u8.onnx").to_str().unwrap(),
         "--input-shape",
         "x:1,3,48,192",
         "-t",

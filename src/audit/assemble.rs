@@ -4,8 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use anyhow::Result;
+
+use crate::inputs::InputSet;
+use crate::model::load::sha256_hex;
+use crate::model::signature::TensorSummary;
+use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    BaselineDelta, Num, OutputMetrics, PlacementSummary, RuntimeInfo, TargetReport, Timing,
+    BaselineDelta, InputTensorInfo, ModelInfo, Num, OutputMetrics, PlacementSummary, RuntimeInfo, TargetReport, Timing,
     Tolerance,
 };
 use crate::runtime::{Runtime, TargetRuntime};
@@ -39,8 +45,13 @@ pub fn placement(outcome: &Outcome, ep: &str) -> Option<PlacementSummary> {
 /// the target, not a result for it.
 pub fn silent_fallback(summary: &PlacementSummary, ep: &str, log: &Path) -> Option<String> {
     (ep != "CPUExecutionProvider" && summary.target_ep_nodes == 0 && summary.total_nodes > 0).then(|| {
-        let why = first_logged_error(log).map(|e| format!("; the runtime logged: {e}")).unwrap_or_default();
-        format!("{ep} took none of the {} nodes: the whole graph fell back to the CPU execution provider{why}", summary.total_nodes)
+        let why = first_logged_error(log)
+            .map(|e| format!("; the runtime logged: {e}"))
+            .unwrap_or_default();
+        format!(
+            "{ep} took none of the {} nodes: the whole graph fell back to the CPU execution provider{why}",
+            summary.total_nodes
+        )
     })
 }
 
@@ -51,6 +62,42 @@ pub fn first_logged_error(log: &Path) -> Option<String> {
         let message = l.split_once("] ").map(|(_, m)| m).unwrap_or(l);
         message.replace("\u{1b}[m", "").trim().to_string()
     })
+}
+
+/// The report's description of the audited model.
+pub fn model_info(model: &LoadedModel, signature: &Signature) -> ModelInfo {
+    let producer = format!(
+        "{} {}",
+        model.proto.producer_name.clone().unwrap_or_default(),
+        model.proto.producer_version.clone().unwrap_or_default()
+    );
+    ModelInfo {
+        path: model.path.display().to_string(),
+        sha256: model.sha256.clone(),
+        size_bytes: model.size,
+        ir_version: model.proto.ir_version.unwrap_or(0),
+        opset: model.opset(),
+        producer: producer.trim().to_string(),
+        inputs: signature.inputs.iter().map(TensorSummary::from).collect(),
+        outputs: signature.outputs.iter().map(TensorSummary::from).collect(),
+    }
+}
+
+/// Every input tensor of every sample, with the SHA-256 of its `.npy` encoding.
+pub fn input_tensor_info(inputs: &InputSet) -> Result<Vec<InputTensorInfo>> {
+    let mut out = Vec::new();
+    for (k, sample) in inputs.samples.iter().enumerate() {
+        for nt in sample {
+            out.push(InputTensorInfo {
+                sample: k,
+                name: nt.name.clone(),
+                dtype: nt.tensor.dtype().name().into(),
+                shape: nt.tensor.shape.clone(),
+                sha256: sha256_hex(&nt.tensor.to_npy_bytes()?),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Median of a non-empty list (mean of the middle two for even lengths).
@@ -198,29 +245,17 @@ pub fn tolerances(outputs: &[String], targets: &[TargetReport]) -> Vec<Tolerance
             if metrics.is_empty() {
                 return None;
             }
-            let min_sqnr = metrics
-                .iter()
-                .map(|(_, o)| o.sqnr_db.0)
-                .fold(f64::INFINITY, f64::min);
+            let min_sqnr = metrics.iter().map(|(_, o)| o.sqnr_db.0).fold(f64::INFINITY, f64::min);
             let max_abs = metrics.iter().map(|(_, o)| o.max_abs.0).fold(0.0, f64::max);
-            let min_cos = metrics
-                .iter()
-                .map(|(_, o)| o.cosine.0)
-                .fold(f64::INFINITY, f64::min);
-            let top1: Vec<f64> = metrics
-                .iter()
-                .filter_map(|(_, o)| o.top1_agreement)
-                .collect();
+            let min_cos = metrics.iter().map(|(_, o)| o.cosine.0).fold(f64::INFINITY, f64::min);
+            let top1: Vec<f64> = metrics.iter().filter_map(|(_, o)| o.top1_agreement).collect();
             Some(Tolerance {
                 output: name.clone(),
                 min_sqnr_db: Num(floor_to(min_sqnr, 0.01)),
                 max_abs: Num(ceil_3_significant(max_abs)),
                 min_cosine: Num(floor_to(min_cos, 1e-6)),
-                min_top1_agreement: (!top1.is_empty())
-                    .then(|| top1.iter().copied().fold(1.0, f64::min)),
-                all_bit_exact: metrics
-                    .iter()
-                    .all(|(_, o)| o.bit_identical == Some(o.elements)),
+                min_top1_agreement: (!top1.is_empty()).then(|| top1.iter().copied().fold(1.0, f64::min)),
+                all_bit_exact: metrics.iter().all(|(_, o)| o.bit_identical == Some(o.elements)),
                 targets: metrics.iter().map(|(id, _)| id.to_string()).collect(),
             })
         })

@@ -105,10 +105,7 @@ pub fn provision(
                             host: h,
                             plugin: Some(p),
                         }),
-                        None => Ok(TargetRuntime {
-                            host: h,
-                            plugin: None,
-                        }),
+                        None => Ok(TargetRuntime { host: h, plugin: None }),
                     },
                 }
             }
@@ -135,10 +132,7 @@ mod tests {
             true,
         )
         .unwrap();
-        let ids: Vec<_> = t
-            .iter()
-            .map(|(s, role, req)| (s.id.as_str(), *role, *req))
-            .collect();
+        let ids: Vec<_> = t.iter().map(|(s, role, req)| (s.id.as_str(), *role, *req)).collect();
         assert_eq!(
             ids,
             vec![

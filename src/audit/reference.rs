@@ -56,10 +56,7 @@ pub fn plan(
             m.runtime.version,
             m.runtime.optimization
         );
-        return Ok(ReferencePlan::Stored {
-            golden,
-            description,
-        });
+        return Ok(ReferencePlan::Stored { golden, description });
     }
     if let Some(path) = reference {
         let model = load_model(path)?;
@@ -117,7 +114,10 @@ pub fn plan(
             String::new()
         }
     );
-    notes.push("no --reference given: the golden run is derived from the quantized model itself (see reference.description)".into());
+    notes.push(
+        "no --reference given: the golden run is derived from the quantized model itself (see reference.description)"
+            .into(),
+    );
     Ok(ReferencePlan::Model {
         model: Box::new(model),
         signature,

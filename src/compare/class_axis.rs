@@ -55,10 +55,7 @@ impl ClassAxisPolicy {
         let rank = shape.len() as i64;
         let normalize = |axis: i64| -> Option<usize> {
             let a = if axis < 0 { axis + rank } else { axis };
-            (0..rank)
-                .contains(&a)
-                .then_some(a as usize)
-                .filter(|&a| shape[a] >= 2)
+            (0..rank).contains(&a).then_some(a as usize).filter(|&a| shape[a] >= 2)
         };
         if let Some(explicit) = self.per_output.get(output).copied().or(self.default) {
             return explicit.and_then(normalize);

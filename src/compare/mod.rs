@@ -49,28 +49,18 @@ pub fn compare(
     classes: &ClassAxisPolicy,
 ) -> Result<Comparison> {
     let n_samples = golden.samples.len();
-    let mut cells: Vec<Vec<Option<Cell>>> = targets
-        .iter()
-        .map(|_| outputs.iter().map(|_| None).collect())
-        .collect();
+    let mut cells: Vec<Vec<Option<Cell>>> = targets.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
     let pairs: Vec<(usize, usize)> = (0..targets.len())
         .flat_map(|a| (a + 1..targets.len()).map(move |b| (a, b)))
         .collect();
-    let mut pair_stats: Vec<Vec<Option<ErrorStats>>> = pairs
-        .iter()
-        .map(|_| outputs.iter().map(|_| None).collect())
-        .collect();
-    let mut pair_broken: Vec<Vec<bool>> =
-        pairs.iter().map(|_| vec![false; outputs.len()]).collect();
+    let mut pair_stats: Vec<Vec<Option<ErrorStats>>> =
+        pairs.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
+    let mut pair_broken: Vec<Vec<bool>> = pairs.iter().map(|_| vec![false; outputs.len()]).collect();
 
     for s in 0..n_samples {
         for (k, name) in outputs.iter().enumerate() {
-            let gold_file = find(&golden.samples[s], &golden_names[k]).with_context(|| {
-                format!(
-                    "the golden run has no output '{}' for sample {s}",
-                    golden_names[k]
-                )
-            })?;
+            let gold_file = find(&golden.samples[s], &golden_names[k])
+                .with_context(|| format!("the golden run has no output '{}' for sample {s}", golden_names[k]))?;
             let gold = Tensor::read_npy(&gold_file.path)?;
             let axis = classes.resolve(name, &gold.shape);
             let mut loaded: Vec<Option<Tensor>> = Vec::with_capacity(targets.len());
@@ -100,10 +90,7 @@ pub fn compare(
                 }
                 if out.shape != gold.shape {
                     cell.error.get_or_insert_with(|| {
-                        format!(
-                            "shape {:?} differs from the golden run's {:?}",
-                            out.shape, gold.shape
-                        )
+                        format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape)
                     });
                     loaded.push(None);
                     continue;
@@ -216,16 +203,8 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
         max_ulp: s.max_ulp.filter(|_| !broken),
         cosine: num(s.cosine()),
         sqnr_db: num(s.sqnr_db()),
-        top1_agreement: cell
-            .topk
-            .as_ref()
-            .and_then(|t| t.top1())
-            .filter(|_| !broken),
-        top5_agreement: cell
-            .topk
-            .as_ref()
-            .and_then(|t| t.top5())
-            .filter(|_| !broken),
+        top1_agreement: cell.topk.as_ref().and_then(|t| t.top1()).filter(|_| !broken),
+        top5_agreement: cell.topk.as_ref().and_then(|t| t.top5()).filter(|_| !broken),
         nan_count: s.nan_count,
         inf_count: s.inf_count,
         nonfinite_mismatch: s.nonfinite_mismatch,
@@ -237,11 +216,7 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
 
 /// Groups targets whose output is bit-identical (transitively, via pairs with 0 differing
 /// elements). Every target that produced the output appears in exactly one group.
-fn bit_exact_groups(
-    output: &str,
-    targets: &[RunOutputs<'_>],
-    agreement: &[AgreementEntry],
-) -> Vec<Vec<String>> {
+fn bit_exact_groups(output: &str, targets: &[RunOutputs<'_>], agreement: &[AgreementEntry]) -> Vec<Vec<String>> {
     let ids: Vec<&str> = targets.iter().map(|t| t.id).collect();
     let mut parent: Vec<usize> = (0..ids.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -255,10 +230,7 @@ fn bit_exact_groups(
         .iter()
         .filter(|e| e.output == output && e.differing_elements == Some(0) && e.elements > 0)
     {
-        let (Some(a), Some(b)) = (
-            ids.iter().position(|&i| i == e.a),
-            ids.iter().position(|&i| i == e.b),
-        ) else {
+        let (Some(a), Some(b)) = (ids.iter().position(|&i| i == e.a), ids.iter().position(|&i| i == e.b)) else {
             continue;
         };
         let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));

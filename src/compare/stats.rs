@@ -122,8 +122,7 @@ impl ErrorStats {
                 let r = &gold[b * BLOCK..(b + 1) * BLOCK];
                 let mut nonfinite = false;
                 for i in 0..BLOCK {
-                    nonfinite |= (o[i].to_bits() & EXP_MASK == EXP_MASK)
-                        | (r[i].to_bits() & EXP_MASK == EXP_MASK);
+                    nonfinite |= (o[i].to_bits() & EXP_MASK == EXP_MASK) | (r[i].to_bits() & EXP_MASK == EXP_MASK);
                 }
                 if nonfinite {
                     self.update_f32_careful(o, r, &mut identical, &mut max_ulp);
@@ -186,8 +185,7 @@ impl ErrorStats {
             if ov.is_finite() && rv.is_finite() {
                 let (ov, rv) = (ov as f64, rv as f64);
                 self.add_finite_pair(ov, rv);
-                *max_ulp =
-                    (*max_ulp).max((ordered32(ob) as i64 - ordered32(rb) as i64).unsigned_abs());
+                *max_ulp = (*max_ulp).max((ordered32(ob) as i64 - ordered32(rb) as i64).unsigned_abs());
             } else if !(ov.is_nan() && rv.is_nan()) && ob != rb {
                 self.nonfinite_mismatch += 1;
             }
@@ -229,17 +227,8 @@ impl ErrorStats {
                 if let Some(b) = self.bit_identical.as_mut() {
                     *b += (equal_bits || (ov.is_nan() && rv.is_nan())) as u64;
                 }
-                if let (Some(sb), Some(u), true) = (
-                    sign_bit,
-                    self.max_ulp.as_mut(),
-                    ov.is_finite() && rv.is_finite(),
-                ) {
-                    let read = |bytes: &[u8]| {
-                        bytes
-                            .iter()
-                            .rev()
-                            .fold(0u64, |acc, &x| (acc << 8) | x as u64)
-                    };
+                if let (Some(sb), Some(u), true) = (sign_bit, self.max_ulp.as_mut(), ov.is_finite() && rv.is_finite()) {
+                    let read = |bytes: &[u8]| bytes.iter().rev().fold(0u64, |acc, &x| (acc << 8) | x as u64);
                     let a = ordered(read(&ob[i * size..(i + 1) * size]), sb);
                     let b = ordered(read(&rb[i * size..(i + 1) * size]), sb);
                     *u = (*u).max((a - b).unsigned_abs() as u64);
@@ -289,9 +278,7 @@ impl ErrorStats {
             (true, true) => 1.0,
             (true, false) | (false, true) => 0.0,
             // Rounding can push the quotient a hair past ±1, which a cosine never is.
-            _ => {
-                (self.sum_dot / (self.sum_sq_out.sqrt() * self.sum_sq_ref.sqrt())).clamp(-1.0, 1.0)
-            }
+            _ => (self.sum_dot / (self.sum_sq_out.sqrt() * self.sum_sq_ref.sqrt())).clamp(-1.0, 1.0),
         }
     }
 
@@ -381,9 +368,7 @@ mod tests {
     #[test]
     fn fast_and_careful_paths_agree() {
         // 1000 elements: 15 full blocks take the fast path, the tail the careful one.
-        let r: Vec<f32> = (0..1000)
-            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
-            .collect();
+        let r: Vec<f32> = (0..1000).map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0).collect();
         let o: Vec<f32> = r
             .iter()
             .enumerate()
@@ -402,9 +387,7 @@ mod tests {
 
     #[test]
     fn every_vector_width_gives_the_same_bits() {
-        let r: Vec<f32> = (0..100_003)
-            .map(|i| ((i as f32) * 0.013).sin() * 5.0)
-            .collect();
+        let r: Vec<f32> = (0..100_003).map(|i| ((i as f32) * 0.013).sin() * 5.0).collect();
         let o: Vec<f32> = r.iter().map(|v| (v * 31.0).round() / 31.0).collect();
         let mut dispatched = ErrorStats::new(true, true);
         dispatched.update_f32(&o, &r);
@@ -424,10 +407,7 @@ mod tests {
         assert_eq!(s.max_abs(), 5.0);
         assert_eq!(s.max_ulp, None);
         let mut m = ErrorStats::new(false, false);
-        m.update(
-            &TensorData::Float64(vec![1.5]),
-            &TensorData::Float32(vec![1.0]),
-        );
+        m.update(&TensorData::Float64(vec![1.5]), &TensorData::Float32(vec![1.0]));
         assert_eq!(m.bit_identical, None);
         assert_eq!(m.max_abs(), 0.5);
     }
@@ -436,10 +416,7 @@ mod tests {
     fn float16_ulps() {
         let mut s = ErrorStats::new(true, true);
         // 1.0 = 0x3c00 and the next float16 0x3c01.
-        s.update(
-            &TensorData::Float16(vec![0x3c01]),
-            &TensorData::Float16(vec![0x3c00]),
-        );
+        s.update(&TensorData::Float16(vec![0x3c01]), &TensorData::Float16(vec![0x3c00]));
         assert_eq!(s.max_ulp, Some(1));
         assert_eq!(s.max_abs(), 2f64.powi(-10));
     }

@@ -57,23 +57,13 @@ impl GenSpec {
             ("zeros", []) => Ok(GenSpec::Zeros),
             ("ones", []) => Ok(GenSpec::Ones),
             ("uniform", [lo, hi]) if lo <= hi => Ok(GenSpec::Uniform { lo: *lo, hi: *hi }),
-            ("normal", [mean, std]) if *std >= 0.0 => Ok(GenSpec::Normal {
-                mean: *mean,
-                std: *std,
-            }),
+            ("normal", [mean, std]) if *std >= 0.0 => Ok(GenSpec::Normal { mean: *mean, std: *std }),
             _ => Err(bad()),
         }
     }
 
     /// Draws a tensor for input `input_index` of sample `sample`.
-    pub fn generate(
-        &self,
-        dtype: DType,
-        shape: &[usize],
-        seed: u64,
-        sample: u64,
-        input_index: u64,
-    ) -> Tensor {
+    pub fn generate(&self, dtype: DType, shape: &[usize], seed: u64, sample: u64, input_index: u64) -> Tensor {
         let n: usize = shape.iter().product();
         let mut rng = SplitMix64::for_input(seed, sample, input_index);
         let spec = *self;
@@ -98,39 +88,21 @@ impl GenSpec {
         };
         let ints = |draw: &mut dyn FnMut() -> f64| -> Vec<f64> {
             let (lo, hi) = dtype.int_range().unwrap_or((f64::MIN, f64::MAX));
-            (0..n)
-                .map(|_| round_half_even(draw()).clamp(lo, hi))
-                .collect()
+            (0..n).map(|_| round_half_even(draw()).clamp(lo, hi)).collect()
         };
         let data = match dtype {
             DType::Float32 => TensorData::Float32((0..n).map(|_| draw() as f32).collect()),
             DType::Float64 => TensorData::Float64((0..n).map(|_| draw()).collect()),
-            DType::Float16 => {
-                TensorData::Float16((0..n).map(|_| f64_to_f16_bits(draw())).collect())
-            }
+            DType::Float16 => TensorData::Float16((0..n).map(|_| f64_to_f16_bits(draw())).collect()),
             DType::Bool => TensorData::Bool((0..n).map(|_| bool_of(spec, draw())).collect()),
             DType::Int8 => TensorData::Int8(ints(&mut draw).into_iter().map(|v| v as i8).collect()),
-            DType::Uint8 => {
-                TensorData::Uint8(ints(&mut draw).into_iter().map(|v| v as u8).collect())
-            }
-            DType::Int16 => {
-                TensorData::Int16(ints(&mut draw).into_iter().map(|v| v as i16).collect())
-            }
-            DType::Uint16 => {
-                TensorData::Uint16(ints(&mut draw).into_iter().map(|v| v as u16).collect())
-            }
-            DType::Int32 => {
-                TensorData::Int32(ints(&mut draw).into_iter().map(|v| v as i32).collect())
-            }
-            DType::Uint32 => {
-                TensorData::Uint32(ints(&mut draw).into_iter().map(|v| v as u32).collect())
-            }
-            DType::Int64 => {
-                TensorData::Int64(ints(&mut draw).into_iter().map(|v| v as i64).collect())
-            }
-            DType::Uint64 => {
-                TensorData::Uint64(ints(&mut draw).into_iter().map(|v| v as u64).collect())
-            }
+            DType::Uint8 => TensorData::Uint8(ints(&mut draw).into_iter().map(|v| v as u8).collect()),
+            DType::Int16 => TensorData::Int16(ints(&mut draw).into_iter().map(|v| v as i16).collect()),
+            DType::Uint16 => TensorData::Uint16(ints(&mut draw).into_iter().map(|v| v as u16).collect()),
+            DType::Int32 => TensorData::Int32(ints(&mut draw).into_iter().map(|v| v as i32).collect()),
+            DType::Uint32 => TensorData::Uint32(ints(&mut draw).into_iter().map(|v| v as u32).collect()),
+            DType::Int64 => TensorData::Int64(ints(&mut draw).into_iter().map(|v| v as i64).collect()),
+            DType::Uint64 => TensorData::Uint64(ints(&mut draw).into_iter().map(|v| v as u64).collect()),
         };
         Tensor {
             shape: shape.to_vec(),
@@ -223,10 +195,7 @@ mod tests {
         // 1 + 2^-11 is halfway between 1 and the next float16 (1 + 2^-10): ties to even gives 1.
         assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11)), 0x3c00);
         // Just above the tie rounds up. Via float32 this value would first round to the tie.
-        assert_eq!(
-            f64_to_f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-40)),
-            0x3c01
-        );
+        assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-40)), 0x3c01);
         assert_eq!(f64_to_f16_bits(65504.0), 0x7bff);
         assert_eq!(f64_to_f16_bits(65519.99), 0x7bff);
         assert_eq!(f64_to_f16_bits(65520.0), 0x7c00);
@@ -241,9 +210,7 @@ mod tests {
         let a = GenSpec::Uniform { lo: -8.0, hi: 7.0 }.generate(DType::Int64, &[100], 5, 0, 2);
         let b = GenSpec::Uniform { lo: -8.0, hi: 7.0 }.generate(DType::Int64, &[100], 5, 0, 2);
         assert_eq!(a, b);
-        let TensorData::Int64(v) = a.data else {
-            panic!()
-        };
+        let TensorData::Int64(v) = a.data else { panic!() };
         assert!(v.iter().all(|x| (-8..=7).contains(x)));
         assert!(v.contains(&-8) && v.contains(&7));
     }

@@ -80,11 +80,7 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
             .split(',')
             .map(|d| d.trim().parse::<usize>())
             .collect::<Result<_, _>>()
-            .map_err(|_| {
-                usage(format!(
-                    "--input-shape '{f}': dimensions must be non-negative integers"
-                ))
-            })?;
+            .map_err(|_| usage(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
         out.insert(name.to_string(), dims);
     }
     Ok(out)
@@ -99,10 +95,7 @@ fn input_names(sig: &Signature) -> String {
 }
 
 /// Parses `--gen` values into a default and per-input generators.
-fn parse_gen_flags(
-    flags: &[String],
-    sig: &Signature,
-) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
+fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
     let mut default = None;
     let mut per_input = HashMap::new();
     for f in flags {
@@ -161,8 +154,7 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     let mut file_samples: Vec<HashMap<String, Tensor>> = Vec::new();
     let mut files = Vec::new();
     for path in &opts.npz {
-        let arrays =
-            read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
+        let arrays = read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
         files.push(path.display().to_string());
         let mut sample = HashMap::new();
         for (name, t) in arrays {
@@ -188,8 +180,7 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
                 input_names(sig)
             )));
         }
-        let t =
-            Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
+        let t = Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
         files.push(path.to_string());
         per_input_files.insert(name.to_string(), t);
     }
@@ -268,10 +259,7 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     })
 }
 
-fn supplied_names(
-    sample: Option<&HashMap<String, Tensor>>,
-    per_input: &HashMap<String, Tensor>,
-) -> String {
+fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<String, Tensor>) -> String {
     let mut names: Vec<&str> = sample
         .map(|s| s.keys().map(String::as_str).collect())
         .unwrap_or_default();

@@ -66,12 +66,7 @@ pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
             .collect(),
         (22, Some(r)) => r
             .iter()
-            .flat_map(|&b| {
-                [
-                    (((b & 0x0f) << 4) as i8 >> 4) as f64,
-                    ((b as i8) >> 4) as f64,
-                ]
-            })
+            .flat_map(|&b| [(((b & 0x0f) << 4) as i8 >> 4) as f64, ((b as i8) >> 4) as f64])
             .take(count)
             .collect(),
         (2..=6, None) | (21 | 22, None) => {
@@ -84,10 +79,7 @@ pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
                         if data_type == 21 {
                             [(b & 0x0f) as f64, (b >> 4) as f64]
                         } else {
-                            [
-                                (((b & 0x0f) << 4) as i8 >> 4) as f64,
-                                ((b as i8) >> 4) as f64,
-                            ]
+                            [(((b & 0x0f) << 4) as i8 >> 4) as f64, ((b as i8) >> 4) as f64]
                         }
                     })
                     .take(count)
@@ -114,16 +106,10 @@ pub fn constants(graph: &GraphProto) -> HashMap<String, &TensorProto> {
             out.insert(n.clone(), t);
         }
     }
-    for node in graph
-        .node
-        .iter()
-        .filter(|n| n.op_type.as_deref() == Some("Constant"))
-    {
+    for node in graph.node.iter().filter(|n| n.op_type.as_deref() == Some("Constant")) {
         let (Some(output), Some(value)) = (
             node.output.first(),
-            node.attribute
-                .iter()
-                .find(|a| a.name.as_deref() == Some("value")),
+            node.attribute.iter().find(|a| a.name.as_deref() == Some("value")),
         ) else {
             continue;
         };

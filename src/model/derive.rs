@@ -9,10 +9,6 @@
 //! execution, not weight quantization or clipping.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
-
-use anyhow::{Context, Result};
-use prost::Message;
 
 use super::constant::{constants, quant_range, tensor_values};
 use super::pb::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
@@ -43,26 +39,14 @@ fn is_default_domain(n: &NodeProto) -> bool {
 
 /// Tensors whose value depends only on initializers (weights, biases, constant-folded chains).
 fn constant_tensors(graph: &GraphProto) -> HashSet<String> {
-    let mut constant: HashSet<String> = graph
-        .initializer
-        .iter()
-        .filter_map(|t| t.name.clone())
-        .collect();
-    let inputs: HashSet<&str> = graph
-        .input
-        .iter()
-        .filter_map(|v| v.name.as_deref())
-        .collect();
+    let mut constant: HashSet<String> = graph.initializer.iter().filter_map(|t| t.name.clone()).collect();
+    let inputs: HashSet<&str> = graph.input.iter().filter_map(|v| v.name.as_deref()).collect();
     // An initializer that is also a graph input can be overridden at run time: not constant.
     constant.retain(|n| !inputs.contains(n.as_str()));
     // Nodes are topologically sorted in a valid model, so one pass suffices.
     for node in &graph.node {
         let all_const = op(node) == "Constant"
-            || (!node.input.is_empty()
-                && node
-                    .input
-                    .iter()
-                    .all(|i| i.is_empty() || constant.contains(i)));
+            || (!node.input.is_empty() && node.input.iter().all(|i| i.is_empty() || constant.contains(i)));
         if all_const {
             constant.extend(node.output.iter().cloned());
         }
@@ -100,9 +84,7 @@ fn pair_range(q: &NodeProto, values: &HashMap<String, &TensorProto>) -> Option<(
 
 fn scalar(name: String, value: f64, data_type: i32) -> TensorProto {
     let raw = match data_type {
-        10 => crate::inputs::generate::f64_to_f16_bits(value)
-            .to_le_bytes()
-            .to_vec(),
+        10 => crate::inputs::generate::f64_to_f16_bits(value).to_le_bytes().to_vec(),
         11 => value.to_le_bytes().to_vec(),
         _ => (value as f32).to_le_bytes().to_vec(),
     };
@@ -168,10 +150,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
             let mut clip = NodeProto {
                 input: vec![float_in.clone()],
                 output: vec![dq_out.clone()],
-                name: Some(format!(
-                    "{}_npu_audit_clip",
-                    node.name.as_deref().unwrap_or(dq_out)
-                )),
+                name: Some(format!("{}_npu_audit_clip", node.name.as_deref().unwrap_or(dq_out))),
                 op_type: Some("Clip".into()),
                 ..Default::default()
             };
@@ -194,8 +173,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
     }
 
     let removed_pairs = clips.len();
-    let graph_outputs: HashSet<String> =
-        graph.output.iter().filter_map(|v| v.name.clone()).collect();
+    let graph_outputs: HashSet<String> = graph.output.iter().filter_map(|v| v.name.clone()).collect();
     let mut new_nodes: Vec<NodeProto> = graph
         .node
         .iter()
@@ -211,9 +189,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
         let dead: HashSet<usize> = new_nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| {
-                op(n) == "QuantizeLinear" && n.output.iter().all(|o| !consumed.contains(o.as_str()))
-            })
+            .filter(|(_, n)| op(n) == "QuantizeLinear" && n.output.iter().all(|o| !consumed.contains(o.as_str())))
             .map(|(i, _)| i)
             .collect();
         if dead.is_empty() {
@@ -227,10 +203,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
             .collect();
     }
 
-    let produced: HashSet<String> = new_nodes
-        .iter()
-        .flat_map(|n| n.output.iter().cloned())
-        .collect();
+    let produced: HashSet<String> = new_nodes.iter().flat_map(|n| n.output.iter().cloned()).collect();
     graph
         .value_info
         .retain(|v| v.name.as_ref().is_some_and(|n| produced.contains(n)));
@@ -239,11 +212,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
     let qoperator_nodes = new_nodes
         .iter()
         .filter(|n| {
-            op(n).starts_with("QLinear")
-                || matches!(
-                    op(n),
-                    "ConvInteger" | "MatMulInteger" | "DynamicQuantizeLinear"
-                )
+            op(n).starts_with("QLinear") || matches!(op(n), "ConvInteger" | "MatMulInteger" | "DynamicQuantizeLinear")
         })
         .map(|n| format!("{} ({})", n.name.as_deref().unwrap_or(""), op(n)))
         .collect();
@@ -254,82 +223,6 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
         kept_activation_pairs,
         qoperator_nodes,
     }
-}
-
-/// Writes a rewritten model to `dest`, making the external data files of the original model
-/// (relative to its directory) visible beside it.
-pub fn write_model(proto: &ModelProto, original: &LoadedModel, dest: &Path) -> Result<()> {
-    let dir = dest.parent().context("destination has no directory")?;
-    let source_dir = original.path.parent().unwrap_or(Path::new("."));
-    for file in original.external_data_files() {
-        let from = source_dir.join(&file);
-        let to = dir.join(&file);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        if to.exists() {
-            continue;
-        }
-        let from = from
-            .canonicalize()
-            .with_context(|| format!("external data file {} is missing", from.display()))?;
-        link_or_copy(&from, &to)?;
-    }
-    std::fs::write(dest, proto.encode_to_vec())
-        .with_context(|| format!("cannot write {}", dest.display()))
-}
-
-#[cfg(unix)]
-fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
-    std::os::unix::fs::symlink(from, to)
-        .or_else(|_| std::fs::copy(from, to).map(|_| ()))
-        .with_context(|| format!("cannot link {} to {}", from.display(), to.display()))
-}
-
-#[cfg(not(unix))]
-fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
-}
-
-/// Replaces the dynamic dimensions of graph inputs with the concrete shapes being fed, so that
-/// backends that need static shapes (QNN HTP) see them, whether or not the dimension is named.
-pub fn pin_input_shapes(
-    proto: &ModelProto,
-    shapes: &HashMap<String, Vec<usize>>,
-) -> (ModelProto, usize) {
-    use super::pb::{
-        tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue,
-    };
-    let mut proto = proto.clone();
-    let mut pinned = 0;
-    if let Some(graph) = proto.graph.as_mut() {
-        for input in graph.input.iter_mut() {
-            let Some(shape) = input.name.as_ref().and_then(|n| shapes.get(n)) else {
-                continue;
-            };
-            let Some(TypeValue::TensorType(t)) =
-                input.r#type.as_mut().and_then(|t| t.value.as_mut())
-            else {
-                continue;
-            };
-            let Some(declared) = t.shape.as_mut() else {
-                continue;
-            };
-            if declared.dim.len() != shape.len() {
-                continue;
-            }
-            for (d, &n) in declared.dim.iter_mut().zip(shape) {
-                let fixed = matches!(d.value, Some(DimValue::DimValue(v)) if v >= 0);
-                if !fixed {
-                    d.value = Some(DimValue::DimValue(n as i64));
-                    pinned += 1;
-                }
-            }
-        }
-    }
-    (proto, pinned)
 }
 
 #[cfg(test)]
@@ -441,24 +334,15 @@ mod tests {
             ops[3],
             (
                 "Clip".into(),
-                vec![
-                    "c".into(),
-                    "y_npu_audit_range_lo".into(),
-                    "y_npu_audit_range_hi".into()
-                ],
+                vec!["c".into(), "y_npu_audit_range_lo".into(), "y_npu_audit_range_hi".into()],
                 vec!["y".into()]
             )
         );
         assert_eq!(ops.len(), 4);
         let value = |name: &str| {
-            tensor_values(
-                g.initializer
-                    .iter()
-                    .find(|t| t.name.as_deref() == Some(name))
-                    .unwrap(),
-            )
-            .unwrap()
-            .values[0]
+            tensor_values(g.initializer.iter().find(|t| t.name.as_deref() == Some(name)).unwrap())
+                .unwrap()
+                .values[0]
         };
         // u8, zero point 128, scale 0.5: [(0-128)·0.5, (255-128)·0.5] = [-64, 63.5].
         assert_eq!(value("xd_npu_audit_range_lo"), -64.0);

@@ -81,12 +81,9 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
         return Err(usage(format!("model file {shown} does not exist")));
     }
     if path.is_dir() {
-        return Err(usage(format!(
-            "{shown} is a directory, not an ONNX model file"
-        )));
+        return Err(usage(format!("{shown} is a directory, not an ONNX model file")));
     }
-    let bytes =
-        std::fs::read(path).map_err(|e| usage(format!("cannot read model {shown}: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| usage(format!("cannot read model {shown}: {e}")))?;
     if bytes.is_empty() {
         return Err(usage(format!("{shown} is empty, not an ONNX model")));
     }

@@ -4,6 +4,7 @@
 pub mod constant;
 pub mod derive;
 pub mod load;
+pub mod rewrite;
 pub mod signature;
 
 /// Types generated from `proto/onnx.proto` by `build.rs`.

@@ -7,9 +7,7 @@ use std::fmt;
 use anyhow::Result;
 use serde::Serialize;
 
-use super::pb::{
-    tensor_shape_proto::dimension::Value as DimValue, type_proto, GraphProto, ValueInfoProto,
-};
+use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto, GraphProto, ValueInfoProto};
 use super::LoadedModel;
 use crate::error::usage;
 use crate::tensor::DType;
@@ -46,13 +44,7 @@ impl TensorInfo {
     pub fn shape_text(&self) -> String {
         match &self.dims {
             None => "[unknown]".to_string(),
-            Some(d) => format!(
-                "[{}]",
-                d.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
+            Some(d) => format!("[{}]", d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")),
         }
     }
 
@@ -94,16 +86,8 @@ pub struct Signature {
 impl Signature {
     /// Reads the signature of a loaded model.
     pub fn of(model: &LoadedModel) -> Result<Signature> {
-        let graph = model
-            .proto
-            .graph
-            .as_ref()
-            .ok_or_else(|| usage("model has no graph"))?;
-        let initializers: HashSet<&str> = graph
-            .initializer
-            .iter()
-            .filter_map(|t| t.name.as_deref())
-            .collect();
+        let graph = model.proto.graph.as_ref().ok_or_else(|| usage("model has no graph"))?;
+        let initializers: HashSet<&str> = graph.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
         let shown = model.path.display();
         let inputs = graph
             .input
@@ -127,8 +111,7 @@ impl Signature {
 
 fn tensor_info(v: &ValueInfoProto) -> Result<TensorInfo, String> {
     let name = v.name.clone().unwrap_or_default();
-    let Some(type_proto::Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref())
-    else {
+    let Some(type_proto::Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
         return Err(format!(
             "'{name}' is not a tensor (sequences, maps and optionals are not supported)"
         ));

@@ -20,8 +20,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
     tmp.write_all(bytes)
         .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
     tmp.persist(path)

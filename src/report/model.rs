@@ -46,9 +46,7 @@ impl<'de> Deserialize<'de> for Num {
                 "inf" => Ok(Num(f64::INFINITY)),
                 "-inf" => Ok(Num(f64::NEG_INFINITY)),
                 "nan" => Ok(Num(f64::NAN)),
-                other => Err(serde::de::Error::custom(format!(
-                    "'{other}' is not a number"
-                ))),
+                other => Err(serde::de::Error::custom(format!("'{other}' is not a number"))),
             },
         }
     }

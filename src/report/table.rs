@@ -57,8 +57,7 @@ fn fmt_db(v: Num) -> String {
 }
 
 fn fmt_pct(v: Option<f64>) -> String {
-    v.map(|x| format!("{:.1}%", x * 100.0))
-        .unwrap_or_else(|| "-".into())
+    v.map(|x| format!("{:.1}%", x * 100.0)).unwrap_or_else(|| "-".into())
 }
 
 fn table(builder: Builder) -> String {
@@ -182,9 +181,7 @@ fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<S
         fmt_num(o.max_abs.0),
         fmt_num(o.mean_abs.0),
         fmt_num(o.rmse.0),
-        o.max_ulp
-            .map(|u| u.to_string())
-            .unwrap_or_else(|| "-".into()),
+        o.max_ulp.map(|u| u.to_string()).unwrap_or_else(|| "-".into()),
         if o.cosine.0.is_finite() {
             format!("{:.6}", o.cosine.0)
         } else {
@@ -236,9 +233,10 @@ fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
                 row.push("·".into());
                 continue;
             }
-            let e = report.agreement.iter().find(|e| {
-                e.output == output && ((e.a == *a && e.b == *c) || (e.a == *c && e.b == *a))
-            });
+            let e = report
+                .agreement
+                .iter()
+                .find(|e| e.output == output && ((e.a == *a && e.b == *c) || (e.a == *c && e.b == *a)));
             row.push(match e.and_then(|e| e.differing_elements) {
                 Some(0) => paint("0", AnsiColor::Green.on_default()),
                 Some(n) => n.to_string(),
@@ -311,13 +309,7 @@ pub fn render(report: &Report) -> String {
         }
     }
 
-    if report
-        .targets
-        .iter()
-        .filter(|t| t.status == RunStatus::Ok)
-        .count()
-        >= 2
-    {
+    if report.targets.iter().filter(|t| t.status == RunStatus::Ok).count() >= 2 {
         let _ = writeln!(
             s,
             "\n{}",
@@ -344,11 +336,7 @@ pub fn render(report: &Report) -> String {
         }
     }
 
-    let failures: Vec<&TargetReport> = report
-        .targets
-        .iter()
-        .filter(|t| t.status != RunStatus::Ok)
-        .collect();
+    let failures: Vec<&TargetReport> = report.targets.iter().filter(|t| t.status != RunStatus::Ok).collect();
     if !failures.is_empty() {
         let _ = writeln!(s, "\n{}", bold("TARGETS THAT DID NOT RUN"));
         for t in failures {
@@ -417,13 +405,7 @@ pub fn render(report: &Report) -> String {
             )
         })
         .collect();
-    let _ = writeln!(
-        s,
-        "\n{} {}  (exit code {})",
-        bold("VERDICT"),
-        verdict,
-        report.exit_code
-    );
+    let _ = writeln!(s, "\n{} {}  (exit code {})", bold("VERDICT"), verdict, report.exit_code);
     for r in failed_rules {
         let _ = writeln!(s, "  failed: {r}");
     }

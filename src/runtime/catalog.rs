@@ -53,8 +53,7 @@ pub const BUILDS: &[Build] = &[
         role: Role::PluginOn("cpu"),
         env_var: "NPU_AUDIT_RUNTIME_QNN",
         platforms: &[LINUX_X64, ("windows", "aarch64")],
-        platform_reason:
-            "QNN HTP needs Linux x86-64 (Qualcomm's HTP simulator) or Windows on Snapdragon",
+        platform_reason: "QNN HTP needs Linux x86-64 (Qualcomm's HTP simulator) or Windows on Snapdragon",
     },
     Build {
         key: "openvino",
@@ -81,8 +80,7 @@ pub const BUILDS: &[Build] = &[
         role: Role::Standalone,
         env_var: "NPU_AUDIT_RUNTIME_GPU",
         platforms: &[LINUX_X64, ("windows", "x86_64")],
-        platform_reason:
-            "CUDA and TensorRT need an x86-64 Linux or Windows machine with an NVIDIA GPU",
+        platform_reason: "CUDA and TensorRT need an x86-64 Linux or Windows machine with an NVIDIA GPU",
     },
 ];
 
@@ -94,17 +92,14 @@ impl Build {
 
     /// Whether the build exists for the machine this runs on.
     pub fn supports_this_platform(&self) -> bool {
-        self.platforms
-            .contains(&(std::env::consts::OS, std::env::consts::ARCH))
+        self.platforms.contains(&(std::env::consts::OS, std::env::consts::ARCH))
     }
 
     /// Path of the main library inside the wheel on this platform.
     pub fn main_lib(&self) -> String {
         let os = std::env::consts::OS;
         match (self.role, os) {
-            (Role::PluginOn(_), "windows") => {
-                "onnxruntime_qnn/onnxruntime_providers_qnn.dll".into()
-            }
+            (Role::PluginOn(_), "windows") => "onnxruntime_qnn/onnxruntime_providers_qnn.dll".into(),
             (Role::PluginOn(_), _) => "onnxruntime_qnn/libonnxruntime_providers_qnn.so".into(),
             (Role::Standalone, "windows") => "onnxruntime/capi/onnxruntime.dll".into(),
             (Role::Standalone, "macos") => {
@@ -143,10 +138,7 @@ pub fn is_shared_library(path: &str) -> bool {
     if name.contains("pybind11") || name.contains("cpython") {
         return false;
     }
-    name.ends_with(".dll")
-        || name.ends_with(".dylib")
-        || name.ends_with(".so")
-        || name.contains(".so.")
+    name.ends_with(".dll") || name.ends_with(".dylib") || name.ends_with(".so") || name.contains(".so.")
 }
 
 #[cfg(test)]
@@ -164,16 +156,10 @@ mod tests {
 
     #[test]
     fn shared_libraries_are_recognised() {
-        assert!(is_shared_library(
-            "onnxruntime/capi/libonnxruntime.so.1.31.1"
-        ));
-        assert!(is_shared_library(
-            "onnxruntime_qnn.libs/libc++-71bc274c.so.1.0"
-        ));
+        assert!(is_shared_library("onnxruntime/capi/libonnxruntime.so.1.31.1"));
+        assert!(is_shared_library("onnxruntime_qnn.libs/libc++-71bc274c.so.1.0"));
         assert!(is_shared_library("onnxruntime/capi/onnxruntime.dll"));
-        assert!(!is_shared_library(
-            "onnxruntime/capi/onnxruntime_validation.py"
-        ));
+        assert!(!is_shared_library("onnxruntime/capi/onnxruntime_validation.py"));
         assert!(!is_shared_library("onnxruntime_qnn/Qualcomm_LICENSE.pdf"));
         assert!(!is_shared_library(
             "onnxruntime/capi/onnxruntime_pybind11_state.cpython-311-x86_64-linux-gnu.so"

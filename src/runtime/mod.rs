@@ -68,20 +68,13 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
     match &spec.backend {
         Backend::Cpu => EpSetup::Cpu,
         Backend::Qnn(chip) => {
-            let plugin_lib = rt
-                .plugin
-                .as_ref()
-                .map(|p| p.library.clone())
-                .unwrap_or_default();
+            let plugin_lib = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
             let backend_lib = plugin_lib
                 .parent()
                 .map(|d| d.join(catalog::qnn_htp_backend_name()))
                 .unwrap_or_default();
             let mut options = vec![
-                (
-                    "backend_path".to_string(),
-                    backend_lib.to_string_lossy().to_string(),
-                ),
+                ("backend_path".to_string(), backend_lib.to_string_lossy().to_string()),
                 ("htp_arch".to_string(), chip.htp_arch.to_string()),
                 ("soc_model".to_string(), chip.soc_model.to_string()),
             ];

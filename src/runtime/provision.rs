@@ -74,9 +74,7 @@ pub struct Provisioner {
 pub fn cache_root() -> PathBuf {
     match std::env::var_os("NPU_AUDIT_CACHE") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => dirs::cache_dir()
-            .unwrap_or_else(std::env::temp_dir)
-            .join("npu-audit"),
+        _ => dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("npu-audit"),
     }
 }
 
@@ -176,12 +174,8 @@ impl Provisioner {
     pub fn fetch(&self, build: &'static Build) -> Result<Runtime> {
         let dir = self.cache_dir(build);
         let parent = dir.parent().context("cache directory has no parent")?;
-        std::fs::create_dir_all(parent).map_err(|e| {
-            environment(format!(
-                "cannot create the runtime cache {}: {e}",
-                parent.display()
-            ))
-        })?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| environment(format!("cannot create the runtime cache {}: {e}", parent.display())))?;
         let lock_path = parent.join(format!(".{}-{}.lock", build.package, build.version));
         let lock = std::fs::OpenOptions::new()
             .create(true)
@@ -231,12 +225,8 @@ impl Provisioner {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
         }
-        std::fs::rename(&staged, &dir).map_err(|e| {
-            environment(format!(
-                "cannot move the runtime into {}: {e}",
-                dir.display()
-            ))
-        })?;
+        std::fs::rename(&staged, &dir)
+            .map_err(|e| environment(format!("cannot move the runtime into {}: {e}", dir.display())))?;
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
         eprintln!(
             "npu-audit: installed {} ({} libraries, {:.0} MB, wheel sha256 {})",
@@ -274,11 +264,7 @@ fn cached_runtime(build: &Build, dir: &Path, manifest: &CacheManifest, source: S
         version: Some(build.version.into()),
         source,
         library: dir.join(&main),
-        sha256: manifest
-            .files
-            .iter()
-            .find(|f| f.path == main)
-            .map(|f| f.sha256.clone()),
+        sha256: manifest.files.iter().find(|f| f.path == main).map(|f| f.sha256.clone()),
     }
 }
 
@@ -301,10 +287,7 @@ fn resolve_user_path(build: &Build, path: &Path) -> Result<PathBuf, String> {
     if !path.is_dir() {
         return Err("no such file or directory".into());
     }
-    let candidates = [
-        path.join(build.main_lib()),
-        path.join(build.main_lib_name()),
-    ];
+    let candidates = [path.join(build.main_lib()), path.join(build.main_lib_name())];
     if let Some(found) = candidates.iter().find(|p| p.is_file()) {
         return Ok(found.clone());
     }
@@ -322,10 +305,7 @@ fn resolve_user_path(build: &Build, path: &Path) -> Result<PathBuf, String> {
         if let Ok(entries) = std::fs::read_dir(&dir) {
             let mut names: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().contains(stem))
-                })
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().contains(stem)))
                 .filter(|p| p.is_file())
                 .collect();
             names.sort();

@@ -83,19 +83,13 @@ fn mtime_ns(p: &Path) -> Option<u128> {
 /// Python, odd output) means "none". Starting Python costs tens of milliseconds (more behind
 /// pyenv shims), so the answer is remembered in `cache_file` until the interpreter choice or any
 /// import path directory changes.
-pub fn installed_packages(
-    wanted: &[(&str, String)],
-    cache_file: &Path,
-) -> HashMap<String, InstalledPackage> {
+pub fn installed_packages(wanted: &[(&str, String)], cache_file: &Path) -> HashMap<String, InstalledPackage> {
     let key = format!(
         "{:?}|{}|{}",
         candidates(),
         std::env::var("PATH").unwrap_or_default(),
         std::env::var("VIRTUAL_ENV").unwrap_or_default()
-    ) + &wanted
-        .iter()
-        .map(|(n, f)| format!("|{n}={f}"))
-        .collect::<String>();
+    ) + &wanted.iter().map(|(n, f)| format!("|{n}={f}")).collect::<String>();
     if let Some(r) = std::fs::read(cache_file)
         .ok()
         .and_then(|b| serde_json::from_slice::<Remembered>(&b).ok())
@@ -218,9 +212,7 @@ pub fn pip_download(package: &str, version: &str, dest: &Path) -> Result<PathBuf
                 .unwrap_or("")
                 .trim()
                 .to_string();
-            return Err(environment(format!(
-                "pip could not download {spec}: {last}"
-            )));
+            return Err(environment(format!("pip could not download {spec}: {last}")));
         }
     }
     let wheel = std::fs::read_dir(dest)?

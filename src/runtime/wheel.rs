@@ -23,9 +23,7 @@ pub struct LibFile {
 
 /// SHA-256 of a file, streamed.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut reader = BufReader::new(
-        File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
-    );
+    let mut reader = BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?);
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -60,8 +58,7 @@ pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile
         if let Some(parent) = out_path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut out = File::create(&out_path)
-            .with_context(|| format!("cannot create {}", out_path.display()))?;
+        let mut out = File::create(&out_path).with_context(|| format!("cannot create {}", out_path.display()))?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut size = 0u64;

@@ -79,9 +79,7 @@ fn normalize(text: &str) -> String {
         .filter(|c| !matches!(c, ' ' | '-' | '_'))
         .flat_map(char::to_lowercase)
         .collect();
-    s.strip_prefix("snapdragon")
-        .map(str::to_string)
-        .unwrap_or(s)
+    s.strip_prefix("snapdragon").map(str::to_string).unwrap_or(s)
 }
 
 impl Chipset {

@@ -76,14 +76,12 @@ impl TargetSpec {
         let head = parts.next().unwrap_or("").trim();
         let mut options = Vec::new();
         for part in parts {
-            let (k, v) = part.split_once('=').ok_or_else(|| {
-                usage(format!("target '{text}': option '{part}' is not key=value"))
-            })?;
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| usage(format!("target '{text}': option '{part}' is not key=value")))?;
             let (k, v) = (k.trim(), v.trim());
             if k.is_empty() {
-                return Err(usage(format!(
-                    "target '{text}': option '{part}' has an empty key"
-                )));
+                return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
             }
             options.push((k.to_string(), v.to_string()));
         }
@@ -145,10 +143,7 @@ impl TargetSpec {
                 }
             }
             "openvino" => {
-                let device = variant
-                    .filter(|v| !v.is_empty())
-                    .unwrap_or("cpu")
-                    .to_ascii_lowercase();
+                let device = variant.filter(|v| !v.is_empty()).unwrap_or("cpu").to_ascii_lowercase();
                 if !matches!(device.as_str(), "cpu" | "gpu" | "npu") {
                     return Err(unknown());
                 }
@@ -243,32 +238,15 @@ mod tests {
 
     #[test]
     fn bad_specs_are_usage_errors() {
-        for bad in [
-            "gpu",
-            "qnn",
-            "qnn:sm1234",
-            "cpu:fast",
-            "cpu,novalue",
-            "openvino:tpu",
-        ] {
+        for bad in ["gpu", "qnn", "qnn:sm1234", "cpu:fast", "cpu,novalue", "openvino:tpu"] {
             let err = TargetSpec::parse_many(bad).unwrap_err();
-            assert_eq!(
-                crate::error::exit_code_of(&err),
-                crate::error::ExitCode::Usage,
-                "{bad}"
-            );
+            assert_eq!(crate::error::exit_code_of(&err), crate::error::ExitCode::Usage, "{bad}");
         }
     }
 
     #[test]
     fn repeats_are_dropped() {
-        let v = parse_targets(&[
-            "cpu".into(),
-            "qnn:sm8650".into(),
-            "qnn:8 gen 3".into(),
-            "cpu".into(),
-        ])
-        .unwrap();
+        let v = parse_targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:8 gen 3".into(), "cpu".into()]).unwrap();
         assert_eq!(
             v.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
             vec!["cpu", "qnn:sm8650"]

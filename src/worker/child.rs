@@ -24,10 +24,7 @@ pub fn run(job_path: &Path) -> i32 {
     {
         Ok(j) => j,
         Err(e) => {
-            eprintln!(
-                "npu-audit worker: cannot read job {}: {e}",
-                job_path.display()
-            );
+            eprintln!("npu-audit worker: cannot read job {}: {e}", job_path.display());
             return 2;
         }
     };
@@ -62,10 +59,7 @@ pub fn run(job_path: &Path) -> i32 {
     match written {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!(
-                "npu-audit worker: cannot write {}: {e}",
-                final_path.display()
-            );
+            eprintln!("npu-audit worker: cannot write {}: {e}", final_path.display());
             2
         }
     }
@@ -78,8 +72,7 @@ fn ort_err<T>(e: ort::Error<T>) -> anyhow::Error {
 
 fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     let start = Instant::now();
-    let env_builder =
-        ort::init_from(&job.ort_library).map_err(|e| anyhow!("cannot load ONNX Runtime: {e}"))?;
+    let env_builder = ort::init_from(&job.ort_library).map_err(|e| anyhow!("cannot load ONNX Runtime: {e}"))?;
     result.ort_version = library_version(&job.ort_library);
     let env = env_builder
         .with_name("npu-audit")
@@ -90,10 +83,7 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
 
     result.phase = Phase::RegisterEp;
     let start = Instant::now();
-    if let EpSetup::Plugin {
-        ep_name, library, ..
-    } = &job.ep
-    {
+    if let EpSetup::Plugin { ep_name, library, .. } = &job.ep {
         env.register_ep_library(ep_name.clone(), library)
             .map_err(|e| anyhow!("cannot register {ep_name} from {}: {e}", library.display()))?;
     }
@@ -121,15 +111,10 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         Err(e) => result.placement_error = Some(format!("{e:#}")),
     }
 
-    let output_names: Vec<String> = session
-        .outputs()
-        .iter()
-        .map(|o| o.name().to_string())
-        .collect();
+    let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
-        let mut inputs: Vec<(String, SessionInputValue<'static>)> =
-            Vec::with_capacity(sample.len());
+        let mut inputs: Vec<(String, SessionInputValue<'static>)> = Vec::with_capacity(sample.len());
         for input in sample {
             let tensor = Tensor::read_npy(&input.path)?;
             inputs.push((input.name.clone(), to_ort(&tensor).map_err(ort_err)?.into()));
@@ -205,13 +190,8 @@ fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
                 b.with_devices(cpu, None).map_err(ort_err)?
             }
         }
-        EpSetup::Plugin {
-            ep_name, options, ..
-        } => {
-            let devices: Vec<_> = env
-                .devices()
-                .filter(|d| d.ep().is_ok_and(|n| n == ep_name))
-                .collect();
+        EpSetup::Plugin { ep_name, options, .. } => {
+            let devices: Vec<_> = env.devices().filter(|d| d.ep().is_ok_and(|n| n == ep_name)).collect();
             if devices.is_empty() {
                 bail!("{ep_name} offered no device after registration");
             }
@@ -233,10 +213,7 @@ fn builder_commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> 
     builder.commit_from_file(model).map_err(ort_err)
 }
 
-fn built_in_ep(
-    ep_name: &str,
-    options: &[(String, String)],
-) -> Result<ort::ep::ExecutionProviderDispatch> {
+fn built_in_ep(ep_name: &str, options: &[(String, String)]) -> Result<ort::ep::ExecutionProviderDispatch> {
     use ort::ep::ArbitrarilyConfigurableExecutionProvider;
     let dispatch = match ep_name {
         "OpenVINOExecutionProvider" => {
@@ -283,11 +260,7 @@ fn library_version(path: &Path) -> Option<String> {
         if text.is_null() {
             return None;
         }
-        Some(
-            std::ffi::CStr::from_ptr(text)
-                .to_string_lossy()
-                .into_owned(),
-        )
+        Some(std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned())
     }
 }
 
@@ -334,9 +307,7 @@ fn from_ort(v: &DynValue) -> Result<Tensor> {
         TensorElementType::Float32 => take!(f32, Float32),
         TensorElementType::Float64 => take!(f64, Float64),
         TensorElementType::Float16 => {
-            let (shape, data) = v
-                .try_extract_tensor::<half::f16>()
-                .map_err(|e| anyhow!("{e}"))?;
+            let (shape, data) = v.try_extract_tensor::<half::f16>().map_err(|e| anyhow!("{e}"))?;
             (
                 shape.iter().map(|&d| d.max(0) as usize).collect(),
                 TensorData::Float16(data.iter().map(|h| h.to_bits()).collect()),

@@ -76,8 +76,7 @@ pub fn graph_assignment(session: &Session) -> Result<Vec<AssignedSubgraph>> {
             let mut list = Vec::with_capacity(n);
             for j in 0..n {
                 let node = *nodes.add(j);
-                let (mut node_name, mut op): (*const c_char, *const c_char) =
-                    (std::ptr::null(), std::ptr::null());
+                let (mut node_name, mut op): (*const c_char, *const c_char) = (std::ptr::null(), std::ptr::null());
                 check((api.EpAssignedNode_GetName)(node, &mut node_name))?;
                 check((api.EpAssignedNode_GetOperatorType)(node, &mut op))?;
                 list.push(AssignedNode {

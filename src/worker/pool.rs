@@ -67,11 +67,7 @@ pub const FAULT_INJECTION_ENV: &str = "NPU_AUDIT_FAULT_INJECT";
 
 /// Runs every job and returns the outcomes in the order of `jobs`. `on_done` is called as each
 /// job finishes (for progress display).
-pub fn run_all(
-    jobs: &[(Job, PathBuf)],
-    config: PoolConfig,
-    on_done: &(dyn Fn(&Job, &Outcome) + Sync),
-) -> Vec<Outcome> {
+pub fn run_all(jobs: &[(Job, PathBuf)], config: PoolConfig, on_done: &(dyn Fn(&Job, &Outcome) + Sync)) -> Vec<Outcome> {
     let queue: Mutex<VecDeque<usize>> = Mutex::new((0..jobs.len()).collect());
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; jobs.len()]);
     let threads = config.max_parallel.clamp(1, jobs.len().max(1));
@@ -144,13 +140,7 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
     };
     let log_file = match File::create(&log) {
         Ok(f) => f,
-        Err(e) => {
-            return fail(
-                RunStatus::Failed,
-                format!("cannot create {}: {e}", log.display()),
-                0.0,
-            )
-        }
+        Err(e) => return fail(RunStatus::Failed, format!("cannot create {}: {e}", log.display()), 0.0),
     };
     let start = Instant::now();
     let child = Command::new(exe)
@@ -162,13 +152,7 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         .spawn();
     let mut child = match child {
         Ok(c) => c,
-        Err(e) => {
-            return fail(
-                RunStatus::Crashed,
-                format!("cannot start a worker process: {e}"),
-                0.0,
-            )
-        }
+        Err(e) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
     };
     let waited = child.wait_timeout(timeout);
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -189,11 +173,7 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         }
         Err(e) => {
             let _ = child.kill();
-            return fail(
-                RunStatus::Crashed,
-                format!("lost the worker process: {e}"),
-                wall_ms,
-            );
+            return fail(RunStatus::Crashed, format!("lost the worker process: {e}"), wall_ms);
         }
     };
     if let Some(signal) = exit_signal(&status) {

@@ -35,8 +35,8 @@ pub fn compare_json(args: &[&str]) -> (i32, Value, String) {
     all.extend_from_slice(&["--format", "json"]);
     let out = run(&all);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
     (out.status.code().unwrap_or(-1), report, stderr)
 }
 

@@ -1,0 +1,65 @@
+//! Files an audit writes on request: checking the report path before any work, and the saved
+//! outputs of every run.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::error::usage;
+use crate::tensor::{write_npz, Tensor};
+use crate::worker::OutputFile;
+
+/// Fails early, before any work, when the report cannot be written where asked.
+pub fn check_writable(path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if path.is_dir() {
+        return Err(usage(format!("--out {} is a directory", path.display())));
+    }
+    if !parent.is_dir() {
+        return Err(usage(format!(
+            "--out {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
+        usage(format!(
+            "--out {}: cannot write into {}: {e}",
+            path.display(),
+            parent.display()
+        ))
+    })
+}
+
+/// A target id as a file name (`qnn:sm8650` -> `qnn_sm8650`).
+pub fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes every run's outputs as `DIR/<run>/s<k>.npz`, keyed by output name.
+pub fn save_outputs(dir: &Path, runs: &[(&str, &[Vec<OutputFile>])]) -> Result<()> {
+    for (id, samples) in runs {
+        let tdir = dir.join(sanitize(id));
+        std::fs::create_dir_all(&tdir).with_context(|| format!("cannot create {}", tdir.display()))?;
+        for (k, files) in samples.iter().enumerate() {
+            let tensors = files
+                .iter()
+                .map(|f| Tensor::read_npy(&f.path).map(|t| (f.name.clone(), t)))
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<(String, &Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
+            write_npz(&tdir.join(format!("s{k}.npz")), &refs)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! How each target ended and its row of the report.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use super::assemble;
+use super::plan::PlannedTarget;
+use crate::report::model::{ChipsetInfo, OutputMetrics, PlacementSummary, TargetReport};
+use crate::runtime::wheel::sha256_file;
+use crate::runtime::Runtime;
+use crate::worker::{Outcome, RunStatus};
+
+/// How one target ended, after checking that its EP really ran the graph.
+#[derive(Clone)]
+pub struct TargetEnd<'o> {
+    pub outcome: Option<&'o Outcome>,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub placement: Option<PlacementSummary>,
+}
+
+/// The end of every planned target; `job_of[i]` is the index of target i's outcome.
+pub fn ends<'o>(planned: &[PlannedTarget], job_of: &[Option<usize>], outcomes: &'o [Outcome]) -> Vec<TargetEnd<'o>> {
+    planned
+        .iter()
+        .zip(job_of)
+        .map(|(t, job)| {
+            let outcome = job.map(|j| &outcomes[j]);
+            let ep = t.spec.backend.ep_name();
+            let placement = outcome.and_then(|o| assemble::placement(o, ep));
+            let (mut status, mut error) = match (&t.runtime, outcome) {
+                (Err(reason), _) => (RunStatus::Unavailable, Some(reason.clone())),
+                (Ok(_), Some(o)) => (o.status, o.error.clone()),
+                (Ok(_), None) => (RunStatus::Unavailable, Some("not run".into())),
+            };
+            if status == RunStatus::Ok {
+                let log = outcome.map(|o| o.log.clone()).unwrap_or_default();
+                if let Some(reason) = placement.as_ref().and_then(|p| assemble::silent_fallback(p, ep, &log)) {
+                    status = RunStatus::Failed;
+                    error = Some(reason);
+                }
+            }
+            TargetEnd {
+                outcome,
+                status,
+                error,
+                placement,
+            }
+        })
+        .collect()
+}
+
+/// The report rows of every target. `metrics` holds one entry per target that ended `ok`, in
+/// order.
+pub fn reports(
+    planned: &[PlannedTarget],
+    ends: &[TargetEnd<'_>],
+    metrics: Vec<Vec<OutputMetrics>>,
+    keep_logs: bool,
+) -> Vec<TargetReport> {
+    let mut hashes: HashMap<PathBuf, Option<String>> = HashMap::new();
+    let mut hash = |rt: &Runtime| -> Option<String> {
+        if rt.sha256.is_some() {
+            return rt.sha256.clone();
+        }
+        hashes
+            .entry(rt.library.clone())
+            .or_insert_with(|| sha256_file(&rt.library).ok())
+            .clone()
+    };
+    let mut metrics = metrics.into_iter();
+    planned
+        .iter()
+        .zip(ends)
+        .map(|(t, end)| {
+            let outputs = if end.status == RunStatus::Ok {
+                metrics.next().unwrap_or_default()
+            } else {
+                vec![]
+            };
+            let mut options: BTreeMap<String, String> = t.spec.options.iter().cloned().collect();
+            if let Some(chip) = t.spec.chipset() {
+                options.entry("htp_arch".into()).or_insert(chip.htp_arch.to_string());
+                options.entry("soc_model".into()).or_insert(chip.soc_model.to_string());
+            }
+            let outcome = end.outcome;
+            TargetReport {
+                id: t.spec.id.clone(),
+                ep: t.spec.backend.ep_name().into(),
+                role: t.role.into(),
+                required: t.required,
+                chipset: t.spec.chipset().map(|c| ChipsetInfo {
+                    sm: c.sm.to_uppercase(),
+                    name: format!("Snapdragon {}", c.marketing),
+                    soc_model: c.soc_model,
+                    htp_arch: c.htp_arch,
+                }),
+                options,
+                runtime: t
+                    .runtime
+                    .as_ref()
+                    .ok()
+                    .map(|rt| assemble::target_runtime_info(rt, outcome, &mut hash)),
+                status: end.status,
+                error: end.error.clone(),
+                failed_at: outcome
+                    .and_then(|o| o.result.as_ref())
+                    .filter(|r| !r.ok)
+                    .map(|r| r.phase),
+                timing: outcome.and_then(assemble::timing),
+                placement: end.placement.clone(),
+                log: outcome.map(|o| o.log.display().to_string()).filter(|_| keep_logs),
+                outputs,
+            }
+        })
+        .collect()
+}

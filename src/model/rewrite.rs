@@ -1,0 +1,79 @@
+//! Writing rewritten models: keeping their external data reachable, and pinning dynamic input
+//! dimensions.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use prost::Message;
+
+use super::pb::ModelProto;
+use super::LoadedModel;
+
+/// Writes a rewritten model to `dest`, making the external data files of the original model
+/// (relative to its directory) visible beside it.
+pub fn write_model(proto: &ModelProto, original: &LoadedModel, dest: &Path) -> Result<()> {
+    let dir = dest.parent().context("destination has no directory")?;
+    let source_dir = original.path.parent().unwrap_or(Path::new("."));
+    for file in original.external_data_files() {
+        let from = source_dir.join(&file);
+        let to = dir.join(&file);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if to.exists() {
+            continue;
+        }
+        let from = from
+            .canonicalize()
+            .with_context(|| format!("external data file {} is missing", from.display()))?;
+        link_or_copy(&from, &to)?;
+    }
+    std::fs::write(dest, proto.encode_to_vec()).with_context(|| format!("cannot write {}", dest.display()))
+}
+
+#[cfg(unix)]
+fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
+    std::os::unix::fs::symlink(from, to)
+        .or_else(|_| std::fs::copy(from, to).map(|_| ()))
+        .with_context(|| format!("cannot link {} to {}", from.display(), to.display()))
+}
+
+#[cfg(not(unix))]
+fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
+}
+
+/// Replaces the dynamic dimensions of graph inputs with the concrete shapes being fed, so that
+/// backends that need static shapes (QNN HTP) see them, whether or not the dimension is named.
+pub fn pin_input_shapes(proto: &ModelProto, shapes: &HashMap<String, Vec<usize>>) -> (ModelProto, usize) {
+    use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue};
+    let mut proto = proto.clone();
+    let mut pinned = 0;
+    if let Some(graph) = proto.graph.as_mut() {
+        for input in graph.input.iter_mut() {
+            let Some(shape) = input.name.as_ref().and_then(|n| shapes.get(n)) else {
+                continue;
+            };
+            let Some(TypeValue::TensorType(t)) = input.r#type.as_mut().and_then(|t| t.value.as_mut()) else {
+                continue;
+            };
+            let Some(declared) = t.shape.as_mut() else {
+                continue;
+            };
+            if declared.dim.len() != shape.len() {
+                continue;
+            }
+            for (d, &n) in declared.dim.iter_mut().zip(shape) {
+                let fixed = matches!(d.value, Some(DimValue::DimValue(v)) if v >= 0);
+                if !fixed {
+                    d.value = Some(DimValue::DimValue(n as i64));
+                    pinned += 1;
+                }
+            }
+        }
+    }
+    (proto, pinned)
+}

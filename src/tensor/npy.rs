@@ -1,0 +1,238 @@
+//! The `.npy` / `.npz` encoding of tensors. Tensors travel between the audit and its worker
+//! processes as NumPy files so that every user can open them. `ndarray-npy` parses and writes the
+//! `.npy` header; the data bytes are handled here because that crate has no float16 element type.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use ndarray_npy::npy::header::{Header, Layout};
+use py_literal::Value as PyValue;
+
+use super::{DType, Tensor, TensorData};
+
+impl Tensor {
+    /// The complete `.npy` encoding (version 1 header, little-endian, C order).
+    pub fn to_npy_bytes(&self) -> Result<Vec<u8>> {
+        let header = Header {
+            type_descriptor: PyValue::String(self.dtype().npy_descr().to_string()),
+            layout: Layout::Standard,
+            shape: self.shape.clone(),
+        };
+        let mut out = header
+            .to_bytes()
+            .map_err(|e| anyhow::anyhow!("cannot format .npy header: {e}"))?;
+        out.extend_from_slice(&self.data.to_le_bytes());
+        Ok(out)
+    }
+
+    /// Writes the tensor as a `.npy` file.
+    pub fn write_npy(&self, path: &Path) -> Result<()> {
+        let bytes = self.to_npy_bytes()?;
+        let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = BufWriter::new(file);
+        w.write_all(&bytes)
+            .and_then(|_| w.flush())
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// Reads a `.npy` file of any supported element type.
+    pub fn read_npy(path: &Path) -> Result<Tensor> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let mut reader = BufReader::new(file);
+        Tensor::read_npy_from(&mut reader).with_context(|| format!("{}", path.display()))
+    }
+
+    /// Reads one `.npy` stream.
+    pub fn read_npy_from<R: Read>(reader: &mut R) -> Result<Tensor> {
+        let header = Header::from_reader(reader).map_err(|e| anyhow::anyhow!("not a valid .npy file: {e}"))?;
+        let descr = match &header.type_descriptor {
+            PyValue::String(s) => s.clone(),
+            other => bail!("unsupported .npy dtype {other} (structured arrays are not tensors)"),
+        };
+        let (dtype, big_endian) =
+            DType::from_npy_descr(&descr).with_context(|| format!("unsupported .npy dtype '{descr}'"))?;
+        let count: usize = header.shape.iter().product();
+        let nbytes = count.checked_mul(dtype.size()).context(".npy shape is too large")?;
+        let mut bytes = Vec::with_capacity(nbytes);
+        reader
+            .take(nbytes as u64)
+            .read_to_end(&mut bytes)
+            .context("cannot read .npy data")?;
+        if bytes.len() != nbytes {
+            bail!(
+                "truncated .npy data: {} bytes for shape {:?} of {dtype}, expected {nbytes}",
+                bytes.len(),
+                header.shape
+            );
+        }
+        let data = TensorData::from_bytes(dtype, &bytes, big_endian);
+        let tensor = Tensor::new(header.shape.clone(), data)?;
+        if header.layout.is_fortran() && tensor.shape.len() > 1 {
+            return Ok(tensor.fortran_to_c());
+        }
+        Ok(tensor)
+    }
+
+    /// Reorders data written in Fortran (column-major) order into row-major order.
+    fn fortran_to_c(self) -> Tensor {
+        let shape = self.shape.clone();
+        let n = self.len();
+        let rank = shape.len();
+        // Strides of the column-major source for each axis.
+        let mut f_strides = vec![1usize; rank];
+        for ax in 1..rank {
+            f_strides[ax] = f_strides[ax - 1] * shape[ax - 1];
+        }
+        let mut index = vec![0usize; rank];
+        let order: Vec<usize> = (0..n)
+            .map(|_| {
+                let src: usize = index.iter().zip(&f_strides).map(|(i, s)| i * s).sum();
+                for ax in (0..rank).rev() {
+                    index[ax] += 1;
+                    if index[ax] < shape[ax] {
+                        break;
+                    }
+                    index[ax] = 0;
+                }
+                src
+            })
+            .collect();
+        let data = with_typed_gather(&self.data, &order);
+        Tensor { shape, data }
+    }
+}
+
+fn with_typed_gather(data: &TensorData, order: &[usize]) -> TensorData {
+    macro_rules! gather {
+        ($v:expr, $variant:ident) => {
+            TensorData::$variant(order.iter().map(|&i| $v[i]).collect())
+        };
+    }
+    match data {
+        TensorData::Float32(v) => gather!(v, Float32),
+        TensorData::Float64(v) => gather!(v, Float64),
+        TensorData::Float16(v) => gather!(v, Float16),
+        TensorData::Int8(v) => gather!(v, Int8),
+        TensorData::Uint8(v) => gather!(v, Uint8),
+        TensorData::Int16(v) => gather!(v, Int16),
+        TensorData::Uint16(v) => gather!(v, Uint16),
+        TensorData::Int32(v) => gather!(v, Int32),
+        TensorData::Uint32(v) => gather!(v, Uint32),
+        TensorData::Int64(v) => gather!(v, Int64),
+        TensorData::Uint64(v) => gather!(v, Uint64),
+        TensorData::Bool(v) => gather!(v, Bool),
+    }
+}
+
+/// Reads every array of a `.npz` archive, in archive order, keyed by name without `.npy`.
+pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    read_npz_from(BufReader::new(file)).with_context(|| format!("{}", path.display()))
+}
+
+fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
+    let mut archive = zip::ZipArchive::new(reader).map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
+    let mut out = Vec::with_capacity(archive.len());
+    for i in 0..archive.len() {
+        let mut entry = archive
+            .by_index(i)
+            .map_err(|e| anyhow::anyhow!("cannot read .npz entry {i}: {e}"))?;
+        if entry.is_dir() {
+            continue;
+        }
+        let raw_name = entry.name().to_string();
+        let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name).to_string();
+        let tensor = Tensor::read_npy_from(&mut entry).with_context(|| format!("array '{name}'"))?;
+        out.push((name, tensor));
+    }
+    Ok(out)
+}
+
+/// Writes named tensors into one uncompressed `.npz` archive (what `numpy.savez` writes).
+pub fn write_npz(path: &Path, tensors: &[(String, &Tensor)]) -> Result<()> {
+    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut zip = zip::ZipWriter::new(BufWriter::new(file));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    for (name, tensor) in tensors {
+        zip.start_file(format!("{name}.npy"), options)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        zip.write_all(&tensor.to_npy_bytes()?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    zip.finish()
+        .with_context(|| format!("cannot write {}", path.display()))?
+        .flush()
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npy_round_trip_keeps_dtype_shape_and_bits() {
+        let cases = vec![
+            Tensor::new(
+                vec![2, 3],
+                TensorData::Float32(vec![0.0, -0.0, 1.5, f32::NAN, f32::INFINITY, -2.25]),
+            )
+            .unwrap(),
+            Tensor::new(vec![3], TensorData::Float16(vec![0x3c00, 0x8000, 0x7e00])).unwrap(),
+            Tensor::new(vec![2, 2], TensorData::Uint8(vec![0, 1, 254, 255])).unwrap(),
+            Tensor::new(vec![2], TensorData::Int64(vec![i64::MIN, 7])).unwrap(),
+            Tensor::new(vec![3], TensorData::Bool(vec![true, false, true])).unwrap(),
+            Tensor::new(vec![], TensorData::Float64(vec![3.5])).unwrap(),
+        ];
+        for t in cases {
+            let bytes = t.to_npy_bytes().unwrap();
+            let back = Tensor::read_npy_from(&mut bytes.as_slice()).unwrap();
+            assert_eq!(back.shape, t.shape);
+            assert_eq!(back.dtype(), t.dtype());
+            assert_eq!(back.data.to_le_bytes(), t.data.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn npy_header_is_what_numpy_writes() {
+        // numpy.save of np.arange(3, dtype='<f4') starts with this exact header.
+        let t = Tensor::new(vec![3], TensorData::Float32(vec![0.0, 1.0, 2.0])).unwrap();
+        let bytes = t.to_npy_bytes().unwrap();
+        assert_eq!(&bytes[..6], b"\x93NUMPY");
+        let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+        let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
+        assert!(
+            header.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (3,)"),
+            "{header}"
+        );
+        assert!(header.ends_with('\n'));
+        assert_eq!((10 + header_len) % 64, 0);
+    }
+
+    #[test]
+    fn fortran_order_is_reordered() {
+        // 2x3 matrix [[1,2,3],[4,5,6]] stored column-major is 1,4,2,5,3,6.
+        let header = Header {
+            type_descriptor: PyValue::String("<i4".into()),
+            layout: Layout::Fortran,
+            shape: vec![2, 3],
+        };
+        let mut bytes = header.to_bytes().unwrap();
+        for v in [1i32, 4, 2, 5, 3, 6] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let t = Tensor::read_npy_from(&mut bytes.as_slice()).unwrap();
+        assert_eq!(t.data, TensorData::Int32(vec![1, 2, 3, 4, 5, 6]));
+    }
+
+    #[test]
+    fn truncated_npy_is_an_error() {
+        let t = Tensor::new(vec![4], TensorData::Float32(vec![1.0; 4])).unwrap();
+        let bytes = t.to_npy_bytes().unwrap();
+        let err = Tensor::read_npy_from(&mut &bytes[..bytes.len() - 3]).unwrap_err();
+        assert!(format!("{err}").contains("truncated"));
+    }
+}
