@@ -61,15 +61,25 @@ impl TensorInfo {
 pub struct TensorSummary {
     pub name: String,
     pub dtype: String,
-    pub shape: String,
+    /// Declared dimensions: a number when fixed, the symbol (or `"?"`) when dynamic; `null` when
+    /// the model declares no shape.
+    pub shape: Option<Vec<serde_json::Value>>,
 }
 
 impl From<&TensorInfo> for TensorSummary {
     fn from(t: &TensorInfo) -> Self {
+        let shape = t.dims.as_ref().map(|dims| {
+            dims.iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => serde_json::Value::from(*n),
+                    other => serde_json::Value::from(other.to_string()),
+                })
+                .collect()
+        });
         TensorSummary {
             name: t.name.clone(),
             dtype: t.dtype.name().to_string(),
-            shape: t.shape_text(),
+            shape,
         }
     }
 }

@@ -288,7 +288,7 @@ pub fn render(report: &Report) -> String {
             "\n{} {}  {}  against the golden run",
             bold("OUTPUT"),
             bold(&out.name),
-            shape.unwrap_or_else(|| format!("{} {}", out.dtype, out.shape))
+            shape.unwrap_or_else(|| out.dtype.clone())
         );
         let _ = writeln!(s, "{t}");
         if let Some(tol) = report.tolerances.iter().find(|t| t.output == out.name) {
