@@ -253,3 +253,65 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--force"));
 }
+
+#[test]
+fn the_committed_golden_runs_verify_and_this_runtime_reproduces_them() {
+    let cases: [(&str, &str, &str, &[&str]); 3] = [
+        (
+            "cnn_fp32",
+            "fixtures/models/cnn_fp32.onnx",
+            "fixtures/models/cnn_qdq_u8.onnx",
+            &["--gen", "uniform:-1,1", "--seed", "7", "--samples", "4"],
+        ),
+        (
+            "transformer_fp32",
+            "fixtures/models/transformer_fp32.onnx",
+            "fixtures/models/transformer_qdq_a16w8.onnx",
+            &["--gen", "normal:0,1", "--seed", "7", "--samples", "4"],
+        ),
+        (
+            "ppocr_cls_fp32",
+            "fixtures/real/ppocr_cls_fp32.onnx",
+            "fixtures/real/ppocr_cls_qdq_u8.onnx",
+            &[
+                "--gen",
+                "uniform:-1,1",
+                "--seed",
+                "3",
+                "--samples",
+                "2",
+                "--input-shape",
+                "x:1,3,48,192",
+            ],
+        ),
+    ];
+    let dir = tempdir();
+    for (name, fp32, qdq, flags) in cases {
+        let committed = repo(&format!("golden/{name}"));
+        let again = dir.path().join(name);
+        let model = repo(fp32).display().to_string();
+        let out_dir = again.display().to_string();
+        let mut args = vec!["golden", "create", model.as_str(), "--out", out_dir.as_str()];
+        args.extend_from_slice(flags);
+        let out = run(&args);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let manifest = |d: &std::path::Path| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(d.join("manifest.json")).unwrap()).unwrap()
+        };
+        let (old, new) = (manifest(&committed), manifest(&again));
+        assert_eq!(old["reference_model"], new["reference_model"], "{name}");
+        assert_eq!(
+            old["samples"], new["samples"],
+            "{name}: this runtime does not reproduce the stored golden run"
+        );
+        let (code, report, stderr) = compare_json(&[
+            repo(qdq).to_str().unwrap(),
+            "--golden",
+            committed.to_str().unwrap(),
+            "-t",
+            "cpu:noopt",
+        ]);
+        assert_eq!(code, 0, "{name}: {stderr}");
+        assert_eq!(report["reference"]["kind"], "golden");
+    }
+}

@@ -216,3 +216,23 @@ fn runtime_path_prints_an_existing_library() {
     assert!(std::path::Path::new(&path).is_file(), "{path}");
     assert!(path.contains("onnxruntime"), "{path}");
 }
+
+#[test]
+fn without_python_the_audit_says_what_to_install() {
+    let cache = tempdir();
+    let out = bin()
+        .env("NPU_AUDIT_CACHE", cache.path())
+        .env("NPU_AUDIT_PYTHON", "/nonexistent/python3")
+        .env_remove("NPU_AUDIT_RUNTIME_CPU")
+        .args(["compare", &cnn(), "-t", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no Python interpreter found; install Python 3 with pip"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("NPU_AUDIT_RUNTIME_CPU"), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.contains("error")).count(), 1, "{stderr}");
+}

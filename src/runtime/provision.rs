@@ -195,7 +195,7 @@ impl Provisioner {
         );
         let download = tempfile::tempdir_in(parent)
             .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
-        let wheel = pip_download(build.package, build.version, download.path())?;
+        let wheel = pip_download(build.package, build.version, build.env_var, download.path())?;
         let staging = tempfile::tempdir_in(parent)
             .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
         let files = extract_shared_libraries(&wheel, staging.path())

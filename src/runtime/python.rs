@@ -156,11 +156,11 @@ fn fallback_platforms() -> &'static [&'static str] {
 }
 
 /// Downloads one wheel with `pip download --no-deps` into `dest` and returns its path.
-pub fn pip_download(package: &str, version: &str, dest: &Path) -> Result<PathBuf> {
+pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) -> Result<PathBuf> {
     let python = interpreter().ok_or_else(|| {
         environment(format!(
             "cannot fetch {package} {version}: no Python interpreter found; install Python 3 with pip \
-             (e.g. `apt-get install python3-pip`) or point the runtime's environment variable at an existing library"
+             (e.g. `apt-get install python3-pip`) or set {env_var} to an existing ONNX Runtime library"
         ))
     })?;
     let pip_ok = Command::new(&python)
@@ -172,7 +172,7 @@ pub fn pip_download(package: &str, version: &str, dest: &Path) -> Result<PathBuf
     if !pip_ok {
         return Err(environment(format!(
             "cannot fetch {package} {version}: `{python} -m pip` is not available; install pip \
-             (e.g. `apt-get install python3-pip`) or point the runtime's environment variable at an existing library"
+             (e.g. `apt-get install python3-pip`) or set {env_var} to an existing ONNX Runtime library"
         )));
     }
     let spec = format!("{package}=={version}");
