@@ -18,8 +18,10 @@ pub struct TargetAvailability {
     pub available: bool,
     /// `onnxruntime 1.31.1` (and the plugin), when available.
     pub runtime: Option<String>,
-    /// Where the runtime is, or that it will be fetched on first use.
+    /// Where the runtime was found, or that it will be fetched on first use.
     pub runtime_state: Option<String>,
+    /// The libraries that would be loaded, when they are on the machine.
+    pub libraries: Vec<String>,
     pub reason: Option<String>,
     pub description: String,
 }
@@ -44,10 +46,17 @@ fn describe(spec: &TargetSpec) -> String {
     }
 }
 
-fn runtime_state(p: &Provisioner, b: &'static Build) -> Result<String> {
+/// Where a build is (words, and the library path when present).
+fn runtime_state(p: &Provisioner, b: &'static Build) -> Result<(String, Option<String>)> {
     Ok(match p.find(b)? {
-        Some(rt) => format!("{} ({})", rt.library.display(), rt.source.describe()),
-        None => "fetched from the Python package index on first use".into(),
+        Some(rt) => (
+            format!("{}: {}", b.key, rt.source.describe()),
+            Some(rt.library.display().to_string()),
+        ),
+        None => (
+            format!("{}: fetched from the Python package index on first use", b.key),
+            None,
+        ),
     })
 }
 
@@ -62,10 +71,13 @@ pub fn availability(runtime_flags: &[String]) -> Result<Vec<TargetAvailability>>
             Some(pl) => format!("{} on {}", pl.label(), host.label()),
             None => host.label(),
         };
+        let mut libraries = Vec::new();
         let state = if obstacle.is_none() {
-            let mut parts = vec![runtime_state(&p, host)?];
-            if let Some(pl) = plugin {
-                parts.push(runtime_state(&p, pl)?);
+            let mut parts = Vec::new();
+            for b in [Some(host), plugin].into_iter().flatten() {
+                let (words, lib) = runtime_state(&p, b)?;
+                parts.push(words);
+                libraries.extend(lib);
             }
             Some(parts.join("; "))
         } else {
@@ -77,6 +89,7 @@ pub fn availability(runtime_flags: &[String]) -> Result<Vec<TargetAvailability>>
             available: obstacle.is_none(),
             runtime: obstacle.is_none().then_some(runtime),
             runtime_state: state,
+            libraries,
             reason: obstacle,
             description: describe(&spec),
         });

@@ -339,3 +339,76 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
         }
     }
 }
+
+/// Moves every raw initializer of a model into `weights.bin` beside it (ONNX external data).
+fn with_external_data(src: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
+    use prost::Message;
+    let mut model = ModelProto::decode(std::fs::read(src).unwrap().as_slice()).unwrap();
+    let mut blob: Vec<u8> = Vec::new();
+    for t in model.graph.as_mut().unwrap().initializer.iter_mut() {
+        let Some(raw) = t.raw_data.take().filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let entry = |k: &str, v: String| StringStringEntryProto {
+            key: Some(k.into()),
+            value: Some(v),
+        };
+        t.external_data = vec![
+            entry("location", "weights.bin".into()),
+            entry("offset", blob.len().to_string()),
+            entry("length", raw.len().to_string()),
+        ];
+        t.data_location = Some(1);
+        blob.extend_from_slice(&raw);
+        while blob.len() % 64 != 0 {
+            blob.push(0);
+        }
+    }
+    assert!(!blob.is_empty());
+    std::fs::write(dir.join("weights.bin"), blob).unwrap();
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn models_with_external_data_audit_like_their_inline_twins() {
+    let dir = tempdir();
+    let external = with_external_data(&repo("fixtures/models/cnn_qdq_u8.onnx"), dir.path());
+    let args = |model: &str| -> Vec<String> {
+        [model, "--seed", "2", "-t", "cpu", "-t", "qnn:sm8650"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let inline_model = repo("fixtures/models/cnn_qdq_u8.onnx");
+    let (code, inline, stderr) = compare_json(
+        &args(inline_model.to_str().unwrap())
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Run from another directory: the derived reference is written to the work directory and its
+    // external data must stay reachable there.
+    let out = bin()
+        .current_dir(std::env::temp_dir())
+        .args(["compare"])
+        .args(args(external.to_str().unwrap()))
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let ext: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ext["reference"]["kind"], "derived");
+    for id in ["cpu", "qnn:sm8650", "cpu:noopt"] {
+        for name in ["logits", "probs"] {
+            assert_eq!(
+                output(&ext, id, name)["sqnr_db"],
+                output(&inline, id, name)["sqnr_db"],
+                "{id} {name}"
+            );
+        }
+    }
+}

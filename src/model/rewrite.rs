@@ -32,18 +32,12 @@ pub fn write_model(proto: &ModelProto, original: &LoadedModel, dest: &Path) -> R
     std::fs::write(dest, proto.encode_to_vec()).with_context(|| format!("cannot write {}", dest.display()))
 }
 
-#[cfg(unix)]
+/// A hard link where the file system allows it, else a copy. Not a symbolic link: ONNX Runtime
+/// resolves links and refuses external data that lives outside the model's directory.
 fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
-    std::os::unix::fs::symlink(from, to)
+    std::fs::hard_link(from, to)
         .or_else(|_| std::fs::copy(from, to).map(|_| ()))
-        .with_context(|| format!("cannot link {} to {}", from.display(), to.display()))
-}
-
-#[cfg(not(unix))]
-fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
+        .with_context(|| format!("cannot link or copy {} to {}", from.display(), to.display()))
 }
 
 /// Replaces the dynamic dimensions of graph inputs with the concrete shapes being fed, so that
