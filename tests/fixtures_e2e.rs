@@ -361,7 +361,7 @@ fn with_external_data(src: &std::path::Path, dir: &std::path::Path) -> std::path
         ];
         t.data_location = Some(1);
         blob.extend_from_slice(&raw);
-        while blob.len() % 64 != 0 {
+        while !blob.len().is_multiple_of(64) {
             blob.push(0);
         }
     }
