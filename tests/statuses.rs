@@ -236,3 +236,28 @@ fn without_python_the_audit_says_what_to_install() {
     assert!(stderr.contains("NPU_AUDIT_RUNTIME_CPU"), "{stderr}");
     assert_eq!(stderr.lines().filter(|l| l.contains("error")).count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_runtime_given_by_flag_or_environment_wins_and_reports_its_own_version() {
+    let path = String::from_utf8(run(&["runtime", "path", "cpu"]).stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    let dir = std::path::Path::new(&path).parent().unwrap().to_path_buf();
+    let flag = format!("cpu={path}");
+    let (code, report, stderr) = compare_json(&[&cnn(), "-t", "cpu", "--no-baseline", "--runtime", &flag]);
+    assert_eq!(code, 0, "{stderr}");
+    let rt = &target(&report, "cpu")["runtime"];
+    assert_eq!(rt["source"], "--runtime flag");
+    assert_eq!(rt["version"], "1.31.1", "the version the library states");
+    assert_eq!(rt["library"], path.as_str());
+
+    let out = bin()
+        .env("NPU_AUDIT_RUNTIME_CPU", &dir)
+        .args(["compare", &cnn(), "-t", "cpu", "--no-baseline", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(target(&report, "cpu")["runtime"]["source"], "environment variable");
+}
