@@ -57,7 +57,7 @@ pub struct InputArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Number of generated samples.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub samples: u64,
     /// Pin an input's shape (dynamic dimensions), e.g. image:1,3,224,224.
     #[arg(long = "input-shape", value_name = "NAME:D0,D1,...")]
@@ -68,7 +68,7 @@ pub struct InputArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ExecArgs {
     /// Seconds a target may take (session creation and every sample) before it is killed.
-    #[arg(long, default_value_t = 900.0, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 900.0, value_name = "SECONDS", allow_hyphen_values = true)]
     pub timeout: f64,
     /// Targets run at once (default: the number of cores).
     #[arg(long, value_name = "N")]
@@ -111,10 +111,10 @@ pub struct CompareArgs {
     #[arg(long = "class-axis", value_name = "AXIS")]
     pub class_axis: Vec<String>,
     /// Fail (exit 1) when any output of any target is below this SQNR in dB.
-    #[arg(long, value_name = "DB", allow_negative_numbers = true)]
+    #[arg(long, value_name = "DB", allow_hyphen_values = true)]
     pub min_sqnr: Option<f64>,
     /// Fail (exit 1) when any output of any target has a larger absolute error.
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", allow_hyphen_values = true)]
     pub max_abs: Option<f64>,
     /// Fail (exit 1) unless every output of every target matches the golden run bit for bit.
     #[arg(long)]

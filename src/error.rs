@@ -17,6 +17,8 @@ pub enum ExitCode {
     /// The audit itself could not run: no ONNX Runtime could be provisioned, or the golden
     /// reference run failed.
     Environment = 4,
+    /// Interrupted by Ctrl-C, SIGTERM or SIGHUP.
+    Interrupted = 130,
 }
 
 /// An error that carries the exit code it must end the process with.
@@ -47,6 +49,14 @@ pub fn environment(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Failure {
         code: ExitCode::Environment,
         message: message.into(),
+    })
+}
+
+/// The audit was interrupted (exit code 130).
+pub fn interrupted() -> anyhow::Error {
+    anyhow::Error::new(Failure {
+        code: ExitCode::Interrupted,
+        message: "interrupted".into(),
     })
 }
 

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
+use crate::model::load::ExternalFile;
 use crate::runtime::wheel::sha256_file;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{read_npy_header, DType, Tensor};
 use crate::worker::{InputFile, OutputFile};
 
 /// Version of the manifest layout.
@@ -40,6 +41,9 @@ pub struct ModelEntry {
     pub file: String,
     pub sha256: String,
     pub size_bytes: u64,
+    /// The model's external data files, which its own hash does not cover.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_data: Vec<ExternalFile>,
 }
 
 /// The runtime and settings of the golden run.
@@ -88,9 +92,24 @@ impl Golden {
         if manifest.samples.is_empty() {
             return Err(usage(format!("--golden {shown}: the manifest lists no samples")));
         }
-        for sample in &manifest.samples {
+        let names = |entries: &[TensorEntry]| entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
+        let (first_inputs, first_outputs) = (names(&manifest.samples[0].inputs), names(&manifest.samples[0].outputs));
+        for (k, sample) in manifest.samples.iter().enumerate() {
+            if names(&sample.inputs) != first_inputs || names(&sample.outputs) != first_outputs {
+                return Err(usage(format!(
+                    "--golden {shown}: sample {k} lists other tensors than sample 0; the manifest is inconsistent"
+                )));
+            }
             for entry in sample.inputs.iter().chain(&sample.outputs) {
-                let path = dir.join(&entry.file);
+                let rel = Path::new(&entry.file);
+                let inside = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+                if !inside {
+                    return Err(usage(format!(
+                        "--golden {shown}: {} points outside the golden directory",
+                        entry.file
+                    )));
+                }
+                let path = dir.join(rel);
                 if !path.is_file() {
                     return Err(usage(format!("--golden {shown}: {} is missing", entry.file)));
                 }
@@ -99,6 +118,13 @@ impl Golden {
                     return Err(usage(format!(
                         "--golden {shown}: {} was altered (sha256 {actual}, the manifest says {})",
                         entry.file, entry.sha256
+                    )));
+                }
+                let (dtype, shape) = read_npy_header(&path).map_err(|e| usage(format!("--golden {shown}: {e:#}")))?;
+                if dtype != entry.dtype || shape != entry.shape {
+                    return Err(usage(format!(
+                        "--golden {shown}: {} holds {dtype} {shape:?}, the manifest says {} {:?}",
+                        entry.file, entry.dtype, entry.shape
                     )));
                 }
             }
@@ -190,23 +216,66 @@ fn copy_entry(from: &Path, dir: &Path, rel: String, name: &str) -> Result<Tensor
     })
 }
 
-/// Writes a golden directory: into a temporary sibling first, renamed into place when complete,
-/// so a failure never leaves a half-written golden run.
-pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
-    if dest.exists() {
-        let empty = dest.read_dir().map(|mut d| d.next().is_none()).unwrap_or(false);
-        if !empty && !force {
+/// Checks where a golden run may be written and returns the absolute path to write to. A path
+/// that exists must be an empty directory or, with `force`, an earlier golden run; the current
+/// directory and its ancestors are never replaced.
+pub fn check_destination(dest: &Path, force: bool) -> Result<PathBuf> {
+    let shown = dest.display();
+    let absolute = if dest.exists() {
+        dest.canonicalize()
+            .map_err(|e| usage(format!("cannot resolve {shown}: {e}")))?
+    } else {
+        let name = dest
+            .file_name()
+            .ok_or_else(|| usage(format!("{shown} is not a directory name")))?;
+        let parent = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent).map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
+        parent
+            .canonicalize()
+            .map_err(|e| usage(format!("cannot resolve {}: {e}", parent.display())))?
+            .join(name)
+    };
+    if let Ok(cwd) = std::env::current_dir().and_then(|c| c.canonicalize()) {
+        if cwd.starts_with(&absolute) {
             return Err(usage(format!(
-                "{} already exists; pass --force to replace it",
-                dest.display()
+                "{shown} is the current directory or one of its parents; choose a new directory"
             )));
         }
     }
-    let parent = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent).map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
+    if absolute.is_file() {
+        return Err(usage(format!("{shown} is a file, not a golden directory")));
+    }
+    if absolute.is_dir() {
+        let empty = absolute.read_dir().map(|mut d| d.next().is_none()).unwrap_or(false);
+        if !empty {
+            if !force {
+                return Err(usage(format!("{shown} already exists; pass --force to replace it")));
+            }
+            let is_golden = std::fs::read(absolute.join("manifest.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+                .is_some();
+            if !is_golden {
+                return Err(usage(format!(
+                    "{shown} is not a golden run (no golden manifest.json); refusing to replace it"
+                )));
+            }
+        }
+    }
+    Ok(absolute)
+}
+
+/// Writes a golden directory: into a temporary sibling first, moved into place when complete, so
+/// a failure never leaves a half-written golden run and never removes the previous one early.
+pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
+    let dest = check_destination(dest, force)?;
+    let parent = dest
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
     let staging =
         tempfile::tempdir_in(&parent).map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
     let mut samples = Vec::new();
@@ -235,6 +304,7 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
                 .unwrap_or_default(),
             sha256: g.reference.sha256.clone(),
             size_bytes: g.reference.size,
+            external_data: g.reference.external_data_hashes()?,
         },
         runtime: g.runtime,
         input_spec: g.input_spec,
@@ -246,8 +316,19 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
     )?;
     let staged = staging.keep();
     if dest.exists() {
-        std::fs::remove_dir_all(dest).with_context(|| format!("cannot replace {}", dest.display()))?;
+        // Move the old run aside first: only once the new one is in place is the old one removed.
+        let old = tempfile::Builder::new()
+            .prefix(".golden-old-")
+            .tempdir_in(&parent)?
+            .keep();
+        std::fs::remove_dir(&old)?;
+        std::fs::rename(&dest, &old).with_context(|| format!("cannot move {} aside", dest.display()))?;
+        std::fs::rename(&staged, &dest)
+            .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
+        std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove the previous run {}", old.display()))?;
+    } else {
+        std::fs::rename(&staged, &dest)
+            .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
     }
-    std::fs::rename(&staged, dest).with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
     Ok(())
 }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod gate;
 pub mod golden;
 pub mod inputs;
+pub mod interrupt;
 pub mod listing;
 pub mod model;
 pub mod report;

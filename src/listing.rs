@@ -169,22 +169,34 @@ pub fn runtime_table(rows: &[RuntimeRow]) -> String {
     t.to_string()
 }
 
-/// Resolves `runtime install` keys (`all` = every build supported here).
+/// Why a build is of no use on this machine (platform, or no NVIDIA driver for the GPU build).
+fn build_obstacle(b: &Build) -> Option<String> {
+    if !b.supports_this_platform() {
+        return Some(b.platform_reason.to_string());
+    }
+    if b.key == "gpu" {
+        return platform_obstacle(&crate::target::Backend::Cuda);
+    }
+    None
+}
+
+/// Resolves `runtime install|path` keys (`all` = every build usable here). Naming a build this
+/// machine cannot use is an error, not a download.
 pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
     if keys.iter().any(|k| k == "all") {
-        return Ok(BUILDS
-            .iter()
-            .filter(|b| b.supports_this_platform())
-            .filter(|b| b.key != "gpu" || platform_obstacle(&crate::target::Backend::Cuda).is_none())
-            .collect());
+        return Ok(BUILDS.iter().filter(|b| build_obstacle(b).is_none()).collect());
     }
     keys.iter()
         .map(|k| {
-            Build::get(k).ok_or_else(|| {
+            let b = Build::get(k).ok_or_else(|| {
                 usage(format!(
                     "unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu, all)"
                 ))
-            })
+            })?;
+            match build_obstacle(b) {
+                Some(why) => Err(usage(format!("{} is of no use on this machine: {why}", b.label()))),
+                None => Ok(b),
+            }
         })
         .collect()
 }

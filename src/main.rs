@@ -20,26 +20,12 @@ use npu_audit::{listing, worker};
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
-            if e.use_stderr() {
-                // clap's message is several lines; keep the first (the error) and point at --help.
-                let text = e.to_string();
-                let first = text
-                    .lines()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("invalid arguments");
-                eprintln!("npu-audit: {}", first.trim_start_matches("error: "));
-                eprintln!("npu-audit: see `npu-audit --help`");
-            } else {
-                let _ = e.print();
-            }
-            std::process::exit(code);
-        }
+        Err(e) => std::process::exit(report_cli_error(e)),
     };
     if let Command::Worker { job } = &cli.command {
         std::process::exit(worker::child::run(job));
     }
+    npu_audit::interrupt::install();
     let code = match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -50,12 +36,61 @@ fn main() {
     std::process::exit(code as i32);
 }
 
+/// Prints a command-line error as one line (help and version requests as clap prints them) and
+/// returns the exit code.
+fn report_cli_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::Usage as i32
+        }
+        _ => {
+            // clap's message spans lines (the error, the expected values, a usage block); keep
+            // everything before the usage block, on one line.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let message = message.join(" ");
+            eprintln!(
+                "npu-audit: error: {} (see --help)",
+                message.trim_start_matches("error: ")
+            );
+            ExitCode::Usage as i32
+        }
+    }
+}
+
+/// The most intra-op threads a worker may be given: more only thrashes (and ONNX Runtime then
+/// allocates per-thread state for each).
+fn max_threads() -> usize {
+    4 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
 fn exec_options(e: &ExecArgs) -> Result<ExecOptions> {
-    if !(e.timeout.is_finite() && e.timeout > 0.0) {
-        return Err(usage("--timeout must be a positive number of seconds"));
+    const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+    if !(e.timeout.is_finite() && e.timeout > 0.0 && e.timeout <= MAX_TIMEOUT_S) {
+        return Err(usage(format!(
+            "--timeout must be a number of seconds in (0, {MAX_TIMEOUT_S}], not {}",
+            e.timeout
+        )));
     }
     if e.jobs == Some(0) || e.threads == Some(0) {
         return Err(usage("--jobs and --threads must be at least 1"));
+    }
+    if let Some(t) = e.threads.filter(|&t| t > max_threads()) {
+        return Err(usage(format!(
+            "--threads {t} is more than 4 per core on this machine (at most {})",
+            max_threads()
+        )));
     }
     Ok(ExecOptions {
         timeout: Duration::from_secs_f64(e.timeout),

@@ -315,3 +315,19 @@ fn the_committed_golden_runs_verify_and_this_runtime_reproduces_them() {
         assert_eq!(report["reference"]["kind"], "golden");
     }
 }
+
+#[test]
+fn tensor_hashes_are_those_of_numpy_save() {
+    // The fixture archives were written by numpy.savez: each entry is numpy.save's bytes.
+    use std::io::Read;
+    for file in ["fixtures/inputs/cnn_seed7.npz", "fixtures/inputs/prng_cases.npz"] {
+        let mut archive = zip::ZipArchive::new(std::fs::File::open(repo(file)).unwrap()).unwrap();
+        for i in 0..archive.len() {
+            let mut entry = archive.by_index(i).unwrap();
+            let mut numpy_bytes = Vec::new();
+            entry.read_to_end(&mut numpy_bytes).unwrap();
+            let tensor = Tensor::read_npy_from(&mut numpy_bytes.as_slice()).unwrap();
+            assert_eq!(tensor.to_npy_bytes().unwrap(), numpy_bytes, "{file}: {}", entry.name());
+        }
+    }
+}

@@ -15,6 +15,7 @@ use crate::report::model::{
     Tolerance,
 };
 use crate::runtime::{Runtime, TargetRuntime};
+use crate::worker::job::Phase;
 use crate::worker::{Outcome, RunStatus};
 
 /// Summarises the recorded node placement of a target whose EP is `ep`.
@@ -65,22 +66,23 @@ pub fn first_logged_error(log: &Path) -> Option<String> {
 }
 
 /// The report's description of the audited model.
-pub fn model_info(model: &LoadedModel, signature: &Signature) -> ModelInfo {
+pub fn model_info(model: &LoadedModel, signature: &Signature) -> Result<ModelInfo> {
     let producer = format!(
         "{} {}",
         model.proto.producer_name.clone().unwrap_or_default(),
         model.proto.producer_version.clone().unwrap_or_default()
     );
-    ModelInfo {
+    Ok(ModelInfo {
         path: model.path.display().to_string(),
         sha256: model.sha256.clone(),
         size_bytes: model.size,
+        external_data: model.external_data_hashes()?,
         ir_version: model.proto.ir_version.unwrap_or(0),
         opset: model.opset(),
         producer: producer.trim().to_string(),
         inputs: signature.inputs.iter().map(TensorSummary::from).collect(),
         outputs: signature.outputs.iter().map(TensorSummary::from).collect(),
-    }
+    })
 }
 
 /// Every input tensor of every sample, with the SHA-256 of its `.npy` encoding.
@@ -117,13 +119,16 @@ pub fn median(values: &[f64]) -> f64 {
 
 /// Timing of a worker that produced a result.
 pub fn timing(outcome: &Outcome) -> Option<Timing> {
-    let r = outcome.result.as_ref()?;
+    let r = outcome.result.as_ref();
+    // A phase's time is reported only once the phase completed.
+    let past = |phase: Phase, v: f64| r.filter(|r| r.ok || r.phase > phase).map(|_| v);
+    let runs = r.map(|r| r.run_ms.as_slice()).unwrap_or_default();
     Some(Timing {
-        load_ms: r.load_ms,
-        register_ms: r.register_ms,
-        session_create_ms: r.session_create_ms,
-        run_ms: median(&r.run_ms),
-        run_ms_total: r.run_ms.iter().sum(),
+        load_ms: r.and_then(|r| past(Phase::LoadRuntime, r.load_ms)),
+        register_ms: r.and_then(|r| past(Phase::RegisterEp, r.register_ms)),
+        session_create_ms: r.and_then(|r| past(Phase::CreateSession, r.session_create_ms)),
+        run_ms: (!runs.is_empty()).then(|| median(runs)),
+        run_ms_total: (!runs.is_empty()).then(|| runs.iter().sum()),
         wall_ms: outcome.wall_ms,
     })
 }
@@ -196,15 +201,19 @@ pub fn attach_baseline(targets: &mut [TargetReport], baseline_id: &str) -> bool 
 }
 
 /// Rounds down to a multiple of `step` (for minimums a gate can use).
-fn floor_to(v: f64, step: f64) -> f64 {
+fn floor_to(v: f64, decimals: i32) -> f64 {
     if !v.is_finite() {
         return v;
     }
-    let r = (v / step).floor() * step;
-    if r > v {
-        r - step
-    } else {
-        r
+    // The decimal text parses to the double nearest it, which is never above `v` because `v`
+    // is a double at or above that decimal; and it prints back short (no 26.490000000000002).
+    let mut units = (v * 10f64.powi(decimals)).floor() as i64;
+    loop {
+        let r: f64 = format!("{units}e-{decimals}").parse().unwrap_or(v);
+        if r <= v {
+            return r;
+        }
+        units -= 1;
     }
 }
 
@@ -251,9 +260,9 @@ pub fn tolerances(outputs: &[String], targets: &[TargetReport]) -> Vec<Tolerance
             let top1: Vec<f64> = metrics.iter().filter_map(|(_, o)| o.top1_agreement).collect();
             Some(Tolerance {
                 output: name.clone(),
-                min_sqnr_db: Num(floor_to(min_sqnr, 0.01)),
+                min_sqnr_db: Num(floor_to(min_sqnr, 2)),
                 max_abs: Num(ceil_3_significant(max_abs)),
-                min_cosine: Num(floor_to(min_cos, 1e-6)),
+                min_cosine: Num(floor_to(min_cos, 6)),
                 min_top1_agreement: (!top1.is_empty()).then(|| top1.iter().copied().fold(1.0, f64::min)),
                 all_bit_exact: metrics.iter().all(|(_, o)| o.bit_identical == Some(o.elements)),
                 targets: metrics.iter().map(|(id, _)| id.to_string()).collect(),
@@ -274,9 +283,11 @@ mod tests {
             assert!(r <= v * 1.01 + 1e-300, "{v} -> {r}");
         }
         assert_eq!(ceil_3_significant(0.01231), 0.0124);
-        assert_eq!(floor_to(23.456, 0.01), 23.45);
-        assert!(floor_to(23.456, 0.01) <= 23.456);
-        assert_eq!(floor_to(f64::INFINITY, 0.01), f64::INFINITY);
+        assert_eq!(floor_to(23.456, 2), 23.45);
+        assert_eq!(floor_to(26.49, 2), 26.49);
+        assert_eq!(floor_to(-3.001, 2), -3.01);
+        assert_eq!(floor_to(0.99888109999, 6), 0.998881);
+        assert_eq!(floor_to(f64::INFINITY, 2), f64::INFINITY);
     }
 
     #[test]

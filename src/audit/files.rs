@@ -47,10 +47,32 @@ pub fn sanitize(id: &str) -> String {
         .collect()
 }
 
-/// Writes every run's outputs as `DIR/<run>/s<k>.npz`, keyed by output name.
+/// `--save-outputs` must name a new or empty directory: outputs of an earlier audit left beside
+/// this one's would be mistaken for them.
+pub fn check_save_dir(dir: &Path) -> Result<()> {
+    if dir.is_file() {
+        return Err(usage(format!("--save-outputs {} is a file", dir.display())));
+    }
+    if dir.is_dir() && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
+        return Err(usage(format!("--save-outputs {} is not empty", dir.display())));
+    }
+    Ok(())
+}
+
+/// Writes every run's outputs as `DIR/<run>/s<k>.npz`, keyed by output name. Run ids that map
+/// to the same directory name get a numeric suffix.
 pub fn save_outputs(dir: &Path, runs: &[(&str, &[Vec<OutputFile>])]) -> Result<()> {
+    let mut used: Vec<String> = Vec::new();
     for (id, samples) in runs {
-        let tdir = dir.join(sanitize(id));
+        let mut name = sanitize(id);
+        let base = name.clone();
+        let mut n = 2;
+        while used.contains(&name) {
+            name = format!("{base}-{n}");
+            n += 1;
+        }
+        used.push(name.clone());
+        let tdir = dir.join(&name);
         std::fs::create_dir_all(&tdir).with_context(|| format!("cannot create {}", tdir.display()))?;
         for (k, files) in samples.iter().enumerate() {
             let tensors = files

@@ -23,7 +23,8 @@ use crate::model::{load_model, Signature};
 use crate::report::model::{InputsInfo, ReferenceInfo, Report, ToolInfo, SCHEMA_VERSION};
 use crate::runtime::wheel::sha256_file;
 use crate::runtime::{Provisioner, TargetRuntime};
-use crate::worker::{Job, Outcome, OutputFile, RunStatus};
+use crate::worker::job::Phase;
+use crate::worker::{Job, JobResult, Outcome, OutputFile, RunStatus};
 pub use files::check_writable;
 use plan::BASELINE_ID;
 use reference::ReferencePlan;
@@ -108,10 +109,37 @@ fn golden_output_names(audited: &[String], golden: &[String], notes: &mut Vec<St
     )))
 }
 
+/// When no target's output has the golden run's shape, the reference is not a reference of this
+/// model: say so instead of reporting a comparison that compared nothing.
+fn check_output_shapes(outputs: &[String], metrics: &[Vec<crate::report::model::OutputMetrics>]) -> Result<()> {
+    for (k, name) in outputs.iter().enumerate() {
+        let cells: Vec<_> = metrics.iter().filter_map(|m| m.get(k)).collect();
+        if !cells.is_empty()
+            && cells.iter().all(|c| {
+                c.error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("differs from the golden run"))
+            })
+        {
+            return Err(usage(format!(
+                "output '{name}': {} for every target; the reference does not compute this model's output",
+                cells[0].error.clone().unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The inputs of an audit: a golden run's, or loaded/generated and checked against both models.
 fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOptions) -> Result<InputSet> {
     match reference {
         ReferencePlan::Stored { golden, .. } => {
+            let given = !opts.npz.is_empty() || !opts.npy.is_empty() || !opts.gen.is_empty() || !opts.shapes.is_empty();
+            if given || opts.samples != 1 || opts.seed != 0 {
+                return Err(usage(
+                    "--golden supplies the inputs: drop --inputs, --input, --gen, --seed, --samples and --input-shape",
+                ));
+            }
             let inputs = golden.inputs()?;
             check_reference_inputs(signature, &inputs)
                 .map_err(|e| usage(format!("the golden run's inputs do not fit the model: {e:#}")))?;
@@ -122,6 +150,24 @@ fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOp
             check_reference_inputs(ref_sig, &inputs)?;
             Ok(inputs)
         }
+    }
+}
+
+/// The result of the golden run. ONNX Runtime refusing the reference model (session creation, or
+/// a run on these inputs) is a problem of the input (exit 2); a crash or a timeout is not.
+fn golden_result(outcome: &Outcome) -> Result<&JobResult> {
+    match (&outcome.status, &outcome.result) {
+        (RunStatus::Ok, Some(r)) => Ok(r),
+        (RunStatus::Failed, Some(r)) if matches!(r.phase, Phase::CreateSession | Phase::Run) => Err(usage(format!(
+            "ONNX Runtime {} cannot run the reference model: {}",
+            r.ort_version.clone().unwrap_or_default(),
+            outcome.error.clone().unwrap_or_default()
+        ))),
+        _ => Err(environment(format!(
+            "the golden reference run {}: {}",
+            outcome.status.as_str(),
+            outcome.error.clone().unwrap_or_default()
+        ))),
     }
 }
 
@@ -153,16 +199,7 @@ fn golden_side(
             ..
         } => {
             let outcome = golden_outcome.context("no golden run")?;
-            let result = match (&outcome.status, &outcome.result) {
-                (RunStatus::Ok, Some(r)) => r,
-                _ => {
-                    return Err(environment(format!(
-                        "the golden reference run failed ({}): {}",
-                        outcome.status.as_str(),
-                        outcome.error.clone().unwrap_or_default()
-                    )))
-                }
-            };
+            let result = golden_result(outcome)?;
             let names = result
                 .outputs
                 .first()
@@ -197,6 +234,9 @@ fn golden_side(
 
 /// Runs `compare` and returns the report (its `exit_code` says how the process should end).
 pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
+    if let Some(dir) = &opts.save_outputs {
+        files::check_save_dir(dir)?;
+    }
     let mut notes = Vec::new();
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
@@ -208,7 +248,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             softmax.entry(k.clone()).or_insert(*v);
         }
     }
-    let classes = ClassAxisPolicy::parse(&opts.class_axis, softmax)?;
+    let classes = ClassAxisPolicy::parse(&opts.class_axis, softmax, &signature.outputs)?;
     let targets = plan::targets(&opts.targets, &opts.allow_failure, !opts.no_baseline)?;
     if opts.targets.is_empty() {
         let ids: Vec<&str> = targets
@@ -262,7 +302,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             jobs.len() - 1
         }));
     }
-    let outcomes = run_with_progress(&jobs, config);
+    let outcomes = run_with_progress(&jobs, config)?;
 
     let (golden_samples, golden_names, reference_info) =
         golden_side(&reference, outcomes.first().filter(|_| golden_jobs > 0), cpu.as_ref())?;
@@ -285,6 +325,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         samples: &golden_samples,
     };
     let comparison = compare_outputs(&output_names, &golden_map, &golden_run, &runs, &classes)?;
+    check_output_shapes(&output_names, &comparison.metrics)?;
     if let Some(dir) = &opts.save_outputs {
         let mut all: Vec<(&str, &[Vec<OutputFile>])> = vec![("golden", &golden_samples)];
         all.extend(runs.iter().map(|r| (r.id, r.samples)));
@@ -308,7 +349,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             name: "npu-audit".into(),
             version: env!("CARGO_PKG_VERSION").into(),
         },
-        model: assemble::model_info(&model, &signature),
+        model: assemble::model_info(&model, &signature)?,
         reference: reference_info,
         inputs: InputsInfo {
             provenance: inputs.provenance.clone(),
@@ -331,12 +372,7 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
-    if opts.out.exists() && !opts.force && opts.out.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
-        return Err(usage(format!(
-            "{} already exists; pass --force to replace it",
-            opts.out.display()
-        )));
-    }
+    golden::check_destination(&opts.out, opts.force)?;
     let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
     let cpu = cpu_runtime(&provisioner)?;
     let work = WorkDir::new(opts.exec.keep_work)?;
@@ -351,18 +387,9 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
         &inputs.free_dims,
     );
     let (config, _) = pool_config(&opts.exec, 1);
-    let outcomes = run_with_progress(&[job], config);
+    let outcomes = run_with_progress(&[job], config)?;
     let outcome = &outcomes[0];
-    let result = match (&outcome.status, &outcome.result) {
-        (RunStatus::Ok, Some(r)) => r,
-        _ => {
-            return Err(environment(format!(
-                "the reference run failed ({}): {}",
-                outcome.status.as_str(),
-                outcome.error.clone().unwrap_or_default()
-            )))
-        }
-    };
+    let result = golden_result(outcome)?;
     golden::write(
         &opts.out,
         GoldenWrite {

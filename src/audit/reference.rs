@@ -36,14 +36,20 @@ pub fn plan(
         let golden = Golden::load(dir)?;
         if let Some(path) = reference {
             let model = load_model(path)?;
-            if model.sha256 != golden.manifest.reference_model.sha256 {
+            let recorded = &golden.manifest.reference_model;
+            let external = model.external_data_hashes()?;
+            if model.sha256 != recorded.sha256 || external != recorded.external_data {
+                let what = if model.sha256 != recorded.sha256 {
+                    "model file"
+                } else {
+                    "external data"
+                };
                 return Err(usage(format!(
-                    "--reference {} (sha256 {}) is not the model the golden run {} was made with ({}, sha256 {})",
+                    "--reference {} is not the model the golden run {} was made with ({}, sha256 {}): its {what} differs",
                     path.display(),
-                    model.sha256,
                     dir.display(),
-                    golden.manifest.reference_model.file,
-                    golden.manifest.reference_model.sha256
+                    recorded.file,
+                    recorded.sha256
                 )));
             }
         }

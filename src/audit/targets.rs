@@ -33,11 +33,20 @@ pub fn ends<'o>(planned: &[PlannedTarget], job_of: &[Option<usize>], outcomes: &
                 (Ok(_), Some(o)) => (o.status, o.error.clone()),
                 (Ok(_), None) => (RunStatus::Unavailable, Some("not run".into())),
             };
+            let log = outcome.map(|o| o.log.clone()).unwrap_or_default();
             if status == RunStatus::Ok {
-                let log = outcome.map(|o| o.log.clone()).unwrap_or_default();
                 if let Some(reason) = placement.as_ref().and_then(|p| assemble::silent_fallback(p, ep, &log)) {
                     status = RunStatus::Failed;
                     error = Some(reason);
+                }
+            } else if status == RunStatus::Failed {
+                // Some EPs fail with a generic message ("Failed to load provider") and log the
+                // real reason ("Device NPU is not available"): report both.
+                if let (Some(e), Some(logged)) = (error.as_mut(), assemble::first_logged_error(&log)) {
+                    let head: String = logged.chars().take(60).collect();
+                    if !e.contains(&head) {
+                        e.push_str(&format!("; the runtime logged: {logged}"));
+                    }
                 }
             }
             TargetEnd {

@@ -49,6 +49,7 @@ impl Drop for WorkDir {
     fn drop(&mut self) {
         if let Some(d) = self.dir.take() {
             let _ = d.close();
+            crate::interrupt::dir_released(&self.path);
         }
     }
 }
@@ -109,7 +110,7 @@ pub fn reference_job(
     let job = Job {
         target_id: "golden".into(),
         ort_library: cpu.library.clone(),
-        ep: EpSetup::Cpu,
+        ep: EpSetup::Cpu { options: vec![] },
         opt: OptLevel::Disable,
         model,
         samples: samples.to_vec(),
@@ -167,7 +168,7 @@ pub fn cpu_runtime(provisioner: &Provisioner) -> Result<Runtime> {
 }
 
 /// Runs the jobs with a progress line on stderr (drawn only on a terminal).
-pub fn run_with_progress(jobs: &[(Job, PathBuf)], config: PoolConfig) -> Vec<Outcome> {
+pub fn run_with_progress(jobs: &[(Job, PathBuf)], config: PoolConfig) -> Result<Vec<Outcome>> {
     let bar = ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr());
     if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} sessions  {msg}") {
         bar.set_style(style);
@@ -178,5 +179,8 @@ pub fn run_with_progress(jobs: &[(Job, PathBuf)], config: PoolConfig) -> Vec<Out
         bar.set_message(format!("{} {}", job.target_id, outcome.status.as_str()));
     });
     bar.finish_and_clear();
-    outcomes
+    if crate::interrupt::stopping() {
+        return Err(crate::error::interrupted());
+    }
+    Ok(outcomes)
 }

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use anyhow::Result;
 
 use crate::error::usage;
+use crate::model::TensorInfo;
+use crate::tensor::DType;
 
 /// `--class-axis` settings plus what the graph says.
 #[derive(Debug, Clone, Default)]
@@ -26,8 +28,9 @@ fn parse_axis(text: &str) -> Option<Option<i64>> {
 }
 
 impl ClassAxisPolicy {
-    /// Parses `--class-axis` values.
-    pub fn parse(flags: &[String], softmax: HashMap<String, i64>) -> Result<ClassAxisPolicy> {
+    /// Parses `--class-axis` values, checking them against the model's outputs (names, and
+    /// declared ranks where the model declares them).
+    pub fn parse(flags: &[String], softmax: HashMap<String, i64>, outputs: &[TensorInfo]) -> Result<ClassAxisPolicy> {
         let mut policy = ClassAxisPolicy {
             softmax,
             ..Default::default()
@@ -40,18 +43,31 @@ impl ClassAxisPolicy {
             };
             match f.rsplit_once('=') {
                 Some((name, axis)) => {
-                    policy
-                        .per_output
-                        .insert(name.to_string(), parse_axis(axis).ok_or_else(bad)?);
+                    let Some(info) = outputs.iter().find(|o| o.name == name) else {
+                        let names: Vec<&str> = outputs.iter().map(|o| o.name.as_str()).collect();
+                        return Err(usage(format!(
+                            "--class-axis '{f}': the model has no output '{name}' (outputs: {})",
+                            names.join(", ")
+                        )));
+                    };
+                    let axis = parse_axis(axis).ok_or_else(bad)?;
+                    check_rank(f, info, axis)?;
+                    policy.per_output.insert(name.to_string(), axis);
                 }
-                None => policy.default = Some(parse_axis(f).ok_or_else(bad)?),
+                None => {
+                    let axis = parse_axis(f).ok_or_else(bad)?;
+                    for info in outputs {
+                        check_rank(f, info, axis)?;
+                    }
+                    policy.default = Some(axis);
+                }
             }
         }
         Ok(policy)
     }
 
-    /// The class axis of an output of this shape, if top-k applies to it.
-    pub fn resolve(&self, output: &str, shape: &[usize]) -> Option<usize> {
+    /// The class axis of an output of this shape and type, if top-k applies to it.
+    pub fn resolve(&self, output: &str, shape: &[usize], dtype: DType) -> Option<usize> {
         let rank = shape.len() as i64;
         let normalize = |axis: i64| -> Option<usize> {
             let a = if axis < 0 { axis + rank } else { axis };
@@ -63,13 +79,32 @@ impl ClassAxisPolicy {
         if let Some(&axis) = self.softmax.get(output) {
             return normalize(axis);
         }
-        // A plain score vector: [C] or [N, C].
+        // A plain score vector of floats: [C] or [N, C] (integer outputs such as ArgMax indices
+        // are not scores).
+        if !dtype.is_float() {
+            return None;
+        }
         match shape {
             [c] if *c >= 2 => Some(0),
             [_, c] if *c >= 2 => Some(1),
             _ => None,
         }
     }
+}
+
+/// An explicit axis must exist in an output whose rank the model declares.
+fn check_rank(flag: &str, info: &TensorInfo, axis: Option<i64>) -> Result<()> {
+    let (Some(axis), Some(dims)) = (axis, &info.dims) else {
+        return Ok(());
+    };
+    let rank = dims.len() as i64;
+    if axis >= rank || axis < -rank {
+        return Err(usage(format!(
+            "--class-axis '{flag}': output '{}' has rank {rank}, so axis {axis} does not exist",
+            info.name
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -79,14 +114,32 @@ mod tests {
     #[test]
     fn heuristics_and_overrides() {
         let softmax = HashMap::from([("probs".to_string(), -1)]);
-        let p = ClassAxisPolicy::parse(&[], softmax.clone()).unwrap();
-        assert_eq!(p.resolve("logits", &[1, 1000]), Some(1));
-        assert_eq!(p.resolve("probs", &[1, 16, 6625]), Some(2));
-        assert_eq!(p.resolve("map", &[1, 1, 64, 64]), None);
-        assert_eq!(p.resolve("scalar", &[1, 1]), None);
-        let q = ClassAxisPolicy::parse(&["map=1".into(), "none".into()], softmax).unwrap();
-        assert_eq!(q.resolve("map", &[1, 3, 8, 8]), Some(1));
-        assert_eq!(q.resolve("logits", &[1, 1000]), None);
-        assert!(ClassAxisPolicy::parse(&["x=y".into()], HashMap::new()).is_err());
+        let f32 = DType::Float32;
+        let outputs: Vec<TensorInfo> = ["logits", "probs", "map"]
+            .iter()
+            .map(|n| TensorInfo {
+                name: n.to_string(),
+                dtype: f32,
+                dims: None,
+            })
+            .collect();
+        let p = ClassAxisPolicy::parse(&[], softmax.clone(), &outputs).unwrap();
+        assert_eq!(p.resolve("logits", &[1, 1000], f32), Some(1));
+        assert_eq!(p.resolve("logits", &[1, 1000], DType::Int64), None);
+        assert_eq!(p.resolve("probs", &[1, 16, 6625], f32), Some(2));
+        assert_eq!(p.resolve("map", &[1, 1, 64, 64], f32), None);
+        assert_eq!(p.resolve("scalar", &[1, 1], f32), None);
+        let q = ClassAxisPolicy::parse(&["map=1".into(), "none".into()], softmax, &outputs).unwrap();
+        assert_eq!(q.resolve("map", &[1, 3, 8, 8], f32), Some(1));
+        assert_eq!(q.resolve("logits", &[1, 1000], f32), None);
+        assert!(ClassAxisPolicy::parse(&["map=y".into()], HashMap::new(), &outputs).is_err());
+        assert!(ClassAxisPolicy::parse(&["nope=1".into()], HashMap::new(), &outputs).is_err());
+        let ranked = vec![TensorInfo {
+            name: "y".into(),
+            dtype: f32,
+            dims: Some(vec![crate::model::Dim::Fixed(1), crate::model::Dim::Fixed(5)]),
+        }];
+        assert!(ClassAxisPolicy::parse(&["2".into()], HashMap::new(), &ranked).is_err());
+        assert!(ClassAxisPolicy::parse(&["-2".into()], HashMap::new(), &ranked).is_ok());
     }
 }

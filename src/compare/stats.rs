@@ -194,7 +194,11 @@ impl ErrorStats {
 
     #[inline]
     fn add_finite_pair(&mut self, ov: f64, rv: f64) {
-        let d = ov - rv;
+        self.add_pair_with_difference(ov, rv, ov - rv);
+    }
+
+    #[inline]
+    fn add_pair_with_difference(&mut self, ov: f64, rv: f64, d: f64) {
         self.finite_pairs += 1;
         self.max_abs = self.max_abs.max(d.abs());
         self.sum_abs += d.abs();
@@ -236,7 +240,10 @@ impl ErrorStats {
             }
             self.nan_count += ov.is_nan() as u64;
             self.inf_count += ov.is_infinite() as u64;
-            if ov.is_finite() && rv.is_finite() {
+            if let (Some(oi), Some(ri)) = (out.get_i128(i), gold.get_i128(i)) {
+                // Integers: the difference is exact even where the values are beyond 2^53.
+                self.add_pair_with_difference(ov, rv, (oi - ri) as f64);
+            } else if ov.is_finite() && rv.is_finite() {
                 self.add_finite_pair(ov, rv);
             } else if !(ov.is_nan() && rv.is_nan()) && ov != rv {
                 self.nonfinite_mismatch += 1;
@@ -254,26 +261,36 @@ impl ErrorStats {
         }
     }
 
-    /// Mean absolute error over finite pairs.
-    pub fn mean_abs(&self) -> f64 {
-        if self.finite_pairs == 0 {
+    /// The mean of a per-pair quantity: infinite error when a position is non-finite on one side
+    /// only, 0 when every position is a matching non-finite value, undefined without elements.
+    fn mean_of(&self, sum: f64) -> f64 {
+        if self.nonfinite_mismatch > 0 {
+            f64::INFINITY
+        } else if self.finite_pairs > 0 {
+            sum / self.finite_pairs as f64
+        } else if self.elements > 0 {
             0.0
         } else {
-            self.sum_abs / self.finite_pairs as f64
+            f64::NAN
         }
+    }
+
+    /// Mean absolute error over finite pairs.
+    pub fn mean_abs(&self) -> f64 {
+        self.mean_of(self.sum_abs)
     }
 
     /// Root mean square error over finite pairs.
     pub fn rmse(&self) -> f64 {
-        if self.finite_pairs == 0 {
-            0.0
-        } else {
-            (self.sum_sq_err / self.finite_pairs as f64).sqrt()
-        }
+        self.mean_of(self.sum_sq_err).sqrt()
     }
 
-    /// Cosine similarity; 1 for two zero vectors, 0 when only one is zero.
+    /// Cosine similarity; 1 for two zero vectors, 0 when only one is zero, undefined (NaN) when a
+    /// position is non-finite on one side only.
     pub fn cosine(&self) -> f64 {
+        if self.nonfinite_mismatch > 0 {
+            return f64::NAN;
+        }
         match (self.sum_sq_out == 0.0, self.sum_sq_ref == 0.0) {
             (true, true) => 1.0,
             (true, false) | (false, true) => 0.0,
@@ -282,15 +299,24 @@ impl ErrorStats {
         }
     }
 
-    /// 10·log10(Σr² / Σ(o − r)²): +inf for an exact match, -inf for a zero signal with noise.
+    /// 10·log10(Σr² / Σ(o − r)²): +inf for an exact match, -inf for a zero signal with noise and
+    /// for any position that is non-finite on one side only (an infinite error).
     pub fn sqnr_db(&self) -> f64 {
-        if self.sum_sq_err == 0.0 {
+        if self.nonfinite_mismatch > 0 {
+            f64::NEG_INFINITY
+        } else if self.sum_sq_err == 0.0 {
             f64::INFINITY
         } else if self.sum_sq_ref == 0.0 {
             f64::NEG_INFINITY
         } else {
             10.0 * (self.sum_sq_ref / self.sum_sq_err).log10()
         }
+    }
+
+    /// Max ULP distance over finite pairs; `None` when undefined (different types, or a position
+    /// non-finite on one side only).
+    pub fn max_ulp_distance(&self) -> Option<u64> {
+        self.max_ulp.filter(|_| self.nonfinite_mismatch == 0)
     }
 
     /// Elements that are not bit-identical (when defined).
@@ -363,6 +389,11 @@ mod tests {
         assert_eq!(s.nonfinite_mismatch, 2);
         assert_eq!(s.finite_pairs, 1);
         assert_eq!(s.max_abs(), f64::INFINITY);
+        // An infinite error is not an exact match, whatever the finite pairs say.
+        assert_eq!(s.sqnr_db(), f64::NEG_INFINITY);
+        assert!(s.cosine().is_nan());
+        assert_eq!(s.mean_abs(), f64::INFINITY);
+        assert_eq!(s.max_ulp_distance(), None);
     }
 
     #[test]
@@ -413,12 +444,36 @@ mod tests {
     }
 
     #[test]
+    fn int64_differences_beyond_two_to_the_53_are_exact() {
+        let base = 100_000_000_000_000_000i64;
+        let mut s = ErrorStats::new(true, false);
+        s.update(
+            &TensorData::Int64(vec![base + 1, base]),
+            &TensorData::Int64(vec![base, base]),
+        );
+        assert_eq!(s.max_abs(), 1.0);
+        assert_eq!(s.mean_abs(), 0.5);
+        assert!(s.sqnr_db().is_finite());
+        assert_eq!(s.bit_identical, Some(1));
+    }
+
+    #[test]
     fn float16_ulps() {
         let mut s = ErrorStats::new(true, true);
         // 1.0 = 0x3c00 and the next float16 0x3c01.
         s.update(&TensorData::Float16(vec![0x3c01]), &TensorData::Float16(vec![0x3c00]));
         assert_eq!(s.max_ulp, Some(1));
         assert_eq!(s.max_abs(), 2f64.powi(-10));
+    }
+
+    #[test]
+    fn matching_nans_alone_are_no_error() {
+        let s = stats(&[f32::NAN, f32::INFINITY], &[f32::NAN, f32::INFINITY]);
+        assert_eq!(s.nonfinite_mismatch, 0);
+        assert_eq!(s.mean_abs(), 0.0);
+        assert_eq!(s.sqnr_db(), f64::INFINITY);
+        let empty = stats(&[], &[]);
+        assert!(empty.mean_abs().is_nan());
     }
 
     #[test]

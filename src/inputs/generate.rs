@@ -62,6 +62,26 @@ impl GenSpec {
         }
     }
 
+    /// Whether the specification makes sense for an element type: integer ranges need integer
+    /// bounds inside the type's range, float16 bounds must be finite in float16.
+    pub fn check_for(&self, dtype: DType) -> Result<(), String> {
+        let GenSpec::Uniform { lo, hi } = *self else {
+            return Ok(());
+        };
+        if let Some((min, max)) = dtype.int_range() {
+            if lo.fract() != 0.0 || hi.fract() != 0.0 {
+                return Err(format!("{self}: an {dtype} input needs integer bounds"));
+            }
+            if lo < min || hi > max {
+                return Err(format!("{self}: bounds outside the {dtype} range [{min}, {max}]"));
+            }
+        }
+        if dtype == DType::Float16 && (lo.abs() > 65504.0 || hi.abs() > 65504.0) {
+            return Err(format!("{self}: bounds outside the float16 range [-65504, 65504]"));
+        }
+        Ok(())
+    }
+
     /// Draws a tensor for input `input_index` of sample `sample`.
     pub fn generate(&self, dtype: DType, shape: &[usize], seed: u64, sample: u64, input_index: u64) -> Tensor {
         let n: usize = shape.iter().product();

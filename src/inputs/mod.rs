@@ -81,10 +81,36 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
             .map(|d| d.trim().parse::<usize>())
             .collect::<Result<_, _>>()
             .map_err(|_| usage(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
-        out.insert(name.to_string(), dims);
+        let elements = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+        if elements.is_none_or(|n| n > MAX_ELEMENTS) {
+            return Err(usage(format!(
+                "--input-shape '{f}': more than {MAX_ELEMENTS} elements per input"
+            )));
+        }
+        if let Some(info) = sig.inputs.iter().find(|i| i.name == name) {
+            if let Some(declared) = &info.dims {
+                let fits = declared.len() == dims.len()
+                    && declared
+                        .iter()
+                        .zip(&dims)
+                        .all(|(d, n)| !matches!(d, Dim::Fixed(f) if f != n));
+                if !fits {
+                    return Err(usage(format!(
+                        "--input-shape '{f}' conflicts with the model's declared shape {}",
+                        info.shape_text()
+                    )));
+                }
+            }
+        }
+        if out.insert(name.to_string(), dims).is_some() {
+            return Err(usage(format!("--input-shape gives input '{name}' twice")));
+        }
     }
     Ok(out)
 }
+
+/// The largest input the tool generates or accepts from `--input-shape` (2^31 elements).
+pub const MAX_ELEMENTS: usize = 1 << 31;
 
 fn input_names(sig: &Signature) -> String {
     sig.inputs
@@ -101,7 +127,9 @@ fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>
     for f in flags {
         match f.split_once('=') {
             Some((name, spec)) if sig.inputs.iter().any(|i| i.name == name) => {
-                per_input.insert(name.to_string(), GenSpec::parse(spec)?);
+                if per_input.insert(name.to_string(), GenSpec::parse(spec)?).is_some() {
+                    return Err(usage(format!("--gen gives input '{name}' twice")));
+                }
             }
             Some((name, _)) => {
                 return Err(usage(format!(
@@ -109,7 +137,11 @@ fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>
                     input_names(sig)
                 )))
             }
-            None => default = Some(GenSpec::parse(f)?),
+            None => {
+                if default.replace(GenSpec::parse(f)?).is_some() {
+                    return Err(usage("--gen without an input name is given twice"));
+                }
+            }
         }
     }
     Ok((default, per_input))
@@ -141,10 +173,22 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
             info.name
         );
     }
-    Ok(dims
+    let shape: Vec<usize> = dims
         .iter()
         .map(|d| if let Dim::Fixed(n) = d { *n } else { 1 })
-        .collect())
+        .collect();
+    if shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .is_none_or(|n| n > MAX_ELEMENTS)
+    {
+        return Err(usage(format!(
+            "input '{}' {} has more than {MAX_ELEMENTS} elements",
+            info.name,
+            info.shape_text()
+        )));
+    }
+    Ok(shape)
 }
 
 /// Loads or generates the inputs and checks them against `sig`.
@@ -182,7 +226,19 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         }
         let t = Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
         files.push(path.to_string());
-        per_input_files.insert(name.to_string(), t);
+        if file_samples.iter().any(|s| s.contains_key(name)) || per_input_files.insert(name.to_string(), t).is_some() {
+            return Err(usage(format!(
+                "input '{name}' is given twice (--inputs and --input, or --input twice)"
+            )));
+        }
+    }
+    let from_files =
+        |name: &str| per_input_files.contains_key(name) || file_samples.iter().any(|s| s.contains_key(name));
+    if let Some(name) = per_input_gen.keys().find(|n| from_files(n)) {
+        return Err(usage(format!("--gen {name}=... but input '{name}' comes from a file")));
+    }
+    if default_gen.is_some() && !sig.inputs.is_empty() && sig.inputs.iter().all(|i| from_files(&i.name)) {
+        return Err(usage("--gen is given but every input comes from a file"));
     }
     let any_files = !files.is_empty();
     let n_samples = if !file_samples.is_empty() {
@@ -225,6 +281,8 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
                         }
                     };
                     let shape = generation_shape(info, shapes.get(&info.name))?;
+                    spec.check_for(info.dtype)
+                        .map_err(|e| usage(format!("--gen for input '{}': {e}", info.name)))?;
                     if k == 0 {
                         generators.push(format!("{}={spec}", info.name));
                     }
@@ -238,6 +296,16 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
             });
         }
         samples.push(sample);
+    }
+    // One model file serves every sample, its dynamic dimensions pinned: the samples must agree.
+    for (i, info) in sig.inputs.iter().enumerate() {
+        let first = &samples[0][i].tensor.shape;
+        if let Some((k, other)) = samples.iter().enumerate().find(|(_, s)| &s[i].tensor.shape != first) {
+            return Err(usage(format!(
+                "input '{}' has shape {:?} in sample 0 but {:?} in sample {k}; every sample of one audit must have the same shapes",
+                info.name, first, other[i].tensor.shape
+            )));
+        }
     }
     let source = match (any_files, generators.is_empty()) {
         (true, true) => "files",

@@ -64,6 +64,29 @@ impl LoadedModel {
     }
 }
 
+/// One external data file of a model, with its hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExternalFile {
+    /// Relative to the model's directory, as the model names it.
+    pub file: String,
+    pub sha256: String,
+}
+
+impl LoadedModel {
+    /// The external data files with their SHA-256: part of the model's identity, which the
+    /// `.onnx` file's own hash does not cover.
+    pub fn external_data_hashes(&self) -> Result<Vec<ExternalFile>> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        self.external_data_files()
+            .into_iter()
+            .map(|file| {
+                let sha256 = crate::runtime::wheel::sha256_file(&dir.join(&file))?;
+                Ok(ExternalFile { file, sha256 })
+            })
+            .collect()
+    }
+}
+
 /// SHA-256 of a byte string, as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -102,13 +125,33 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
         }
     })?;
     check_model(&proto).map_err(|e| usage(format!("{shown} is not a usable ONNX model: {e:#}")))?;
-    Ok(LoadedModel {
+    if path.to_str().is_none() {
+        return Err(usage(format!(
+            "{shown}: the path is not valid UTF-8, which the worker processes need"
+        )));
+    }
+    let model = LoadedModel {
         path: path.to_path_buf(),
         sha256: sha256_hex(&bytes),
         size: bytes.len() as u64,
         proto,
         modified: false,
-    })
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for file in model.external_data_files() {
+        let inside = Path::new(&file)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+        if !inside {
+            return Err(usage(format!(
+                "{shown}: external data file '{file}' is outside the model's directory"
+            )));
+        }
+        if !dir.join(&file).is_file() {
+            return Err(usage(format!("{shown}: external data file '{file}' is missing")));
+        }
+    }
+    Ok(model)
 }
 
 /// Structural checks that catch non-ONNX protobufs and truncation at a field boundary.

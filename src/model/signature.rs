@@ -146,6 +146,13 @@ fn tensor_info(v: &ValueInfoProto) -> Result<TensorInfo, String> {
     Ok(TensorInfo { name, dtype, dims })
 }
 
+fn declared_rank(v: &ValueInfoProto) -> Option<i64> {
+    match v.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) => t.shape.as_ref().map(|s| s.dim.len() as i64),
+        _ => None,
+    }
+}
+
 /// Finds graph outputs produced by Softmax/LogSoftmax, looking through the ops quantization
 /// tools put after them, and returns the softmax axis of each.
 fn softmax_axes(graph: &GraphProto, opset: i64) -> HashMap<String, i64> {
@@ -181,7 +188,16 @@ fn softmax_axes(graph: &GraphProto, opset: i64) -> HashMap<String, i64> {
                         .find(|a| a.name.as_deref() == Some("axis"))
                         .and_then(|a| a.i)
                         .unwrap_or(default);
-                    out.insert(name.to_string(), axis);
+                    if opset >= 13 {
+                        out.insert(name.to_string(), axis);
+                    } else if let Some(rank) = declared_rank(output) {
+                        // Before opset 13 Softmax normalises over all axes from `axis` on,
+                        // flattened: that is one class axis only when it is the last one.
+                        let a = if axis < 0 { axis + rank } else { axis };
+                        if a == rank - 1 {
+                            out.insert(name.to_string(), -1);
+                        }
+                    }
                     break;
                 }
                 _ => break,

@@ -89,6 +89,9 @@ pub struct ModelInfo {
     pub path: String,
     pub sha256: String,
     pub size_bytes: u64,
+    /// External data files with their SHA-256 (the model file's hash does not cover them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub external_data: Vec<crate::model::load::ExternalFile>,
     pub ir_version: i64,
     pub opset: i64,
     pub producer: String,
@@ -152,13 +155,14 @@ pub struct RuntimeInfo {
 #[derive(Debug, Clone, Serialize)]
 pub struct Timing {
     /// Loading the ONNX Runtime library and creating its environment.
-    pub load_ms: f64,
+    pub load_ms: Option<f64>,
     /// Registering a plugin EP library (QNN); 0 otherwise.
-    pub register_ms: f64,
-    pub session_create_ms: f64,
-    /// Median of the per-sample run times.
-    pub run_ms: f64,
-    pub run_ms_total: f64,
+    pub register_ms: Option<f64>,
+    /// `null` when session creation did not complete.
+    pub session_create_ms: Option<f64>,
+    /// Median of the per-sample run times; `null` when no run completed.
+    pub run_ms: Option<f64>,
+    pub run_ms_total: Option<f64>,
     /// Spawn to exit of the worker process.
     pub wall_ms: f64,
 }

@@ -96,7 +96,10 @@ fn targets_table(report: &Report) -> String {
             .timing
             .as_ref()
             .map(|x| {
-                let shown = |v: f64, d: usize| if ran { format!("{v:.d$}") } else { "-".into() };
+                let shown = |v: Option<f64>, d: usize| match v.filter(|_| ran) {
+                    Some(v) => format!("{v:.d$}"),
+                    None => "-".into(),
+                };
                 (
                     shown(x.session_create_ms, 1),
                     shown(x.run_ms, 2),
@@ -248,6 +251,20 @@ fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
     Some(table(b))
 }
 
+/// Model-controlled text (tensor names) with control characters shown escaped, so a name cannot
+/// move the cursor or break the table.
+fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
 /// Renders the whole report for a terminal.
 pub fn render(report: &Report) -> String {
     let mut s = String::new();
@@ -287,7 +304,7 @@ pub fn render(report: &Report) -> String {
             s,
             "\n{} {}  {}  against the golden run",
             bold("OUTPUT"),
-            bold(&out.name),
+            bold(&printable(&out.name)),
             shape.unwrap_or_else(|| out.dtype.clone())
         );
         let _ = writeln!(s, "{t}");
@@ -321,7 +338,7 @@ pub fn render(report: &Report) -> String {
                 .iter()
                 .map(|members| format!("{{{}}}", members.join(", ")))
                 .collect();
-            let _ = writeln!(s, "  {}: {}", g.output, groups.join("  "));
+            let _ = writeln!(s, "  {}: {}", printable(&g.output), groups.join("  "));
         }
         for out in &report.model.outputs {
             if let Some(m) = agreement_matrix(report, &out.name) {
@@ -329,7 +346,7 @@ pub fn render(report: &Report) -> String {
                     s,
                     "\n{} {}",
                     bold("TARGET vs TARGET: differing elements of"),
-                    bold(&out.name)
+                    bold(&printable(&out.name))
                 );
                 let _ = writeln!(s, "{m}");
             }
@@ -394,15 +411,16 @@ pub fn render(report: &Report) -> String {
         .rules
         .iter()
         .filter(|r| !r.pass)
-        .map(|r| {
-            format!(
+        .map(|r| match r.rule.as_str() {
+            "bit_exact" => format!("{} {} bit_exact: {} elements differ", r.target, r.output, r.measured.0),
+            _ => format!(
                 "{} {} {}: {} vs limit {}",
                 r.target,
                 r.output,
                 r.rule,
                 fmt_num(r.measured.0),
                 fmt_num(r.limit.0)
-            )
+            ),
         })
         .collect();
     let _ = writeln!(s, "\n{} {}  (exit code {})", bold("VERDICT"), verdict, report.exit_code);

@@ -66,7 +66,7 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
         .cloned()
         .collect();
     match &spec.backend {
-        Backend::Cpu => EpSetup::Cpu,
+        Backend::Cpu => EpSetup::Cpu { options: user },
         Backend::Qnn(chip) => {
             let plugin_lib = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
             let backend_lib = plugin_lib

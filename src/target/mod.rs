@@ -83,6 +83,9 @@ impl TargetSpec {
             if k.is_empty() {
                 return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
             }
+            if options.iter().any(|(existing, _)| existing == k) {
+                return Err(usage(format!("target '{text}': option '{k}' is given twice")));
+            }
             options.push((k.to_string(), v.to_string()));
         }
         let (kind, variant) = match head.split_once(':') {
@@ -129,6 +132,11 @@ impl TargetSpec {
                         "target '{text}' needs a chipset: qnn:<chipset> (e.g. qnn:sm8650, qnn:\"8 Gen 3\") or qnn:all"
                     )));
                 };
+                if let Some((k, _)) = options.iter().find(|(k, _)| k == "soc_model" || k == "htp_arch") {
+                    return Err(usage(format!(
+                        "target '{text}': '{k}' is set by the chipset; choose the chipset with qnn:<chipset> instead"
+                    )));
+                }
                 if v.eq_ignore_ascii_case("all") {
                     CHIPSETS.iter().map(|c| qnn_spec(*c, &options)).collect()
                 } else {

@@ -2,7 +2,7 @@
 
 mod npy;
 
-pub use npy::{read_npz, write_npz};
+pub use npy::{read_npy_header, read_npz, write_npz};
 
 use std::fmt;
 
@@ -287,6 +287,22 @@ impl TensorData {
             TensorData::Uint64(v) => encode!(v),
             TensorData::Bool(v) => v.iter().map(|&b| b as u8).collect(),
         }
+    }
+
+    /// The value at `i` as an exact integer, for integer and bool types.
+    pub fn get_i128(&self, i: usize) -> Option<i128> {
+        Some(match self {
+            TensorData::Int8(v) => v[i] as i128,
+            TensorData::Uint8(v) => v[i] as i128,
+            TensorData::Int16(v) => v[i] as i128,
+            TensorData::Uint16(v) => v[i] as i128,
+            TensorData::Int32(v) => v[i] as i128,
+            TensorData::Uint32(v) => v[i] as i128,
+            TensorData::Int64(v) => v[i] as i128,
+            TensorData::Uint64(v) => v[i] as i128,
+            TensorData::Bool(v) => v[i] as i128,
+            _ => return None,
+        })
     }
 
     /// The value at `i` as a double (float16 decoded, bools as 0/1).

@@ -7,22 +7,18 @@ use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use ndarray_npy::npy::header::{Header, Layout};
+use ndarray_npy::npy::header::Header;
 use py_literal::Value as PyValue;
 
 use super::{DType, Tensor, TensorData};
 
 impl Tensor {
     /// The complete `.npy` encoding (version 1 header, little-endian, C order).
+    ///
+    /// The header is byte for byte the one `numpy.save` writes, so a tensor's SHA-256 in a report
+    /// can be reproduced with NumPy.
     pub fn to_npy_bytes(&self) -> Result<Vec<u8>> {
-        let header = Header {
-            type_descriptor: PyValue::String(self.dtype().npy_descr().to_string()),
-            layout: Layout::Standard,
-            shape: self.shape.clone(),
-        };
-        let mut out = header
-            .to_bytes()
-            .map_err(|e| anyhow::anyhow!("cannot format .npy header: {e}"))?;
+        let mut out = numpy_header(self.dtype(), &self.shape)?;
         out.extend_from_slice(&self.data.to_le_bytes());
         Ok(out)
     }
@@ -126,6 +122,61 @@ fn with_typed_gather(data: &TensorData, order: &[usize]) -> TensorData {
     }
 }
 
+/// The `.npy` header `numpy.save` writes for a C-ordered array: the dict with sorted keys, room
+/// for the first dimension to grow to 21 digits, padding to a multiple of 64 bytes.
+fn numpy_header(dtype: DType, shape: &[usize]) -> Result<Vec<u8>> {
+    const GROWTH_AXIS_MAX_DIGITS: usize = 21;
+    let dims = match shape {
+        [] => "()".to_string(),
+        [one] => format!("({one},)"),
+        many => format!(
+            "({})",
+            many.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut dict = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {dims}, }}",
+        dtype.npy_descr()
+    );
+    if let Some(first) = shape.first() {
+        dict.push_str(&" ".repeat(GROWTH_AXIS_MAX_DIGITS.saturating_sub(first.to_string().len())));
+    }
+    // magic (6) + version (2) + length (2 or 4) + dict + padding + '\n' is a multiple of 64.
+    let (version, len_bytes) = if dict.len() + 1 + 10 < 65536 {
+        (1u8, 2)
+    } else {
+        (2u8, 4)
+    };
+    let unpadded = 6 + 2 + len_bytes + dict.len() + 1;
+    let pad = (64 - unpadded % 64) % 64;
+    let header_len = dict.len() + pad + 1;
+    let mut out = Vec::with_capacity(unpadded + pad);
+    out.extend_from_slice(b"\x93NUMPY");
+    out.extend_from_slice(&[version, 0]);
+    if version == 1 {
+        out.extend_from_slice(&u16::try_from(header_len)?.to_le_bytes());
+    } else {
+        out.extend_from_slice(&u32::try_from(header_len)?.to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out.extend(std::iter::repeat_n(b' ', pad));
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Reads only the element type and shape of a `.npy` file (its header), not its data.
+pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>)> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let header = Header::from_reader(&mut BufReader::new(file))
+        .map_err(|e| anyhow::anyhow!("{}: not a valid .npy file: {e}", path.display()))?;
+    let dtype = match &header.type_descriptor {
+        PyValue::String(d) => DType::from_npy_descr(d).map(|(t, _)| t),
+        _ => None,
+    }
+    .with_context(|| format!("{}: unsupported .npy dtype {}", path.display(), header.type_descriptor))?;
+    Ok((dtype, header.shape))
+}
+
 /// Reads every array of a `.npz` archive, in archive order, keyed by name without `.npy`.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
@@ -172,6 +223,7 @@ pub fn write_npz(path: &Path, tensors: &[(String, &Tensor)]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ndarray_npy::npy::header::Layout;
 
     #[test]
     fn npy_round_trip_keeps_dtype_shape_and_bits() {
@@ -193,6 +245,42 @@ mod tests {
             assert_eq!(back.shape, t.shape);
             assert_eq!(back.dtype(), t.dtype());
             assert_eq!(back.data.to_le_bytes(), t.data.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn headers_are_byte_for_byte_numpys() {
+        // numpy 2.4: numpy.save of zeros((2, 3), '<f4'), zeros((), '<f8'), zeros((5,), 'u1'),
+        // zeros((1, 3, 32, 32), '<f2'): every header is 128 bytes, padded with spaces.
+        let cases: [(DType, Vec<usize>, &str); 4] = [
+            (
+                DType::Float32,
+                vec![2, 3],
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+            ),
+            (
+                DType::Float64,
+                vec![],
+                "{'descr': '<f8', 'fortran_order': False, 'shape': (), }",
+            ),
+            (
+                DType::Uint8,
+                vec![5],
+                "{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }",
+            ),
+            (
+                DType::Float16,
+                vec![1, 3, 32, 32],
+                "{'descr': '<f2', 'fortran_order': False, 'shape': (1, 3, 32, 32), }",
+            ),
+        ];
+        for (dtype, shape, dict) in cases {
+            let h = numpy_header(dtype, &shape).unwrap();
+            assert_eq!(h.len(), 128, "{dict}");
+            assert_eq!(&h[..10], b"\x93NUMPY\x01\x00v\x00");
+            let text = std::str::from_utf8(&h[10..]).unwrap();
+            assert!(text.starts_with(dict) && text.ends_with('\n'));
+            assert!(text[dict.len()..text.len() - 1].chars().all(|c| c == ' '));
         }
     }
 

@@ -179,15 +179,22 @@ fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
     // Devices are always chosen explicitly: once a plugin EP is registered, ONNX Runtime's automatic
     // policy would otherwise hand even a "CPU" session to it.
     b = match &job.ep {
-        EpSetup::Cpu => {
+        EpSetup::Cpu { options } => {
+            let prefixed: Vec<(String, String)> = options
+                .iter()
+                .map(|(k, v)| (format!("CPUExecutionProvider.{k}"), v.clone()))
+                .collect();
             let cpu: Vec<_> = env
                 .devices()
                 .filter(|d| d.ep().is_ok_and(|n| n == "CPUExecutionProvider"))
                 .collect();
             if cpu.is_empty() {
+                if !options.is_empty() {
+                    bail!("this ONNX Runtime offers no CPU device to pass CPU EP options to");
+                }
                 b
             } else {
-                b.with_devices(cpu, None).map_err(ort_err)?
+                b.with_devices(cpu, Some(&prefixed)).map_err(ort_err)?
             }
         }
         EpSetup::Plugin { ep_name, options, .. } => {

@@ -12,8 +12,9 @@ use crate::tensor::DType;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EpSetup {
-    /// CPU execution provider only.
-    Cpu,
+    /// CPU execution provider only, with its options (without the `CPUExecutionProvider.`
+    /// prefix).
+    Cpu { options: Vec<(String, String)> },
     /// A plugin EP library registered into the environment, then selected by its devices.
     Plugin {
         ep_name: String,
@@ -55,8 +56,8 @@ pub struct Job {
     pub session_config: Vec<(String, String)>,
 }
 
-/// How far a worker got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How far a worker got (in order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     LoadRuntime,

@@ -74,6 +74,9 @@ pub fn run_all(jobs: &[(Job, PathBuf)], config: PoolConfig, on_done: &(dyn Fn(&J
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| loop {
+                if crate::interrupt::stopping() {
+                    break;
+                }
                 let next = queue.lock().map(|mut q| q.pop_front()).unwrap_or(None);
                 let Some(i) = next else { break };
                 let (job, dir) = &jobs[i];
@@ -143,24 +146,30 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         Err(e) => return fail(RunStatus::Failed, format!("cannot create {}: {e}", log.display()), 0.0),
     };
     let start = Instant::now();
-    let child = Command::new(exe)
-        .arg("__worker")
-        .arg(&job_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log_file))
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
+    let spawned = crate::interrupt::spawn(|| {
+        Command::new(exe)
+            .arg("__worker")
+            .arg(&job_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log_file))
+            .spawn()
+    });
+    let mut child = match spawned {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
+        None => return fail(RunStatus::Crashed, "the audit was interrupted".into(), 0.0),
     };
     let waited = child.wait_timeout(timeout);
+    if let Ok(None) = waited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    crate::interrupt::child_ended(child.id());
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
     let status = match waited {
         Ok(Some(s)) => s,
         Ok(None) => {
-            let _ = child.kill();
-            let _ = child.wait();
             return fail(
                 RunStatus::Timeout,
                 format!(

@@ -136,3 +136,70 @@ pub fn assert_close(what: &str, got: f64, want: f64, rel: f64) {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// A float32 model `y = OPS(x)` over `x` of shape `shape` (ops applied in order, each with one
+/// input), written to `path`.
+pub fn chain_model(path: &Path, ops: &[&str], shape: &[usize]) {
+    use npu_audit::model::pb::{
+        tensor_shape_proto::{dimension::Value as DimValue, Dimension},
+        type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+    };
+    use prost::Message;
+    let info = |name: &str| ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(1),
+                shape: Some(TensorShapeProto {
+                    dim: shape
+                        .iter()
+                        .map(|&d| Dimension {
+                            value: Some(DimValue::DimValue(d as i64)),
+                            denotation: None,
+                        })
+                        .collect(),
+                }),
+            })),
+            denotation: None,
+        }),
+        ..Default::default()
+    };
+    let names: Vec<String> = (0..=ops.len())
+        .map(|i| {
+            if i == 0 {
+                "x".into()
+            } else if i == ops.len() {
+                "y".into()
+            } else {
+                format!("t{i}")
+            }
+        })
+        .collect();
+    let node = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| NodeProto {
+            input: vec![names[i].clone()],
+            output: vec![names[i + 1].clone()],
+            name: Some(format!("n{i}")),
+            op_type: Some(op.to_string()),
+            ..Default::default()
+        })
+        .collect();
+    let model = ModelProto {
+        ir_version: Some(9),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            node,
+            name: Some("chain".into()),
+            input: vec![info("x")],
+            output: vec![info("y")],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    std::fs::write(path, model.encode_to_vec()).unwrap();
+}
