@@ -251,6 +251,16 @@ fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
     Some(table(b))
 }
 
+/// A runtime's multi-line error, shown whole: continuation lines indented under the target,
+/// blank lines dropped.
+fn indent_continuation(text: &str) -> String {
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n      ")
+}
+
 /// Model-controlled text (tensor names) with control characters shown escaped, so a name cannot
 /// move the cursor or break the table.
 fn printable(text: &str) -> String {
@@ -376,7 +386,7 @@ pub fn render(report: &Report) -> String {
                 paint(t.status.as_str(), status_style(t.status)),
                 phase,
                 if t.required { " (required)" } else { "" },
-                t.error.clone().unwrap_or_default()
+                indent_continuation(&t.error.clone().unwrap_or_default())
             );
         }
     }
