@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::usage;
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
 use crate::model::load::ExternalFile;
+use crate::model::Signature;
 use crate::runtime::wheel::sha256_file;
 use crate::tensor::{read_npy_header, DType, Tensor};
 use crate::worker::{InputFile, OutputFile};
@@ -135,8 +136,8 @@ impl Golden {
         })
     }
 
-    /// The stored inputs.
-    pub fn inputs(&self) -> Result<InputSet> {
+    /// The stored inputs, checked against the model they will be fed to.
+    pub fn inputs(&self, sig: &Signature) -> Result<InputSet> {
         let mut samples = Vec::new();
         for s in &self.manifest.samples {
             let mut sample = Vec::new();
@@ -149,17 +150,14 @@ impl Golden {
             }
             samples.push(sample);
         }
-        Ok(InputSet {
-            provenance: InputProvenance {
-                source: "golden".into(),
-                samples: samples.len(),
-                generators: vec![],
-                seed: None,
-                files: vec![self.dir.display().to_string()],
-            },
-            samples,
-            free_dims: vec![],
-        })
+        let provenance = InputProvenance {
+            source: "golden".into(),
+            samples: samples.len(),
+            generators: vec![],
+            seed: None,
+            files: vec![self.dir.display().to_string()],
+        };
+        InputSet::for_model(sig, samples, provenance)
     }
 
     /// The stored reference outputs, as the comparison reads them.

@@ -1,40 +1,39 @@
-//! Ctrl-C, SIGTERM and SIGHUP: an interrupted audit kills the worker processes it started and
-//! removes its work directory before it exits, instead of leaving orphans and temporary files.
+//! Ctrl-C, SIGTERM and SIGHUP: an interrupted audit stops its worker processes and removes its
+//! work directory before it exits, instead of leaving orphans and temporary files.
+//!
+//! The handler only raises a flag. Each pool thread polls it while waiting for its worker and
+//! kills that worker itself (so no process id is ever signalled after it was reaped), and the audit
+//! checks it between phases and unwinds with an "interrupted" error, removing its work directory on
+//! the way out. Should unwinding hang, the handler removes the registered directories itself and
+//! exits after a grace period.
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
-/// Worker processes alive right now. Spawning happens under this lock, so a process cannot
-/// start between the handler's decision to stop and its killing of every child.
-static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+use crate::error::ExitCode;
+
 static STOPPING: AtomicBool = AtomicBool::new(false);
-/// Work directories to remove if interrupted.
+/// Work directories to remove if unwinding does not finish within the grace period.
 static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Exit code of an interrupted audit (128 + SIGINT, as shells report it).
-pub const INTERRUPTED: i32 = 130;
+/// How long the audit gets to unwind after an interruption.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// Installs the handler once, at start-up. Failing to install it is not worth failing the run.
-///
-/// The handler stops new workers, kills running ones, and lets the audit unwind: the main thread
-/// sees [`stopping`], returns an "interrupted" error, and the work directory is removed as the
-/// stack unwinds. Should that take long, the handler removes what it can and exits on its own.
 pub fn install() {
     let _ = ctrlc::set_handler(|| {
-        if let Ok(children) = CHILDREN.lock() {
-            STOPPING.store(true, Ordering::SeqCst);
-            for &pid in children.iter() {
-                kill(pid);
-            }
-        }
-        eprintln!("npu-audit: interrupted; stopping the worker processes");
-        std::thread::sleep(std::time::Duration::from_secs(5));
+        STOPPING.store(true, Ordering::SeqCst);
+        std::thread::sleep(GRACE);
         for dir in DIRS.lock().map(|d| d.clone()).unwrap_or_default() {
             let _ = std::fs::remove_dir_all(dir);
         }
-        std::process::exit(INTERRUPTED);
+        eprintln!(
+            "npu-audit: error: interrupted, and the audit did not stop within {} s",
+            GRACE.as_secs()
+        );
+        std::process::exit(ExitCode::Interrupted as i32);
     });
 }
 
@@ -43,42 +42,16 @@ pub fn stopping() -> bool {
     STOPPING.load(Ordering::SeqCst)
 }
 
-#[cfg(unix)]
-fn kill(pid: u32) {
-    // SAFETY: kill(2) with a PID this process spawned and has not yet reaped.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+/// Fails with "interrupted" (exit code 130) if an interruption is being handled.
+pub fn check() -> anyhow::Result<()> {
+    if stopping() {
+        Err(crate::error::interrupted())
+    } else {
+        Ok(())
     }
 }
 
-#[cfg(not(unix))]
-fn kill(pid: u32) {
-    let _ = std::process::Command::new("taskkill")
-        .args(["/F", "/PID", &pid.to_string()])
-        .status();
-}
-
-/// Starts a worker process and records it, unless the audit is being interrupted (`None`).
-pub fn spawn(start: impl FnOnce() -> std::io::Result<Child>) -> Option<std::io::Result<Child>> {
-    let mut children = CHILDREN.lock().ok()?;
-    if STOPPING.load(Ordering::SeqCst) {
-        return None;
-    }
-    let child = start();
-    if let Ok(c) = &child {
-        children.push(c.id());
-    }
-    Some(child)
-}
-
-/// Forgets a worker process once it has been waited for.
-pub fn child_ended(pid: u32) {
-    if let Ok(mut c) = CHILDREN.lock() {
-        c.retain(|&p| p != pid);
-    }
-}
-
-/// Records a directory to remove on interruption.
+/// Records a directory to remove if the audit cannot unwind in time.
 pub fn dir_created(dir: &Path) {
     if let Ok(mut d) = DIRS.lock() {
         d.push(dir.to_path_buf());

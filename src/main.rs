@@ -149,6 +149,8 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         save_outputs: a.save_outputs,
     };
     let report = run_compare(&opts)?;
+    // An interruption after the workers finished still means: write nothing.
+    npu_audit::interrupt::check()?;
     let json_text = json::to_string(&report)?;
     if let Some(out) = &a.out {
         json::write_atomic(out, json_text.as_bytes())?;

@@ -323,3 +323,22 @@ fn an_interrupted_audit_stops_its_workers_and_removes_its_work_directory() {
     assert_eq!(status.code(), Some(130));
     assert!(!work_dir_exists(), "the work directory was left behind");
 }
+
+#[test]
+fn an_npy_header_claiming_a_huge_shape_is_refused_before_any_allocation() {
+    let dir = tempdir();
+    let path = dir.path().join("huge.npy");
+    let dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000, 100), }";
+    let pad = 64 - (10 + dict.len() + 1) % 64;
+    let header = format!("{dict}{}\n", " ".repeat(pad));
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let arg = format!("image={}", path.display());
+    fails_with(
+        &["compare", &cnn(), "-t", "cpu", "--input", &arg],
+        2,
+        "has more than 2147483648 elements",
+    );
+}

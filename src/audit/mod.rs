@@ -66,21 +66,20 @@ pub struct GoldenOptions {
     pub exec: ExecOptions,
 }
 
-/// Checks that the inputs also fit the reference model (its inputs must have the same names).
-fn check_reference_inputs(reference: &Signature, inputs: &InputSet) -> Result<()> {
-    let Some(first) = inputs.samples.first() else {
-        return Ok(());
-    };
-    for info in &reference.inputs {
-        let Some(nt) = first.iter().find(|nt| nt.name == info.name) else {
-            return Err(usage(format!(
-                "the reference model takes an input '{}' that the audited model does not have (audited inputs: {})",
-                info.name,
-                first.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
-            )));
-        };
-        crate::inputs::check_tensor(info, &nt.tensor, None)
-            .map_err(|e| usage(format!("the reference model does not accept the inputs: {e:#}")))?;
+/// Checks that the reference model accepts every sample fed to the audited model.
+fn check_reference_accepts(reference: &Signature, inputs: &InputSet) -> Result<()> {
+    for sample in &inputs.samples {
+        for info in &reference.inputs {
+            let Some(nt) = sample.iter().find(|nt| nt.name == info.name) else {
+                return Err(usage(format!(
+                    "the reference model takes an input '{}' that the audited model does not have (audited inputs: {})",
+                    info.name,
+                    sample.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            };
+            crate::inputs::check_tensor(info, &nt.tensor, None)
+                .map_err(|e| usage(format!("the reference model does not accept the inputs: {e:#}")))?;
+        }
     }
     Ok(())
 }
@@ -111,16 +110,13 @@ fn golden_output_names(audited: &[String], golden: &[String], notes: &mut Vec<St
 
 /// When no target's output has the golden run's shape, the reference is not a reference of this
 /// model: say so instead of reporting a comparison that compared nothing.
-fn check_output_shapes(outputs: &[String], metrics: &[Vec<crate::report::model::OutputMetrics>]) -> Result<()> {
+fn check_output_shapes(
+    outputs: &[String],
+    metrics: &std::collections::HashMap<String, Vec<crate::report::model::OutputMetrics>>,
+) -> Result<()> {
     for (k, name) in outputs.iter().enumerate() {
-        let cells: Vec<_> = metrics.iter().filter_map(|m| m.get(k)).collect();
-        if !cells.is_empty()
-            && cells.iter().all(|c| {
-                c.error
-                    .as_deref()
-                    .is_some_and(|e| e.contains("differs from the golden run"))
-            })
-        {
+        let cells: Vec<_> = metrics.values().filter_map(|m| m.get(k)).collect();
+        if !cells.is_empty() && cells.iter().all(|c| c.shape_mismatch) {
             return Err(usage(format!(
                 "output '{name}': {} for every target; the reference does not compute this model's output",
                 cells[0].error.clone().unwrap_or_default()
@@ -140,14 +136,13 @@ fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOp
                     "--golden supplies the inputs: drop --inputs, --input, --gen, --seed, --samples and --input-shape",
                 ));
             }
-            let inputs = golden.inputs()?;
-            check_reference_inputs(signature, &inputs)
-                .map_err(|e| usage(format!("the golden run's inputs do not fit the model: {e:#}")))?;
-            Ok(inputs)
+            golden
+                .inputs(signature)
+                .map_err(|e| usage(format!("the golden run's inputs do not fit the model: {e:#}")))
         }
         ReferencePlan::Model { signature: ref_sig, .. } => {
             let inputs = prepare(signature, opts)?;
-            check_reference_inputs(ref_sig, &inputs)?;
+            check_reference_accepts(ref_sig, &inputs)?;
             Ok(inputs)
         }
     }
@@ -390,6 +385,7 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let outcomes = run_with_progress(&[job], config)?;
     let outcome = &outcomes[0];
     let result = golden_result(outcome)?;
+    crate::interrupt::check()?;
     golden::write(
         &opts.out,
         GoldenWrite {

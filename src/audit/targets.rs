@@ -59,12 +59,11 @@ pub fn ends<'o>(planned: &[PlannedTarget], job_of: &[Option<usize>], outcomes: &
         .collect()
 }
 
-/// The report rows of every target. `metrics` holds one entry per target that ended `ok`, in
-/// order.
+/// The report rows of every target; `metrics` holds the comparison of each target that ran, by id.
 pub fn reports(
     planned: &[PlannedTarget],
     ends: &[TargetEnd<'_>],
-    metrics: Vec<Vec<OutputMetrics>>,
+    mut metrics: HashMap<String, Vec<OutputMetrics>>,
     keep_logs: bool,
 ) -> Vec<TargetReport> {
     let mut hashes: HashMap<PathBuf, Option<String>> = HashMap::new();
@@ -77,13 +76,12 @@ pub fn reports(
             .or_insert_with(|| sha256_file(&rt.library).ok())
             .clone()
     };
-    let mut metrics = metrics.into_iter();
     planned
         .iter()
         .zip(ends)
         .map(|(t, end)| {
             let outputs = if end.status == RunStatus::Ok {
-                metrics.next().unwrap_or_default()
+                metrics.remove(&t.spec.id).unwrap_or_default()
             } else {
                 vec![]
             };

@@ -40,6 +40,7 @@ impl WorkDir {
                 dir: None,
             })
         } else {
+            crate::interrupt::dir_created(&path);
             Ok(WorkDir { dir: Some(dir), path })
         }
     }
@@ -179,8 +180,6 @@ pub fn run_with_progress(jobs: &[(Job, PathBuf)], config: PoolConfig) -> Result<
         bar.set_message(format!("{} {}", job.target_id, outcome.status.as_str()));
     });
     bar.finish_and_clear();
-    if crate::interrupt::stopping() {
-        return Err(crate::error::interrupted());
-    }
+    crate::interrupt::check()?;
     Ok(outcomes)
 }

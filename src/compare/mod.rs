@@ -6,6 +6,8 @@ pub mod class_axis;
 pub mod stats;
 pub mod topk;
 
+use std::collections::HashMap;
+
 use anyhow::{Context, Result};
 
 pub use class_axis::ClassAxisPolicy;
@@ -24,8 +26,8 @@ pub struct RunOutputs<'a> {
 
 /// What the comparison produces.
 pub struct Comparison {
-    /// Per target (in input order), per audited output.
-    pub metrics: Vec<Vec<OutputMetrics>>,
+    /// Per target id, per audited output.
+    pub metrics: HashMap<String, Vec<OutputMetrics>>,
     pub agreement: Vec<AgreementEntry>,
     pub groups: Vec<BitExactGroups>,
 }
@@ -37,6 +39,7 @@ struct Cell {
     shape: Vec<usize>,
     axis: Option<usize>,
     error: Option<String>,
+    shape_mismatch: bool,
 }
 
 /// Compares `targets` against `golden`. `outputs[k]` is the name of the audited model's k-th output
@@ -72,6 +75,7 @@ pub fn compare(
                     shape: Vec::new(),
                     axis,
                     error: None,
+                    shape_mismatch: false,
                 });
                 let file = target.samples.get(s).and_then(|files| find(files, name));
                 let Some(file) = file else {
@@ -89,6 +93,7 @@ pub fn compare(
                     cell.topk = axis.map(|a| TopKStats::new(gold.shape[a]));
                 }
                 if out.shape != gold.shape {
+                    cell.shape_mismatch = true;
                     cell.error.get_or_insert_with(|| {
                         format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape)
                     });
@@ -117,11 +122,14 @@ pub fn compare(
 
     let metrics = cells
         .into_iter()
-        .map(|row| {
-            row.into_iter()
+        .zip(targets)
+        .map(|(row, t)| {
+            let row: Vec<OutputMetrics> = row
+                .into_iter()
                 .zip(outputs)
                 .map(|(cell, name)| summarize(name, cell))
-                .collect()
+                .collect();
+            (t.id.to_string(), row)
         })
         .collect();
     let mut agreement = Vec::new();
@@ -183,6 +191,7 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
             class_axis: None,
             baseline: None,
             error: Some("no samples".into()),
+            shape_mismatch: false,
         };
     };
     let s = &cell.stats;
@@ -208,6 +217,7 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
         class_axis: cell.axis,
         baseline: None,
         error: cell.error,
+        shape_mismatch: cell.shape_mismatch,
     }
 }
 

@@ -14,7 +14,7 @@ pub use generate::GenSpec;
 
 use crate::error::usage;
 use crate::model::{Dim, Signature, TensorInfo};
-use crate::tensor::{read_npz, Tensor};
+use crate::tensor::{checked_len, read_npz, Tensor, MAX_ELEMENTS};
 
 /// Input flags as given on the command line.
 #[derive(Debug, Clone, Default)]
@@ -81,8 +81,7 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
             .map(|d| d.trim().parse::<usize>())
             .collect::<Result<_, _>>()
             .map_err(|_| usage(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
-        let elements = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-        if elements.is_none_or(|n| n > MAX_ELEMENTS) {
+        if checked_len(&dims).is_none() {
             return Err(usage(format!(
                 "--input-shape '{f}': more than {MAX_ELEMENTS} elements per input"
             )));
@@ -108,9 +107,6 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
     }
     Ok(out)
 }
-
-/// The largest input the tool generates or accepts from `--input-shape` (2^31 elements).
-pub const MAX_ELEMENTS: usize = 1 << 31;
 
 fn input_names(sig: &Signature) -> String {
     sig.inputs
@@ -177,11 +173,7 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         .iter()
         .map(|d| if let Dim::Fixed(n) = d { *n } else { 1 })
         .collect();
-    if shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .is_none_or(|n| n > MAX_ELEMENTS)
-    {
+    if checked_len(&shape).is_none() {
         return Err(usage(format!(
             "input '{}' {} has more than {MAX_ELEMENTS} elements",
             info.name,
@@ -297,16 +289,6 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         }
         samples.push(sample);
     }
-    // One model file serves every sample, its dynamic dimensions pinned: the samples must agree.
-    for (i, info) in sig.inputs.iter().enumerate() {
-        let first = &samples[0][i].tensor.shape;
-        if let Some((k, other)) = samples.iter().enumerate().find(|(_, s)| &s[i].tensor.shape != first) {
-            return Err(usage(format!(
-                "input '{}' has shape {:?} in sample 0 but {:?} in sample {k}; every sample of one audit must have the same shapes",
-                info.name, first, other[i].tensor.shape
-            )));
-        }
-    }
     let source = match (any_files, generators.is_empty()) {
         (true, true) => "files",
         (true, false) => "mixed",
@@ -319,12 +301,7 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         generators,
         files,
     };
-    let free_dims = free_dims(sig, &samples);
-    Ok(InputSet {
-        samples,
-        provenance,
-        free_dims,
-    })
+    InputSet::for_model(sig, samples, provenance)
 }
 
 fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<String, Tensor>) -> String {
@@ -396,6 +373,51 @@ fn free_dims(sig: &Signature, samples: &[Vec<NamedTensor>]) -> Vec<(String, i64)
 }
 
 impl InputSet {
+    /// Puts samples in the model's input order and checks them: every input present, with the
+    /// declared type and shape, and the same shapes in every sample (one model file, its dynamic
+    /// dimensions pinned, serves them all). Records the values of symbolic dimensions.
+    pub fn for_model(sig: &Signature, samples: Vec<Vec<NamedTensor>>, provenance: InputProvenance) -> Result<InputSet> {
+        let mut ordered = Vec::with_capacity(samples.len());
+        for (k, mut sample) in samples.into_iter().enumerate() {
+            let mut inputs = Vec::with_capacity(sig.inputs.len());
+            for info in &sig.inputs {
+                let pos = sample
+                    .iter()
+                    .position(|nt| nt.name == info.name)
+                    .ok_or_else(|| usage(format!("sample {k} has no input '{}'", info.name)))?;
+                let nt = sample.swap_remove(pos);
+                check_tensor(info, &nt.tensor, None)?;
+                inputs.push(nt);
+            }
+            if let Some(extra) = sample.first() {
+                return Err(usage(format!(
+                    "sample {k}: '{}' is not an input of the model ({})",
+                    extra.name,
+                    input_names(sig)
+                )));
+            }
+            ordered.push(inputs);
+        }
+        if ordered.is_empty() {
+            return Err(usage("no input samples"));
+        }
+        for (i, info) in sig.inputs.iter().enumerate() {
+            let first = &ordered[0][i].tensor.shape;
+            if let Some((k, other)) = ordered.iter().enumerate().find(|(_, s)| &s[i].tensor.shape != first) {
+                return Err(usage(format!(
+                    "input '{}' has shape {:?} in sample 0 but {:?} in sample {k}; every sample of one audit must have the same shapes",
+                    info.name, first, other[i].tensor.shape
+                )));
+            }
+        }
+        let free_dims = free_dims(sig, &ordered);
+        Ok(InputSet {
+            samples: ordered,
+            provenance,
+            free_dims,
+        })
+    }
+
     /// Writes every input as `.npy` under `dir/s{k}/i{index}.npy` and returns the files per sample.
     pub fn write(&self, dir: &Path) -> Result<Vec<Vec<crate::worker::InputFile>>> {
         let mut all = Vec::with_capacity(self.samples.len());

@@ -16,7 +16,8 @@ pub struct ConstValues {
 /// Decodes the values of a tensor stored inside the model (external data is not read).
 pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
     let data_type = t.data_type.unwrap_or(0);
-    let count: usize = t.dims.iter().map(|&d| d.max(0) as usize).product();
+    let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+    let count = crate::tensor::checked_len(&dims)?;
     if t.data_location == Some(1) {
         return None;
     }

@@ -252,6 +252,9 @@ pub struct OutputMetrics {
     /// Why the output could not be compared (e.g. a shape mismatch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether `error` is a shape mismatch with the golden run.
+    #[serde(skip)]
+    pub shape_mismatch: bool,
 }
 
 /// The target's error against fp32 next to the baseline's error on the same quantized model.

@@ -164,7 +164,13 @@ impl TargetSpec {
                     v,
                 )]
             }
-            "dml" if variant.is_none() => vec![make(Backend::DirectMl, OptLevel::All, None)],
+            "dml" if variant.is_none() => {
+                // ort's DirectML binding takes no free-form options: refuse rather than drop them.
+                if let Some((k, _)) = options.iter().find(|(k, _)| !k.starts_with("session.")) {
+                    return Err(usage(format!("target '{text}': DirectML takes no EP option '{k}'")));
+                }
+                vec![make(Backend::DirectMl, OptLevel::All, None)]
+            }
             "cuda" if variant.is_none() => vec![make(Backend::Cuda, OptLevel::All, None)],
             "tensorrt" if variant.is_none() => vec![make(Backend::TensorRt, OptLevel::All, None)],
             _ => return Err(unknown()),

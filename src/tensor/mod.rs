@@ -6,8 +6,20 @@ pub use npy::{read_npy_header, read_npz, write_npz};
 
 use std::fmt;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+/// The most elements one tensor may have (2^31): inputs are generated and files are read into
+/// memory, so a shape beyond this is refused rather than allocated.
+pub const MAX_ELEMENTS: usize = 1 << 31;
+
+/// The number of elements of a shape, or `None` when it overflows or exceeds [`MAX_ELEMENTS`].
+pub fn checked_len(shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= MAX_ELEMENTS)
+}
 
 /// Element types an audit can feed to or read from a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -334,7 +346,7 @@ pub struct Tensor {
 impl Tensor {
     /// Builds a tensor, checking that the shape and the number of values agree.
     pub fn new(shape: Vec<usize>, data: TensorData) -> Result<Tensor> {
-        let expected: usize = shape.iter().product();
+        let expected = checked_len(&shape).with_context(|| format!("shape {shape:?} is too large"))?;
         if expected != data.len() {
             bail!(
                 "shape {:?} needs {} values but {} were given",

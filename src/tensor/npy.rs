@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use ndarray_npy::npy::header::Header;
 use py_literal::Value as PyValue;
 
-use super::{DType, Tensor, TensorData};
+use super::{checked_len, DType, Tensor, TensorData, MAX_ELEMENTS};
 
 impl Tensor {
     /// The complete `.npy` encoding (version 1 header, little-endian, C order).
@@ -49,9 +49,11 @@ impl Tensor {
         };
         let (dtype, big_endian) =
             DType::from_npy_descr(&descr).with_context(|| format!("unsupported .npy dtype '{descr}'"))?;
-        let count: usize = header.shape.iter().product();
-        let nbytes = count.checked_mul(dtype.size()).context(".npy shape is too large")?;
-        let mut bytes = Vec::with_capacity(nbytes);
+        let count = checked_len(&header.shape)
+            .with_context(|| format!(".npy shape {:?} has more than {MAX_ELEMENTS} elements", header.shape))?;
+        let nbytes = count * dtype.size();
+        // No capacity up front: the header's shape is not trusted until the data is there.
+        let mut bytes = Vec::new();
         reader
             .take(nbytes as u64)
             .read_to_end(&mut bytes)

@@ -222,28 +222,16 @@ fn builder_commit(mut builder: SessionBuilder, model: &Path) -> Result<Session> 
 
 fn built_in_ep(ep_name: &str, options: &[(String, String)]) -> Result<ort::ep::ExecutionProviderDispatch> {
     use ort::ep::ArbitrarilyConfigurableExecutionProvider;
+    fn configured<E: ArbitrarilyConfigurableExecutionProvider>(mut ep: E, options: &[(String, String)]) -> E {
+        for (k, v) in options {
+            ep = ep.with_arbitrary_config(k, v);
+        }
+        ep
+    }
     let dispatch = match ep_name {
-        "OpenVINOExecutionProvider" => {
-            let mut ep = ort::ep::OpenVINO::default();
-            for (k, v) in options {
-                ep = ep.with_arbitrary_config(k, v);
-            }
-            ep.build()
-        }
-        "CUDAExecutionProvider" => {
-            let mut ep = ort::ep::CUDA::default();
-            for (k, v) in options {
-                ep = ep.with_arbitrary_config(k, v);
-            }
-            ep.build()
-        }
-        "TensorrtExecutionProvider" => {
-            let mut ep = ort::ep::TensorRT::default();
-            for (k, v) in options {
-                ep = ep.with_arbitrary_config(k, v);
-            }
-            ep.build()
-        }
+        "OpenVINOExecutionProvider" => configured(ort::ep::OpenVINO::default(), options).build(),
+        "CUDAExecutionProvider" => configured(ort::ep::CUDA::default(), options).build(),
+        "TensorrtExecutionProvider" => configured(ort::ep::TensorRT::default(), options).build(),
         "DmlExecutionProvider" => ort::ep::DirectML::default().build(),
         other => bail!("unknown execution provider {other}"),
     };

@@ -104,6 +104,28 @@ pub fn run_all(jobs: &[(Job, PathBuf)], config: PoolConfig, on_done: &(dyn Fn(&J
         .collect()
 }
 
+/// Waits for a worker until it exits, the timeout passes or the audit is interrupted; in the last
+/// two cases kills it (this thread owns the child, so the process is never signalled after it
+/// was reaped). `Ok(None)` means it was killed.
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    start: Instant,
+    timeout: Duration,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    const SLICE: Duration = Duration::from_millis(100);
+    loop {
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() || crate::interrupt::stopping() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        if let Some(status) = child.wait_timeout(left.min(SLICE))? {
+            return Ok(Some(status));
+        }
+    }
+}
+
 fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
     let log = dir.join("worker.log");
     let fail = |status: RunStatus, error: String, wall_ms: f64| Outcome {
@@ -146,29 +168,27 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         Err(e) => return fail(RunStatus::Failed, format!("cannot create {}: {e}", log.display()), 0.0),
     };
     let start = Instant::now();
-    let spawned = crate::interrupt::spawn(|| {
-        Command::new(exe)
-            .arg("__worker")
-            .arg(&job_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log_file))
-            .spawn()
-    });
-    let mut child = match spawned {
-        Some(Ok(c)) => c,
-        Some(Err(e)) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
-        None => return fail(RunStatus::Crashed, "the audit was interrupted".into(), 0.0),
-    };
-    let waited = child.wait_timeout(timeout);
-    if let Ok(None) = waited {
-        let _ = child.kill();
-        let _ = child.wait();
+    if crate::interrupt::stopping() {
+        return fail(RunStatus::Crashed, "the audit was interrupted".into(), 0.0);
     }
-    crate::interrupt::child_ended(child.id());
+    let spawned = Command::new(exe)
+        .arg("__worker")
+        .arg(&job_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
+    };
+    let waited = wait_or_kill(&mut child, start, timeout);
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
     let status = match waited {
         Ok(Some(s)) => s,
+        Ok(None) if crate::interrupt::stopping() => {
+            return fail(RunStatus::Crashed, "the audit was interrupted".into(), wall_ms);
+        }
         Ok(None) => {
             return fail(
                 RunStatus::Timeout,
