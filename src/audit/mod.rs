@@ -233,17 +233,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         files::check_save_dir(dir)?;
     }
     let mut notes = Vec::new();
-    let model = load_model(&opts.model)?;
-    let signature = Signature::of(&model)?;
-    let reference = reference::plan(&model, opts.reference.as_ref(), opts.golden.as_ref(), &mut notes)?;
-    let inputs = audit_inputs(&reference, &signature, &opts.inputs)?;
-    let mut softmax = signature.softmax_axes.clone();
-    if let ReferencePlan::Model { signature: ref_sig, .. } = &reference {
-        for (k, v) in &ref_sig.softmax_axes {
-            softmax.entry(k.clone()).or_insert(*v);
-        }
-    }
-    let classes = ClassAxisPolicy::parse(&opts.class_axis, softmax, &signature.outputs)?;
+    // Target specs first: a typo there should not wait for the model to load.
     let targets = plan::targets(&opts.targets, &opts.allow_failure, !opts.no_baseline)?;
     if opts.targets.is_empty() {
         let ids: Vec<&str> = targets
@@ -257,8 +247,20 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         ));
     }
 
-    // Runtimes, files and jobs: the golden run first, then one job per target that can run.
     let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
+
+    let model = load_model(&opts.model)?;
+    let signature = Signature::of(&model)?;
+    let reference = reference::plan(&model, opts.reference.as_ref(), opts.golden.as_ref(), &mut notes)?;
+    let inputs = audit_inputs(&reference, &signature, &opts.inputs)?;
+    let mut softmax = signature.softmax_axes.clone();
+    if let ReferencePlan::Model { signature: ref_sig, .. } = &reference {
+        for (k, v) in &ref_sig.softmax_axes {
+            softmax.entry(k.clone()).or_insert(*v);
+        }
+    }
+    let classes = ClassAxisPolicy::parse(&opts.class_axis, softmax, &signature.outputs)?;
+    // Runtimes, files and jobs: the golden run first, then one job per target that can run.
     let planned = plan::provision(targets, &provisioner)?;
     let work = WorkDir::new(opts.exec.keep_work)?;
     let input_files = inputs.write(&work.path.join("inputs"))?;

@@ -2,6 +2,7 @@
 //! targets against each other. Tensors are read one (sample, output) at a time, so memory holds
 //! one output of each target, never a whole run.
 
+pub mod agreement;
 pub mod class_axis;
 pub mod stats;
 pub mod topk;
@@ -10,6 +11,7 @@ use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 
+pub use agreement::Agreement;
 pub use class_axis::ClassAxisPolicy;
 pub use stats::ErrorStats;
 pub use topk::TopKStats;
@@ -56,8 +58,10 @@ pub fn compare(
     let pairs: Vec<(usize, usize)> = (0..targets.len())
         .flat_map(|a| (a + 1..targets.len()).map(move |b| (a, b)))
         .collect();
-    let mut pair_stats: Vec<Vec<Option<ErrorStats>>> =
-        pairs.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
+    let mut pair_stats: Vec<Vec<Agreement>> = pairs
+        .iter()
+        .map(|_| outputs.iter().map(|_| Agreement::default()).collect())
+        .collect();
     let mut pair_broken: Vec<Vec<bool>> = pairs.iter().map(|_| vec![false; outputs.len()]).collect();
 
     for s in 0..n_samples {
@@ -107,13 +111,7 @@ pub fn compare(
             }
             for (p, &(a, b)) in pairs.iter().enumerate() {
                 match (&loaded[a], &loaded[b]) {
-                    (Some(x), Some(y)) if x.shape == y.shape => {
-                        let st = pair_stats[p][k].get_or_insert_with(|| {
-                            let same = x.dtype() == y.dtype();
-                            ErrorStats::new(same, same && x.dtype().is_float())
-                        });
-                        st.update(&x.data, &y.data);
-                    }
+                    (Some(x), Some(y)) if x.shape == y.shape => pair_stats[p][k].update(&x.data, &y.data),
                     _ => pair_broken[p][k] = true,
                 }
             }
@@ -135,11 +133,11 @@ pub fn compare(
     let mut agreement = Vec::new();
     for (p, &(a, b)) in pairs.iter().enumerate() {
         for (k, name) in outputs.iter().enumerate() {
-            let stats = pair_stats[p][k].take();
-            let broken = pair_broken[p][k];
-            let (elements, differing, max_abs) = match (&stats, broken) {
-                (Some(st), false) => (st.elements, st.differing(), st.max_abs()),
-                _ => (0, None, f64::NAN),
+            let st = &pair_stats[p][k];
+            let (elements, differing, max_abs) = if pair_broken[p][k] {
+                (0, None, f64::NAN)
+            } else {
+                (st.elements, st.differing, st.max_abs)
             };
             agreement.push(AgreementEntry {
                 a: targets[a].id.to_string(),

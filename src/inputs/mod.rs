@@ -246,40 +246,55 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         opts.samples.max(1)
     };
 
+    // How each input is produced, decided once: from the files, or a generator and a shape.
     let mut generators = Vec::new();
+    let mut recipes: Vec<Option<(GenSpec, Vec<usize>)>> = Vec::with_capacity(sig.inputs.len());
+    for info in &sig.inputs {
+        let in_every_file = per_input_files.contains_key(&info.name)
+            || (!file_samples.is_empty() && file_samples.iter().all(|s| s.contains_key(&info.name)));
+        if in_every_file {
+            recipes.push(None);
+            continue;
+        }
+        if file_samples.iter().any(|s| s.contains_key(&info.name)) {
+            return Err(usage(format!(
+                "input '{}' is in some --inputs files but not in others",
+                info.name
+            )));
+        }
+        let spec = match (per_input_gen.get(&info.name), default_gen, any_files) {
+            (Some(s), _, _) => *s,
+            (None, Some(s), _) => s,
+            (None, None, false) => GenSpec::DEFAULT,
+            (None, None, true) => {
+                let sample = file_samples.iter().find(|s| !s.contains_key(&info.name));
+                return Err(usage(format!(
+                    "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
+                    info.name,
+                    supplied_names(sample, &per_input_files),
+                    input_names(sig),
+                    info.name
+                )));
+            }
+        };
+        spec.check_for(info.dtype)
+            .map_err(|e| usage(format!("--gen for input '{}': {e}", info.name)))?;
+        let shape = generation_shape(info, shapes.get(&info.name))?;
+        generators.push(format!("{}={spec}", info.name));
+        recipes.push(Some((spec, shape)));
+    }
     let mut samples = Vec::with_capacity(n_samples);
     for k in 0..n_samples {
         let mut sample = Vec::with_capacity(sig.inputs.len());
-        for (i, info) in sig.inputs.iter().enumerate() {
-            let from_file = file_samples
-                .get(k)
-                .and_then(|s| s.get(&info.name))
-                .or_else(|| per_input_files.get(&info.name));
-            let tensor = match from_file {
-                Some(t) => t.clone(),
-                None => {
-                    let spec = match (per_input_gen.get(&info.name), default_gen, any_files) {
-                        (Some(s), _, _) => *s,
-                        (None, Some(s), _) => s,
-                        (None, None, false) => GenSpec::DEFAULT,
-                        (None, None, true) => {
-                            return Err(usage(format!(
-                                "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
-                                info.name,
-                                supplied_names(file_samples.get(k), &per_input_files),
-                                input_names(sig),
-                                info.name
-                            )))
-                        }
-                    };
-                    let shape = generation_shape(info, shapes.get(&info.name))?;
-                    spec.check_for(info.dtype)
-                        .map_err(|e| usage(format!("--gen for input '{}': {e}", info.name)))?;
-                    if k == 0 {
-                        generators.push(format!("{}={spec}", info.name));
-                    }
-                    spec.generate(info.dtype, &shape, opts.seed, k as u64, i as u64)
-                }
+        for (i, (info, recipe)) in sig.inputs.iter().zip(&recipes).enumerate() {
+            let tensor = match recipe {
+                Some((spec, shape)) => spec.generate(info.dtype, shape, opts.seed, k as u64, i as u64),
+                None => file_samples
+                    .get(k)
+                    .and_then(|s| s.get(&info.name))
+                    .or_else(|| per_input_files.get(&info.name))
+                    .cloned()
+                    .ok_or_else(|| usage(format!("input '{}' is missing from sample {k}", info.name)))?,
             };
             check_tensor(info, &tensor, shapes.get(&info.name))?;
             sample.push(NamedTensor {
