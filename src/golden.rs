@@ -8,10 +8,10 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
+use crate::hash::{copy_and_hash, sha256_file};
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
 use crate::model::load::ExternalFile;
 use crate::model::Signature;
-use crate::runtime::wheel::sha256_file;
 use crate::tensor::{read_npy_header, DType, Tensor};
 use crate::worker::{InputFile, OutputFile};
 
@@ -198,20 +198,30 @@ pub struct GoldenWrite<'a> {
     pub outputs: &'a [Vec<OutputFile>],
 }
 
-fn copy_entry(from: &Path, dir: &Path, rel: String, name: &str) -> Result<TensorEntry> {
+/// Copies one tensor file into the golden directory, hashing it on the way.
+fn copy_entry(from: &TensorFile<'_>, dir: &Path, rel: String) -> Result<TensorEntry> {
     let dest = dir.join(&rel);
     if let Some(parent) = dest.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::copy(from, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
-    let tensor = Tensor::read_npy(&dest)?;
+    let reader = std::fs::File::open(from.path).with_context(|| format!("cannot open {}", from.path.display()))?;
+    let writer = std::fs::File::create(&dest).with_context(|| format!("cannot create {}", dest.display()))?;
+    let (_, sha256) = copy_and_hash(std::io::BufReader::new(reader), std::io::BufWriter::new(writer))
+        .with_context(|| format!("cannot write {}", dest.display()))?;
+    let (dtype, shape) = read_npy_header(&dest)?;
     Ok(TensorEntry {
-        name: name.to_string(),
+        name: from.name.to_string(),
         file: rel,
-        dtype: tensor.dtype(),
-        shape: tensor.shape,
-        sha256: sha256_file(&dest)?,
+        dtype,
+        shape,
+        sha256,
     })
+}
+
+/// A tensor file and its name, whichever side (input or output) it comes from.
+struct TensorFile<'a> {
+    name: &'a str,
+    path: &'a Path,
 }
 
 /// Checks where a golden run may be written and returns the absolute path to write to. A path
@@ -281,12 +291,30 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         let inputs = ins
             .iter()
             .enumerate()
-            .map(|(i, f)| copy_entry(&f.path, staging.path(), format!("inputs/s{k}/i{i}.npy"), &f.name))
+            .map(|(i, f)| {
+                copy_entry(
+                    &TensorFile {
+                        name: &f.name,
+                        path: &f.path,
+                    },
+                    staging.path(),
+                    format!("inputs/s{k}/i{i}.npy"),
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let outputs = outs
             .iter()
             .enumerate()
-            .map(|(o, f)| copy_entry(&f.path, staging.path(), format!("outputs/s{k}/o{o}.npy"), &f.name))
+            .map(|(o, f)| {
+                copy_entry(
+                    &TensorFile {
+                        name: &f.name,
+                        path: &f.path,
+                    },
+                    staging.path(),
+                    format!("outputs/s{k}/o{o}.npy"),
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         samples.push(SampleEntry { inputs, outputs });
     }
@@ -312,21 +340,22 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         staging.path().join("manifest.json"),
         serde_json::to_vec_pretty(&manifest)?,
     )?;
-    let staged = staging.keep();
+    // Until the new run is in place, `staging` still removes it on any error.
     if dest.exists() {
-        // Move the old run aside first: only once the new one is in place is the old one removed.
-        let old = tempfile::Builder::new()
-            .prefix(".golden-old-")
-            .tempdir_in(&parent)?
-            .keep();
-        std::fs::remove_dir(&old)?;
+        // Move the old run aside first; only once the new one is in place is the old one removed,
+        // and if moving the new one in fails, the old one goes back.
+        let old = parent.join(format!(".golden-old-{}", std::process::id()));
         std::fs::rename(&dest, &old).with_context(|| format!("cannot move {} aside", dest.display()))?;
-        std::fs::rename(&staged, &dest)
-            .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
+        if let Err(e) = std::fs::rename(staging.path(), &dest) {
+            let _ = std::fs::rename(&old, &dest);
+            return Err(e).with_context(|| format!("cannot move the golden run into {}", dest.display()));
+        }
+        let _ = staging.keep();
         std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove the previous run {}", old.display()))?;
     } else {
-        std::fs::rename(&staged, &dest)
+        std::fs::rename(staging.path(), &dest)
             .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
+        let _ = staging.keep();
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod error;
 pub mod gate;
 pub mod golden;
+pub mod hash;
 pub mod inputs;
 pub mod interrupt;
 pub mod listing;

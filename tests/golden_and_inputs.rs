@@ -153,7 +153,7 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
         serde_json::from_slice(&std::fs::read(golden.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(
         manifest["reference_model"]["sha256"],
-        npu_audit::model::load::sha256_hex(&std::fs::read(&fp32).unwrap())
+        npu_audit::hash::sha256_hex(&std::fs::read(&fp32).unwrap())
     );
     assert_eq!(manifest["runtime"]["version"], "1.31.1");
     assert_eq!(manifest["samples"].as_array().unwrap().len(), 2);

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::hash::sha256_hex;
 use crate::inputs::InputSet;
-use crate::model::load::sha256_hex;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use super::assemble;
 use super::plan::PlannedTarget;
+use crate::hash::sha256_file;
 use crate::report::model::{ChipsetInfo, OutputMetrics, PlacementSummary, TargetReport};
-use crate::runtime::wheel::sha256_file;
 use crate::runtime::Runtime;
 use crate::worker::{Outcome, RunStatus};
 

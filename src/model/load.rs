@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::hash::sha256_hex;
 use anyhow::{bail, Context, Result};
 use prost::Message;
-use sha2::{Digest, Sha256};
 
 use super::pb::ModelProto;
 use crate::error::usage;
@@ -80,21 +80,11 @@ impl LoadedModel {
         self.external_data_files()
             .into_iter()
             .map(|file| {
-                let sha256 = crate::runtime::wheel::sha256_file(&dir.join(&file))?;
+                let sha256 = crate::hash::sha256_file(&dir.join(&file))?;
                 Ok(ExternalFile { file, sha256 })
             })
             .collect()
     }
-}
-
-/// SHA-256 of a byte string, as lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-/// Lowercase hex encoding.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Reads and checks an ONNX model. Every failure is a usage error naming the file.

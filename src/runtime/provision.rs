@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::catalog::{Build, Role};
 use super::python::{installed_packages, pip_download, InstalledPackage};
-use super::wheel::{extract_shared_libraries, sha256_file, LibFile};
+use super::wheel::{extract_shared_libraries, LibFile};
 use crate::error::{environment, usage};
+use crate::hash::sha256_file;
 
 /// Where a runtime was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -221,12 +222,13 @@ impl Provisioner {
             staging.path().join("manifest.json"),
             serde_json::to_vec_pretty(&manifest)?,
         )?;
-        let staged = staging.keep();
+        // Under the lock nobody else writes `dir`; whatever is there is incomplete (no manifest).
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
         }
-        std::fs::rename(&staged, &dir)
+        std::fs::rename(staging.path(), &dir)
             .map_err(|e| environment(format!("cannot move the runtime into {}: {e}", dir.display())))?;
+        let _ = staging.keep();
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
         eprintln!(
             "npu-audit: installed {} ({} libraries, {:.0} MB, wheel sha256 {})",

@@ -2,15 +2,14 @@
 //! SHA-256 of each.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::BufReader;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::catalog::is_shared_library;
-use crate::model::load::hex;
+use crate::hash::copy_and_hash;
 
 /// One extracted file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -19,21 +18,6 @@ pub struct LibFile {
     pub path: String,
     pub size: u64,
     pub sha256: String,
-}
-
-/// SHA-256 of a file, streamed.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut reader = BufReader::new(File::open(path).with_context(|| format!("cannot open {}", path.display()))?);
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = reader.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
 }
 
 /// Extracts the shared libraries of `wheel` into `dest`, keeping the wheel's directory layout
@@ -58,19 +42,9 @@ pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile
         if let Some(parent) = out_path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let mut out = File::create(&out_path).with_context(|| format!("cannot create {}", out_path.display()))?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut size = 0u64;
-        loop {
-            let n = entry.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])?;
-            size += n as u64;
-        }
+        let out = File::create(&out_path).with_context(|| format!("cannot create {}", out_path.display()))?;
+        let (size, sha256) =
+            copy_and_hash(&mut entry, out).with_context(|| format!("cannot extract {}", out_path.display()))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -79,7 +53,7 @@ pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile
         files.push(LibFile {
             path: rel_text,
             size,
-            sha256: hex(&hasher.finalize()),
+            sha256,
         });
     }
     Ok(files)
