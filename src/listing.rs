@@ -8,7 +8,7 @@ use tabled::settings::Style;
 
 use crate::error::usage;
 use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, BUILDS};
-use crate::target::{parse_targets, TargetSpec, CHIPSETS};
+use crate::target::TargetSpec;
 
 /// One row of `npu-audit targets`.
 #[derive(Debug, Clone, Serialize)]
@@ -24,13 +24,6 @@ pub struct TargetAvailability {
     pub libraries: Vec<String>,
     pub reason: Option<String>,
     pub description: String,
-}
-
-fn every_target() -> Vec<TargetSpec> {
-    let mut ids = vec!["cpu".to_string(), "cpu:noopt".to_string()];
-    ids.extend(CHIPSETS.iter().map(|c| format!("qnn:{}", c.sm)));
-    ids.extend(["openvino", "dml", "cuda", "tensorrt"].map(String::from));
-    parse_targets(&ids).unwrap_or_default()
 }
 
 fn describe(spec: &TargetSpec) -> String {
@@ -64,7 +57,7 @@ fn runtime_state(p: &Provisioner, b: &'static Build) -> Result<(String, Option<S
 pub fn availability(runtime_flags: &[String]) -> Result<Vec<TargetAvailability>> {
     let p = Provisioner::new(runtime_flags)?;
     let mut rows = Vec::new();
-    for spec in every_target() {
+    for spec in crate::target::all_known() {
         let (host, plugin) = builds_for(&spec.backend);
         let obstacle = platform_obstacle(&spec.backend);
         let runtime = match plugin {
@@ -169,22 +162,11 @@ pub fn runtime_table(rows: &[RuntimeRow]) -> String {
     t.to_string()
 }
 
-/// Why a build is of no use on this machine (platform, or no NVIDIA driver for the GPU build).
-fn build_obstacle(b: &Build) -> Option<String> {
-    if !b.supports_this_platform() {
-        return Some(b.platform_reason.to_string());
-    }
-    if b.key == "gpu" {
-        return platform_obstacle(&crate::target::Backend::Cuda);
-    }
-    None
-}
-
 /// Resolves `runtime install|path` keys (`all` = every build usable here). Naming a build this
 /// machine cannot use is an error, not a download.
 pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
     if keys.iter().any(|k| k == "all") {
-        return Ok(BUILDS.iter().filter(|b| build_obstacle(b).is_none()).collect());
+        return Ok(BUILDS.iter().filter(|b| b.obstacle().is_none()).collect());
     }
     keys.iter()
         .map(|k| {
@@ -193,7 +175,7 @@ pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
                     "unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu, all)"
                 ))
             })?;
-            match build_obstacle(b) {
+            match b.obstacle() {
                 Some(why) => Err(usage(format!("{} is of no use on this machine: {why}", b.label()))),
                 None => Ok(b),
             }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use anyhow::Result;
 
 use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, Runtime, TargetRuntime};
-use crate::target::{parse_targets, TargetSpec, CHIPSETS};
+use crate::target::{parse_targets, TargetSpec};
 
 /// A target with its role in the audit.
 #[derive(Debug, Clone)]
@@ -21,11 +21,7 @@ pub struct PlannedTarget {
 
 /// Every target this machine might run, for `compare` without `--target`.
 pub fn default_specs() -> Vec<TargetSpec> {
-    let mut wanted = vec!["cpu".to_string(), "cpu:noopt".to_string()];
-    wanted.extend(CHIPSETS.iter().map(|c| format!("qnn:{}", c.sm)));
-    wanted.extend(["openvino", "dml", "cuda", "tensorrt"].map(String::from));
-    parse_targets(&wanted)
-        .unwrap_or_default()
+    crate::target::all_known()
         .into_iter()
         .filter(|s| platform_obstacle(&s.backend).is_none())
         .collect()

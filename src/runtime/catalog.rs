@@ -29,60 +29,69 @@ pub struct Build {
 
 const LINUX_X64: (&str, &str) = ("linux", "x86_64");
 
+/// ONNX Runtime with the CPU EP; also the host of the QNN plugin.
+pub const CPU: Build = Build {
+    key: "cpu",
+    package: "onnxruntime",
+    version: "1.31.1",
+    role: Role::Standalone,
+    env_var: "NPU_AUDIT_RUNTIME_CPU",
+    platforms: &[
+        LINUX_X64,
+        ("linux", "aarch64"),
+        ("macos", "aarch64"),
+        ("windows", "x86_64"),
+        ("windows", "aarch64"),
+    ],
+    platform_reason: "the onnxruntime wheel is not published for this platform",
+};
+
+/// The QNN execution provider plugin (HTP backend; Qualcomm's HTP simulator on x86-64 Linux).
+pub const QNN: Build = Build {
+    key: "qnn",
+    package: "onnxruntime-qnn",
+    version: "2.7.0",
+    role: Role::PluginOn("cpu"),
+    env_var: "NPU_AUDIT_RUNTIME_QNN",
+    platforms: &[LINUX_X64, ("windows", "aarch64")],
+    platform_reason: "QNN HTP needs Linux x86-64 (Qualcomm's HTP simulator) or Windows on Snapdragon",
+};
+
+/// A separate ONNX Runtime build with the OpenVINO EP built in.
+pub const OPENVINO: Build = Build {
+    key: "openvino",
+    package: "onnxruntime-openvino",
+    version: "1.24.1",
+    role: Role::Standalone,
+    env_var: "NPU_AUDIT_RUNTIME_OPENVINO",
+    platforms: &[LINUX_X64, ("windows", "x86_64")],
+    platform_reason: "OpenVINO needs an x86-64 Linux or Windows machine",
+};
+
+/// ONNX Runtime with the DirectML EP (Windows only).
+pub const DIRECTML: Build = Build {
+    key: "directml",
+    package: "onnxruntime-directml",
+    version: "1.24.4",
+    role: Role::Standalone,
+    env_var: "NPU_AUDIT_RUNTIME_DIRECTML",
+    platforms: &[("windows", "x86_64"), ("windows", "aarch64")],
+    platform_reason: "DirectML needs Windows",
+};
+
+/// ONNX Runtime with the CUDA and TensorRT EPs.
+pub const GPU: Build = Build {
+    key: "gpu",
+    package: "onnxruntime-gpu",
+    version: "1.31.1",
+    role: Role::Standalone,
+    env_var: "NPU_AUDIT_RUNTIME_GPU",
+    platforms: &[LINUX_X64, ("windows", "x86_64")],
+    platform_reason: "CUDA and TensorRT need an x86-64 Linux or Windows machine with an NVIDIA GPU",
+};
+
 /// Every build the audit knows.
-pub const BUILDS: &[Build] = &[
-    Build {
-        key: "cpu",
-        package: "onnxruntime",
-        version: "1.31.1",
-        role: Role::Standalone,
-        env_var: "NPU_AUDIT_RUNTIME_CPU",
-        platforms: &[
-            LINUX_X64,
-            ("linux", "aarch64"),
-            ("macos", "aarch64"),
-            ("windows", "x86_64"),
-            ("windows", "aarch64"),
-        ],
-        platform_reason: "the onnxruntime wheel is not published for this platform",
-    },
-    Build {
-        key: "qnn",
-        package: "onnxruntime-qnn",
-        version: "2.7.0",
-        role: Role::PluginOn("cpu"),
-        env_var: "NPU_AUDIT_RUNTIME_QNN",
-        platforms: &[LINUX_X64, ("windows", "aarch64")],
-        platform_reason: "QNN HTP needs Linux x86-64 (Qualcomm's HTP simulator) or Windows on Snapdragon",
-    },
-    Build {
-        key: "openvino",
-        package: "onnxruntime-openvino",
-        version: "1.24.1",
-        role: Role::Standalone,
-        env_var: "NPU_AUDIT_RUNTIME_OPENVINO",
-        platforms: &[LINUX_X64, ("windows", "x86_64")],
-        platform_reason: "OpenVINO needs an x86-64 Linux or Windows machine",
-    },
-    Build {
-        key: "directml",
-        package: "onnxruntime-directml",
-        version: "1.24.4",
-        role: Role::Standalone,
-        env_var: "NPU_AUDIT_RUNTIME_DIRECTML",
-        platforms: &[("windows", "x86_64"), ("windows", "aarch64")],
-        platform_reason: "DirectML needs Windows",
-    },
-    Build {
-        key: "gpu",
-        package: "onnxruntime-gpu",
-        version: "1.31.1",
-        role: Role::Standalone,
-        env_var: "NPU_AUDIT_RUNTIME_GPU",
-        platforms: &[LINUX_X64, ("windows", "x86_64")],
-        platform_reason: "CUDA and TensorRT need an x86-64 Linux or Windows machine with an NVIDIA GPU",
-    },
-];
+pub const BUILDS: &[Build] = &[CPU, QNN, OPENVINO, DIRECTML, GPU];
 
 impl Build {
     /// Looks a build up by key.
@@ -93,6 +102,18 @@ impl Build {
     /// Whether the build exists for the machine this runs on.
     pub fn supports_this_platform(&self) -> bool {
         self.platforms.contains(&(std::env::consts::OS, std::env::consts::ARCH))
+    }
+
+    /// Why the build is of no use on this machine, if it is not: no wheel for the platform, or (the
+    /// GPU build) no NVIDIA driver.
+    pub fn obstacle(&self) -> Option<String> {
+        if !self.supports_this_platform() {
+            return Some(self.platform_reason.to_string());
+        }
+        if self.key == GPU.key && !nvidia_driver_present() {
+            return Some("no NVIDIA GPU driver found (CUDA and TensorRT need an NVIDIA GPU)".into());
+        }
+        None
     }
 
     /// Path of the main library inside the wheel on this platform.
@@ -118,6 +139,14 @@ impl Build {
     /// "onnxruntime-qnn 2.7.0".
     pub fn label(&self) -> String {
         format!("{} {}", self.package, self.version)
+    }
+}
+
+fn nvidia_driver_present() -> bool {
+    if cfg!(windows) {
+        std::path::Path::new("C:\\Windows\\System32\\nvcuda.dll").exists()
+    } else {
+        std::path::Path::new("/proc/driver/nvidia/version").exists()
     }
 }
 

@@ -6,8 +6,6 @@ pub mod provision;
 pub mod python;
 pub mod wheel;
 
-use std::path::Path;
-
 pub use catalog::{Build, BUILDS};
 pub use provision::{Provisioner, Runtime, Source};
 
@@ -16,13 +14,12 @@ use crate::worker::EpSetup;
 
 /// The builds a backend runs on: a host ONNX Runtime and, for plugin EPs, the plugin.
 pub fn builds_for(backend: &Backend) -> (&'static Build, Option<&'static Build>) {
-    let get = |k| Build::get(k).unwrap_or(&BUILDS[0]);
     match backend {
-        Backend::Cpu => (get("cpu"), None),
-        Backend::Qnn(_) => (get("cpu"), Some(get("qnn"))),
-        Backend::OpenVino { .. } => (get("openvino"), None),
-        Backend::DirectMl => (get("directml"), None),
-        Backend::Cuda | Backend::TensorRt => (get("gpu"), None),
+        Backend::Cpu => (&catalog::CPU, None),
+        Backend::Qnn(_) => (&catalog::CPU, Some(&catalog::QNN)),
+        Backend::OpenVino { .. } => (&catalog::OPENVINO, None),
+        Backend::DirectMl => (&catalog::DIRECTML, None),
+        Backend::Cuda | Backend::TensorRt => (&catalog::GPU, None),
     }
 }
 
@@ -30,23 +27,7 @@ pub fn builds_for(backend: &Backend) -> (&'static Build, Option<&'static Build>)
 /// runtime is looked for).
 pub fn platform_obstacle(backend: &Backend) -> Option<String> {
     let (host, plugin) = builds_for(backend);
-    for b in [Some(host), plugin].into_iter().flatten() {
-        if !b.supports_this_platform() {
-            return Some(b.platform_reason.to_string());
-        }
-    }
-    if matches!(backend, Backend::Cuda | Backend::TensorRt) && !nvidia_driver_present() {
-        return Some("no NVIDIA GPU driver found (CUDA and TensorRT need an NVIDIA GPU)".into());
-    }
-    None
-}
-
-fn nvidia_driver_present() -> bool {
-    if cfg!(windows) {
-        Path::new("C:\\Windows\\System32\\nvcuda.dll").exists()
-    } else {
-        Path::new("/proc/driver/nvidia/version").exists()
-    }
+    [Some(host), plugin].into_iter().flatten().find_map(Build::obstacle)
 }
 
 /// The located runtimes of one target.

@@ -158,12 +158,8 @@ impl Provisioner {
 
     /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
     pub fn get(&self, build: &'static Build) -> Result<Runtime> {
-        if !build.supports_this_platform() {
-            return Err(environment(format!(
-                "{} is not available here: {}",
-                build.label(),
-                build.platform_reason
-            )));
+        if let Some(why) = build.obstacle() {
+            return Err(environment(format!("{} is not available here: {why}", build.label())));
         }
         if let Some(rt) = self.find(build)? {
             return Ok(rt);

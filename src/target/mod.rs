@@ -200,6 +200,16 @@ fn qnn_spec(chip: Chipset, options: &[(String, String)]) -> TargetSpec {
     }
 }
 
+/// Every target the tool knows, one per chipset (what `targets` lists and what `compare` runs by
+/// default, where the machine can).
+pub fn all_known() -> Vec<TargetSpec> {
+    let mut ids = vec!["cpu".to_string(), "cpu:noopt".to_string()];
+    ids.extend(CHIPSETS.iter().map(|c| format!("qnn:{}", c.sm)));
+    ids.extend(["openvino", "dml", "cuda", "tensorrt"].map(String::from));
+    // These specs are the tool's own and parse (a test checks it).
+    parse_targets(&ids).unwrap_or_default()
+}
+
 /// Parses every `--target` value, expanding groups and dropping repeats while keeping order.
 pub fn parse_targets(values: &[String]) -> Result<Vec<TargetSpec>> {
     let mut out: Vec<TargetSpec> = Vec::new();
@@ -256,6 +266,11 @@ mod tests {
             let err = TargetSpec::parse_many(bad).unwrap_err();
             assert_eq!(crate::error::exit_code_of(&err), crate::error::ExitCode::Usage, "{bad}");
         }
+    }
+
+    #[test]
+    fn every_known_target_parses() {
+        assert_eq!(all_known().len(), 2 + CHIPSETS.len() + 4);
     }
 
     #[test]
