@@ -21,6 +21,12 @@ pub enum ExitCode {
     Interrupted = 130,
 }
 
+impl serde::Serialize for ExitCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(*self as i32)
+    }
+}
+
 /// An error that carries the exit code it must end the process with.
 #[derive(Debug)]
 pub struct Failure {

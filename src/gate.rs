@@ -1,7 +1,7 @@
 //! Drift thresholds from the command line, evaluated per target and output into rules with the
 //! measured value, the limit and a verdict.
 
-use crate::report::model::{GateReport, Num, RuleResult, TargetReport};
+use crate::report::model::{GateReport, Num, RuleResult, TargetReport, Verdict};
 
 /// Thresholds given with `--min-sqnr`, `--max-abs`, `--require-bit-exact`.
 #[derive(Debug, Clone, Default)]
@@ -51,14 +51,11 @@ pub fn evaluate(t: &Thresholds, targets: &[TargetReport]) -> GateReport {
         }
     }
     let verdict = if !t.any() {
-        "none"
+        Verdict::None
     } else if rules.iter().all(|r| r.pass) {
-        "pass"
+        Verdict::Pass
     } else {
-        "fail"
+        Verdict::Fail
     };
-    GateReport {
-        verdict: verdict.into(),
-        rules,
-    }
+    GateReport { verdict, rules }
 }

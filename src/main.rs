@@ -171,12 +171,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
             t.error.clone().unwrap_or_default().lines().next().unwrap_or("")
         );
     }
-    Ok(match report.exit_code {
-        0 => ExitCode::Success,
-        1 => ExitCode::DriftExceeded,
-        3 => ExitCode::TargetFailed,
-        _ => ExitCode::Environment,
-    })
+    Ok(report.exit_code)
 }
 
 fn run(command: Command) -> Result<ExitCode> {

@@ -20,7 +20,7 @@ use crate::golden::{self, GoldenWrite, RuntimeEntry};
 use crate::hash::{sha256_file, sha256_hex};
 use crate::inputs::{prepare, InputOptions, InputSet};
 use crate::model::{load_model, Signature};
-use crate::report::model::{InputsInfo, ReferenceInfo, Report, ToolInfo, SCHEMA_VERSION};
+use crate::report::model::{InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, Verdict, SCHEMA_VERSION};
 use crate::runtime::{Provisioner, TargetRuntime};
 use crate::worker::job::Phase;
 use crate::worker::{Job, JobResult, Outcome, OutputFile, RunStatus};
@@ -237,8 +237,8 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     if opts.targets.is_empty() {
         let ids: Vec<&str> = targets
             .iter()
-            .filter(|(_, r, _)| *r == "target")
-            .map(|(s, _, _)| s.id.as_str())
+            .filter(|r| r.role == TargetRole::Target)
+            .map(|r| r.spec.id.as_str())
             .collect();
         notes.push(format!(
             "no --target given: auditing every target this machine can run ({})",
@@ -334,7 +334,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     let gate = evaluate(&opts.thresholds, &reports);
     let exit = if reports.iter().any(|t| t.required && t.status != RunStatus::Ok) {
         ExitCode::TargetFailed
-    } else if gate.verdict == "fail" {
+    } else if gate.verdict == Verdict::Fail {
         ExitCode::DriftExceeded
     } else {
         ExitCode::Success
@@ -359,7 +359,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         gate,
         metric_definitions: crate::report::definitions(),
         notes,
-        exit_code: exit as i32,
+        exit_code: exit,
     })
 }
 

@@ -4,15 +4,24 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
+use crate::report::model::TargetRole;
 use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, Runtime, TargetRuntime};
 use crate::target::{parse_targets, TargetSpec};
 
-/// A target with its role in the audit.
+/// A target asked for, with its role in the audit.
+#[derive(Debug, Clone)]
+pub struct Requested {
+    pub spec: TargetSpec,
+    pub role: TargetRole,
+    /// Whether its failure fails the audit (exit code 3).
+    pub required: bool,
+}
+
+/// A target with its role in the audit and its runtimes.
 #[derive(Debug, Clone)]
 pub struct PlannedTarget {
     pub spec: TargetSpec,
-    /// `target`, or `baseline` when the audit added `cpu:noopt` itself.
-    pub role: &'static str,
+    pub role: TargetRole,
     /// Whether its failure fails the audit (exit code 3).
     pub required: bool,
     /// The runtimes, or why the target cannot run here.
@@ -39,36 +48,37 @@ fn matches(pattern: &str, id: &str) -> bool {
 pub const BASELINE_ID: &str = "cpu:noopt";
 
 /// Parses `--target` values (or picks the defaults) and adds the baseline.
-pub fn targets(
-    flags: &[String],
-    allow_failure: &[String],
-    add_baseline: bool,
-) -> Result<Vec<(TargetSpec, &'static str, bool)>> {
+pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -> Result<Vec<Requested>> {
     let explicit = !flags.is_empty();
     let specs = if explicit {
         parse_targets(flags)?
     } else {
         default_specs()
     };
-    let mut out: Vec<(TargetSpec, &'static str, bool)> = specs
+    let mut out: Vec<Requested> = specs
         .into_iter()
-        .map(|s| {
-            let required = explicit && !allow_failure.iter().any(|p| matches(p, &s.id));
-            (s, "target", required)
+        .map(|spec| {
+            let required = explicit && !allow_failure.iter().any(|p| matches(p, &spec.id));
+            Requested {
+                spec,
+                role: TargetRole::Target,
+                required,
+            }
         })
         .collect();
-    if add_baseline && !out.iter().any(|(s, _, _)| s.id == BASELINE_ID) {
+    if add_baseline && !out.iter().any(|r| r.spec.id == BASELINE_ID) {
         let mut base = parse_targets(&[BASELINE_ID.to_string()])?;
-        out.push((base.remove(0), "baseline", false));
+        out.push(Requested {
+            spec: base.remove(0),
+            role: TargetRole::Baseline,
+            required: false,
+        });
     }
     Ok(out)
 }
 
 /// Finds (or fetches) the runtimes of every target, once per build.
-pub fn provision(
-    targets: Vec<(TargetSpec, &'static str, bool)>,
-    provisioner: &Provisioner,
-) -> Result<Vec<PlannedTarget>> {
+pub fn provision(targets: Vec<Requested>, provisioner: &Provisioner) -> Result<Vec<PlannedTarget>> {
     let mut cache: HashMap<&'static str, Result<Runtime, String>> = HashMap::new();
     let mut get = |b: &'static Build| -> Result<Result<Runtime, String>> {
         if let Some(r) = cache.get(b.key) {
@@ -88,7 +98,7 @@ pub fn provision(
         Ok(r)
     };
     let mut planned = Vec::with_capacity(targets.len());
-    for (spec, role, required) in targets {
+    for Requested { spec, role, required } in targets {
         let runtime = match platform_obstacle(&spec.backend) {
             Some(reason) => Err(reason),
             None => {
@@ -128,14 +138,14 @@ mod tests {
             true,
         )
         .unwrap();
-        let ids: Vec<_> = t.iter().map(|(s, role, req)| (s.id.as_str(), *role, *req)).collect();
+        let ids: Vec<_> = t.iter().map(|r| (r.spec.id.as_str(), r.role, r.required)).collect();
         assert_eq!(
             ids,
             vec![
-                ("cpu", "target", true),
-                ("qnn:sm8650", "target", true),
-                ("qnn:sm8350", "target", false),
-                ("cpu:noopt", "baseline", false)
+                ("cpu", TargetRole::Target, true),
+                ("qnn:sm8650", TargetRole::Target, true),
+                ("qnn:sm8350", TargetRole::Target, false),
+                ("cpu:noopt", TargetRole::Baseline, false)
             ]
         );
     }
@@ -144,6 +154,6 @@ mod tests {
     fn an_explicit_noopt_target_is_its_own_baseline() {
         let t = targets(&["cpu:noopt".into()], &[], true).unwrap();
         assert_eq!(t.len(), 1);
-        assert_eq!(t[0].1, "target");
+        assert_eq!(t[0].role, TargetRole::Target);
     }
 }

@@ -94,7 +94,7 @@ pub fn reports(
             TargetReport {
                 id: t.spec.id.clone(),
                 ep: t.spec.backend.ep_name().into(),
-                role: t.role.into(),
+                role: t.role,
                 required: t.required,
                 chipset: t.spec.chipset().map(|c| ChipsetInfo {
                     sm: c.sm.to_uppercase(),

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::error::ExitCode;
 use crate::model::signature::TensorSummary;
 use crate::worker::job::Phase;
 use crate::worker::RunStatus;
@@ -52,6 +53,26 @@ impl<'de> Deserialize<'de> for Num {
     }
 }
 
+/// Why a target is in the audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetRole {
+    /// Asked for (or chosen by default).
+    Target,
+    /// `cpu:noopt`, added by the audit as the reference integer implementation.
+    Baseline,
+}
+
+/// The overall result of the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// No threshold was set.
+    None,
+}
+
 /// Top-level report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -73,7 +94,7 @@ pub struct Report {
     /// Metric definitions, printed once.
     pub metric_definitions: BTreeMap<String, String>,
     pub notes: Vec<String>,
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// The tool that wrote the report.
@@ -182,7 +203,7 @@ pub struct TargetReport {
     pub id: String,
     pub ep: String,
     /// `target`, or `baseline` for the reference integer implementation the audit added itself.
-    pub role: String,
+    pub role: TargetRole,
     /// A required target that does not end `ok` makes the audit exit with code 3.
     pub required: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -208,7 +229,7 @@ impl TargetReport {
     /// Whether drift gates apply: it ran, and it is not the baseline the audit added on its own
     /// (the user did not ask to gate that one).
     pub fn is_gated(&self) -> bool {
-        self.status == RunStatus::Ok && (self.required || self.role != "baseline")
+        self.status == RunStatus::Ok && self.role == TargetRole::Target
     }
 }
 
@@ -307,7 +328,7 @@ pub struct Tolerance {
 #[derive(Debug, Clone, Serialize)]
 pub struct GateReport {
     /// `pass`, `fail`, or `none` when no threshold was set.
-    pub verdict: String,
+    pub verdict: Verdict,
     pub rules: Vec<RuleResult>,
 }
 

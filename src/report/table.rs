@@ -9,7 +9,7 @@ use tabled::builder::Builder;
 use tabled::settings::object::Rows;
 use tabled::settings::{Alignment, Modify, Style as TableStyle};
 
-use super::model::{Num, OutputMetrics, Report, TargetReport};
+use super::model::{Num, OutputMetrics, Report, TargetReport, TargetRole, Verdict};
 use crate::worker::RunStatus;
 
 fn paint(text: &str, style: Style) -> String {
@@ -113,7 +113,7 @@ fn targets_table(report: &Report) -> String {
             .map(|p| format!("{}/{}", p.target_ep_nodes, p.total_nodes))
             .unwrap_or_else(|| "-".into());
         let mut id = t.id.clone();
-        if t.role == "baseline" {
+        if t.role == TargetRole::Baseline {
             id.push_str(" (baseline)");
         }
         if let Some(c) = &t.chipset {
@@ -411,10 +411,10 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(s, "  {key:<15} {d}");
         }
     }
-    let verdict = match report.gate.verdict.as_str() {
-        "pass" => paint("PASS", AnsiColor::Green.on_default().bold()),
-        "fail" => paint("FAIL", AnsiColor::Red.on_default().bold()),
-        _ => "no thresholds set".to_string(),
+    let verdict = match report.gate.verdict {
+        Verdict::Pass => paint("PASS", AnsiColor::Green.on_default().bold()),
+        Verdict::Fail => paint("FAIL", AnsiColor::Red.on_default().bold()),
+        Verdict::None => "no thresholds set".to_string(),
     };
     let failed_rules: Vec<String> = report
         .gate
@@ -433,7 +433,13 @@ pub fn render(report: &Report) -> String {
             ),
         })
         .collect();
-    let _ = writeln!(s, "\n{} {}  (exit code {})", bold("VERDICT"), verdict, report.exit_code);
+    let _ = writeln!(
+        s,
+        "\n{} {}  (exit code {})",
+        bold("VERDICT"),
+        verdict,
+        report.exit_code as i32
+    );
     for r in failed_rules {
         let _ = writeln!(s, "  failed: {r}");
     }
