@@ -85,11 +85,14 @@ pub fn reports(
             } else {
                 vec![]
             };
-            let mut options: BTreeMap<String, String> = t.spec.options.iter().cloned().collect();
-            if let Some(chip) = t.spec.chipset() {
-                options.entry("htp_arch".into()).or_insert(chip.htp_arch.to_string());
-                options.entry("soc_model".into()).or_insert(chip.soc_model.to_string());
-            }
+            let mut options: BTreeMap<String, String> = t.spec.ep_options().into_iter().collect();
+            options.extend(
+                t.spec
+                    .options
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("session."))
+                    .cloned(),
+            );
             let outcome = end.outcome;
             TargetReport {
                 id: t.spec.id.clone(),

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::pb::{GraphProto, TensorProto};
+use crate::tensor::{DType, TensorData};
 
 /// Values of a constant tensor as doubles, with its ONNX data type.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +16,8 @@ pub struct ConstValues {
 
 /// Decodes the values of a tensor stored inside the model (external data is not read).
 pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
+    const UINT4: i32 = 21;
+    const INT4: i32 = 22;
     let data_type = t.data_type.unwrap_or(0);
     let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
     let count = crate::tensor::checked_len(&dims)?;
@@ -22,75 +25,41 @@ pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
         return None;
     }
     let raw = t.raw_data.as_deref().filter(|r| !r.is_empty());
-    let values: Vec<f64> = match (data_type, raw) {
-        (1, Some(r)) => r
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
-        (1, None) => t.float_data.iter().map(|&v| v as f64).collect(),
-        (11, Some(r)) => r
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect(),
-        (11, None) => t.double_data.clone(),
-        (10, Some(r)) => r
-            .chunks_exact(2)
-            .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
-            .collect(),
-        (10, None) => t
-            .int32_data
-            .iter()
-            .map(|&v| half::f16::from_bits(v as u16).to_f64())
-            .collect(),
-        (2, Some(r)) => r.iter().map(|&v| v as f64).collect(),
-        (3, Some(r)) => r.iter().map(|&v| v as i8 as f64).collect(),
-        (4, Some(r)) => r
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]) as f64)
-            .collect(),
-        (5, Some(r)) => r
-            .chunks_exact(2)
-            .map(|c| i16::from_le_bytes([c[0], c[1]]) as f64)
-            .collect(),
-        (6, Some(r)) => r
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
-        (7, Some(r)) => r
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64)
-            .collect(),
-        (21, Some(r)) => r
-            .iter()
-            .flat_map(|&b| [(b & 0x0f) as f64, (b >> 4) as f64])
-            .take(count)
-            .collect(),
-        (22, Some(r)) => r
-            .iter()
-            .flat_map(|&b| [(((b & 0x0f) << 4) as i8 >> 4) as f64, ((b as i8) >> 4) as f64])
-            .take(count)
-            .collect(),
-        (2..=6, None) | (21 | 22, None) => {
-            let v: Vec<f64> = t.int32_data.iter().map(|&v| v as f64).collect();
-            if matches!(data_type, 21 | 22) {
-                // Packed two per int32 element in the low byte.
-                v.iter()
-                    .flat_map(|&x| {
-                        let b = x as i64 as u8;
-                        if data_type == 21 {
-                            [(b & 0x0f) as f64, (b >> 4) as f64]
-                        } else {
-                            [(((b & 0x0f) << 4) as i8 >> 4) as f64, ((b as i8) >> 4) as f64]
-                        }
-                    })
-                    .take(count)
-                    .collect()
+    let values: Vec<f64> = if matches!(data_type, UINT4 | INT4) {
+        // Two 4-bit values per byte, low nibble first; without raw data, one byte per int32.
+        let bytes: Vec<u8> = raw
+            .map(<[u8]>::to_vec)
+            .unwrap_or_else(|| t.int32_data.iter().map(|&v| v as u8).collect());
+        let nibble = |n: u8| {
+            if data_type == INT4 {
+                ((n << 4) as i8 >> 4) as f64
             } else {
-                v
+                n as f64
             }
+        };
+        bytes
+            .iter()
+            .flat_map(|&b| [nibble(b & 0x0f), nibble(b >> 4)])
+            .take(count)
+            .collect()
+    } else {
+        let dtype = DType::from_onnx(data_type)?;
+        match (raw, dtype) {
+            (Some(r), _) => {
+                let data = TensorData::from_bytes(dtype, r, false);
+                (0..data.len()).map(|i| data.get_f64(i)).collect()
+            }
+            (None, DType::Float32) => t.float_data.iter().map(|&v| v as f64).collect(),
+            (None, DType::Float64) => t.double_data.clone(),
+            (None, DType::Float16) => t
+                .int32_data
+                .iter()
+                .map(|&v| half::f16::from_bits(v as u16).to_f64())
+                .collect(),
+            (None, DType::Int64) => t.int64_data.iter().map(|&v| v as f64).collect(),
+            (None, DType::Uint32 | DType::Uint64) => t.uint64_data.iter().map(|&v| v as f64).collect(),
+            (None, _) => t.int32_data.iter().map(|&v| v as f64).collect(),
         }
-        (7, None) => t.int64_data.iter().map(|&v| v as f64).collect(),
-        _ => return None,
     };
     (values.len() == count).then(|| ConstValues {
         data_type,

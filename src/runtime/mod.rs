@@ -40,49 +40,27 @@ pub struct TargetRuntime {
 /// How the worker attaches a target's EP, with the options the catalogue implies (QNN chipset)
 /// and the user's.
 pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
-    let user: Vec<(String, String)> = spec
-        .options
-        .iter()
-        .filter(|(k, _)| !k.starts_with("session."))
-        .cloned()
-        .collect();
+    let mut options = spec.ep_options();
+    let ep_name = spec.backend.ep_name().to_string();
     match &spec.backend {
-        Backend::Cpu => EpSetup::Cpu { options: user },
-        Backend::Qnn(chip) => {
-            let plugin_lib = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
-            let backend_lib = plugin_lib
-                .parent()
-                .map(|d| d.join(catalog::qnn_htp_backend_name()))
-                .unwrap_or_default();
-            let mut options = vec![
-                ("backend_path".to_string(), backend_lib.to_string_lossy().to_string()),
-                ("htp_arch".to_string(), chip.htp_arch.to_string()),
-                ("soc_model".to_string(), chip.soc_model.to_string()),
-            ];
-            for (k, v) in user {
-                options.retain(|(ok, _)| ok != &k);
-                options.push((k, v));
+        Backend::Cpu => EpSetup::Cpu { options },
+        Backend::Qnn(_) => {
+            let library = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
+            if !options.iter().any(|(k, _)| k == "backend_path") {
+                let backend = library
+                    .parent()
+                    .map(|d| d.join(catalog::qnn_htp_backend_name()))
+                    .unwrap_or_default();
+                options.insert(0, ("backend_path".into(), backend.to_string_lossy().to_string()));
             }
             EpSetup::Plugin {
-                ep_name: spec.backend.ep_name().into(),
-                library: plugin_lib,
+                ep_name,
+                library,
                 options,
             }
         }
-        Backend::OpenVino { device } => {
-            let mut options = vec![("device_type".to_string(), device.clone())];
-            for (k, v) in user {
-                options.retain(|(ok, _)| ok != &k);
-                options.push((k, v));
-            }
-            EpSetup::BuiltIn {
-                ep_name: spec.backend.ep_name().into(),
-                options,
-            }
+        Backend::OpenVino { .. } | Backend::DirectMl | Backend::Cuda | Backend::TensorRt => {
+            EpSetup::BuiltIn { ep_name, options }
         }
-        Backend::DirectMl | Backend::Cuda | Backend::TensorRt => EpSetup::BuiltIn {
-            ep_name: spec.backend.ep_name().into(),
-            options: user,
-        },
     }
 }

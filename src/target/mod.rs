@@ -101,15 +101,12 @@ impl TargetSpec {
         };
         let unknown = || usage(format!("unknown target '{text}' (known: {TARGET_SYNTAX})"));
         let make = |backend: Backend, opt: OptLevel, variant_id: Option<String>| {
-            let mut id = match &variant_id {
+            let head = match &variant_id {
                 Some(v) => format!("{kind}:{v}"),
                 None => kind.clone(),
             };
-            for (k, v) in &options {
-                id.push_str(&format!(",{k}={v}"));
-            }
             TargetSpec {
-                id,
+                id: spec_id(head, &options),
                 backend,
                 opt,
                 options: options.clone(),
@@ -178,6 +175,24 @@ impl TargetSpec {
         Ok(specs)
     }
 
+    /// The EP options this target implies (QNN: the chipset's `htp_arch` and `soc_model`;
+    /// OpenVINO: `device_type`), with the user's EP options on top. Session options excluded.
+    pub fn ep_options(&self) -> Vec<(String, String)> {
+        let mut options: Vec<(String, String)> = match &self.backend {
+            Backend::Qnn(chip) => vec![
+                ("htp_arch".into(), chip.htp_arch.to_string()),
+                ("soc_model".into(), chip.soc_model.to_string()),
+            ],
+            Backend::OpenVino { device } => vec![("device_type".into(), device.clone())],
+            _ => vec![],
+        };
+        for (k, v) in self.options.iter().filter(|(k, _)| !k.starts_with("session.")) {
+            options.retain(|(existing, _)| existing != k);
+            options.push((k.clone(), v.clone()));
+        }
+        options
+    }
+
     /// The chipset of a QNN target.
     pub fn chipset(&self) -> Option<Chipset> {
         match self.backend {
@@ -187,13 +202,14 @@ impl TargetSpec {
     }
 }
 
+/// The canonical id: `KIND[:VARIANT]` followed by the options as given.
+fn spec_id(head: String, options: &[(String, String)]) -> String {
+    options.iter().fold(head, |id, (k, v)| format!("{id},{k}={v}"))
+}
+
 fn qnn_spec(chip: Chipset, options: &[(String, String)]) -> TargetSpec {
-    let mut id = format!("qnn:{}", chip.sm);
-    for (k, v) in options {
-        id.push_str(&format!(",{k}={v}"));
-    }
     TargetSpec {
-        id,
+        id: spec_id(format!("qnn:{}", chip.sm), options),
         backend: Backend::Qnn(chip),
         opt: OptLevel::All,
         options: options.to_vec(),
