@@ -183,11 +183,18 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
     Ok(shape)
 }
 
-/// Loads or generates the inputs and checks them against `sig`.
-pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
-    let shapes = parse_shape_flags(&opts.shapes, sig)?;
-    let (default_gen, per_input_gen) = parse_gen_flags(&opts.gen, sig)?;
-    let mut file_samples: Vec<HashMap<String, Tensor>> = Vec::new();
+/// Tensors given as files: per `--inputs` archive (one sample each), and per `--input`.
+struct FileInputs {
+    samples: Vec<HashMap<String, Tensor>>,
+    per_input: HashMap<String, Tensor>,
+    /// The files, for the report.
+    files: Vec<String>,
+}
+
+/// Reads `--inputs` and `--input` files, refusing arrays the model does not take and inputs
+/// given twice.
+fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
+    let mut samples: Vec<HashMap<String, Tensor>> = Vec::new();
     let mut files = Vec::new();
     for path in &opts.npz {
         let arrays = read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
@@ -203,9 +210,9 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
             }
             sample.insert(name, t);
         }
-        file_samples.push(sample);
+        samples.push(sample);
     }
-    let mut per_input_files: HashMap<String, Tensor> = HashMap::new();
+    let mut per_input: HashMap<String, Tensor> = HashMap::new();
     for f in &opts.npy {
         let (name, path) = f
             .split_once('=')
@@ -218,12 +225,28 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         }
         let t = Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
         files.push(path.to_string());
-        if file_samples.iter().any(|s| s.contains_key(name)) || per_input_files.insert(name.to_string(), t).is_some() {
+        if samples.iter().any(|s| s.contains_key(name)) || per_input.insert(name.to_string(), t).is_some() {
             return Err(usage(format!(
                 "input '{name}' is given twice (--inputs and --input, or --input twice)"
             )));
         }
     }
+    Ok(FileInputs {
+        samples,
+        per_input,
+        files,
+    })
+}
+
+/// Loads or generates the inputs and checks them against `sig`.
+pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
+    let shapes = parse_shape_flags(&opts.shapes, sig)?;
+    let (default_gen, per_input_gen) = parse_gen_flags(&opts.gen, sig)?;
+    let FileInputs {
+        samples: file_samples,
+        per_input: per_input_files,
+        files,
+    } = load_files(sig, opts)?;
     let from_files =
         |name: &str| per_input_files.contains_key(name) || file_samples.iter().any(|s| s.contains_key(name));
     if let Some(name) = per_input_gen.keys().find(|n| from_files(n)) {

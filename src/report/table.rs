@@ -275,121 +275,14 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
-/// Renders the whole report for a terminal.
+/// Renders the whole report for a terminal, section by section.
 pub fn render(report: &Report) -> String {
     let mut s = String::new();
-    let m = &report.model;
-    let _ = writeln!(s, "{} {}", bold("npu-audit"), report.tool.version);
-    let _ = writeln!(
-        s,
-        "{:<9}{}  (sha256 {}, opset {}, {})",
-        "model",
-        m.path,
-        &m.sha256[..12.min(m.sha256.len())],
-        m.opset,
-        if m.producer.is_empty() {
-            "unknown producer"
-        } else {
-            &m.producer
-        }
-    );
-    let _ = writeln!(s, "{:<9}{}", "golden", report.reference.description);
-    let inputs = &report.inputs.provenance;
-    let mut what = format!("{} sample(s), {}", inputs.samples, inputs.source);
-    if !inputs.generators.is_empty() {
-        what.push_str(&format!(": {}", inputs.generators.join(", ")));
-    }
-    if let Some(seed) = inputs.seed {
-        what.push_str(&format!(", seed {seed}"));
-    }
-    if !inputs.files.is_empty() {
-        what.push_str(&format!(" [{}]", inputs.files.join(", ")));
-    }
-    let _ = writeln!(s, "{:<9}{}", "inputs", what);
+    header(&mut s, report);
     let _ = writeln!(s, "\n{}\n{}", bold("TARGETS"), targets_table(report));
-
-    for out in &report.model.outputs {
-        let (t, shape) = output_table(report, &out.name);
-        let _ = writeln!(
-            s,
-            "\n{} {}  {}  against the golden run",
-            bold("OUTPUT"),
-            bold(&printable(&out.name)),
-            shape.unwrap_or_else(|| out.dtype.clone())
-        );
-        let _ = writeln!(s, "{t}");
-        if let Some(tol) = report.tolerances.iter().find(|t| t.output == out.name) {
-            let mut line = format!(
-                "loosest gate every target passes: --min-sqnr {} --max-abs {}  (cosine >= {:.6}",
-                fmt_db(tol.min_sqnr_db),
-                fmt_num(tol.max_abs.0),
-                tol.min_cosine.0
-            );
-            if let Some(t1) = tol.min_top1_agreement {
-                line.push_str(&format!(", top-1 >= {:.1}%", t1 * 100.0));
-            }
-            line.push(')');
-            if tol.all_bit_exact {
-                line.push_str("; every target is bit-exact: --require-bit-exact passes");
-            }
-            let _ = writeln!(s, "{line}");
-        }
-    }
-
-    if report.targets.iter().filter(|t| t.status == RunStatus::Ok).count() >= 2 {
-        let _ = writeln!(
-            s,
-            "\n{}",
-            bold("BIT-EXACT GROUPS (targets whose outputs are identical bit for bit)")
-        );
-        for g in &report.bit_exact_groups {
-            let groups: Vec<String> = g
-                .groups
-                .iter()
-                .map(|members| format!("{{{}}}", members.join(", ")))
-                .collect();
-            let _ = writeln!(s, "  {}: {}", printable(&g.output), groups.join("  "));
-        }
-        for out in &report.model.outputs {
-            if let Some(m) = agreement_matrix(report, &out.name) {
-                let _ = writeln!(
-                    s,
-                    "\n{} {}",
-                    bold("TARGET vs TARGET: differing elements of"),
-                    bold(&printable(&out.name))
-                );
-                let _ = writeln!(s, "{m}");
-            }
-        }
-    }
-
-    let failures: Vec<&TargetReport> = report.targets.iter().filter(|t| t.status != RunStatus::Ok).collect();
-    if !failures.is_empty() {
-        let _ = writeln!(s, "\n{}", bold("TARGETS THAT DID NOT RUN"));
-        for t in failures {
-            let phase = t
-                .failed_at
-                .map(|p| {
-                    format!(
-                        " at {}",
-                        serde_json::to_value(p)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default()
-                    )
-                })
-                .unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "  {} {}{}{}: {}",
-                t.id,
-                paint(t.status.as_str(), status_style(t.status)),
-                phase,
-                if t.required { " (required)" } else { "" },
-                indent_continuation(&t.error.clone().unwrap_or_default())
-            );
-        }
-    }
+    outputs(&mut s, report);
+    agreement(&mut s, report);
+    failures(&mut s, report);
     if !report.notes.is_empty() {
         let _ = writeln!(s, "\n{}", bold("NOTES"));
         for n in &report.notes {
@@ -411,17 +304,133 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(s, "  {key:<15} {d}");
         }
     }
+    verdict(&mut s, report);
+    s
+}
+
+/// Model, golden run and inputs, one line each.
+fn header(s: &mut String, report: &Report) {
+    let m = &report.model;
+    let producer = if m.producer.is_empty() {
+        "unknown producer"
+    } else {
+        &m.producer
+    };
+    let _ = writeln!(s, "{} {}", bold("npu-audit"), report.tool.version);
+    let sha = &m.sha256[..12.min(m.sha256.len())];
+    let _ = writeln!(
+        s,
+        "{:<9}{}  (sha256 {sha}, opset {}, {producer})",
+        "model", m.path, m.opset
+    );
+    let _ = writeln!(s, "{:<9}{}", "golden", report.reference.description);
+    let inputs = &report.inputs.provenance;
+    let mut what = format!("{} sample(s), {}", inputs.samples, inputs.source);
+    if !inputs.generators.is_empty() {
+        what.push_str(&format!(": {}", inputs.generators.join(", ")));
+    }
+    if let Some(seed) = inputs.seed {
+        what.push_str(&format!(", seed {seed}"));
+    }
+    if !inputs.files.is_empty() {
+        what.push_str(&format!(" [{}]", inputs.files.join(", ")));
+    }
+    let _ = writeln!(s, "{:<9}{}", "inputs", what);
+}
+
+/// One metrics table per model output, with the loosest passing gate under it.
+fn outputs(s: &mut String, report: &Report) {
+    for out in &report.model.outputs {
+        let (t, shape) = output_table(report, &out.name);
+        let shape = shape.unwrap_or_else(|| out.dtype.clone());
+        let _ = writeln!(
+            s,
+            "\n{} {}  {shape}  against the golden run",
+            bold("OUTPUT"),
+            bold(&printable(&out.name))
+        );
+        let _ = writeln!(s, "{t}");
+        let Some(tol) = report.tolerances.iter().find(|t| t.output == out.name) else {
+            continue;
+        };
+        let mut line = format!(
+            "loosest gate every target passes: --min-sqnr {} --max-abs {}  (cosine >= {:.6}",
+            fmt_db(tol.min_sqnr_db),
+            fmt_num(tol.max_abs.0),
+            tol.min_cosine.0
+        );
+        if let Some(t1) = tol.min_top1_agreement {
+            line.push_str(&format!(", top-1 >= {:.1}%", t1 * 100.0));
+        }
+        line.push(')');
+        if tol.all_bit_exact {
+            line.push_str("; every target is bit-exact: --require-bit-exact passes");
+        }
+        let _ = writeln!(s, "{line}");
+    }
+}
+
+/// Bit-exact groups and the target-by-target matrices (when at least two targets ran).
+fn agreement(s: &mut String, report: &Report) {
+    if report.targets.iter().filter(|t| t.status == RunStatus::Ok).count() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{}",
+        bold("BIT-EXACT GROUPS (targets whose outputs are identical bit for bit)")
+    );
+    for g in &report.bit_exact_groups {
+        let groups: Vec<String> = g
+            .groups
+            .iter()
+            .map(|members| format!("{{{}}}", members.join(", ")))
+            .collect();
+        let _ = writeln!(s, "  {}: {}", printable(&g.output), groups.join("  "));
+    }
+    for out in &report.model.outputs {
+        if let Some(m) = agreement_matrix(report, &out.name) {
+            let title = bold("TARGET vs TARGET: differing elements of");
+            let _ = writeln!(s, "\n{title} {}\n{m}", bold(&printable(&out.name)));
+        }
+    }
+}
+
+/// Every target that did not run, with the runtime's whole error.
+fn failures(s: &mut String, report: &Report) {
+    let failed: Vec<&TargetReport> = report.targets.iter().filter(|t| t.status != RunStatus::Ok).collect();
+    if failed.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n{}", bold("TARGETS THAT DID NOT RUN"));
+    for t in failed {
+        let phase = t.failed_at.map(|p| format!(" at {}", p.as_str())).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  {} {}{phase}{}: {}",
+            t.id,
+            paint(t.status.as_str(), status_style(t.status)),
+            if t.required { " (required)" } else { "" },
+            indent_continuation(&t.error.clone().unwrap_or_default())
+        );
+    }
+}
+
+/// The verdict and every rule that failed.
+fn verdict(s: &mut String, report: &Report) {
     let verdict = match report.gate.verdict {
         Verdict::Pass => paint("PASS", AnsiColor::Green.on_default().bold()),
         Verdict::Fail => paint("FAIL", AnsiColor::Red.on_default().bold()),
         Verdict::None => "no thresholds set".to_string(),
     };
-    let failed_rules: Vec<String> = report
-        .gate
-        .rules
-        .iter()
-        .filter(|r| !r.pass)
-        .map(|r| match r.rule.as_str() {
+    let _ = writeln!(
+        s,
+        "\n{} {verdict}  (exit code {})",
+        bold("VERDICT"),
+        report.exit_code as i32
+    );
+    for r in report.gate.rules.iter().filter(|r| !r.pass) {
+        let line = match r.rule.as_str() {
             "bit_exact" => format!("{} {} bit_exact: {} elements differ", r.target, r.output, r.measured.0),
             _ => format!(
                 "{} {} {}: {} vs limit {}",
@@ -431,19 +440,9 @@ pub fn render(report: &Report) -> String {
                 fmt_num(r.measured.0),
                 fmt_num(r.limit.0)
             ),
-        })
-        .collect();
-    let _ = writeln!(
-        s,
-        "\n{} {}  (exit code {})",
-        bold("VERDICT"),
-        verdict,
-        report.exit_code as i32
-    );
-    for r in failed_rules {
-        let _ = writeln!(s, "  failed: {r}");
+        };
+        let _ = writeln!(s, "  failed: {line}");
     }
-    s
 }
 
 #[cfg(test)]

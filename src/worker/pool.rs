@@ -126,6 +126,24 @@ fn wait_or_kill(
     }
 }
 
+/// Writes the job file and starts a worker process on it, its stderr going to `log`.
+fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child, String> {
+    std::fs::create_dir_all(&job.output_dir).map_err(|e| format!("cannot create {}: {e}", job.output_dir.display()))?;
+    let job_path = dir.join("job.json");
+    let bytes = serde_json::to_vec_pretty(job).map_err(|e| format!("cannot encode the job: {e}"))?;
+    std::fs::write(&job_path, bytes).map_err(|e| format!("cannot write {}: {e}", job_path.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the npu-audit executable: {e}"))?;
+    let log_file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    Command::new(exe)
+        .arg("__worker")
+        .arg(&job_path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .spawn()
+        .map_err(|e| format!("cannot start a worker process: {e}"))
+}
+
 fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
     let log = dir.join("worker.log");
     let fail = |status: RunStatus, error: String, wall_ms: f64| Outcome {
@@ -135,70 +153,28 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         wall_ms,
         log: log.clone(),
     };
-    if let Err(e) = std::fs::create_dir_all(&job.output_dir) {
-        return fail(
-            RunStatus::Failed,
-            format!("cannot create {}: {e}", job.output_dir.display()),
-            0.0,
-        );
-    }
-    let job_path = dir.join("job.json");
-    let written = serde_json::to_vec_pretty(job)
-        .map_err(|e| e.to_string())
-        .and_then(|b| std::fs::write(&job_path, b).map_err(|e| e.to_string()));
-    if let Err(e) = written {
-        return fail(
-            RunStatus::Failed,
-            format!("cannot write {}: {e}", job_path.display()),
-            0.0,
-        );
-    }
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            return fail(
-                RunStatus::Failed,
-                format!("cannot find the npu-audit executable: {e}"),
-                0.0,
-            )
-        }
-    };
-    let log_file = match File::create(&log) {
-        Ok(f) => f,
-        Err(e) => return fail(RunStatus::Failed, format!("cannot create {}: {e}", log.display()), 0.0),
-    };
-    let start = Instant::now();
     if crate::interrupt::stopping() {
         return fail(RunStatus::Crashed, "the audit was interrupted".into(), 0.0);
     }
-    let spawned = Command::new(exe)
-        .arg("__worker")
-        .arg(&job_path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log_file))
-        .spawn();
-    let mut child = match spawned {
+    let start = Instant::now();
+    let mut child = match spawn_worker(job, dir, &log) {
         Ok(c) => c,
-        Err(e) => return fail(RunStatus::Crashed, format!("cannot start a worker process: {e}"), 0.0),
+        Err(e) => return fail(RunStatus::Crashed, e, 0.0),
     };
     let waited = wait_or_kill(&mut child, start, timeout);
     let wall_ms = start.elapsed().as_secs_f64() * 1e3;
     let status = match waited {
         Ok(Some(s)) => s,
         Ok(None) if crate::interrupt::stopping() => {
-            return fail(RunStatus::Crashed, "the audit was interrupted".into(), wall_ms);
+            return fail(RunStatus::Crashed, "the audit was interrupted".into(), wall_ms)
         }
         Ok(None) => {
-            return fail(
-                RunStatus::Timeout,
-                format!(
-                    "did not finish within {} s and was killed{}",
-                    timeout.as_secs_f64(),
-                    log_tail(&log)
-                ),
-                wall_ms,
+            let why = format!(
+                "did not finish within {} s and was killed{}",
+                timeout.as_secs_f64(),
+                log_tail(&log)
             );
+            return fail(RunStatus::Timeout, why, wall_ms);
         }
         Err(e) => {
             let _ = child.kill();
@@ -206,46 +182,46 @@ fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
         }
     };
     if let Some(signal) = exit_signal(&status) {
-        return fail(
-            RunStatus::Crashed,
-            format!(
-                "worker killed by signal {signal} ({}){}",
-                signal_name(signal),
-                log_tail(&log)
-            ),
-            wall_ms,
+        let why = format!(
+            "worker killed by signal {signal} ({}){}",
+            signal_name(signal),
+            log_tail(&log)
         );
+        return fail(RunStatus::Crashed, why, wall_ms);
     }
     let result: Option<JobResult> = std::fs::read(job.output_dir.join("result.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     match (status.success(), result) {
-        (true, Some(r)) if r.ok => Outcome {
-            status: RunStatus::Ok,
-            error: None,
-            result: Some(r),
-            wall_ms,
-            log,
-        },
-        (true, Some(r)) => Outcome {
-            status: RunStatus::Failed,
-            error: r
-                .error
-                .clone()
-                .or_else(|| Some("failed without an error message".into())),
-            result: Some(r),
-            wall_ms,
-            log,
-        },
-        (_, _) => fail(
-            RunStatus::Crashed,
-            format!(
-                "worker exited with code {} without a result{}",
-                status.code().unwrap_or(-1),
-                log_tail(&log)
-            ),
-            wall_ms,
-        ),
+        (true, Some(r)) => {
+            let (status, error) = if r.ok {
+                (RunStatus::Ok, None)
+            } else {
+                (
+                    RunStatus::Failed,
+                    Some(
+                        r.error
+                            .clone()
+                            .unwrap_or_else(|| "failed without an error message".into()),
+                    ),
+                )
+            };
+            Outcome {
+                status,
+                error,
+                result: Some(r),
+                wall_ms,
+                log,
+            }
+        }
+        _ => {
+            let code = status.code().unwrap_or(-1);
+            fail(
+                RunStatus::Crashed,
+                format!("worker exited with code {code} without a result{}", log_tail(&log)),
+                wall_ms,
+            )
+        }
     }
 }
 
