@@ -15,8 +15,10 @@ pub struct Cli {
 
 /// Exit codes, printed in `--help`.
 pub const EXIT_CODES: &str = "Exit codes: 0 success; 1 drift threshold exceeded; 2 usage or input error; \
-3 a required target did not run (failed, crashed, timeout, unavailable); 4 environment error (no runtime, golden run failed)";
+3 a required target did not run (failed, crashed, timeout, unavailable); 4 environment error (no runtime, golden run \
+crashed); 130 interrupted";
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a model on several targets and compare every output with the golden run.
@@ -84,6 +86,7 @@ pub struct ExecArgs {
     pub keep_work: bool,
 }
 
+/// Flags of `compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The quantized ONNX model to audit.
@@ -132,8 +135,10 @@ pub struct CompareArgs {
     pub exec: ExecArgs,
 }
 
+/// Flags of `targets`.
 #[derive(Debug, Args)]
 pub struct TargetsArgs {
+    /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Use this ONNX Runtime library (or directory) for a build.
@@ -141,22 +146,29 @@ pub struct TargetsArgs {
     pub runtime: Vec<String>,
 }
 
+/// `runtime` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum RuntimeCommand {
     /// The pinned builds, and where each one is found on this machine.
     List {
+        /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
     /// Fetch builds into the cache now (cpu, qnn, openvino, directml, gpu, or all available).
     Install {
+        /// Builds to install.
         #[arg(default_value = "all")]
         keys: Vec<String>,
     },
     /// Print the library path of a build, fetching it if needed.
-    Path { key: String },
+    Path {
+        /// The build: cpu, qnn, openvino, directml, gpu.
+        key: String,
+    },
 }
 
+/// `golden` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum GoldenCommand {
     /// Run a reference model on the CPU (graph optimizations off) and store the run.

@@ -159,16 +159,17 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         Format::Json => print_stdout(&(json_text + "\n"))?,
         Format::Table => print_stdout(&table::render(&report))?,
     }
-    for t in report
+    // One line for all required targets that did not run; the report has the full errors.
+    let failed: Vec<String> = report
         .targets
         .iter()
         .filter(|t| t.required && t.status != npu_audit::worker::RunStatus::Ok)
-    {
+        .map(|t| format!("{} ({})", t.id, t.status.as_str()))
+        .collect();
+    if !failed.is_empty() {
         eprintln!(
-            "npu-audit: required target {} {}: {}",
-            t.id,
-            t.status.as_str(),
-            t.error.clone().unwrap_or_default().lines().next().unwrap_or("")
+            "npu-audit: error: required target(s) did not run: {}",
+            failed.join(", ")
         );
     }
     Ok(report.exit_code)

@@ -5,10 +5,6 @@ mod common;
 use common::*;
 use npu_audit::tensor::{write_npz, Tensor, TensorData};
 
-fn cnn() -> String {
-    repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string()
-}
-
 /// Runs `compare` with `--out` in a fresh directory; asserts the exit code, a single error line,
 /// and that no report file was left behind.
 fn expect_error(args: &[&str], code: i32, needle: &str) {
@@ -26,15 +22,9 @@ fn expect_error(args: &[&str], code: i32, needle: &str) {
         !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
         "{stderr}"
     );
-    let errors: Vec<&&str> = lines
-        .iter()
-        .filter(|l| l.starts_with("npu-audit: error:") || l.starts_with("npu-audit: "))
-        .collect();
-    assert!(!errors.is_empty(), "{stderr}");
-    assert!(
-        lines.iter().any(|l| l.contains(needle)),
-        "{args:?}: expected '{needle}' in {stderr}"
-    );
+    assert_eq!(lines.len(), 1, "{args:?}: more than one line on stderr: {stderr}");
+    assert!(lines[0].starts_with("npu-audit: error: "), "{stderr}");
+    assert!(lines[0].contains(needle), "{args:?}: expected '{needle}' in {stderr}");
     assert!(!out_file.exists(), "{args:?}: a report file was written");
     assert!(
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),

@@ -4,23 +4,6 @@ mod common;
 
 use common::*;
 
-fn cnn() -> String {
-    repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string()
-}
-
-fn fails_with(args: &[&str], code: i32, needle: &str) {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
-    assert_eq!(
-        stderr.lines().filter(|l| !l.trim().is_empty()).count(),
-        1,
-        "{args:?}: {stderr}"
-    );
-    assert!(stderr.starts_with("npu-audit: error: "), "{stderr}");
-    assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in {stderr}");
-}
-
 #[test]
 fn golden_force_never_replaces_the_current_directory_or_a_non_golden_directory() {
     let dir = tempdir();

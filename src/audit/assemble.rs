@@ -200,7 +200,7 @@ pub fn attach_baseline(targets: &mut [TargetReport], baseline_id: &str) -> bool 
     true
 }
 
-/// Rounds down to a multiple of `step` (for minimums a gate can use).
+/// Rounds down to `decimals` decimal places (for minimums a gate can use).
 fn floor_to(v: f64, decimals: i32) -> f64 {
     if !v.is_finite() {
         return v;

@@ -57,9 +57,9 @@ impl Drop for WorkDir {
 
 /// Workers at once and intra-op threads per worker: by default as many workers as cores, and
 /// the cores shared among them.
-pub fn pool_config(exec: &ExecOptions, jobs: usize) -> (PoolConfig, usize) {
+pub fn pool_config(exec: &ExecOptions, job_count: usize) -> (PoolConfig, usize) {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let parallel = exec.jobs.unwrap_or(cores).clamp(1, jobs.max(1));
+    let parallel = exec.jobs.unwrap_or(cores).clamp(1, job_count.max(1));
     let threads = exec.threads.unwrap_or((cores / parallel).max(1));
     (
         PoolConfig {
@@ -84,12 +84,14 @@ pub fn model_for_workers(
         .first()
         .map(|s| s.iter().map(|nt| (nt.name.clone(), nt.tensor.shape.clone())).collect())
         .unwrap_or_default();
-    let (pinned, count) = pin_input_shapes(&model.proto, &shapes);
-    if count == 0 && !model.modified {
+    let has_dynamic_inputs = model.signature_has_dynamic_inputs();
+    if !has_dynamic_inputs && !model.modified {
         return Ok(model.path.clone());
     }
+    let mut proto = model.proto.clone();
+    let count = pin_input_shapes(&mut proto, &shapes);
     let dest = dir.join(name);
-    write_model(&pinned, model, &dest)?;
+    write_model(&proto, model, &dest)?;
     if count > 0 {
         notes.push(format!(
             "{}: {count} dynamic input dimension(s) pinned to the shapes fed, in a copy of the model (static shapes for every backend)",

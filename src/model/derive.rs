@@ -30,7 +30,8 @@ fn op(n: &NodeProto) -> &str {
     n.op_type.as_deref().unwrap_or("")
 }
 
-fn is_default_domain(n: &NodeProto) -> bool {
+/// Q/DQ nodes come from the default domain, or from `com.microsoft` (its contrib versions).
+fn is_qdq_domain(n: &NodeProto) -> bool {
     matches!(
         n.domain.as_deref(),
         None | Some("") | Some("ai.onnx") | Some("com.microsoft")
@@ -123,7 +124,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
     {
         let values = constants(graph);
         for (i, node) in graph.node.iter().enumerate() {
-            if op(node) != "DequantizeLinear" || !is_default_domain(node) {
+            if op(node) != "DequantizeLinear" || !is_qdq_domain(node) {
                 continue;
             }
             let (Some(q_out), Some(dq_out)) = (node.input.first(), node.output.first()) else {
@@ -133,7 +134,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
                 continue;
             };
             let q = &graph.node[q_idx];
-            if op(q) != "QuantizeLinear" || !is_default_domain(q) {
+            if op(q) != "QuantizeLinear" || !is_qdq_domain(q) {
                 continue;
             }
             let Some(float_in) = q.input.first() else {

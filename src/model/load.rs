@@ -23,7 +23,7 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
-    /// The `(domain, version)` of the default ONNX opset.
+    /// The version of the default (`ai.onnx`) opset.
     pub fn opset(&self) -> i64 {
         self.proto
             .opset_import
@@ -31,6 +31,23 @@ impl LoadedModel {
             .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
             .and_then(|o| o.version)
             .unwrap_or(0)
+    }
+
+    /// Whether some graph input has a dimension that is not a fixed size.
+    pub fn signature_has_dynamic_inputs(&self) -> bool {
+        use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue};
+        let Some(graph) = &self.proto.graph else { return false };
+        graph
+            .input
+            .iter()
+            .any(|input| match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(TypeValue::TensorType(t)) => t.shape.as_ref().is_some_and(|s| {
+                    s.dim
+                        .iter()
+                        .any(|d| !matches!(d.value, Some(DimValue::DimValue(v)) if v >= 0))
+                }),
+                _ => false,
+            })
     }
 
     /// Names of the files this model keeps its tensors in, relative to its directory.

@@ -42,32 +42,27 @@ fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
 
 /// Replaces the dynamic dimensions of graph inputs with the concrete shapes being fed, so that
 /// backends that need static shapes (QNN HTP) see them, whether or not the dimension is named.
-pub fn pin_input_shapes(proto: &ModelProto, shapes: &HashMap<String, Vec<usize>>) -> (ModelProto, usize) {
+/// Returns how many dimensions were pinned.
+pub fn pin_input_shapes(proto: &mut ModelProto, shapes: &HashMap<String, Vec<usize>>) -> usize {
     use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto::Value as TypeValue};
-    let mut proto = proto.clone();
     let mut pinned = 0;
-    if let Some(graph) = proto.graph.as_mut() {
-        for input in graph.input.iter_mut() {
-            let Some(shape) = input.name.as_ref().and_then(|n| shapes.get(n)) else {
-                continue;
-            };
-            let Some(TypeValue::TensorType(t)) = input.r#type.as_mut().and_then(|t| t.value.as_mut()) else {
-                continue;
-            };
-            let Some(declared) = t.shape.as_mut() else {
-                continue;
-            };
-            if declared.dim.len() != shape.len() {
-                continue;
-            }
-            for (d, &n) in declared.dim.iter_mut().zip(shape) {
-                let fixed = matches!(d.value, Some(DimValue::DimValue(v)) if v >= 0);
-                if !fixed {
-                    d.value = Some(DimValue::DimValue(n as i64));
-                    pinned += 1;
-                }
+    let Some(graph) = proto.graph.as_mut() else { return 0 };
+    for input in graph.input.iter_mut() {
+        let Some(shape) = input.name.as_ref().and_then(|n| shapes.get(n)) else {
+            continue;
+        };
+        let Some(TypeValue::TensorType(t)) = input.r#type.as_mut().and_then(|t| t.value.as_mut()) else {
+            continue;
+        };
+        let Some(declared) = t.shape.as_mut().filter(|d| d.dim.len() == shape.len()) else {
+            continue;
+        };
+        for (d, &n) in declared.dim.iter_mut().zip(shape) {
+            if !matches!(d.value, Some(DimValue::DimValue(v)) if v >= 0) {
+                d.value = Some(DimValue::DimValue(n as i64));
+                pinned += 1;
             }
         }
     }
-    (proto, pinned)
+    pinned
 }

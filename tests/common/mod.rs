@@ -132,6 +132,31 @@ pub fn assert_close(what: &str, got: f64, want: f64, rel: f64) {
     );
 }
 
+/// The u8/u8 QDQ CNN fixture.
+pub fn cnn() -> String {
+    repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string()
+}
+
+/// The CNN fixture's fp32 model.
+pub fn cnn_fp32() -> String {
+    repo("fixtures/models/cnn_fp32.onnx").display().to_string()
+}
+
+/// Asserts that the binary fails with `code`, one line on stderr that starts with
+/// `npu-audit: error: ` and contains `needle`.
+pub fn fails_with(args: &[&str], code: i32, needle: &str) {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    assert_eq!(
+        stderr.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "{args:?}: {stderr}"
+    );
+    assert!(stderr.starts_with("npu-audit: error: "), "{stderr}");
+    assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in {stderr}");
+}
+
 /// A fresh temporary directory.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
