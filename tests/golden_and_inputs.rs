@@ -4,10 +4,7 @@
 mod common;
 
 use common::*;
-use npu_audit::model::pb::{
-    tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-    type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
-};
+use npu_audit::model::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
 use npu_audit::tensor::{read_npz, DType, Tensor};
 use prost::Message;
 
@@ -29,25 +26,7 @@ fn onnx_code(dtype: &str) -> i32 {
 
 /// A model with `n` inputs of one type and shape, each passed through an Identity.
 fn identity_model(n: usize, dtype: &str, shape: &[usize]) -> Vec<u8> {
-    let info = |name: String| ValueInfoProto {
-        name: Some(name),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(onnx_code(dtype)),
-                shape: Some(TensorShapeProto {
-                    dim: shape
-                        .iter()
-                        .map(|&d| Dimension {
-                            value: Some(DimValue::DimValue(d as i64)),
-                            denotation: None,
-                        })
-                        .collect(),
-                }),
-            })),
-            denotation: None,
-        }),
-        ..Default::default()
-    };
+    let info = |name: String| tensor_value_info(&name, onnx_code(dtype), shape);
     let graph = GraphProto {
         node: (0..n)
             .map(|i| NodeProto {

@@ -162,33 +162,38 @@ pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
 
-/// A float32 model `y = OPS(x)` over `x` of shape `shape` (ops applied in order, each with one
-/// input), written to `path`.
-pub fn chain_model(path: &Path, ops: &[&str], shape: &[usize]) {
+/// A graph input or output declaration: ONNX element type code and a fixed shape.
+pub fn tensor_value_info(name: &str, elem_type: i32, shape: &[usize]) -> npu_audit::model::pb::ValueInfoProto {
     use npu_audit::model::pb::{
         tensor_shape_proto::{dimension::Value as DimValue, Dimension},
-        type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorShapeProto, TypeProto, ValueInfoProto,
+        type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
     };
-    use prost::Message;
-    let info = |name: &str| ValueInfoProto {
+    let dim = shape
+        .iter()
+        .map(|&d| Dimension {
+            value: Some(DimValue::DimValue(d as i64)),
+            denotation: None,
+        })
+        .collect();
+    ValueInfoProto {
         name: Some(name.into()),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(1),
-                shape: Some(TensorShapeProto {
-                    dim: shape
-                        .iter()
-                        .map(|&d| Dimension {
-                            value: Some(DimValue::DimValue(d as i64)),
-                            denotation: None,
-                        })
-                        .collect(),
-                }),
+                elem_type: Some(elem_type),
+                shape: Some(TensorShapeProto { dim }),
             })),
             denotation: None,
         }),
         ..Default::default()
-    };
+    }
+}
+
+/// A float32 model `y = OPS(x)` over `x` of shape `shape` (ops applied in order, each with one
+/// input), written to `path`.
+pub fn chain_model(path: &Path, ops: &[&str], shape: &[usize]) {
+    use npu_audit::model::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+    use prost::Message;
+    let info = |name: &str| tensor_value_info(name, 1, shape);
     let names: Vec<String> = (0..=ops.len())
         .map(|i| {
             if i == 0 {
