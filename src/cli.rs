@@ -122,6 +122,20 @@ pub struct CompareArgs {
     /// Fail (exit 1) unless every output of every target matches the golden run bit for bit.
     #[arg(long)]
     pub require_bit_exact: bool,
+    /// Fail (exit 1) when a non-CPU target leaves more than N compute nodes to the CPU EP
+    /// (graph-boundary Q/DQ, shape arithmetic and nodes the runtime inserted do not count).
+    #[arg(long, value_name = "N")]
+    pub max_fallback_nodes: Option<usize>,
+    /// Fail (exit 1) when a non-CPU target's EP compiles the graph into more than N partitions.
+    #[arg(long, value_name = "N")]
+    pub max_partitions: Option<usize>,
+    /// Fail (exit 1) when any compute node of a non-CPU target falls back to the CPU EP.
+    #[arg(long)]
+    pub fail_on_fallback: bool,
+    /// Keep each target's runtime log as DIR/<target>.log (default with --out FILE: FILE's name
+    /// with the extension .logs).
+    #[arg(long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,

@@ -15,6 +15,7 @@ pub mod inputs;
 pub mod interrupt;
 pub mod listing;
 pub mod model;
+pub mod placement;
 pub mod report;
 pub mod runtime;
 pub mod target;

@@ -121,6 +121,18 @@ fn print_stdout(text: &str) -> Result<()> {
     }
 }
 
+/// `report.json` -> `report.logs`; never the report itself.
+fn logs_beside(out: &std::path::Path) -> PathBuf {
+    let dir = out.with_extension("logs");
+    if dir == out {
+        let mut name = out.as_os_str().to_os_string();
+        name.push(".d");
+        PathBuf::from(name)
+    } else {
+        dir
+    }
+}
+
 fn compare(a: CompareArgs) -> Result<ExitCode> {
     if let Some(out) = &a.out {
         check_writable(out)?;
@@ -130,6 +142,10 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
     }
     if a.max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
         return Err(usage("--max-abs must be a non-negative number"));
+    }
+    let logs = a.logs.clone().or_else(|| a.out.as_ref().map(|o| logs_beside(o)));
+    if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
+        return Err(usage(format!("the log directory {} is a file", dir.display())));
     }
     let opts = CompareOptions {
         model: a.model,
@@ -144,9 +160,13 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
             min_sqnr_db: a.min_sqnr,
             max_abs: a.max_abs,
             require_bit_exact: a.require_bit_exact,
+            max_fallback_nodes: a.max_fallback_nodes,
+            max_partitions: a.max_partitions,
+            fail_on_fallback: a.fail_on_fallback,
         },
         exec: exec_options(&a.exec)?,
         save_outputs: a.save_outputs,
+        logs,
     };
     let report = run_compare(&opts)?;
     // An interruption after the workers finished still means: write nothing.

@@ -1,7 +1,6 @@
 //! Turning worker outcomes and comparison results into report pieces: per-target rows, the
 //! baseline (three-run) view, and the tolerances that would have passed.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
@@ -17,30 +16,6 @@ use crate::report::model::{
 use crate::runtime::{Runtime, TargetRuntime};
 use crate::worker::job::Phase;
 use crate::worker::{Outcome, RunStatus};
-
-/// Summarises the recorded node placement of a target whose EP is `ep`.
-pub fn placement(outcome: &Outcome, ep: &str) -> Option<PlacementSummary> {
-    let r = outcome.result.as_ref()?;
-    if r.placement.is_empty() {
-        return None;
-    }
-    let mut nodes_by_ep: BTreeMap<String, usize> = BTreeMap::new();
-    let mut cpu_op_types: BTreeMap<String, usize> = BTreeMap::new();
-    for sg in &r.placement {
-        *nodes_by_ep.entry(sg.ep.clone()).or_default() += sg.nodes.len();
-        if sg.ep == "CPUExecutionProvider" && ep != "CPUExecutionProvider" {
-            for n in &sg.nodes {
-                *cpu_op_types.entry(n.op_type.clone()).or_default() += 1;
-            }
-        }
-    }
-    Some(PlacementSummary {
-        target_ep_nodes: nodes_by_ep.get(ep).copied().unwrap_or(0),
-        total_nodes: nodes_by_ep.values().sum(),
-        nodes_by_ep,
-        cpu_op_types,
-    })
-}
 
 /// A target whose execution provider took no node ran entirely on the CPU: that is a failure of
 /// the target, not a result for it.

@@ -85,3 +85,21 @@ pub fn save_outputs(dir: &Path, runs: &[(&str, &[Vec<OutputFile>])]) -> Result<(
     }
     Ok(())
 }
+
+/// Copies each target's runtime log to `DIR/<target>.log` (written under a temporary name and
+/// renamed, so a log file is whole or absent). Returns the path kept for each target id.
+pub fn save_logs(dir: &Path, logs: &[(&str, &Path)]) -> Result<std::collections::HashMap<String, std::path::PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut kept = std::collections::HashMap::new();
+    for (id, log) in logs {
+        if !log.exists() {
+            continue;
+        }
+        let dest = dir.join(format!("{}.log", sanitize(id)));
+        let tmp = dir.join(format!(".{}.log.tmp", sanitize(id)));
+        std::fs::copy(log, &tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
+        kept.insert(id.to_string(), dest);
+    }
+    Ok(kept)
+}

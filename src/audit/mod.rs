@@ -3,11 +3,13 @@
 
 pub mod assemble;
 pub mod files;
+pub mod placement;
 pub mod plan;
 pub mod reference;
 pub mod targets;
 pub mod workers;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -53,6 +55,8 @@ pub struct CompareOptions {
     pub thresholds: Thresholds,
     pub exec: ExecOptions,
     pub save_outputs: Option<PathBuf>,
+    /// Where each target's runtime log is kept (`DIR/<target>.log`).
+    pub logs: Option<PathBuf>,
 }
 
 /// Everything `golden create` was asked to do.
@@ -282,6 +286,13 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     };
     let golden_jobs = jobs.len();
     let (config, threads) = pool_config(&opts.exec, planned.len() + golden_jobs);
+    let inspect = model.total_bytes() < placement::INSPECT_LIMIT_BYTES;
+    if !inspect {
+        notes.push(
+            "the model is over 1 GiB: placement is read from the assignment alone, without the runtime's partitioned graph"
+                .into(),
+        );
+    }
     let mut job_of: Vec<Option<usize>> = Vec::with_capacity(planned.len());
     for (i, t) in planned.iter().enumerate() {
         let job = target_job(
@@ -292,6 +303,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             &work.path,
             threads,
             &inputs.free_dims,
+            inspect,
         );
         job_of.push(job.map(|j| {
             jobs.push(j);
@@ -304,7 +316,39 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         golden_side(&reference, outcomes.first().filter(|_| golden_jobs > 0), cpu.as_ref())?;
     let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
     let golden_map = golden_output_names(&output_names, &golden_names, &mut notes)?;
-    let ends = targets::ends(&planned, &job_of, &outcomes);
+    let input_types: HashMap<String, (i32, Vec<usize>)> = inputs
+        .samples
+        .first()
+        .map(|s| {
+            s.iter()
+                .map(|nt| {
+                    (
+                        nt.name.clone(),
+                        (nt.tensor.dtype().onnx_code(), nt.tensor.shape.clone()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let topology = placement::model_topology(&model.proto, &input_types);
+    let probe_cpu = cpu.clone().or_else(|| cpu_runtime(&provisioner).ok());
+    let (placements, placement_notes) = placement::placements(
+        &planned,
+        &job_of,
+        &outcomes,
+        &topology,
+        &placement::Probe {
+            model: &model,
+            proto: &model.proto,
+            cpu: probe_cpu,
+            sample: input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
+            free_dims: &inputs.free_dims,
+            dir: &work.path.join("probe"),
+            exec: &opts.exec,
+        },
+    );
+    notes.extend(placement_notes);
+    let ends = targets::ends(&planned, &job_of, &outcomes, placements);
     let runs: Vec<RunOutputs<'_>> = planned
         .iter()
         .zip(&ends)
@@ -328,7 +372,17 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         files::save_outputs(dir, &all).map_err(|e| usage(format!("--save-outputs {}: {e:#}", dir.display())))?;
     }
 
-    let mut reports = targets::reports(&planned, &ends, comparison.metrics, opts.exec.keep_work);
+    let logs: Vec<(&str, &std::path::Path)> = planned
+        .iter()
+        .zip(&job_of)
+        .filter_map(|(t, j)| j.map(|j| (t.spec.id.as_str(), outcomes[j].log.as_path())))
+        .collect();
+    let kept_logs = match &opts.logs {
+        Some(dir) => files::save_logs(dir, &logs).map_err(|e| usage(format!("--logs {}: {e:#}", dir.display())))?,
+        None if opts.exec.keep_work => logs.iter().map(|(id, p)| (id.to_string(), p.to_path_buf())).collect(),
+        None => HashMap::new(),
+    };
+    let mut reports = targets::reports(&planned, &ends, comparison.metrics, &kept_logs);
     let has_baseline = assemble::attach_baseline(&mut reports, BASELINE_ID);
     let tolerances = assemble::tolerances(&output_names, &reports);
     let gate = evaluate(&opts.thresholds, &reports);

@@ -20,14 +20,20 @@ pub struct TargetEnd<'o> {
 }
 
 /// The end of every planned target; `job_of[i]` is the index of target i's outcome.
-pub fn ends<'o>(planned: &[PlannedTarget], job_of: &[Option<usize>], outcomes: &'o [Outcome]) -> Vec<TargetEnd<'o>> {
+/// `placements[i]` is target i's analysed placement.
+pub fn ends<'o>(
+    planned: &[PlannedTarget],
+    job_of: &[Option<usize>],
+    outcomes: &'o [Outcome],
+    placements: Vec<Option<PlacementSummary>>,
+) -> Vec<TargetEnd<'o>> {
     planned
         .iter()
         .zip(job_of)
-        .map(|(t, job)| {
+        .zip(placements)
+        .map(|((t, job), placement)| {
             let outcome = job.map(|j| &outcomes[j]);
             let ep = t.spec.backend.ep_name();
-            let placement = outcome.and_then(|o| assemble::placement(o, ep));
             let (mut status, mut error) = match (&t.runtime, outcome) {
                 (Err(reason), _) => (RunStatus::Unavailable, Some(reason.clone())),
                 (Ok(_), Some(o)) => (o.status, o.error.clone()),
@@ -64,7 +70,7 @@ pub fn reports(
     planned: &[PlannedTarget],
     ends: &[TargetEnd<'_>],
     mut metrics: HashMap<String, Vec<OutputMetrics>>,
-    keep_logs: bool,
+    logs: &HashMap<String, PathBuf>,
 ) -> Vec<TargetReport> {
     let mut hashes: HashMap<PathBuf, Option<String>> = HashMap::new();
     let mut hash = |rt: &Runtime| -> Option<String> {
@@ -119,7 +125,7 @@ pub fn reports(
                     .map(|r| r.phase),
                 timing: outcome.and_then(assemble::timing),
                 placement: end.placement.clone(),
-                log: outcome.map(|o| o.log.display().to_string()).filter(|_| keep_logs),
+                log: logs.get(&t.spec.id).map(|p| p.display().to_string()),
                 outputs,
             }
         })

@@ -121,6 +121,8 @@ pub fn reference_job(
         intra_threads: 1,
         free_dims: free_dims.to_vec(),
         session_config: vec![],
+        inspect_placement: false,
+        compile_only: false,
     };
     (job, dir.to_path_buf())
 }
@@ -134,6 +136,7 @@ pub fn target_job(
     work: &Path,
     threads: usize,
     free_dims: &[(String, i64)],
+    inspect_placement: bool,
 ) -> Option<(Job, PathBuf)> {
     let rt = t.runtime.as_ref().ok()?;
     let dir = work.join("targets").join(format!("{index}-{}", sanitize(&t.spec.id)));
@@ -154,6 +157,8 @@ pub fn target_job(
             .filter(|(k, _)| k.starts_with("session."))
             .cloned()
             .collect(),
+        inspect_placement: inspect_placement && !matches!(t.spec.backend, crate::target::Backend::Cpu),
+        compile_only: false,
     };
     Some((job, dir))
 }

@@ -81,6 +81,20 @@ impl LoadedModel {
     }
 }
 
+impl LoadedModel {
+    /// Bytes of the model file and its external data files (those that can be read).
+    pub fn total_bytes(&self) -> u64 {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        self.size
+            + self
+                .external_data_files()
+                .iter()
+                .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
+                .map(|m| m.len())
+                .sum::<u64>()
+    }
+}
+
 /// One external data file of a model, with its hash.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExternalFile {

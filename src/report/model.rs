@@ -233,16 +233,92 @@ impl TargetReport {
     }
 }
 
-/// Node counts per execution provider, as placed by ONNX Runtime in the target's session.
+/// Where ONNX Runtime placed the graph's nodes for one target, where the graph was cut, what
+/// crosses the cuts, and which nodes fell back to the CPU and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct PlacementSummary {
-    /// Nodes of the (optimized) session graph per execution provider.
+    /// Where the node-to-EP assignment came from: `ort_api` (the session's recorded assignment)
+    /// or `ort_log` (ONNX Runtime's verbose "Node placements" lines, for runtimes without the API).
+    pub source: String,
+    /// Which graph the partitions refer to: `runtime` (the graph as ONNX Runtime partitioned it,
+    /// after its layout transformation, with nodes it inserted) or `model` (the model's own graph).
+    pub graph: String,
+    /// Nodes per execution provider.
     pub nodes_by_ep: BTreeMap<String, usize>,
     /// Nodes on the target's own execution provider.
     pub target_ep_nodes: usize,
     pub total_nodes: usize,
     /// Op types that ran on the CPU EP in a non-CPU target, with counts.
     pub cpu_op_types: BTreeMap<String, usize>,
+    /// Partitions the target's EP compiled (ONNX Runtime's count when it records one).
+    pub ep_partitions: usize,
+    /// Connected runs of nodes on one EP, in execution order.
+    pub partitions: Vec<Partition>,
+    /// Tensors produced on one EP and consumed on another (each tensor once per consuming EP).
+    pub crossings: Vec<Crossing>,
+    pub crossing_count: usize,
+    /// Bytes crossing per inference (one sample); `null` when a tensor's size is unknown.
+    pub crossing_bytes: Option<u64>,
+    /// Crossings that do not touch a graph-boundary node.
+    pub mid_graph_crossing_count: usize,
+    pub mid_graph_crossing_bytes: Option<u64>,
+    /// Every node of a non-CPU target that the CPU EP ran, classified.
+    pub fallback: Vec<FallbackNode>,
+    /// Fallback nodes of kind `compute`: what `--max-fallback-nodes` and `--fail-on-fallback` count.
+    pub compute_fallback_nodes: usize,
+    /// Nodes the runtime added (layout transposes, duplicated or re-created Q/DQ), per EP.
+    pub inserted_by_ep: BTreeMap<String, usize>,
+    /// Model nodes the assignment does not name (fused or replaced by the runtime); their EP was
+    /// inferred from their neighbours.
+    pub inferred_nodes: usize,
+}
+
+/// A connected run of nodes on one execution provider.
+#[derive(Debug, Clone, Serialize)]
+pub struct Partition {
+    pub ep: String,
+    pub nodes: usize,
+    /// First and last node in execution order.
+    pub first_node: String,
+    pub last_node: String,
+    /// Positions in the graph's execution order (0-based, inclusive).
+    pub first_index: usize,
+    pub last_index: usize,
+    /// Op types with counts.
+    pub op_types: BTreeMap<String, usize>,
+}
+
+/// One tensor crossing from one execution provider to another.
+#[derive(Debug, Clone, Serialize)]
+pub struct Crossing {
+    pub tensor: String,
+    pub from_ep: String,
+    pub to_ep: String,
+    pub producer: String,
+    pub consumers: Vec<String>,
+    /// ONNX element type name (`uint8`, `float`, ...).
+    pub dtype: Option<String>,
+    pub elements: Option<u64>,
+    pub bytes: Option<u64>,
+    /// `boundary` when it touches a graph-input QuantizeLinear or graph-output DequantizeLinear
+    /// (unavoidable), `mid_graph` otherwise (a cost of fallback).
+    pub kind: String,
+}
+
+/// A node of a non-CPU target that the CPU EP ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct FallbackNode {
+    pub name: String,
+    pub op_type: String,
+    /// `boundary` (graph-input Q, graph-output DQ), `inserted` (added by the runtime),
+    /// `shape` (computes on shapes), `constant` (reads only constants), `quantization` (a Q/DQ
+    /// inside the graph), or `compute` (a real op the EP did not take).
+    pub kind: String,
+    /// `head` (before any node of the target's EP), `middle` (between two), `tail` (after the
+    /// last), or `detached`.
+    pub position: String,
+    /// Why the EP rejected it, from the runtime's log, when it says.
+    pub reason: Option<String>,
 }
 
 /// Metrics of one output of one target against the golden run.

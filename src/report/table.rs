@@ -2,6 +2,7 @@
 //! added with ANSI styles; `anstream` strips them when stdout is not a terminal or `NO_COLOR` is
 //! set.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
@@ -280,6 +281,7 @@ pub fn render(report: &Report) -> String {
     let mut s = String::new();
     header(&mut s, report);
     let _ = writeln!(s, "\n{}\n{}", bold("TARGETS"), targets_table(report));
+    placement(&mut s, report);
     outputs(&mut s, report);
     agreement(&mut s, report);
     failures(&mut s, report);
@@ -416,6 +418,89 @@ fn failures(s: &mut String, report: &Report) {
     }
 }
 
+/// Partitions shown one per line before the strip is abbreviated.
+const STRIP_LINES: usize = 12;
+
+/// Per non-CPU target: the summary line, the partition strip, the compute nodes that fell back
+/// with the runtime's reason, and the mid-graph crossings.
+fn placement(s: &mut String, report: &Report) {
+    let shown: Vec<&TargetReport> = report
+        .targets
+        .iter()
+        .filter(|t| t.ep != crate::placement::CPU_EP && t.placement.is_some())
+        .collect();
+    if shown.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n{}", bold("PLACEMENT"));
+    for t in shown {
+        let Some(p) = &t.placement else { continue };
+        let _ = writeln!(
+            s,
+            "  {}  {}  {}",
+            bold(&t.id),
+            paint(t.status.as_str(), status_style(t.status)),
+            crate::placement::summary_line(p, &t.ep)
+        );
+        let short = |ep: &str| ep.strip_suffix("ExecutionProvider").unwrap_or(ep).to_string();
+        let strip: Vec<String> = p
+            .partitions
+            .iter()
+            .map(|x| format!("{} {}", short(&x.ep), x.nodes))
+            .collect();
+        let _ = writeln!(s, "    strip ({} graph): [{}]", p.graph, strip.join("] ["));
+        for (k, x) in p.partitions.iter().enumerate().take(STRIP_LINES) {
+            let span = if x.first_index == x.last_index {
+                format!("#{}", x.first_index)
+            } else {
+                format!("#{}-{}", x.first_index, x.last_index)
+            };
+            let ends = if x.nodes == 1 {
+                x.first_node.clone()
+            } else {
+                format!("{} .. {}", x.first_node, x.last_node)
+            };
+            let _ = writeln!(s, "      {:>2}. {:<8} {:<12} {ends}", k + 1, short(&x.ep), span);
+        }
+        if p.partitions.len() > STRIP_LINES {
+            let _ = writeln!(s, "      ... {} more partitions", p.partitions.len() - STRIP_LINES);
+        }
+        for f in p.fallback.iter().filter(|f| f.kind == "compute") {
+            let why = f.reason.as_deref().unwrap_or("the runtime logged no reason");
+            let _ = writeln!(s, "    on CPU: {} ({}, {}): {why}", f.name, f.op_type, f.position);
+        }
+        let other: BTreeMap<&str, usize> =
+            p.fallback
+                .iter()
+                .filter(|f| f.kind != "compute")
+                .fold(BTreeMap::new(), |mut m, f| {
+                    *m.entry(f.kind.as_str()).or_default() += 1;
+                    m
+                });
+        if !other.is_empty() {
+            let list: Vec<String> = other.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let _ = writeln!(s, "    also on CPU (expected): {}", list.join(", "));
+        }
+        for c in p.crossings.iter().filter(|c| c.kind == "mid_graph") {
+            let size = match (c.bytes, &c.dtype) {
+                (Some(b), Some(d)) => format!(
+                    "{} x {d} = {}",
+                    c.elements.unwrap_or(0),
+                    crate::placement::human_bytes(b)
+                ),
+                _ => "size unknown".into(),
+            };
+            let _ = writeln!(
+                s,
+                "    crossing: {} {} -> {} ({size})",
+                c.tensor,
+                short(&c.from_ep),
+                short(&c.to_ep)
+            );
+        }
+    }
+}
+
 /// The verdict and every rule that failed.
 fn verdict(s: &mut String, report: &Report) {
     let verdict = match report.gate.verdict {
@@ -432,6 +517,13 @@ fn verdict(s: &mut String, report: &Report) {
     for r in report.gate.rules.iter().filter(|r| !r.pass) {
         let line = match r.rule.as_str() {
             "bit_exact" => format!("{} {} bit_exact: {} elements differ", r.target, r.output, r.measured.0),
+            _ if r.output == crate::gate::PLACEMENT_SCOPE && r.measured.0.is_nan() => format!(
+                "{} {}: the runtime recorded no placement for this target",
+                r.target, r.rule
+            ),
+            _ if r.output == crate::gate::PLACEMENT_SCOPE => {
+                format!("{} {}: {} vs limit {}", r.target, r.rule, r.measured.0, r.limit.0)
+            }
             _ => format!(
                 "{} {} {}: {} vs limit {}",
                 r.target,

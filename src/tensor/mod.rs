@@ -59,6 +59,24 @@ impl DType {
         })
     }
 
+    /// The ONNX `TensorProto.DataType` code (the inverse of [`DType::from_onnx`]).
+    pub fn onnx_code(self) -> i32 {
+        match self {
+            DType::Float32 => 1,
+            DType::Uint8 => 2,
+            DType::Int8 => 3,
+            DType::Uint16 => 4,
+            DType::Int16 => 5,
+            DType::Int32 => 6,
+            DType::Int64 => 7,
+            DType::Bool => 9,
+            DType::Float16 => 10,
+            DType::Float64 => 11,
+            DType::Uint32 => 12,
+            DType::Uint64 => 13,
+        }
+    }
+
     /// The name ONNX uses for a data type code, for error messages about unsupported types.
     pub fn onnx_name(code: i32) -> &'static str {
         match code {

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use ort::environment::Environment;
+use ort::logging::LogLevel;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
@@ -20,7 +21,8 @@ use crate::tensor::{Tensor, TensorData};
 pub fn run(job_path: &Path) -> i32 {
     let job: Job = match std::fs::read(job_path)
         .map_err(anyhow::Error::from)
-        .and_then(|b| serde_json::from_slice(&b).map_err(anyhow::Error::from))
+        .and_then(|b| serde_json::from_slice::<Job>(&b).map_err(anyhow::Error::from))
+        .and_then(|mut j| j.absolutize().map(|_| j).map_err(anyhow::Error::from))
     {
         Ok(j) => j,
         Err(e) => {
@@ -42,6 +44,7 @@ pub fn run(job_path: &Path) -> i32 {
         devices: Vec::new(),
         placement: Vec::new(),
         placement_error: None,
+        runtime_graph: None,
     };
     match execute(&job, &mut result) {
         Ok(()) => {
@@ -102,13 +105,32 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         .collect();
 
     result.phase = Phase::CreateSession;
+    let graph_dir = job.output_dir.join("runtime-graph");
+    if job.inspect_placement {
+        // EPs explain rejected nodes only at verbose level; ONNX Runtime writes its layout
+        // transformation steps into the working directory.
+        env.set_log_level(LogLevel::Verbose);
+        std::fs::create_dir_all(&graph_dir)?;
+        std::env::set_current_dir(&graph_dir)?;
+    }
     let start = Instant::now();
     let builder = session_builder(job, &env)?;
-    let mut session = builder_commit(builder, &job.model)?;
+    let committed = builder_commit(builder, &job.model);
+    if job.inspect_placement {
+        env.set_log_level(LogLevel::Error);
+        std::env::set_current_dir(&job.output_dir)?;
+        result.runtime_graph = super::placement::read_layout_dump(&graph_dir);
+    }
+    let mut session = committed?;
     result.session_create_ms = ms_since(start);
     match super::placement::graph_assignment(&session) {
         Ok(p) => result.placement = p,
         Err(e) => result.placement_error = Some(format!("{e:#}")),
+    }
+    if job.compile_only {
+        std::mem::forget(session);
+        std::mem::forget(env);
+        return Ok(());
     }
 
     let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
@@ -173,6 +195,11 @@ fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
     b = b
         .with_config_entry(super::placement::RECORD_ASSIGNMENT, "1")
         .map_err(ort_err)?;
+    if job.inspect_placement {
+        b = b
+            .with_config_entry(super::placement::DUMP_LAYOUT_TRANSFORMATION, "1")
+            .map_err(ort_err)?;
+    }
     for (k, v) in &job.session_config {
         b = b.with_config_entry(k, v).map_err(ort_err)?;
     }

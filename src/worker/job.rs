@@ -54,6 +54,35 @@ pub struct Job {
     pub free_dims: Vec<(String, i64)>,
     /// Session configuration entries (`session.*` target options).
     pub session_config: Vec<(String, String)>,
+    /// Record placement in detail: a verbose runtime log while the session is created (EPs say
+    /// there why they reject nodes) and the graph as ONNX Runtime partitioned it.
+    #[serde(default)]
+    pub inspect_placement: bool,
+    /// Create the session (the EP compiles its partitions) and run nothing.
+    #[serde(default)]
+    pub compile_only: bool,
+}
+
+impl Job {
+    /// Makes every path absolute, so that the worker may change its working directory.
+    pub fn absolutize(&mut self) -> std::io::Result<()> {
+        let abs = |p: &mut PathBuf| -> std::io::Result<()> {
+            *p = std::path::absolute(&*p)?;
+            Ok(())
+        };
+        abs(&mut self.ort_library)?;
+        abs(&mut self.model)?;
+        abs(&mut self.output_dir)?;
+        if let EpSetup::Plugin { library, .. } = &mut self.ep {
+            abs(library)?;
+        }
+        for sample in &mut self.samples {
+            for input in sample {
+                abs(&mut input.path)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How far a worker got (in order).
@@ -118,4 +147,8 @@ pub struct JobResult {
     /// Why placement could not be read, if it could not.
     #[serde(default)]
     pub placement_error: Option<String>,
+    /// The graph ONNX Runtime partitioned, after its layout transformation (node names match
+    /// `placement`); absent when the EP asked for no layout change or it was not requested.
+    #[serde(default)]
+    pub runtime_graph: Option<crate::model::topology::Topology>,
 }

@@ -12,6 +12,37 @@ use serde::{Deserialize, Serialize};
 /// Session config entry that makes ONNX Runtime record the assignment.
 pub const RECORD_ASSIGNMENT: &str = "session.record_ep_graph_assignment_info";
 
+/// Session config entry that makes ONNX Runtime save the graph after each step of the layout
+/// transformation (NCHW to NHWC for EPs such as QNN) as `post_layout_transform_step_N.onnx` in
+/// the working directory. The last step is the graph the EP was given: the names of inserted
+/// and renamed nodes in the assignment only make sense against it.
+pub const DUMP_LAYOUT_TRANSFORMATION: &str = "session.debug_layout_transformation";
+
+/// Reads the last layout-transformation step ONNX Runtime saved in `dir` (its topology only)
+/// and removes the files: they hold a copy of the weights.
+pub fn read_layout_dump(dir: &std::path::Path) -> Option<crate::model::topology::Topology> {
+    let mut last: Option<(u32, std::path::PathBuf)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let step = name
+            .strip_prefix("post_layout_transform_step_")
+            .and_then(|r| r.strip_suffix(".onnx"))
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some(step) = step {
+            if last.as_ref().is_none_or(|(s, _)| step > *s) {
+                last = Some((step, entry.path()));
+            }
+        }
+    }
+    let graph = last.and_then(|(_, path)| {
+        let bytes = std::fs::read(path).ok()?;
+        let model = <crate::model::pb::ModelProto as prost::Message>::decode(bytes.as_slice()).ok()?;
+        Some(crate::model::topology::Topology::of_model(&model))
+    });
+    let _ = std::fs::remove_dir_all(dir);
+    graph
+}
+
 /// One node as placed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AssignedNode {

@@ -1,0 +1,409 @@
+//! Placement analysis: from a target's recorded node assignment, the graph the runtime
+//! partitioned and its verbose log, work out the partitions in execution order, the tensors that
+//! cross between EPs and their bytes, and which nodes fell back to the CPU, of what kind and why.
+
+pub mod assign;
+pub mod log;
+pub mod sizes;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use crate::model::topology::Topology;
+use crate::report::model::{Crossing, FallbackNode, Partition, PlacementSummary};
+use crate::tensor::DType;
+use crate::worker::placement::AssignedSubgraph;
+use assign::{base_name, node_eps};
+pub use sizes::TensorSize;
+
+/// The CPU execution provider's name, where fallback lands.
+pub const CPU_EP: &str = "CPUExecutionProvider";
+
+/// What one target's session recorded.
+pub struct Recorded<'a> {
+    /// The execution provider the target asked for.
+    pub target_ep: &'a str,
+    /// The assignment read through the API (empty when the runtime has none).
+    pub assignment: &'a [AssignedSubgraph],
+    /// The graph ONNX Runtime partitioned, when it was captured.
+    pub runtime_graph: Option<&'a Topology>,
+    /// The worker's log (verbose while the session was created, when placement was inspected).
+    pub log: &'a str,
+}
+
+/// The analysis, and the model tensors whose size it needed but could not find (a probe run can
+/// measure them; then analyse again).
+pub struct Analysis {
+    pub summary: PlacementSummary,
+    pub missing_sizes: BTreeSet<String>,
+}
+
+/// Analyses one target's placement against `model` (the audited model as fed, input shapes
+/// pinned), with tensor sizes measured by a probe in `probed`. `None` when the runtime recorded
+/// nothing at all.
+pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, TensorSize>) -> Option<Analysis> {
+    let (source, mut assignment) = if !rec.assignment.is_empty() {
+        ("ort_api", rec.assignment.to_vec())
+    } else {
+        let logged = log::logged_placement(rec.log);
+        if logged.is_empty() {
+            return None;
+        }
+        ("ort_log", logged)
+    };
+    // The runtime's graph is only usable with the API's names: the log names fused nodes.
+    let (graph, graph_kind) = match rec.runtime_graph {
+        Some(g) if source == "ort_api" && !g.nodes.is_empty() => (g.without_constant_nodes(), "runtime"),
+        _ => (model.without_constant_nodes(), "model"),
+    };
+    let graph = &graph;
+    let fused_count = if source == "ort_log" {
+        complete_logged(&mut assignment, graph)
+    } else {
+        HashMap::new()
+    };
+    let (eps, inferred_nodes) = node_eps(graph, &assignment);
+    let n = graph.nodes.len();
+    let order = graph.topological_order();
+    let mut position = vec![0usize; n];
+    for (p, &i) in order.iter().enumerate() {
+        position[i] = p;
+    }
+    let producers = graph.producers();
+    let consumers = graph.consumers();
+    let model_names: HashSet<&str> = model.nodes.iter().map(|n| n.name.as_str()).collect();
+    let is_cpu_target = rec.target_ep == CPU_EP;
+    let ep_of = |i: usize| eps[i].as_deref().unwrap_or("unknown");
+
+    let mut nodes_by_ep: BTreeMap<String, usize> = BTreeMap::new();
+    let mut cpu_op_types: BTreeMap<String, usize> = BTreeMap::new();
+    let mut inserted_by_ep: BTreeMap<String, usize> = BTreeMap::new();
+    let inserted = |i: usize| {
+        graph_kind == "runtime"
+            && !model_names.contains(graph.nodes[i].name.as_str())
+            && !model_names.contains(base_name(&graph.nodes[i].name))
+    };
+    for (i, node) in graph.nodes.iter().enumerate() {
+        *nodes_by_ep.entry(ep_of(i).to_string()).or_default() += 1;
+        if ep_of(i) == CPU_EP && !is_cpu_target {
+            *cpu_op_types.entry(node.op_type.clone()).or_default() += 1;
+        }
+        if inserted(i) {
+            *inserted_by_ep.entry(ep_of(i).to_string()).or_default() += 1;
+        }
+    }
+
+    let boundary: Vec<bool> = graph
+        .nodes
+        .iter()
+        .map(|node| match node.op_type.as_str() {
+            "QuantizeLinear" => node.inputs.first().is_some_and(|t| graph.inputs.contains(t)),
+            "DequantizeLinear" => !node.outputs.is_empty() && node.outputs.iter().all(|t| graph.outputs.contains(t)),
+            _ => false,
+        })
+        .collect();
+
+    let partitions = partitions(graph, &eps, &order, &producers);
+    let ep_partitions = if rec.target_ep == CPU_EP {
+        partitions.iter().filter(|p| p.ep == CPU_EP).count()
+    } else if source == "ort_api" {
+        assignment.iter().filter(|sg| sg.ep == rec.target_ep).count()
+    } else {
+        fused_count.get(rec.target_ep).copied().unwrap_or(0)
+    };
+
+    let sizes = sizes::Sizes::new(graph, model, probed);
+    let mut crossings = Vec::new();
+    for &p in &order {
+        let Some(from) = eps[p].as_deref() else { continue };
+        for t in graph.nodes[p].outputs.iter().filter(|t| !t.is_empty()) {
+            let mut by_ep: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for &c in consumers.get(t.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
+                if let Some(to) = eps[c].as_deref().filter(|to| *to != from) {
+                    by_ep.entry(to).or_default().push(c);
+                }
+            }
+            for (to, cs) in by_ep {
+                let size = sizes.of(t);
+                let touches_boundary = boundary[p] || cs.iter().all(|&c| boundary[c]);
+                crossings.push(Crossing {
+                    tensor: t.clone(),
+                    from_ep: from.to_string(),
+                    to_ep: to.to_string(),
+                    producer: graph.nodes[p].name.clone(),
+                    consumers: cs.iter().map(|&c| graph.nodes[c].name.clone()).collect(),
+                    dtype: size.map(|s| DType::onnx_name(s.elem_type).to_string()),
+                    elements: size.map(|s| s.elements),
+                    bytes: size.and_then(|s| s.bytes()),
+                    kind: if touches_boundary { "boundary" } else { "mid_graph" }.into(),
+                });
+            }
+        }
+    }
+    let total = |only_mid: bool| -> Option<u64> {
+        crossings
+            .iter()
+            .filter(|c| !only_mid || c.kind == "mid_graph")
+            .map(|c| c.bytes)
+            .sum()
+    };
+
+    let fallback = if is_cpu_target {
+        Vec::new()
+    } else {
+        let reasons = log::rejection_reasons(rec.log);
+        classify_fallback(
+            graph,
+            &eps,
+            rec.target_ep,
+            &order,
+            &producers,
+            &consumers,
+            &boundary,
+            &inserted,
+        )
+        .into_iter()
+        .map(|(i, kind, position)| {
+            let name = &graph.nodes[i].name;
+            FallbackNode {
+                name: name.clone(),
+                op_type: graph.nodes[i].op_type.clone(),
+                kind: kind.into(),
+                position: position.into(),
+                reason: reasons.get(name).or_else(|| reasons.get(base_name(name))).cloned(),
+            }
+        })
+        .collect()
+    };
+    let compute_fallback_nodes = fallback.iter().filter(|f: &&FallbackNode| f.kind == "compute").count();
+    let summary = PlacementSummary {
+        source: source.into(),
+        graph: graph_kind.into(),
+        target_ep_nodes: nodes_by_ep.get(rec.target_ep).copied().unwrap_or(0),
+        total_nodes: n,
+        nodes_by_ep,
+        cpu_op_types,
+        ep_partitions,
+        partitions,
+        crossing_count: crossings.len(),
+        crossing_bytes: total(false),
+        mid_graph_crossing_count: crossings.iter().filter(|c| c.kind == "mid_graph").count(),
+        mid_graph_crossing_bytes: total(true),
+        crossings,
+        fallback,
+        compute_fallback_nodes,
+        inserted_by_ep,
+        inferred_nodes,
+    };
+    let missing_sizes = sizes.missing.into_inner();
+    Some(Analysis { summary, missing_sizes })
+}
+
+/// The log lists an EP's compiled partitions as fused nodes, not the nodes inside them: every
+/// graph node the log does not name belongs to the one EP that has fused nodes. Returns the
+/// number of fused nodes per EP.
+fn complete_logged(assignment: &mut [AssignedSubgraph], graph: &Topology) -> HashMap<String, usize> {
+    let names: HashSet<&str> = graph.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut fused: HashMap<String, usize> = HashMap::new();
+    for sg in assignment.iter() {
+        let count = sg.nodes.iter().filter(|n| !names.contains(n.name.as_str())).count();
+        if count > 0 {
+            fused.insert(sg.ep.clone(), count);
+        }
+    }
+    if fused.len() == 1 {
+        let named: HashSet<String> = assignment
+            .iter()
+            .flat_map(|sg| sg.nodes.iter().map(|n| n.name.clone()))
+            .collect();
+        let ep = fused.keys().next().cloned().unwrap_or_default();
+        if let Some(sg) = assignment.iter_mut().find(|sg| sg.ep == ep) {
+            for node in graph.nodes.iter().filter(|n| !named.contains(&n.name)) {
+                sg.nodes.push(crate::worker::placement::AssignedNode {
+                    name: node.name.clone(),
+                    op_type: node.op_type.clone(),
+                });
+            }
+        }
+    }
+    fused
+}
+
+/// Connected runs of nodes on one EP, ordered by their first node in execution order.
+fn partitions(
+    graph: &Topology,
+    eps: &[Option<String>],
+    order: &[usize],
+    producers: &HashMap<&str, usize>,
+) -> Vec<Partition> {
+    let n = graph.nodes.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn find(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for (c, node) in graph.nodes.iter().enumerate() {
+        for t in &node.inputs {
+            if let Some(&p) = producers.get(t.as_str()) {
+                if eps[p].is_some() && eps[p] == eps[c] {
+                    let (a, b) = (find(&mut parent, p), find(&mut parent, c));
+                    parent[a] = b;
+                }
+            }
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: HashMap<usize, usize> = HashMap::new();
+    for &i in order {
+        if eps[i].is_none() {
+            continue;
+        }
+        let root = find(&mut parent, i);
+        let g = *group_of.entry(root).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    let position: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    groups
+        .into_iter()
+        .map(|members| {
+            let mut op_types: BTreeMap<String, usize> = BTreeMap::new();
+            for &i in &members {
+                *op_types.entry(graph.nodes[i].op_type.clone()).or_default() += 1;
+            }
+            let (first, last) = (members[0], members[members.len() - 1]);
+            Partition {
+                ep: eps[first].clone().unwrap_or_default(),
+                nodes: members.len(),
+                first_node: graph.nodes[first].name.clone(),
+                last_node: graph.nodes[last].name.clone(),
+                first_index: position[&first],
+                last_index: position[&last],
+                op_types,
+            }
+        })
+        .collect()
+}
+
+/// Kind and position of every CPU node of a non-CPU target, in execution order.
+#[allow(clippy::too_many_arguments)]
+fn classify_fallback(
+    graph: &Topology,
+    eps: &[Option<String>],
+    target_ep: &str,
+    order: &[usize],
+    producers: &HashMap<&str, usize>,
+    consumers: &HashMap<&str, Vec<usize>>,
+    boundary: &[bool],
+    inserted: &dyn Fn(usize) -> bool,
+) -> Vec<(usize, &'static str, &'static str)> {
+    let n = graph.nodes.len();
+    let on_target = |i: usize| eps[i].as_deref() == Some(target_ep);
+    let preds = |i: usize| -> Vec<usize> {
+        graph.nodes[i]
+            .inputs
+            .iter()
+            .filter_map(|t| producers.get(t.as_str()).copied())
+            .collect()
+    };
+    // Shape arithmetic (Shape -> Gather -> Concat -> Reshape's shape input) is kept on the CPU
+    // by ONNX Runtime on purpose; nodes reading only constants are folded or cheap.
+    let mut shape = vec![false; n];
+    let mut after_target = vec![false; n];
+    for &i in order {
+        let node = &graph.nodes[i];
+        let dynamic: Vec<&String> = node.inputs.iter().filter(|t| graph.is_dynamic(t)).collect();
+        shape[i] = matches!(node.op_type.as_str(), "Shape" | "Size")
+            || (!dynamic.is_empty()
+                && dynamic
+                    .iter()
+                    .all(|t| producers.get(t.as_str()).is_some_and(|&p| shape[p])));
+        after_target[i] = preds(i).iter().any(|&p| on_target(p) || after_target[p]);
+    }
+    let mut before_target = vec![false; n];
+    for &i in order.iter().rev() {
+        before_target[i] = graph.nodes[i]
+            .outputs
+            .iter()
+            .filter_map(|t| consumers.get(t.as_str()))
+            .flatten()
+            .any(|&c| on_target(c) || before_target[c]);
+    }
+    order
+        .iter()
+        .copied()
+        .filter(|&i| eps[i].as_deref() == Some(CPU_EP))
+        .map(|i| {
+            let node = &graph.nodes[i];
+            let constant_only = node.inputs.iter().all(|t| !graph.is_dynamic(t));
+            let kind = if boundary[i] {
+                "boundary"
+            } else if shape[i] {
+                "shape"
+            } else if constant_only {
+                "constant"
+            } else if inserted(i) {
+                "inserted"
+            } else if matches!(node.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear") {
+                "quantization"
+            } else {
+                "compute"
+            };
+            let position = match (after_target[i], before_target[i]) {
+                (true, true) => "middle",
+                (false, true) => "head",
+                (true, false) => "tail",
+                (false, false) => "detached",
+            };
+            (i, kind, position)
+        })
+        .collect()
+}
+
+/// The one-line placement summary of a target: `41/43 nodes on QNN, 3 partitions, 2 compute
+/// ops on CPU: LayerNormalization x2`.
+pub fn summary_line(p: &PlacementSummary, target_ep: &str) -> String {
+    let short = target_ep.strip_suffix("ExecutionProvider").unwrap_or(target_ep);
+    let mut line = format!("{}/{} nodes on {short}", p.target_ep_nodes, p.total_nodes);
+    if target_ep == CPU_EP {
+        return line;
+    }
+    line.push_str(&format!(
+        ", {} partition{}",
+        p.ep_partitions,
+        if p.ep_partitions == 1 { "" } else { "s" }
+    ));
+    let mut compute: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in p.fallback.iter().filter(|f| f.kind == "compute") {
+        *compute.entry(f.op_type.as_str()).or_default() += 1;
+    }
+    if compute.is_empty() {
+        line.push_str(", no compute op on CPU");
+    } else {
+        let list: Vec<String> = compute.iter().map(|(op, k)| format!("{op} x{k}")).collect();
+        line.push_str(&format!(
+            ", {} compute op{} on CPU: {}",
+            p.compute_fallback_nodes,
+            if p.compute_fallback_nodes == 1 { "" } else { "s" },
+            list.join(", ")
+        ));
+    }
+    match p.crossing_bytes {
+        Some(b) => line.push_str(&format!(", {} crossings ({})", p.crossing_count, human_bytes(b))),
+        None => line.push_str(&format!(", {} crossings (size unknown)", p.crossing_count)),
+    }
+    line
+}
+
+/// Bytes as `19200 B` (exact below 1 MiB) or `3.2 MiB`.
+pub fn human_bytes(b: u64) -> String {
+    if b < 1024 * 1024 {
+        format!("{b} B")
+    } else {
+        format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
+    }
+}
