@@ -23,6 +23,10 @@ crashed); 130 interrupted";
 pub enum Command {
     /// Run a model on several targets and compare every output with the golden run.
     Compare(CompareArgs),
+    /// Find the node that makes a target refuse a model: compile sub-models of the graph and
+    /// report the shortest failing prefix and window, per target.
+    #[command(name = "explain-failure")]
+    ExplainFailure(ExplainArgs),
     /// List the targets this machine can and cannot run.
     Targets(TargetsArgs),
     /// Manage the ONNX Runtime builds the audit loads.
@@ -145,6 +149,23 @@ pub struct CompareArgs {
     /// Save the golden run's and every target's outputs as DIR/<target>/s<k>.npz.
     #[arg(long, value_name = "DIR")]
     pub save_outputs: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+/// Flags of `explain-failure`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The ONNX model a target refuses.
+    pub model: PathBuf,
+    /// Target to explain (repeatable, e.g. qnn:sm8350 or qnn:all).
+    #[arg(long = "target", short = 't', value_name = "TARGET")]
+    pub targets: Vec<String>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     #[command(flatten)]
     pub exec: ExecArgs,
 }

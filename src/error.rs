@@ -76,6 +76,11 @@ pub fn exit_code_of(err: &anyhow::Error) -> ExitCode {
 }
 
 /// Renders an error chain on one line (runtime messages can contain newlines).
+/// Any text on one line (runtime errors span several).
+pub fn one_line_str(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 pub fn one_line(err: &anyhow::Error) -> String {
     let text = format!("{err:#}");
     text.split_whitespace().collect::<Vec<_>>().join(" ")

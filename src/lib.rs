@@ -8,6 +8,7 @@ pub mod audit;
 pub mod cli;
 pub mod compare;
 pub mod error;
+pub mod explain;
 pub mod gate;
 pub mod golden;
 pub mod hash;

@@ -198,6 +198,20 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Compare(a) => compare(a),
+        Command::ExplainFailure(a) => {
+            let found = npu_audit::explain::run(&npu_audit::explain::ExplainOptions {
+                model: a.model,
+                targets: a.targets,
+                inputs: input_options(&a.inputs),
+                exec: exec_options(&a.exec)?,
+            })?;
+            npu_audit::interrupt::check()?;
+            match a.format {
+                Format::Json => print_stdout(&(serde_json::to_string_pretty(&found)? + "\n"))?,
+                Format::Table => print_stdout(&npu_audit::explain::render(&found))?,
+            }
+            Ok(ExitCode::Success)
+        }
         Command::Targets(a) => {
             let rows = listing::availability(&a.runtime)?;
             match a.format {

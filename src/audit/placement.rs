@@ -12,6 +12,7 @@ use super::workers::{pool_config, run_with_progress};
 use super::ExecOptions;
 use crate::model::pb::{ModelProto, ValueInfoProto};
 use crate::model::rewrite::write_model;
+use crate::model::slice::MeasuredType;
 use crate::model::topology::{DeclaredType, Topology};
 use crate::model::LoadedModel;
 use crate::placement::{analyze, Recorded, TensorSize};
@@ -93,7 +94,22 @@ pub fn placements(
         .collect();
     if !missing.is_empty() {
         match measure(probe, &missing) {
-            Ok(probed) => analyses = run(&probed),
+            Ok(measured) => {
+                let probed: HashMap<String, TensorSize> = measured
+                    .into_iter()
+                    .map(|(k, m)| {
+                        let elements = m.shape.iter().map(|&d| d as u64).product();
+                        (
+                            k,
+                            TensorSize {
+                                elem_type: m.elem_type,
+                                elements,
+                            },
+                        )
+                    })
+                    .collect();
+                analyses = run(&probed);
+            }
             Err(e) => notes.push(format!(
                 "crossing sizes: the probe run that measures {} intermediate tensor(s) failed: {}",
                 missing.len(),
@@ -106,8 +122,8 @@ pub fn placements(
 }
 
 /// Runs the model once on the CPU EP (no graph optimization) with `tensors` as extra outputs
-/// and returns their element types and counts.
-fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<String, TensorSize>> {
+/// and returns their element types and shapes.
+pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<String, MeasuredType>> {
     let cpu = probe.cpu.clone().ok_or_else(|| anyhow::anyhow!("no CPU runtime"))?;
     let mut proto = probe.proto.clone();
     if let Some(g) = proto.graph.as_mut() {
@@ -149,9 +165,9 @@ fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<Stri
         if tensors.contains(&f.name) {
             sizes.insert(
                 f.name.clone(),
-                TensorSize {
+                MeasuredType {
                     elem_type: f.dtype.onnx_code(),
-                    elements: f.shape.iter().map(|&d| d as u64).product(),
+                    shape: f.shape.clone(),
                 },
             );
         }

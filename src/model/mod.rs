@@ -6,6 +6,7 @@ pub mod derive;
 pub mod load;
 pub mod rewrite;
 pub mod signature;
+pub mod slice;
 pub mod topology;
 
 /// Types generated from `proto/onnx.proto` by `build.rs`.

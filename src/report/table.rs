@@ -415,6 +415,16 @@ fn failures(s: &mut String, report: &Report) {
             if t.required { " (required)" } else { "" },
             indent_continuation(&t.error.clone().unwrap_or_default())
         );
+        if t.status != RunStatus::Unavailable
+            && t.ep != crate::placement::CPU_EP
+            && t.failed_at == Some(crate::worker::job::Phase::CreateSession)
+        {
+            let _ = writeln!(
+                s,
+                "    to find the node that triggers it: npu-audit explain-failure {} --target {}",
+                report.model.path, t.id
+            );
+        }
     }
 }
 

@@ -1,0 +1,401 @@
+//! `explain-failure`: when a target refuses a model at session creation (QNN "Failed to finalize
+//! graph ... 1002", an op its HTP arch cannot build), compile sub-models to find the node that
+//! triggers it. First the shortest failing prefix of the graph in execution order (its last node
+//! is the trigger), then the shortest failing window ending there (does the node fail alone, or
+//! only with what precedes it?). Each compile is a worker process, so a crash is a result too.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::audit::placement::{measure, Probe};
+use crate::audit::plan::{self, PlannedTarget};
+use crate::audit::workers::{cpu_runtime, model_for_workers, pool_config, run_with_progress, target_job, WorkDir};
+use crate::audit::ExecOptions;
+use crate::error::usage;
+use crate::inputs::{prepare, InputOptions};
+use crate::model::rewrite::write_model;
+use crate::model::slice::{sub_model, MeasuredType};
+use crate::model::topology::Topology;
+use crate::model::{load_model, LoadedModel, Signature};
+use crate::runtime::Provisioner;
+use crate::worker::{Job, RunStatus};
+
+/// What `explain-failure` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    pub model: PathBuf,
+    pub targets: Vec<String>,
+    pub inputs: InputOptions,
+    pub exec: ExecOptions,
+}
+
+/// A node by position in execution order, name and op type.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRef {
+    pub index: usize,
+    pub name: String,
+    pub op_type: String,
+}
+
+/// One compile of a sub-model.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// `full`, `prefix` or `window`.
+    pub kind: String,
+    /// First and last node (execution order, inclusive).
+    pub first: usize,
+    pub last: usize,
+    /// `ok`, `failed`, `crashed`, `timeout`, or `not_built` (a window input had no known type).
+    pub status: String,
+    pub error: Option<String>,
+}
+
+/// The finding for one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    pub target: String,
+    /// `accepted` (the full model compiles), `explained`, `unavailable`, or `inconclusive`.
+    pub outcome: String,
+    pub full_model_error: Option<String>,
+    /// The last node of the shortest failing prefix.
+    pub trigger: Option<NodeRef>,
+    /// The shortest failing window that ends at the trigger.
+    pub window: Vec<NodeRef>,
+    /// Whether the trigger fails on its own (a one-node window).
+    pub fails_alone: Option<bool>,
+    /// The error of the smallest failing sub-model.
+    pub window_error: Option<String>,
+    pub steps: Vec<Step>,
+    pub summary: String,
+}
+
+/// The compilable units: every node but `Constant` (data), in execution order, with its index in
+/// the model's node list.
+fn units(proto: &crate::model::pb::ModelProto) -> Vec<(usize, NodeRef)> {
+    let topo = Topology::of_model(proto);
+    topo.topological_order()
+        .into_iter()
+        .filter(|&i| !(topo.nodes[i].op_type == "Constant" && topo.nodes[i].domain.is_empty()))
+        .enumerate()
+        .map(|(k, i)| {
+            (
+                i,
+                NodeRef {
+                    index: k,
+                    name: topo.nodes[i].name.clone(),
+                    op_type: topo.nodes[i].op_type.clone(),
+                },
+            )
+        })
+        .collect()
+}
+
+struct Bisector<'a> {
+    target: &'a PlannedTarget,
+    model: &'a LoadedModel,
+    proto: &'a crate::model::pb::ModelProto,
+    units: &'a [(usize, NodeRef)],
+    types: &'a HashMap<String, MeasuredType>,
+    free_dims: &'a [(String, i64)],
+    dir: PathBuf,
+    exec: &'a ExecOptions,
+    steps: Vec<Step>,
+    cache: HashMap<(usize, usize), bool>,
+}
+
+impl Bisector<'_> {
+    /// Compiles the units `first..=last` (or the model file itself for `full`); true when the
+    /// target refuses it.
+    fn fails(&mut self, kind: &str, first: usize, last: usize) -> Result<bool> {
+        if let Some(&f) = self.cache.get(&(first, last)) {
+            return Ok(f);
+        }
+        crate::interrupt::check()?;
+        let n = self.steps.len();
+        let path = self.dir.join(format!("step-{n}.onnx"));
+        let keep: BTreeSet<usize> = self.units[first..=last].iter().map(|(i, _)| *i).collect();
+        let Some(sub) = sub_model(self.proto, &keep, self.types) else {
+            self.steps.push(Step {
+                kind: kind.into(),
+                first,
+                last,
+                status: "not_built".into(),
+                error: Some("a tensor the window reads has no measured type".into()),
+            });
+            return Ok(false);
+        };
+        write_model(&sub, self.model, &path)?;
+        let (status, error) = self.compile(&path, n)?;
+        let failed = status != RunStatus::Ok;
+        self.steps.push(Step {
+            kind: kind.into(),
+            first,
+            last,
+            status: status.as_str().into(),
+            error,
+        });
+        self.cache.insert((first, last), failed);
+        Ok(failed)
+    }
+
+    fn compile(&self, model: &Path, n: usize) -> Result<(RunStatus, Option<String>)> {
+        let (mut job, dir): (Job, PathBuf) = target_job(
+            n,
+            self.target,
+            model,
+            &[],
+            &self.dir.join(format!("step-{n}")),
+            1,
+            self.free_dims,
+            false,
+        )
+        .ok_or_else(|| anyhow::anyhow!("the target's runtime is not available"))?;
+        job.compile_only = true;
+        let (config, _) = pool_config(self.exec, 1);
+        let outcomes = run_with_progress(&[(job, dir)], config)?;
+        let o = &outcomes[0];
+        // A runtime that fails generically logs the real reason: keep both, like `compare`.
+        let mut error = o.error.clone();
+        if let (Some(e), Some(logged)) = (error.as_mut(), crate::audit::assemble::first_logged_error(&o.log)) {
+            if !e.contains(logged.chars().take(60).collect::<String>().as_str()) {
+                e.push_str(&format!("; the runtime logged: {logged}"));
+            }
+        }
+        Ok((o.status, error))
+    }
+}
+
+/// Bisects one target. `full_error` is the full model's failure.
+fn bisect(b: &mut Bisector<'_>, full_error: Option<String>) -> Result<Explanation> {
+    let n = b.units.len();
+    let id = b.target.spec.id.clone();
+    // Shortest failing prefix: prefix(lo) compiles, prefix(hi) fails.
+    let (mut lo, mut hi) = (0usize, n);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if b.fails("prefix", 0, mid - 1)? {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    if hi == n && !b.fails("prefix", 0, n - 1)? {
+        // The full model fails but the same nodes rebuilt as a sub-model compile: the failure
+        // depends on something the slicing changes (outputs, graph I/O), not on a node.
+        return Ok(Explanation {
+            target: id.clone(),
+            outcome: "inconclusive".into(),
+            full_model_error: full_error,
+            trigger: None,
+            window: vec![],
+            fails_alone: None,
+            window_error: None,
+            steps: std::mem::take(&mut b.steps),
+            summary: format!(
+                "{id} refuses the model, but every node rebuilt as a sub-model (all intermediate tensors exposed) compiles: \
+                 the failure depends on the graph as a whole, not on one node"
+            ),
+        });
+    }
+    let last = hi - 1;
+    let trigger = b.units[last].1.clone();
+    // Shortest failing window ending at the trigger: window(s_fail) fails, window(s_ok) compiles.
+    let alone = b.fails("window", last, last)?;
+    let first = if alone {
+        last
+    } else {
+        let (mut s_fail, mut s_ok) = (0usize, last);
+        while s_ok - s_fail > 1 {
+            let mid = (s_fail + s_ok) / 2;
+            if b.fails("window", mid, last)? {
+                s_fail = mid;
+            } else {
+                s_ok = mid;
+            }
+        }
+        s_fail
+    };
+    let window: Vec<NodeRef> = b.units[first..=last].iter().map(|(_, r)| r.clone()).collect();
+    let window_error = b
+        .steps
+        .iter()
+        .rev()
+        .find(|s| s.first == first && s.last == last && s.status != "ok" && s.status != "not_built")
+        .or_else(|| {
+            b.steps
+                .iter()
+                .find(|s| s.kind == "prefix" && s.last == last && s.status != "ok")
+        })
+        .and_then(|s| s.error.clone());
+    let summary = if alone {
+        format!(
+            "node #{} '{}' ({}) triggers it: a model of that node alone fails to compile on {id}",
+            trigger.index, trigger.name, trigger.op_type
+        )
+    } else if first == 0 {
+        format!(
+            "the failure appears when node #{} '{}' ({}) is added to everything before it, and no shorter window fails: \
+             it depends on the accumulated graph (size or memory), not on that node alone",
+            trigger.index, trigger.name, trigger.op_type
+        )
+    } else {
+        format!(
+            "node #{} '{}' ({}) triggers it together with the {} node(s) before it (#{}..#{}); alone it compiles",
+            trigger.index,
+            trigger.name,
+            trigger.op_type,
+            last - first,
+            first,
+            last
+        )
+    };
+    Ok(Explanation {
+        target: id,
+        outcome: "explained".into(),
+        full_model_error: full_error,
+        trigger: Some(trigger),
+        window,
+        fails_alone: Some(alone),
+        window_error,
+        steps: std::mem::take(&mut b.steps),
+        summary,
+    })
+}
+
+/// Runs `explain-failure` for every requested target.
+pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
+    if opts.targets.is_empty() {
+        return Err(usage("explain-failure needs at least one --target"));
+    }
+    let requested = plan::targets(&opts.targets, &["all".to_string()], false)?;
+    let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
+    let model = load_model(&opts.model)?;
+    let signature = Signature::of(&model)?;
+    let inputs = prepare(&signature, &opts.inputs)?;
+    let planned = plan::provision(requested, &provisioner)?;
+    let work = WorkDir::new(opts.exec.keep_work)?;
+    let input_files = inputs.write(&work.path.join("inputs"))?;
+    let model_path = model_for_workers(&model, &inputs, &work.path, "model.onnx", &mut Vec::new())?;
+    let proto = if model_path == model.path {
+        model.proto.clone()
+    } else {
+        load_model(&model_path)?.proto
+    };
+    let units = units(&proto);
+    if units.is_empty() {
+        return Err(usage(format!("{} has no nodes", opts.model.display())));
+    }
+    let mut types: Option<HashMap<String, MeasuredType>> = None;
+    let mut out = Vec::new();
+    for (k, target) in planned.iter().enumerate() {
+        if let Err(reason) = &target.runtime {
+            out.push(unavailable(&target.spec.id, reason));
+            continue;
+        }
+        let dir = work.path.join(format!("t{k}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut b = Bisector {
+            target,
+            model: &model,
+            proto: &proto,
+            units: &units,
+            types: &HashMap::new(),
+            free_dims: &inputs.free_dims,
+            dir,
+            exec: &opts.exec,
+            steps: Vec::new(),
+            cache: HashMap::new(),
+        };
+        let (status, error) = b.compile(&model_path, 0)?;
+        b.steps.push(Step {
+            kind: "full".into(),
+            first: 0,
+            last: units.len() - 1,
+            status: status.as_str().into(),
+            error: error.clone(),
+        });
+        if status == RunStatus::Ok {
+            out.push(Explanation {
+                target: target.spec.id.clone(),
+                outcome: "accepted".into(),
+                full_model_error: None,
+                trigger: None,
+                window: vec![],
+                fails_alone: None,
+                window_error: None,
+                steps: b.steps,
+                summary: format!("{} compiles the whole model: nothing to explain", target.spec.id),
+            });
+            continue;
+        }
+        // Window inputs are intermediate tensors: measure every tensor's type once, on the CPU.
+        if types.is_none() {
+            let all: BTreeSet<String> = Topology::of_model(&proto)
+                .nodes
+                .iter()
+                .filter(|n| n.op_type != "Constant")
+                .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned())
+                .collect();
+            let measured = measure(
+                &Probe {
+                    model: &model,
+                    proto: &proto,
+                    cpu: cpu_runtime(&provisioner).ok(),
+                    sample: input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
+                    free_dims: &inputs.free_dims,
+                    dir: &work.path.join("probe"),
+                    exec: &opts.exec,
+                },
+                &all,
+            )
+            .unwrap_or_default();
+            types = Some(measured);
+        }
+        let types_ref = types.as_ref().map(|t| t as &HashMap<String, MeasuredType>);
+        b.types = types_ref.unwrap_or(b.types);
+        out.push(bisect(&mut b, error)?);
+    }
+    Ok(out)
+}
+
+fn unavailable(id: &str, reason: &str) -> Explanation {
+    Explanation {
+        target: id.to_string(),
+        outcome: "unavailable".into(),
+        full_model_error: None,
+        trigger: None,
+        window: vec![],
+        fails_alone: None,
+        window_error: None,
+        steps: vec![],
+        summary: format!("{id} cannot run here: {reason}"),
+    }
+}
+
+/// The terminal rendering.
+pub fn render(list: &[Explanation]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for e in list {
+        let _ = writeln!(s, "{}  {}", e.target, e.outcome);
+        if let Some(err) = &e.full_model_error {
+            let _ = writeln!(s, "  full model: {}", crate::error::one_line_str(err));
+        }
+        let compiled = e.steps.iter().filter(|s| s.status != "not_built").count();
+        for st in &e.steps {
+            let _ = writeln!(s, "  {:<7} #{}..#{}  {}", st.kind, st.first, st.last, st.status);
+        }
+        if !e.window.is_empty() {
+            let names: Vec<String> = e.window.iter().map(|n| format!("{} ({})", n.name, n.op_type)).collect();
+            let _ = writeln!(s, "  failing window: {}", names.join(", "));
+        }
+        if let Some(err) = &e.window_error {
+            let _ = writeln!(s, "  its error: {}", crate::error::one_line_str(err));
+        }
+        let _ = writeln!(s, "  => {} ({compiled} sessions compiled)\n", e.summary);
+    }
+    s
+}
