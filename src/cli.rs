@@ -22,7 +22,7 @@ crashed); 130 interrupted";
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a model on several targets and compare every output with the golden run.
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Find the node that makes a target refuse a model: compile sub-models of the graph and
     /// report the shortest failing prefix and window, per target.
     #[command(name = "explain-failure")]

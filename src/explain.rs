@@ -150,7 +150,6 @@ impl Bisector<'_> {
             &self.dir.join(format!("step-{n}")),
             1,
             self.free_dims,
-            false,
         )
         .ok_or_else(|| anyhow::anyhow!("the target's runtime is not available"))?;
         job.compile_only = true;

@@ -197,7 +197,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
 
 fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Compare(a) => compare(a),
+        Command::Compare(a) => compare(*a),
         Command::ExplainFailure(a) => {
             let found = npu_audit::explain::run(&npu_audit::explain::ExplainOptions {
                 model: a.model,

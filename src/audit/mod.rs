@@ -303,8 +303,11 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             &work.path,
             threads,
             &inputs.free_dims,
-            inspect,
-        );
+        )
+        .map(|(mut job, dir)| {
+            job.inspect_placement = inspect && !matches!(t.spec.backend, crate::target::Backend::Cpu);
+            (job, dir)
+        });
         job_of.push(job.map(|j| {
             jobs.push(j);
             jobs.len() - 1

@@ -127,7 +127,8 @@ pub fn reference_job(
     (job, dir.to_path_buf())
 }
 
-/// One target's job, or `None` when its runtime is unavailable.
+/// One target's job, or `None` when its runtime is unavailable. Placement is inspected in
+/// detail (verbose log, partitioned graph) by the caller's choice, and never for CPU targets.
 pub fn target_job(
     index: usize,
     t: &PlannedTarget,
@@ -136,7 +137,6 @@ pub fn target_job(
     work: &Path,
     threads: usize,
     free_dims: &[(String, i64)],
-    inspect_placement: bool,
 ) -> Option<(Job, PathBuf)> {
     let rt = t.runtime.as_ref().ok()?;
     let dir = work.join("targets").join(format!("{index}-{}", sanitize(&t.spec.id)));
@@ -157,7 +157,7 @@ pub fn target_job(
             .filter(|(k, _)| k.starts_with("session."))
             .cloned()
             .collect(),
-        inspect_placement: inspect_placement && !matches!(t.spec.backend, crate::target::Backend::Cpu),
+        inspect_placement: false,
         compile_only: false,
     };
     Some((job, dir))
