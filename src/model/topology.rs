@@ -177,6 +177,22 @@ impl Topology {
         !tensor.is_empty() && !self.constants.contains(tensor)
     }
 
+    /// Per node: whether it computes from constants alone (directly or through other such
+    /// nodes), such as a QuantizeLinear of an initializer. Runtimes fold these; they do no work
+    /// per inference.
+    pub fn constant_nodes(&self, order: &[usize]) -> Vec<bool> {
+        let producers = self.producers();
+        let mut constant = vec![false; self.nodes.len()];
+        for &i in order {
+            constant[i] = self.nodes[i]
+                .inputs
+                .iter()
+                .filter(|t| !t.is_empty())
+                .all(|t| self.constants.contains(t) || producers.get(t.as_str()).is_some_and(|&p| constant[p]));
+        }
+        constant
+    }
+
     /// Node indices in a topological order, keeping the file's order where it is one. Nodes in
     /// a cycle (an invalid graph) are appended in file order rather than lost.
     pub fn topological_order(&self) -> Vec<usize> {
@@ -256,5 +272,21 @@ mod tests {
         assert!(!t.is_dynamic("w"));
         assert!(t.is_dynamic("a"));
         assert_eq!(t.consumers()["a"], vec![2]);
+    }
+
+    #[test]
+    fn nodes_fed_only_by_constants_are_constant_through_chains() {
+        let t = Topology {
+            nodes: vec![
+                node("q", "QuantizeLinear", &["w", "s"], &["wq"]),
+                node("dq", "DequantizeLinear", &["wq", "s"], &["wf"]),
+                node("add", "Add", &["x", "wf"], &["y"]),
+            ],
+            inputs: vec!["x".into()],
+            outputs: vec!["y".into()],
+            constants: ["w", "s"].iter().map(|s| s.to_string()).collect(),
+            declared: BTreeMap::new(),
+        };
+        assert_eq!(t.constant_nodes(&t.topological_order()), vec![true, true, false]);
     }
 }

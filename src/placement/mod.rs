@@ -228,7 +228,7 @@ fn complete_logged(assignment: &mut [AssignedSubgraph], graph: &Topology) -> Has
     fused
 }
 
-/// Connected runs of nodes on one EP, ordered by their first node in execution order.
+/// Connected runs of nodes on one EP, ordered by their first node that reads run-time data.
 fn partitions(
     graph: &Topology,
     eps: &[Option<String>],
@@ -268,6 +268,18 @@ fn partitions(
         groups[g].push(i);
     }
     let position: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    // A partition starts where its data flow starts: weight DequantizeLinear nodes read only
+    // constants and may come first in the file without the partition running first.
+    let constant = graph.constant_nodes(order);
+    let starts = |members: &[usize]| -> usize {
+        members
+            .iter()
+            .copied()
+            .find(|&i| !constant[i])
+            .map(|i| position[&i])
+            .unwrap_or(position[&members[0]])
+    };
+    groups.sort_by_key(|m| starts(m));
     groups
         .into_iter()
         .map(|members| {
@@ -324,6 +336,7 @@ fn classify_fallback(
                     .all(|t| producers.get(t.as_str()).is_some_and(|&p| shape[p])));
         after_target[i] = preds(i).iter().any(|&p| on_target(p) || after_target[p]);
     }
+    let constant = graph.constant_nodes(order);
     let mut before_target = vec![false; n];
     for &i in order.iter().rev() {
         before_target[i] = graph.nodes[i]
@@ -339,12 +352,11 @@ fn classify_fallback(
         .filter(|&i| eps[i].as_deref() == Some(CPU_EP))
         .map(|i| {
             let node = &graph.nodes[i];
-            let constant_only = node.inputs.iter().all(|t| !graph.is_dynamic(t));
             let kind = if boundary[i] {
                 "boundary"
             } else if shape[i] {
                 "shape"
-            } else if constant_only {
+            } else if constant[i] {
                 "constant"
             } else if inserted(i) {
                 "inserted"
