@@ -74,8 +74,7 @@ pub struct Explanation {
 
 /// The compilable units: every node but `Constant` (data), in execution order, with its index in
 /// the model's node list.
-fn units(proto: &crate::model::pb::ModelProto) -> Vec<(usize, NodeRef)> {
-    let topo = Topology::of_model(proto);
+fn units(topo: &Topology) -> Vec<(usize, NodeRef)> {
     topo.topological_order()
         .into_iter()
         .filter(|&i| !(topo.nodes[i].op_type == "Constant" && topo.nodes[i].domain.is_empty()))
@@ -156,12 +155,9 @@ impl Bisector<'_> {
         let (config, _) = pool_config(self.exec, 1);
         let outcomes = run_with_progress(&[(job, dir)], config)?;
         let o = &outcomes[0];
-        // A runtime that fails generically logs the real reason: keep both, like `compare`.
         let mut error = o.error.clone();
-        if let (Some(e), Some(logged)) = (error.as_mut(), crate::audit::assemble::first_logged_error(&o.log)) {
-            if !e.contains(logged.chars().take(60).collect::<String>().as_str()) {
-                e.push_str(&format!("; the runtime logged: {logged}"));
-            }
+        if let Some(e) = error.as_mut() {
+            crate::audit::assemble::add_logged_reason(e, &o.log);
         }
         Ok((o.status, error))
     }
@@ -283,7 +279,8 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     } else {
         load_model(&model_path)?.proto
     };
-    let units = units(&proto);
+    let topology = Topology::of_model(&proto);
+    let units = units(&topology);
     if units.is_empty() {
         return Err(usage(format!("{} has no nodes", opts.model.display())));
     }
@@ -332,11 +329,9 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
         }
         // Window inputs are intermediate tensors: measure every tensor's type once, on the CPU.
         if types.is_none() {
-            let all: BTreeSet<String> = Topology::of_model(&proto)
-                .nodes
+            let all: BTreeSet<String> = units
                 .iter()
-                .filter(|n| n.op_type != "Constant")
-                .flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned())
+                .flat_map(|(i, _)| topology.nodes[*i].outputs.iter().filter(|o| !o.is_empty()).cloned())
                 .collect();
             let measured = measure(
                 &Probe {

@@ -31,6 +31,18 @@ pub fn silent_fallback(summary: &PlacementSummary, ep: &str, log: &Path) -> Opti
     })
 }
 
+/// Some EPs fail with a generic message ("Failed to load provider") and log the real reason
+/// ("Device NPU is not available"): appends the first logged error to `error` unless it already
+/// says the same.
+pub fn add_logged_reason(error: &mut String, log: &Path) {
+    if let Some(logged) = first_logged_error(log) {
+        let head: String = logged.chars().take(60).collect();
+        if !error.contains(&head) {
+            error.push_str(&format!("; the runtime logged: {logged}"));
+        }
+    }
+}
+
 /// The message of the first error-level line ONNX Runtime wrote to a worker's log.
 pub fn first_logged_error(log: &Path) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;

@@ -10,9 +10,9 @@ use anyhow::Result;
 use super::plan::PlannedTarget;
 use super::workers::{pool_config, run_with_progress};
 use super::ExecOptions;
-use crate::model::pb::{ModelProto, ValueInfoProto};
+use crate::model::pb::ModelProto;
 use crate::model::rewrite::write_model;
-use crate::model::slice::MeasuredType;
+use crate::model::slice::{value_info, MeasuredType};
 use crate::model::topology::{DeclaredType, Topology};
 use crate::model::LoadedModel;
 use crate::placement::{analyze, Recorded, TensorSize};
@@ -128,11 +128,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
     let mut proto = probe.proto.clone();
     if let Some(g) = proto.graph.as_mut() {
         for t in tensors {
-            // ONNX Runtime infers the type of an output declared by name only.
-            g.output.push(ValueInfoProto {
-                name: Some(t.clone()),
-                ..Default::default()
-            });
+            g.output.push(value_info(t, None));
         }
     }
     std::fs::create_dir_all(probe.dir)?;

@@ -46,13 +46,8 @@ pub fn ends<'o>(
                     error = Some(reason);
                 }
             } else if status == RunStatus::Failed {
-                // Some EPs fail with a generic message ("Failed to load provider") and log the
-                // real reason ("Device NPU is not available"): report both.
-                if let (Some(e), Some(logged)) = (error.as_mut(), assemble::first_logged_error(&log)) {
-                    let head: String = logged.chars().take(60).collect();
-                    if !e.contains(&head) {
-                        e.push_str(&format!("; the runtime logged: {logged}"));
-                    }
+                if let Some(e) = error.as_mut() {
+                    assemble::add_logged_reason(e, &log);
                 }
             }
             TargetEnd {

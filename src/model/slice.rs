@@ -14,7 +14,8 @@ pub struct MeasuredType {
     pub shape: Vec<usize>,
 }
 
-fn value_info(name: &str, t: Option<&MeasuredType>) -> ValueInfoProto {
+/// A graph input or output declaration; without a type, ONNX Runtime infers it (outputs only).
+pub fn value_info(name: &str, t: Option<&MeasuredType>) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.to_string()),
         r#type: t.map(|t| TypeProto {

@@ -236,19 +236,22 @@ impl Topology {
     }
 }
 
+/// A default-domain node, for tests that build graphs by hand.
+#[cfg(test)]
+pub fn test_node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> GraphNode {
+    GraphNode {
+        name: name.into(),
+        op_type: op.into(),
+        domain: String::new(),
+        inputs: inputs.iter().map(|s| s.to_string()).collect(),
+        outputs: outputs.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_node as node;
     use super::*;
-
-    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> GraphNode {
-        GraphNode {
-            name: name.into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: outputs.iter().map(|s| s.to_string()).collect(),
-        }
-    }
 
     #[test]
     fn topological_order_fixes_an_unsorted_file_and_keeps_a_sorted_one() {

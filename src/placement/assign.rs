@@ -88,7 +88,7 @@ pub fn node_eps(graph: &Topology, assignment: &[AssignedSubgraph]) -> (Vec<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::topology::GraphNode;
+    use crate::model::topology::test_node;
     use crate::worker::placement::AssignedNode;
 
     #[test]
@@ -105,13 +105,7 @@ mod tests {
 
     #[test]
     fn unnamed_nodes_follow_their_consumers_then_their_producers() {
-        let node = |name: &str, i: &str, o: &str| GraphNode {
-            name: name.into(),
-            op_type: "Relu".into(),
-            domain: String::new(),
-            inputs: vec![i.into()],
-            outputs: vec![o.into()],
-        };
+        let node = |name: &str, i: &str, o: &str| test_node(name, "Relu", &[i], &[o]);
         let graph = Topology {
             nodes: vec![node("a", "x", "a"), node("b", "a", "b"), node("c", "b", "c")],
             inputs: vec!["x".into()],

@@ -102,7 +102,8 @@ pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, Te
         })
         .collect();
 
-    let partitions = partitions(graph, &eps, &order, &producers);
+    let constant = graph.constant_nodes(&order);
+    let partitions = partitions(graph, &eps, &order, &producers, &constant);
     let ep_partitions = if rec.target_ep == CPU_EP {
         partitions.iter().filter(|p| p.ep == CPU_EP).count()
     } else if source == "ort_api" {
@@ -151,28 +152,24 @@ pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, Te
         Vec::new()
     } else {
         let reasons = log::rejection_reasons(rec.log);
-        classify_fallback(
-            graph,
-            &eps,
-            rec.target_ep,
-            &order,
-            &producers,
-            &consumers,
-            &boundary,
-            &inserted,
-        )
-        .into_iter()
-        .map(|(i, kind, position)| {
-            let name = &graph.nodes[i].name;
-            FallbackNode {
-                name: name.clone(),
-                op_type: graph.nodes[i].op_type.clone(),
-                kind: kind.into(),
-                position: position.into(),
-                reason: reasons.get(name).or_else(|| reasons.get(base_name(name))).cloned(),
-            }
-        })
-        .collect()
+        let facts = NodeFacts {
+            boundary: &boundary,
+            constant: &constant,
+            inserted: &inserted,
+        };
+        classify_fallback(graph, &eps, rec.target_ep, &order, &producers, &consumers, &facts)
+            .into_iter()
+            .map(|(i, kind, position)| {
+                let name = &graph.nodes[i].name;
+                FallbackNode {
+                    name: name.clone(),
+                    op_type: graph.nodes[i].op_type.clone(),
+                    kind: kind.into(),
+                    position: position.into(),
+                    reason: reasons.get(name).or_else(|| reasons.get(base_name(name))).cloned(),
+                }
+            })
+            .collect()
     };
     let compute_fallback_nodes = fallback.iter().filter(|f: &&FallbackNode| f.kind == "compute").count();
     let summary = PlacementSummary {
@@ -234,6 +231,7 @@ fn partitions(
     eps: &[Option<String>],
     order: &[usize],
     producers: &HashMap<&str, usize>,
+    constant: &[bool],
 ) -> Vec<Partition> {
     let n = graph.nodes.len();
     let mut parent: Vec<usize> = (0..n).collect();
@@ -270,7 +268,6 @@ fn partitions(
     let position: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     // A partition starts where its data flow starts: weight DequantizeLinear nodes read only
     // constants and may come first in the file without the partition running first.
-    let constant = graph.constant_nodes(order);
     let starts = |members: &[usize]| -> usize {
         members
             .iter()
@@ -301,8 +298,17 @@ fn partitions(
         .collect()
 }
 
+/// What the analysis already knows of each node, per node index.
+struct NodeFacts<'a> {
+    /// Graph-input QuantizeLinear or graph-output DequantizeLinear.
+    boundary: &'a [bool],
+    /// Computes from constants alone.
+    constant: &'a [bool],
+    /// Made by the runtime.
+    inserted: &'a dyn Fn(usize) -> bool,
+}
+
 /// Kind and position of every CPU node of a non-CPU target, in execution order.
-#[allow(clippy::too_many_arguments)]
 fn classify_fallback(
     graph: &Topology,
     eps: &[Option<String>],
@@ -310,8 +316,7 @@ fn classify_fallback(
     order: &[usize],
     producers: &HashMap<&str, usize>,
     consumers: &HashMap<&str, Vec<usize>>,
-    boundary: &[bool],
-    inserted: &dyn Fn(usize) -> bool,
+    facts: &NodeFacts<'_>,
 ) -> Vec<(usize, &'static str, &'static str)> {
     let n = graph.nodes.len();
     let on_target = |i: usize| eps[i].as_deref() == Some(target_ep);
@@ -336,7 +341,6 @@ fn classify_fallback(
                     .all(|t| producers.get(t.as_str()).is_some_and(|&p| shape[p])));
         after_target[i] = preds(i).iter().any(|&p| on_target(p) || after_target[p]);
     }
-    let constant = graph.constant_nodes(order);
     let mut before_target = vec![false; n];
     for &i in order.iter().rev() {
         before_target[i] = graph.nodes[i]
@@ -352,13 +356,13 @@ fn classify_fallback(
         .filter(|&i| eps[i].as_deref() == Some(CPU_EP))
         .map(|i| {
             let node = &graph.nodes[i];
-            let kind = if boundary[i] {
+            let kind = if facts.boundary[i] {
                 "boundary"
             } else if shape[i] {
                 "shape"
-            } else if constant[i] {
+            } else if facts.constant[i] {
                 "constant"
-            } else if inserted(i) {
+            } else if (facts.inserted)(i) {
                 "inserted"
             } else if matches!(node.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear") {
                 "quantization"

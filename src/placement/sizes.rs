@@ -165,17 +165,7 @@ impl<'a> Sizes<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::topology::GraphNode;
-
-    fn node(name: &str, op: &str, inputs: &[&str], outputs: &[&str]) -> GraphNode {
-        GraphNode {
-            name: name.into(),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: outputs.iter().map(|s| s.to_string()).collect(),
-        }
-    }
+    use crate::model::topology::test_node as node;
 
     #[test]
     fn runtime_tensors_are_sized_through_renamed_and_inserted_nodes() {
