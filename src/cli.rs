@@ -27,6 +27,9 @@ pub enum Command {
     /// report the shortest failing prefix and window, per target.
     #[command(name = "explain-failure")]
     ExplainFailure(ExplainArgs),
+    /// Measure each target's arithmetic with generated probe models: rounding mode per op family,
+    /// saturation, nonlinear-function accuracy, float precision and accumulation, determinism.
+    Fingerprint(FingerprintArgs),
     /// List the targets this machine can and cannot run.
     Targets(TargetsArgs),
     /// Manage the ONNX Runtime builds the audit loads.
@@ -45,6 +48,14 @@ pub enum Command {
 pub enum Format {
     Table,
     Json,
+}
+
+/// Whether `compare` shows fingerprints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FingerprintChoice {
+    Auto,
+    Cached,
+    Off,
 }
 
 /// Flags that choose the inputs.
@@ -140,6 +151,14 @@ pub struct CompareArgs {
     /// with the extension .logs).
     #[arg(long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
+    /// Run every sample N times on every target and report targets whose outputs are not
+    /// bit-identical across the runs.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
+    /// Each target's arithmetic fingerprint in its row, and the reading of its drift: auto
+    /// (cached, measured when missing), cached (only what `npu-audit fingerprint` cached), off.
+    #[arg(long, value_enum, default_value_t = FingerprintChoice::Auto)]
+    pub fingerprint: FingerprintChoice,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -166,6 +185,36 @@ pub struct ExplainArgs {
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+/// Flags of `fingerprint`.
+#[derive(Debug, Args)]
+pub struct FingerprintArgs {
+    /// Target to fingerprint (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, ...
+    /// Default: every target this machine can run.
+    #[arg(long = "target", short = 't', value_name = "TARGET")]
+    pub targets: Vec<String>,
+    /// Run only these probes (repeatable; an id or prefix*). Default: all.
+    #[arg(long = "probe", value_name = "ID")]
+    pub probes: Vec<String>,
+    /// Runs of every probe with identical inputs; outputs that are not bit-identical across runs
+    /// make the probe's verdict non_deterministic.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
+    /// Run the probes even when a cached fingerprint of the same target and runtime exists.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Neither read nor write the fingerprint cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the JSON report to this file (written atomically).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub exec: ExecArgs,
 }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod explain;
+pub mod fingerprint;
 pub mod gate;
 pub mod golden;
 pub mod hash;

@@ -8,9 +8,14 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Parser;
 
+use npu_audit::audit::drift::FingerprintMode;
 use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
-use npu_audit::cli::{Cli, Command, CompareArgs, ExecArgs, Format, GoldenCommand, InputArgs, RuntimeCommand};
+use npu_audit::cli::{
+    Cli, Command, CompareArgs, ExecArgs, FingerprintArgs, FingerprintChoice, Format, GoldenCommand, InputArgs,
+    RuntimeCommand,
+};
 use npu_audit::error::{exit_code_of, one_line, usage, ExitCode};
+use npu_audit::fingerprint::{FingerprintCommand, FingerprintOptions};
 use npu_audit::gate::Thresholds;
 use npu_audit::inputs::InputOptions;
 use npu_audit::report::{json, table};
@@ -167,6 +172,12 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         exec: exec_options(&a.exec)?,
         save_outputs: a.save_outputs,
         logs,
+        repeat: a.repeat as usize,
+        fingerprint: match a.fingerprint {
+            FingerprintChoice::Auto => FingerprintMode::Auto,
+            FingerprintChoice::Cached => FingerprintMode::Cached,
+            FingerprintChoice::Off => FingerprintMode::Off,
+        },
     };
     let report = run_compare(&opts)?;
     // An interruption after the workers finished still means: write nothing.
@@ -195,6 +206,32 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
     Ok(report.exit_code)
 }
 
+fn fingerprint(a: FingerprintArgs) -> Result<ExitCode> {
+    if let Some(out) = &a.out {
+        check_writable(out)?;
+    }
+    let report = npu_audit::fingerprint::run_command(&FingerprintCommand {
+        targets: a.targets,
+        probes: a.probes,
+        options: FingerprintOptions {
+            repeat: a.repeat as usize,
+            refresh: a.refresh,
+            use_cache: !a.no_cache,
+        },
+        exec: exec_options(&a.exec)?,
+    })?;
+    npu_audit::interrupt::check()?;
+    let json_text = serde_json::to_string_pretty(&report)?;
+    if let Some(out) = &a.out {
+        json::write_atomic(out, json_text.as_bytes())?;
+    }
+    match a.format {
+        Format::Json => print_stdout(&(json_text + "\n"))?,
+        Format::Table => print_stdout(&npu_audit::report::fingerprint::render(&report))?,
+    }
+    Ok(ExitCode::Success)
+}
+
 fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Compare(a) => compare(*a),
@@ -212,6 +249,7 @@ fn run(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::Success)
         }
+        Command::Fingerprint(a) => fingerprint(a),
         Command::Targets(a) => {
             let rows = listing::availability(&a.runtime)?;
             match a.format {

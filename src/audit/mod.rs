@@ -2,6 +2,7 @@
 //! comparison core -> one report.
 
 pub mod assemble;
+pub mod drift;
 pub mod files;
 pub mod placement;
 pub mod plan;
@@ -57,6 +58,10 @@ pub struct CompareOptions {
     pub save_outputs: Option<PathBuf>,
     /// Where each target's runtime log is kept (`DIR/<target>.log`).
     pub logs: Option<PathBuf>,
+    /// Runs of every sample on every target (runs after the first are checked bit for bit).
+    pub repeat: usize,
+    /// Whether to show each target's arithmetic fingerprint and read its drift with it.
+    pub fingerprint: drift::FingerprintMode,
 }
 
 /// Everything `golden create` was asked to do.
@@ -306,6 +311,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         )
         .map(|(mut job, dir)| {
             job.inspect_placement = inspect && !matches!(t.spec.backend, crate::target::Backend::Cpu);
+            job.repeat = opts.repeat.max(1);
             (job, dir)
         });
         job_of.push(job.map(|j| {
@@ -367,7 +373,11 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         id: "golden",
         samples: &golden_samples,
     };
-    let comparison = compare_outputs(&output_names, &golden_map, &golden_run, &runs, &classes)?;
+    let lsbs = crate::model::constant::output_steps(
+        model.proto.graph.as_ref().context("model has no graph")?,
+        &signature.outputs,
+    );
+    let comparison = compare_outputs(&output_names, &lsbs, &golden_map, &golden_run, &runs, &classes)?;
     check_output_shapes(&output_names, &comparison.metrics)?;
     if let Some(dir) = &opts.save_outputs {
         let mut all: Vec<(&str, &[Vec<OutputFile>])> = vec![("golden", &golden_samples)];
@@ -387,6 +397,17 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     };
     let mut reports = targets::reports(&planned, &ends, comparison.metrics, &kept_logs);
     let has_baseline = assemble::attach_baseline(&mut reports, BASELINE_ID);
+    let (fingerprints, fingerprint_notes) = drift::fingerprints(&planned, &ends, &opts.exec, opts.fingerprint);
+    notes.extend(fingerprint_notes);
+    drift::attach(
+        &mut reports,
+        &ends,
+        &fingerprints,
+        &comparison.agreement,
+        has_baseline.then_some(BASELINE_ID),
+        opts.repeat,
+        &model.proto.graph.as_ref().map(drift::ModelOps::of).unwrap_or_default(),
+    );
     let tolerances = assemble::tolerances(&output_names, &reports);
     let gate = evaluate(&opts.thresholds, &reports);
     let exit = if reports.iter().any(|t| t.required && t.status != RunStatus::Ok) {

@@ -147,6 +147,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
         session_config: vec![],
         inspect_placement: false,
         compile_only: false,
+        repeat: 1,
     };
     let (config, _) = pool_config(probe.exec, 1);
     let outcomes = run_with_progress(&[(job, probe.dir.to_path_buf())], config)?;

@@ -121,6 +121,9 @@ pub fn reports(
                 timing: outcome.and_then(assemble::timing),
                 placement: end.placement.clone(),
                 log: logs.get(&t.spec.id).map(|p| p.display().to_string()),
+                fingerprint: None,
+                determinism: None,
+                drift_explanations: vec![],
                 outputs,
             }
         })

@@ -123,6 +123,7 @@ pub fn reference_job(
         session_config: vec![],
         inspect_placement: false,
         compile_only: false,
+        repeat: 1,
     };
     (job, dir.to_path_buf())
 }
@@ -159,6 +160,7 @@ pub fn target_job(
             .collect(),
         inspect_placement: false,
         compile_only: false,
+        repeat: 1,
     };
     Some((job, dir))
 }

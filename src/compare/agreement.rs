@@ -12,6 +12,41 @@ pub struct Agreement {
     pub differing: Option<u64>,
     /// max |a − b| over positions where both are finite; infinite if one side alone is not.
     pub max_abs: f64,
+    /// Differences in quantization steps, when the output has one.
+    pub codes: Option<CodeDiffs>,
+}
+
+/// How many elements of two quantized outputs differ by one step (a rounding difference), and
+/// by more (different arithmetic).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct CodeDiffs {
+    /// The output's quantization step: 1 for integer outputs, the scale of the
+    /// DequantizeLinear that produces a float output.
+    pub lsb: f64,
+    pub off_by_one: u64,
+    pub off_by_two: u64,
+    pub off_by_more: u64,
+    pub max_steps: u64,
+}
+
+impl CodeDiffs {
+    /// Counts one pair of values.
+    fn add(&mut self, a: f64, b: f64) {
+        let steps = if a.is_finite() && b.is_finite() {
+            ((a - b).abs() / self.lsb).round() as u64
+        } else if a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()) {
+            0
+        } else {
+            u64::MAX
+        };
+        match steps {
+            0 => {}
+            1 => self.off_by_one += 1,
+            2 => self.off_by_two += 1,
+            _ => self.off_by_more += 1,
+        }
+        self.max_steps = self.max_steps.max(steps);
+    }
 }
 
 impl Default for Agreement {
@@ -20,13 +55,30 @@ impl Default for Agreement {
             elements: 0,
             differing: Some(0),
             max_abs: 0.0,
+            codes: None,
         }
     }
 }
 
 impl Agreement {
+    /// Counts differences in quantization steps of `lsb` as well (see [`CodeDiffs`]).
+    pub fn with_lsb(lsb: Option<f64>) -> Agreement {
+        Agreement {
+            codes: lsb.filter(|l| *l > 0.0 && l.is_finite()).map(|lsb| CodeDiffs {
+                lsb,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
     /// Adds one sample of both targets' outputs (same shape).
     pub fn update(&mut self, a: &TensorData, b: &TensorData) {
+        if let Some(c) = self.codes.as_mut() {
+            for i in 0..a.len().min(b.len()) {
+                c.add(a.get_f64(i), b.get_f64(i));
+            }
+        }
         match (a, b) {
             (TensorData::Float32(x), TensorData::Float32(y)) => self.update_f32(x, y),
             _ => {
@@ -89,5 +141,21 @@ mod tests {
         let mut m = Agreement::default();
         m.update(&TensorData::Float64(vec![1.0]), &TensorData::Float32(vec![1.0]));
         assert_eq!(m.differing, None);
+    }
+
+    #[test]
+    fn counts_differences_in_quantization_steps() {
+        // Step 0.5: differences of 0.5, 1.0 and 2.0 are 1, 2 and 4 steps.
+        let mut a = Agreement::with_lsb(Some(0.5));
+        a.update(
+            &TensorData::Float32(vec![1.0, 1.5, 2.0, 4.0, 0.0]),
+            &TensorData::Float32(vec![1.0, 1.0, 1.0, 2.0, 0.0]),
+        );
+        let c = a.codes.unwrap();
+        assert_eq!((c.off_by_one, c.off_by_two, c.off_by_more, c.max_steps), (1, 1, 1, 4));
+        let mut u = Agreement::with_lsb(Some(1.0));
+        u.update(&TensorData::Uint8(vec![3, 200]), &TensorData::Uint8(vec![4, 200]));
+        assert_eq!(u.codes.unwrap().off_by_one, 1);
+        assert!(Agreement::with_lsb(None).codes.is_none());
     }
 }

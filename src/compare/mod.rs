@@ -45,9 +45,11 @@ struct Cell {
 }
 
 /// Compares `targets` against `golden`. `outputs[k]` is the name of the audited model's k-th output
-/// and `golden_names[k]` the name of its counterpart in the golden run.
+/// and `golden_names[k]` the name of its counterpart in the golden run; `lsbs[k]` its quantization
+/// step, when it has one (target pairs then count differences in steps).
 pub fn compare(
     outputs: &[String],
+    lsbs: &[Option<f64>],
     golden_names: &[String],
     golden: &RunOutputs<'_>,
     targets: &[RunOutputs<'_>],
@@ -60,7 +62,11 @@ pub fn compare(
         .collect();
     let mut pair_stats: Vec<Vec<Agreement>> = pairs
         .iter()
-        .map(|_| outputs.iter().map(|_| Agreement::default()).collect())
+        .map(|_| {
+            (0..outputs.len())
+                .map(|k| Agreement::with_lsb(lsbs.get(k).copied().flatten()))
+                .collect()
+        })
         .collect();
     let mut pair_broken: Vec<Vec<bool>> = pairs.iter().map(|_| vec![false; outputs.len()]).collect();
 
@@ -134,10 +140,10 @@ pub fn compare(
     for (p, &(a, b)) in pairs.iter().enumerate() {
         for (k, name) in outputs.iter().enumerate() {
             let st = &pair_stats[p][k];
-            let (elements, differing, max_abs) = if pair_broken[p][k] {
-                (0, None, f64::NAN)
+            let (elements, differing, max_abs, codes) = if pair_broken[p][k] {
+                (0, None, f64::NAN, None)
             } else {
-                (st.elements, st.differing, st.max_abs)
+                (st.elements, st.differing, st.max_abs, st.codes)
             };
             agreement.push(AgreementEntry {
                 a: targets[a].id.to_string(),
@@ -146,6 +152,7 @@ pub fn compare(
                 elements,
                 differing_elements: differing,
                 max_abs: Num(max_abs),
+                code_differences: codes,
             });
         }
     }

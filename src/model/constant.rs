@@ -90,6 +90,30 @@ pub fn constants(graph: &GraphProto) -> HashMap<String, &TensorProto> {
     out
 }
 
+/// The quantization step of each named graph output: 1 for an integer output (its codes), the
+/// scale of the `DequantizeLinear` that produces a float output when that scale is one constant
+/// (per-tensor), else `None`. Differences between targets are counted in these steps.
+pub fn output_steps(graph: &GraphProto, outputs: &[crate::model::TensorInfo]) -> Vec<Option<f64>> {
+    let consts = constants(graph);
+    outputs
+        .iter()
+        .map(|o| {
+            if !o.dtype.is_float() && o.dtype.int_range().is_some() {
+                return Some(1.0);
+            }
+            let producer = graph.node.iter().find(|n| n.output.first() == Some(&o.name))?;
+            if producer.op_type.as_deref() != Some("DequantizeLinear") {
+                return None;
+            }
+            let scale = tensor_values(consts.get(producer.input.get(1)?)?)?;
+            match scale.values.as_slice() {
+                [s] if *s > 0.0 => Some(*s),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// The inclusive integer range of a quantized type.
 pub fn quant_range(data_type: i32) -> Option<(f64, f64)> {
     Some(match data_type {

@@ -1,6 +1,7 @@
 //! ONNX models: protobuf I/O, the signature the audit feeds and reads, and the float reference
 //! derived from a QDQ model.
 
+pub mod build;
 pub mod constant;
 pub mod derive;
 pub mod load;

@@ -1,5 +1,6 @@
 //! Reports: the report object and its renderings (terminal table, JSON).
 
+pub mod fingerprint;
 pub mod json;
 pub mod model;
 pub mod table;

@@ -222,7 +222,50 @@ pub struct TargetReport {
     /// ONNX Runtime's log lines from this target's worker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// The target's arithmetic fingerprint (from the cache, or measured for this audit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<FingerprintBrief>,
+    /// With `--repeat N`: whether every run of a sample returned the same bits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub determinism: Option<Determinism>,
+    /// Per quantized output: how the target's codes differ from the baseline's, and what the
+    /// fingerprints say about it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift_explanations: Vec<DriftExplanation>,
     pub outputs: Vec<OutputMetrics>,
+}
+
+/// The part of a target's fingerprint a compare report carries.
+#[derive(Debug, Clone, Serialize)]
+pub struct FingerprintBrief {
+    /// One line: requantization rounding, float arithmetic, non-deterministic probes.
+    pub summary: String,
+    /// Verdict per probe (`requantize_u8: half_up`, ...).
+    pub verdicts: BTreeMap<String, String>,
+    /// Whether it came from the cache (keyed by target, runtime libraries and probe set).
+    pub cached: bool,
+}
+
+/// Repeated runs of the same inputs on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Determinism {
+    pub repeats: usize,
+    pub bit_identical: bool,
+    /// Every (sample, run, output) that differed from the sample's first run.
+    pub differences: Vec<crate::worker::job::RepeatDifference>,
+}
+
+/// How a target's codes differ from the baseline's on one quantized output, and the reading of
+/// it the fingerprints support.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftExplanation {
+    pub output: String,
+    /// The target compared with (the baseline).
+    pub against: String,
+    /// Elements compared, over every sample.
+    pub elements: u64,
+    pub codes: crate::compare::agreement::CodeDiffs,
+    pub text: String,
 }
 
 impl TargetReport {
@@ -374,6 +417,9 @@ pub struct AgreementEntry {
     /// `None` when the two outputs have different element types or shapes.
     pub differing_elements: Option<u64>,
     pub max_abs: Num,
+    /// For a quantized output: differences counted in quantization steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_differences: Option<crate::compare::agreement::CodeDiffs>,
 }
 
 /// Targets that agree bit-exactly with each other on one output.

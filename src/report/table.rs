@@ -79,6 +79,7 @@ fn targets_table(report: &Report) -> String {
         "create ms",
         "run ms",
         "wall ms",
+        "fingerprint",
     ]);
     for t in &report.targets {
         let runtime = t
@@ -133,9 +134,55 @@ fn targets_table(report: &Report) -> String {
             create,
             run,
             wall,
+            t.fingerprint
+                .as_ref()
+                .map(|f| f.summary.clone())
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     table(b)
+}
+
+/// Repeated runs that were not bit-identical, and each target's code differences from the
+/// baseline read with the fingerprints.
+fn drift_reading(s: &mut String, report: &Report) {
+    let repeated: Vec<&TargetReport> = report.targets.iter().filter(|t| t.determinism.is_some()).collect();
+    if let Some(first) = repeated.first().and_then(|t| t.determinism.as_ref()) {
+        let _ = writeln!(s, "\n{} ({} runs per sample)", bold("DETERMINISM"), first.repeats);
+        for t in &repeated {
+            let Some(d) = &t.determinism else { continue };
+            if d.bit_identical {
+                let _ = writeln!(s, "  {:<14} bit-identical across runs", t.id);
+            } else {
+                let worst = d.differences.iter().map(|x| x.differing).max().unwrap_or(0);
+                let _ = writeln!(
+                    s,
+                    "  {:<14} {} NOT DETERMINISTIC: {} (sample, run, output) differ, up to {worst} elements",
+                    t.id,
+                    paint("!", AnsiColor::Red.on_default().bold()),
+                    d.differences.len()
+                );
+            }
+        }
+    }
+    let explained: Vec<&TargetReport> = report
+        .targets
+        .iter()
+        .filter(|t| !t.drift_explanations.is_empty())
+        .collect();
+    if explained.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n{}",
+        bold("DRIFT READING (codes against the baseline, with the fingerprints)")
+    );
+    for t in explained {
+        for e in &t.drift_explanations {
+            let _ = writeln!(s, "  {} {}: {}", t.id, e.output, e.text);
+        }
+    }
 }
 
 fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
@@ -284,6 +331,7 @@ pub fn render(report: &Report) -> String {
     placement(&mut s, report);
     outputs(&mut s, report);
     agreement(&mut s, report);
+    drift_reading(&mut s, report);
     failures(&mut s, report);
     if !report.notes.is_empty() {
         let _ = writeln!(s, "\n{}", bold("NOTES"));

@@ -12,7 +12,7 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
 
-use super::job::{EpSetup, Job, JobResult, OutputFile, Phase};
+use super::job::{EpSetup, Job, JobResult, OutputFile, Phase, RepeatDifference};
 use crate::target::OptLevel;
 use crate::tensor::{Tensor, TensorData};
 
@@ -45,6 +45,7 @@ pub fn run(job_path: &Path) -> i32 {
         placement: Vec::new(),
         placement_error: None,
         runtime_graph: None,
+        repeat_differences: Vec::new(),
     };
     match execute(&job, &mut result) {
         Ok(()) => {
@@ -136,24 +137,52 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
-        let mut inputs: Vec<(String, SessionInputValue<'static>)> = Vec::with_capacity(sample.len());
+        let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(sample.len());
         for input in sample {
-            let tensor = Tensor::read_npy(&input.path)?;
-            inputs.push((input.name.clone(), to_ort(&tensor).map_err(ort_err)?.into()));
+            tensors.push((input.name.clone(), Tensor::read_npy(&input.path)?));
         }
+        let inputs = || -> Result<Vec<(String, SessionInputValue<'static>)>> {
+            tensors
+                .iter()
+                .map(|(name, t)| Ok((name.clone(), to_ort(t).map_err(ort_err)?.into())))
+                .collect()
+        };
         let start = Instant::now();
-        let outputs = session.run(inputs).map_err(ort_err)?;
+        let outputs = session.run(inputs()?).map_err(ort_err)?;
         result.run_ms.push(ms_since(start));
+        let mut first: Vec<Tensor> = Vec::with_capacity(output_names.len());
+        for name in &output_names {
+            let value = outputs
+                .get(name.as_str())
+                .with_context(|| format!("output '{name}' missing"))?;
+            first.push(from_ort(value).with_context(|| format!("output '{name}'"))?);
+        }
+        drop(outputs);
+        for run in 1..job.repeat.max(1) {
+            let again = session.run(inputs()?).map_err(ort_err)?;
+            for (name, reference) in output_names.iter().zip(&first) {
+                let value = again
+                    .get(name.as_str())
+                    .with_context(|| format!("output '{name}' missing"))?;
+                let tensor = from_ort(value).with_context(|| format!("output '{name}'"))?;
+                let differing = differing_bits(reference, &tensor);
+                if differing > 0 {
+                    result.repeat_differences.push(RepeatDifference {
+                        sample: si,
+                        run,
+                        output: name.clone(),
+                        differing,
+                        elements: reference.len() as u64,
+                    });
+                }
+            }
+        }
 
         result.phase = Phase::WriteOutputs;
         let dir = job.output_dir.join(format!("s{si}"));
         std::fs::create_dir_all(&dir)?;
         let mut files = Vec::with_capacity(output_names.len());
-        for (oi, name) in output_names.iter().enumerate() {
-            let value = outputs
-                .get(name.as_str())
-                .with_context(|| format!("output '{name}' missing"))?;
-            let tensor = from_ort(value).with_context(|| format!("output '{name}'"))?;
+        for (oi, (name, tensor)) in output_names.iter().zip(first).enumerate() {
             let path = dir.join(format!("o{oi}.npy"));
             tensor.write_npy(&path)?;
             files.push(OutputFile {
@@ -170,6 +199,16 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     std::mem::forget(session);
     std::mem::forget(env);
     Ok(())
+}
+
+/// Elements of `b` whose bits differ from `a`'s (all of them when the shapes or types differ).
+fn differing_bits(a: &Tensor, b: &Tensor) -> u64 {
+    if a.shape != b.shape || a.dtype() != b.dtype() {
+        return a.len().max(b.len()) as u64;
+    }
+    let width = a.dtype().size();
+    let (x, y) = (a.data.to_le_bytes(), b.data.to_le_bytes());
+    x.chunks(width).zip(y.chunks(width)).filter(|(p, q)| p != q).count() as u64
 }
 
 fn ms_since(t: Instant) -> f64 {

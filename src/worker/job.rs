@@ -61,6 +61,14 @@ pub struct Job {
     /// Create the session (the EP compiles its partitions) and run nothing.
     #[serde(default)]
     pub compile_only: bool,
+    /// Runs of each sample with identical inputs; runs after the first are compared with it bit
+    /// for bit (determinism), and only the first run's outputs are written.
+    #[serde(default = "one")]
+    pub repeat: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Job {
@@ -151,4 +159,19 @@ pub struct JobResult {
     /// `placement`); absent when the EP asked for no layout change or it was not requested.
     #[serde(default)]
     pub runtime_graph: Option<crate::model::topology::Topology>,
+    /// Outputs of a repeated run that were not bit-identical to the sample's first run.
+    #[serde(default)]
+    pub repeat_differences: Vec<RepeatDifference>,
+}
+
+/// One output of one repeated run that differed from the first run of the same sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatDifference {
+    pub sample: usize,
+    /// The run (1-based after the first, which is run 0).
+    pub run: usize,
+    pub output: String,
+    /// Elements whose bits differ (every element when the shapes differ).
+    pub differing: u64,
+    pub elements: u64,
 }

@@ -1,0 +1,305 @@
+//! What `compare` adds from the fingerprints: each target's fingerprint (cached, or measured for
+//! this audit), determinism under `--repeat`, and a reading of each target's code differences
+//! from the baseline ("±1 LSB in 0.4% of codes, consistent with half-up rounding in
+//! requantization").
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::plan::PlannedTarget;
+use super::targets::TargetEnd;
+use super::ExecOptions;
+use crate::fingerprint::result::TargetFingerprint;
+use crate::fingerprint::rounding::Rounding;
+use crate::fingerprint::{cache, probes, run, FingerprintOptions};
+use crate::report::model::{AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, TargetReport};
+use crate::worker::RunStatus;
+
+/// Whether `compare` shows fingerprints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FingerprintMode {
+    /// Use the cached fingerprint; measure (and cache) the ones missing.
+    Auto,
+    /// Use cached fingerprints only.
+    Cached,
+    /// No fingerprints.
+    Off,
+}
+
+/// Runs per probe when `compare` measures a fingerprint, so the cache entry also serves
+/// `fingerprint` with its default `--repeat`.
+const COMPARE_PROBE_REPEAT: usize = 3;
+
+/// Fingerprints of the targets that ran, by id, and notes on the ones missing.
+pub fn fingerprints(
+    planned: &[PlannedTarget],
+    ends: &[TargetEnd<'_>],
+    exec: &ExecOptions,
+    mode: FingerprintMode,
+) -> (HashMap<String, TargetFingerprint>, Vec<String>) {
+    let mut notes = Vec::new();
+    let ran: Vec<PlannedTarget> = planned
+        .iter()
+        .zip(ends)
+        .filter(|(t, e)| e.status == RunStatus::Ok && t.runtime.is_ok())
+        .map(|(t, _)| t.clone())
+        .collect();
+    let found: Vec<TargetFingerprint> = match mode {
+        FingerprintMode::Off => vec![],
+        FingerprintMode::Cached => {
+            let hits: Vec<TargetFingerprint> = ran
+                .iter()
+                .filter_map(|t| cache::load(&t.spec, t.runtime.as_ref().ok()?, 1))
+                .collect();
+            if hits.len() < ran.len() {
+                notes.push(format!(
+                    "{} target(s) have no cached fingerprint: run `npu-audit fingerprint` for them",
+                    ran.len() - hits.len()
+                ));
+            }
+            hits
+        }
+        FingerprintMode::Auto => {
+            let opts = FingerprintOptions {
+                repeat: COMPARE_PROBE_REPEAT,
+                refresh: false,
+                use_cache: true,
+            };
+            match run::fingerprint(&ran, &probes::all(), exec, &opts) {
+                Ok(f) => f,
+                Err(e) => {
+                    notes.push(format!("fingerprints unavailable: {}", crate::error::one_line(&e)));
+                    vec![]
+                }
+            }
+        }
+    };
+    (found.into_iter().map(|f| (f.target.clone(), f)).collect(), notes)
+}
+
+/// The brief a compare report carries.
+pub fn brief(fp: &TargetFingerprint) -> FingerprintBrief {
+    FingerprintBrief {
+        summary: fp.row_summary(),
+        verdicts: fp
+            .probes
+            .iter()
+            .map(|p| (p.probe.clone(), p.verdict.clone()))
+            .collect::<BTreeMap<_, _>>(),
+        cached: fp.cached,
+    }
+}
+
+/// Determinism of a target's runs, when samples were repeated.
+pub fn determinism(end: &TargetEnd<'_>, repeat: usize) -> Option<Determinism> {
+    let result = end.outcome.and_then(|o| o.result.as_ref())?;
+    (repeat > 1 && end.status == RunStatus::Ok).then(|| Determinism {
+        repeats: repeat,
+        bit_identical: result.repeat_differences.is_empty(),
+        differences: result.repeat_differences.clone(),
+    })
+}
+
+fn rule_label(verdict: &str) -> Option<&'static str> {
+    Rounding::ALL.iter().find(|r| r.name() == verdict).map(|r| r.label())
+}
+
+/// What of the audited model makes a probe relevant to it: its op types, and whether it holds
+/// 16-bit quantized tensors.
+#[derive(Debug, Clone, Default)]
+pub struct ModelOps {
+    pub op_types: std::collections::HashSet<String>,
+    pub sixteen_bit: bool,
+}
+
+impl ModelOps {
+    /// Reads them from the model's graph.
+    pub fn of(graph: &crate::model::pb::GraphProto) -> ModelOps {
+        ModelOps {
+            op_types: graph.node.iter().filter_map(|n| n.op_type.clone()).collect(),
+            sixteen_bit: graph
+                .initializer
+                .iter()
+                .any(|t| matches!(t.data_type, Some(4) | Some(5))),
+        }
+    }
+
+    fn relevant(&self, p: &crate::fingerprint::result::ProbeResult) -> bool {
+        let ops_match = probes::all()
+            .iter()
+            .find(|q| q.id == p.probe)
+            .is_some_and(|q| q.key_ops.iter().any(|op| self.op_types.contains(*op)));
+        ops_match && (self.sixteen_bit || !matches!(p.dtype.as_str(), "u16" | "i16"))
+    }
+}
+
+/// Probe verdicts worth naming when codes differ by more than rounding explains: the ones about
+/// ops the model has.
+fn notable(fp: &TargetFingerprint, model: &ModelOps) -> Vec<String> {
+    fp.probes
+        .iter()
+        .filter(|p| model.relevant(p))
+        .filter_map(|p| {
+            if let Some(step) = p.code_step {
+                return Some(format!("{} codes in steps of {step}", p.probe));
+            }
+            match p.verdict.as_str() {
+                "approximate" | "faithful" | "other" | "non_deterministic" => {
+                    Some(format!("{} {}", p.probe, crate::report::fingerprint::cell(p)))
+                }
+                "fp16" | "fp16_ftz" | "fp16_result" | "fp16_sequential" => Some(format!("{} {}", p.probe, p.verdict)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The reading of one target's code differences from the baseline on one output.
+pub fn explanation_text(
+    codes: &crate::compare::agreement::CodeDiffs,
+    elements: u64,
+    target: Option<&TargetFingerprint>,
+    baseline: Option<&TargetFingerprint>,
+    baseline_id: &str,
+    model: &ModelOps,
+) -> String {
+    let pct = |n: u64| 100.0 * n as f64 / elements.max(1) as f64;
+    let larger = codes.off_by_two + codes.off_by_more;
+    let t_rule = target.and_then(|f| f.requant_rounding()).and_then(rule_label);
+    let b_rule = baseline.and_then(|f| f.requant_rounding()).and_then(rule_label);
+    if larger == 0 {
+        let head = format!("±1 LSB in {:.3}% of codes, none larger", pct(codes.off_by_one));
+        return match (t_rule, b_rule) {
+            (Some(t), Some(b)) if t != b => format!(
+                "{head}: consistent with {t} rounding in requantization on this target versus {b} on {baseline_id}"
+            ),
+            (Some(t), Some(_)) => format!(
+                "{head}; both round {t} in requantization, so the differences come from where rounding happens (fused ops, intermediate precision), not from the rule"
+            ),
+            _ => format!("{head}: rounding differences (no fingerprint says which rule)"),
+        };
+    }
+    let mut text = format!(
+        "±1 LSB in {:.3}%, ±2 or more in {:.3}% of codes (max {} LSB): more than rounding explains, different arithmetic",
+        pct(codes.off_by_one),
+        pct(larger),
+        codes.max_steps
+    );
+    if let Some(t) = t_rule {
+        text.push_str(&format!("; requantization rounds {t}"));
+    }
+    let shown = target.map(|f| notable(f, model)).unwrap_or_default();
+    if !shown.is_empty() {
+        text.push_str(&format!("; the fingerprint shows: {}", shown.join(", ")));
+    }
+    text
+}
+
+/// Adds fingerprints, determinism and explanations to the target rows.
+pub fn attach(
+    reports: &mut [TargetReport],
+    ends: &[TargetEnd<'_>],
+    fingerprints: &HashMap<String, TargetFingerprint>,
+    agreement: &[AgreementEntry],
+    baseline_id: Option<&str>,
+    repeat: usize,
+    model: &ModelOps,
+) {
+    for (r, end) in reports.iter_mut().zip(ends) {
+        r.fingerprint = fingerprints.get(&r.id).map(brief);
+        r.determinism = determinism(end, repeat);
+        let Some(base) = baseline_id.filter(|b| *b != r.id) else {
+            continue;
+        };
+        for e in agreement {
+            let pair = (e.a == r.id && e.b == base) || (e.b == r.id && e.a == base);
+            let Some(codes) = e.code_differences.filter(|_| pair) else {
+                continue;
+            };
+            if e.differing_elements == Some(0) || codes.off_by_one + codes.off_by_two + codes.off_by_more == 0 {
+                continue;
+            }
+            r.drift_explanations.push(DriftExplanation {
+                output: e.output.clone(),
+                against: base.to_string(),
+                elements: e.elements,
+                codes,
+                text: explanation_text(
+                    &codes,
+                    e.elements,
+                    fingerprints.get(&r.id),
+                    fingerprints.get(base),
+                    base,
+                    model,
+                ),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::agreement::CodeDiffs;
+    use crate::fingerprint::result::ProbeResult;
+
+    fn fp(requant: &str) -> TargetFingerprint {
+        let probe: ProbeResult = serde_json::from_value(serde_json::json!({
+            "probe": "requantize_u8", "kind": "rounding", "op": "", "dtype": "u8", "verdict": requant,
+            "summary": "", "points": 1, "discriminating": 1, "agreeing": 1, "candidates": [],
+            "max_lsb": 0, "off_by_one": 0, "off_by_more": 0, "tie_window": null, "code_step": null,
+            "repeats": 1, "repeat_differences": 0, "placement": null, "evidence": [], "error": null
+        }))
+        .unwrap();
+        TargetFingerprint {
+            target: "t".into(),
+            status: "ok".into(),
+            error: None,
+            ort_version: None,
+            runtime: None,
+            cached: false,
+            probes: vec![probe],
+        }
+    }
+
+    #[test]
+    fn one_step_differences_are_read_against_both_rounding_rules() {
+        let codes = CodeDiffs {
+            lsb: 1.0,
+            off_by_one: 4,
+            ..Default::default()
+        };
+        let text = explanation_text(
+            &codes,
+            1000,
+            Some(&fp("half_up")),
+            Some(&fp("half_even")),
+            "cpu:noopt",
+            &ModelOps::default(),
+        );
+        assert_eq!(
+            text,
+            "±1 LSB in 0.400% of codes, none larger: consistent with half-up rounding in requantization on this target versus half-even on cpu:noopt"
+        );
+        let same = explanation_text(
+            &codes,
+            1000,
+            Some(&fp("half_even")),
+            Some(&fp("half_even")),
+            "b",
+            &ModelOps::default(),
+        );
+        assert!(same.contains("both round half-even"), "{same}");
+        let larger = CodeDiffs {
+            lsb: 1.0,
+            off_by_one: 10,
+            off_by_more: 5,
+            max_steps: 7,
+            ..Default::default()
+        };
+        let text = explanation_text(&larger, 100, None, None, "b", &ModelOps::default());
+        assert!(
+            text.starts_with("±1 LSB in 10.000%, ±2 or more in 5.000% of codes (max 7 LSB)"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! `fingerprint`: measure how each target rounds, saturates, evaluates nonlinear functions and
+//! accumulates, with generated probe models whose inputs sit on rounding ties, and say which
+//! candidate rule explains every code the target returned.
+
+pub mod cache;
+pub mod classify;
+pub mod probes;
+pub mod result;
+pub mod rounding;
+pub mod run;
+
+use anyhow::Result;
+
+use crate::audit::plan::{provision, targets};
+use crate::audit::ExecOptions;
+use crate::error::usage;
+use crate::runtime::Provisioner;
+use probes::Probe;
+use result::{FingerprintReport, FINGERPRINT_SCHEMA_VERSION};
+pub use run::FingerprintOptions;
+
+/// Everything `fingerprint` was asked to do.
+#[derive(Debug, Clone)]
+pub struct FingerprintCommand {
+    pub targets: Vec<String>,
+    /// Probe ids or `prefix*` patterns; empty means every probe.
+    pub probes: Vec<String>,
+    pub options: FingerprintOptions,
+    pub exec: ExecOptions,
+}
+
+/// The probes `patterns` select (all when empty); a pattern that selects nothing is an error
+/// that lists the probe ids.
+pub fn select(patterns: &[String]) -> Result<Vec<Probe>> {
+    let all = probes::all();
+    if patterns.is_empty() {
+        return Ok(all);
+    }
+    for p in patterns {
+        if !all.iter().any(|probe| matches(p, probe.id)) {
+            let ids: Vec<&str> = all.iter().map(|p| p.id).collect();
+            return Err(usage(format!(
+                "--probe {p} matches no probe; probes: {}",
+                ids.join(", ")
+            )));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|probe| patterns.iter().any(|p| matches(p, probe.id)))
+        .collect())
+}
+
+fn matches(pattern: &str, id: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => id.starts_with(prefix),
+        None => pattern == id,
+    }
+}
+
+/// Runs the command: provisions each target's runtime and fingerprints it.
+pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
+    if cmd.options.repeat == 0 {
+        return Err(usage("--repeat must be at least 1"));
+    }
+    let probes = select(&cmd.probes)?;
+    let provisioner = Provisioner::new(&cmd.exec.runtime_flags)?;
+    let planned = provision(targets(&cmd.targets, &[], false)?, &provisioner)?;
+    let rows = run::fingerprint(&planned, &probes, &cmd.exec, &cmd.options)?;
+    Ok(FingerprintReport {
+        schema_version: FINGERPRINT_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        probe_set_version: probes::PROBE_SET_VERSION,
+        repeat: cmd.options.repeat,
+        targets: rows,
+    })
+}

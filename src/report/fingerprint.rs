@@ -1,0 +1,186 @@
+//! The terminal rendering of a fingerprint: probes × targets, then the evidence behind every
+//! verdict that is not a clean rule, and controls that came out wrong.
+
+use std::fmt::Write as _;
+
+use tabled::builder::Builder;
+use tabled::settings::Style as TableStyle;
+
+use crate::fingerprint::result::{FingerprintReport, ProbeResult};
+use crate::fingerprint::rounding::Rounding;
+
+/// The short text of one table cell.
+pub fn cell(p: &ProbeResult) -> String {
+    let label = |name: &str| {
+        Rounding::ALL
+            .iter()
+            .find(|r| r.name() == name)
+            .map(|r| r.label().to_string())
+            .unwrap_or_else(|| name.replace('_', "-"))
+    };
+    match p.verdict.as_str() {
+        "faithful" => format!("±1 LSB {}/{}", p.off_by_one.unwrap_or(0), p.points),
+        "approximate" => format!(
+            "≤{} LSB {}/{}",
+            p.max_lsb.unwrap_or(0),
+            p.off_by_one.unwrap_or(0) + p.off_by_more.unwrap_or(0),
+            p.points
+        ),
+        "cpu_fallback" => "CPU fallback".into(),
+        "non_deterministic" => format!("non-det. ({})", p.repeat_differences),
+        v if v.contains('|') => v.split('|').map(label).collect::<Vec<_>>().join("|"),
+        v => match p.tie_window {
+            Some(w) => format!("{} ±{w:.3}", label(v)),
+            None => label(v),
+        },
+    }
+}
+
+/// Evidence numbers in full: codes as integers, ideals to six decimals, floats as the shortest
+/// f32 text (a last-bit difference must stay visible).
+fn exact_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e9 {
+        format!("{v:.0}")
+    } else if (1e-3..1e7).contains(&v.abs()) {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').to_string()
+    } else {
+        format!("{:e}", v as f32)
+    }
+}
+
+/// Whether a control came out other than a working harness must make it (a control the target
+/// refused or left to the CPU says nothing about the harness).
+fn control_failed(p: &ProbeResult) -> bool {
+    let classified = p.error.is_none() && p.verdict != "cpu_fallback";
+    classified && p.expected.as_ref().is_some_and(|e| *e != p.verdict)
+}
+
+/// Verdicts whose evidence a reader needs to see.
+fn needs_evidence(p: &ProbeResult) -> bool {
+    matches!(p.verdict.as_str(), "other" | "approximate" | "non_deterministic")
+        || p.tie_window.is_some()
+        || control_failed(p)
+}
+
+/// Renders the report for a terminal.
+pub fn render(r: &FingerprintReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "FINGERPRINT  probe set v{}, {} run(s) per probe",
+        r.probe_set_version, r.repeat
+    );
+    let mut ids: Vec<(String, String)> = Vec::new();
+    for t in &r.targets {
+        for p in &t.probes {
+            if !ids.iter().any(|(id, _)| *id == p.probe) {
+                ids.push((p.probe.clone(), p.op.clone()));
+            }
+        }
+    }
+    let mut b = Builder::default();
+    let mut header = vec!["probe".to_string(), "op".to_string()];
+    header.extend(r.targets.iter().map(|t| t.target.clone()));
+    b.push_record(header);
+    for (id, op) in &ids {
+        let mut row = vec![id.clone(), op.clone()];
+        for t in &r.targets {
+            row.push(t.verdict(id).map(cell).unwrap_or_else(|| "-".into()));
+        }
+        b.push_record(row);
+    }
+    let mut status = vec!["(target)".to_string(), String::new()];
+    status.extend(r.targets.iter().map(|t| {
+        if t.status != "ok" {
+            t.status.clone()
+        } else if t.cached {
+            "cached".into()
+        } else {
+            "ran now".into()
+        }
+    }));
+    b.push_record(status);
+    let _ = writeln!(out, "{}", b.build().with(TableStyle::psql()));
+
+    for t in &r.targets {
+        if let Some(e) = &t.error {
+            let _ = writeln!(out, "\n{}: {}", t.target, e);
+        }
+        for p in &t.probes {
+            if let Some(expected) = p.expected.as_ref().filter(|_| control_failed(p)) {
+                let _ = writeln!(
+                    out,
+                    "\nCONTROL FAILED {} on {}: expected {expected}, got {} (the harness or this target's Floor is off)",
+                    p.probe, t.target, p.verdict
+                );
+            }
+        }
+    }
+
+    let mut refused: Vec<String> = Vec::new();
+    for t in &r.targets {
+        for p in &t.probes {
+            if let Some(e) = &p.error {
+                let first = e.lines().next().unwrap_or("");
+                let short: String = first.chars().take(160).collect();
+                refused.push(format!("  {} {} ({}): {short}", t.target, p.probe, p.verdict));
+            }
+        }
+    }
+    if !refused.is_empty() {
+        let _ = writeln!(out, "\nPROBES THAT DID NOT RUN");
+        for line in refused {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+
+    let mut evidence = String::new();
+    for t in &r.targets {
+        for p in t.probes.iter().filter(|p| needs_evidence(p)) {
+            let _ = writeln!(
+                evidence,
+                "\n  {} {} ({}): {}; candidates: {}",
+                t.target,
+                p.probe,
+                p.op,
+                p.summary,
+                p.candidates
+                    .iter()
+                    .map(|c| format!("{} {}/{}", c.candidate, c.matching, p.points))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if p.evidence.is_empty() {
+                continue;
+            }
+            let mut b = Builder::default();
+            let mut header = vec!["input".to_string(), "ideal".to_string()];
+            header.extend(p.evidence[0].predicted.iter().map(|(n, _)| n.clone()));
+            header.push("target".into());
+            b.push_record(header);
+            for e in &p.evidence {
+                let mut row = vec![e.input.clone(), exact_num(e.ideal)];
+                row.extend(e.predicted.iter().map(|(_, v)| exact_num(*v)));
+                row.push(exact_num(e.observed));
+                b.push_record(row);
+            }
+            let table = b.build().with(TableStyle::blank()).to_string();
+            for line in table.lines() {
+                let _ = writeln!(evidence, "    {line}");
+            }
+        }
+    }
+    if !evidence.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nEVIDENCE (points where the candidates disagree, or the target missed)"
+        );
+        out.push_str(&evidence);
+    }
+    let _ = writeln!(
+        out,
+        "\nRULES  half-even: ties to even (ONNX QuantizeLinear); half-away: ties away from zero; half-up: ties toward +inf;\n       floor: toward -inf; truncation: toward zero. A rule is named only when it predicts every point; n/m counts\n       the points where the rules disagree (the deciding ones) that it got right. exact / ±1 LSB / ≤k LSB: codes of a\n       nonlinear function against the correctly rounded ones. fp32 / fp16 / fp16-ftz: the float arithmetic that\n       reproduces every output (ftz: subnormals flushed to zero)."
+    );
+    out
+}
