@@ -103,32 +103,34 @@ fn rule_label(verdict: &str) -> Option<&'static str> {
     Rounding::ALL.iter().find(|r| r.name() == verdict).map(|r| r.label())
 }
 
-/// What of the audited model makes a probe relevant to it: its op types, and whether it holds
-/// 16-bit quantized tensors.
+/// The probes relevant to the audited model: their key ops are among the model's op types, and
+/// 16-bit probes only when the model holds 16-bit quantized tensors.
 #[derive(Debug, Clone, Default)]
 pub struct ModelOps {
-    pub op_types: std::collections::HashSet<String>,
-    pub sixteen_bit: bool,
+    relevant: std::collections::HashSet<&'static str>,
 }
 
 impl ModelOps {
-    /// Reads them from the model's graph.
+    /// Reads them from the model's graph (building the probe set once).
     pub fn of(graph: &crate::model::pb::GraphProto) -> ModelOps {
+        let op_types: std::collections::HashSet<&str> =
+            graph.node.iter().filter_map(|n| n.op_type.as_deref()).collect();
+        let sixteen_bit = graph
+            .initializer
+            .iter()
+            .any(|t| matches!(t.data_type, Some(4) | Some(5)));
         ModelOps {
-            op_types: graph.node.iter().filter_map(|n| n.op_type.clone()).collect(),
-            sixteen_bit: graph
-                .initializer
+            relevant: probes::all()
                 .iter()
-                .any(|t| matches!(t.data_type, Some(4) | Some(5))),
+                .filter(|q| q.key_ops.iter().any(|op| op_types.contains(op)))
+                .filter(|q| sixteen_bit || !matches!(q.dtype, "u16" | "i16"))
+                .map(|q| q.id)
+                .collect(),
         }
     }
 
     fn relevant(&self, p: &crate::fingerprint::result::ProbeResult) -> bool {
-        let ops_match = probes::all()
-            .iter()
-            .find(|q| q.id == p.probe)
-            .is_some_and(|q| q.key_ops.iter().any(|op| self.op_types.contains(*op)));
-        ops_match && (self.sixteen_bit || !matches!(p.dtype.as_str(), "u16" | "i16"))
+        self.relevant.contains(p.probe.as_str())
     }
 }
 

@@ -11,6 +11,59 @@ use crate::tensor::Tensor;
 /// Evidence rows kept per probe.
 const EVIDENCE_ROWS: usize = 8;
 
+/// One integer point of a probe: (output, index, ideal, range, observed code).
+type Point = (usize, usize, f64, CodeRange, i64);
+
+impl ProbeResult {
+    /// A result for `probe` with nothing measured yet: classification fills it in, or the runner
+    /// gives it a verdict and error when the probe did not run.
+    pub fn blank(probe: &Probe) -> ProbeResult {
+        ProbeResult {
+            probe: probe.id.to_string(),
+            kind: probe.kind.name().to_string(),
+            op: probe.op.to_string(),
+            dtype: probe.dtype.to_string(),
+            verdict: String::new(),
+            summary: String::new(),
+            points: 0,
+            discriminating: 0,
+            agreeing: 0,
+            candidates: Vec::new(),
+            max_lsb: None,
+            off_by_one: None,
+            off_by_more: None,
+            tie_window: None,
+            code_step: None,
+            repeats: 1,
+            repeat_differences: 0,
+            placement: None,
+            evidence: Vec::new(),
+            expected: probe.control.map(str::to_string),
+            error: None,
+        }
+    }
+}
+
+/// Evidence rows for integer points: the input, the ideal code before rounding, what `predict`
+/// says each candidate gives, and the target's code.
+fn code_evidence(
+    probe: &Probe,
+    points: &[Point],
+    predict: impl Fn(f64, &CodeRange) -> Vec<(String, f64)>,
+) -> Vec<Evidence> {
+    spread(points)
+        .into_iter()
+        .map(|(k, i, v, range, obs)| Evidence {
+            output: k,
+            index: i,
+            input: input_words(probe, i),
+            ideal: v + range.zero_point as f64,
+            predicted: predict(v, &range),
+            observed: obs as f64,
+        })
+        .collect()
+}
+
 /// Classifies one probe's outputs (the first run's). Placement, repeats and errors are the
 /// caller's to add.
 pub fn classify(probe: &Probe, observed: &[Tensor]) -> Result<ProbeResult> {
@@ -33,29 +86,7 @@ pub fn classify(probe: &Probe, observed: &[Tensor]) -> Result<ProbeResult> {
             bail!("output {k} has type {}, not what the probe expects", t.dtype().name());
         }
     }
-    let mut r = ProbeResult {
-        probe: probe.id.to_string(),
-        kind: probe.kind.name().to_string(),
-        op: probe.op.to_string(),
-        dtype: probe.dtype.to_string(),
-        verdict: String::new(),
-        summary: String::new(),
-        points: 0,
-        discriminating: 0,
-        agreeing: 0,
-        candidates: Vec::new(),
-        max_lsb: None,
-        off_by_one: None,
-        off_by_more: None,
-        tie_window: None,
-        code_step: None,
-        repeats: 1,
-        repeat_differences: 0,
-        placement: None,
-        evidence: Vec::new(),
-        expected: probe.control.map(str::to_string),
-        error: None,
-    };
+    let mut r = ProbeResult::blank(probe);
     match probe.kind {
         Kind::Rounding => rounding(probe, observed, &mut r),
         Kind::Saturation => saturation(probe, observed, &mut r),
@@ -133,7 +164,7 @@ fn code_step(probe: &Probe, observed: &[Tensor]) -> Option<u64> {
 /// the target rounded to the tie's other neighbour, the rule holds at a coarser precision than
 /// the probe's: returns the largest such distance, and whether every miss went the way the rule
 /// rounds the tie itself (`true`: treated as a tie) or some went either way (limited precision).
-fn tie_window(misses: &[(usize, usize, f64, CodeRange, i64)], rule: Rounding) -> Option<(f64, bool)> {
+fn tie_window(misses: &[Point], rule: Rounding) -> Option<(f64, bool)> {
     if misses.is_empty() || matches!(rule, Rounding::Floor | Rounding::Trunc) {
         return None;
     }
@@ -163,7 +194,7 @@ fn spread<T: Clone>(rows: &[T]) -> Vec<T> {
 
 fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
     let mut matching = [0u64; Rounding::ALL.len()];
-    let mut deciding: Vec<(usize, usize, f64, CodeRange, i64)> = Vec::new();
+    let mut deciding: Vec<Point> = Vec::new();
     for p @ (_, _, v, range, obs) in code_points(probe, observed) {
         r.points += 1;
         let preds: Vec<i64> = Rounding::ALL.iter().map(|&m| range.code(v, m)).collect();
@@ -202,7 +233,7 @@ fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
             .filter(|(_, _, v, range, obs)| range.code(*v, m) == *obs)
             .count() as u64
     };
-    let shown: Vec<(usize, usize, f64, CodeRange, i64)>;
+    let shown: Vec<Point>;
     match full.as_slice() {
         [one] => {
             r.verdict = one.name().into();
@@ -257,25 +288,17 @@ fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
             shown = spread(&deciding);
         }
     }
-    r.evidence = shown
-        .iter()
-        .map(|&(k, i, v, range, obs)| Evidence {
-            output: k,
-            index: i,
-            input: input_words(probe, i),
-            ideal: v + range.zero_point as f64,
-            predicted: Rounding::ALL
-                .iter()
-                .map(|&m| (m.name().to_string(), range.code(v, m) as f64))
-                .collect(),
-            observed: obs as f64,
-        })
-        .collect();
+    r.evidence = code_evidence(probe, &shown, |v, range| {
+        Rounding::ALL
+            .iter()
+            .map(|&m| (m.name().to_string(), range.code(v, m) as f64))
+            .collect()
+    });
 }
 
 fn saturation(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
     let (mut sat, mut wrap) = (0u64, 0u64);
-    let mut outside: Vec<(usize, usize, f64, CodeRange, i64)> = Vec::new();
+    let mut outside: Vec<Point> = Vec::new();
     for p @ (_, _, v, range, obs) in code_points(probe, observed) {
         r.points += 1;
         let clamped = range.code(v, Rounding::HalfEven);
@@ -323,24 +346,16 @@ fn saturation(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
         r.agreeing = outside_matching(false);
         r.summary = format!("other: saturates {}/{} out of range", r.agreeing, r.discriminating);
     }
-    r.evidence = spread(&outside)
-        .into_iter()
-        .map(|(k, i, v, range, obs)| Evidence {
-            output: k,
-            index: i,
-            input: input_words(probe, i),
-            ideal: v + range.zero_point as f64,
-            predicted: vec![
-                ("saturate".into(), range.code(v, Rounding::HalfEven) as f64),
-                ("wrap".into(), range.wrapped(v) as f64),
-            ],
-            observed: obs as f64,
-        })
-        .collect();
+    r.evidence = code_evidence(probe, &outside, |v, range| {
+        vec![
+            ("saturate".into(), range.code(v, Rounding::HalfEven) as f64),
+            ("wrap".into(), range.wrapped(v) as f64),
+        ]
+    });
 }
 
 fn accuracy(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
-    let mut off: Vec<(usize, usize, f64, CodeRange, i64)> = Vec::new();
+    let mut off: Vec<Point> = Vec::new();
     for p @ (_, _, v, range, obs) in code_points(probe, observed) {
         r.points += 1;
         if obs != range.code(v, Rounding::HalfEven) {
@@ -363,17 +378,9 @@ fn accuracy(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
             format!("approx.: max {m} LSB, {}/{} off", off.len(), r.points),
         ),
     };
-    r.evidence = spread(&off)
-        .into_iter()
-        .map(|(k, i, v, range, obs)| Evidence {
-            output: k,
-            index: i,
-            input: input_words(probe, i),
-            ideal: v + range.zero_point as f64,
-            predicted: vec![("correctly_rounded".into(), range.code(v, Rounding::HalfEven) as f64)],
-            observed: obs as f64,
-        })
-        .collect();
+    r.evidence = code_evidence(probe, &off, |v, range| {
+        vec![("correctly_rounded".into(), range.code(v, Rounding::HalfEven) as f64)]
+    });
 }
 
 /// How far a float result may sit from a candidate and still be that candidate's result:

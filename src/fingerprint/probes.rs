@@ -160,6 +160,21 @@ fn qparams(b: &mut GraphBuilder, prefix: &str, scale: f32, dtype: &str, zp: i64)
     b.constant(&format!("{prefix}_zp"), &codes(dtype, &[], &[zp]));
 }
 
+/// DequantizeLinear of input `q` (constants `in_s`, `in_zp`) into `x`, the op (reading `inputs`,
+/// which name `x`) into `f`, and QuantizeLinear (`out_s`, `out_zp`) into the graph output `y`.
+fn dq_op_q(b: &mut GraphBuilder, op_type: &str, name: &str, inputs: &[&str], attrs: &[(&str, Attr)]) {
+    b.node(
+        "DequantizeLinear",
+        "dequantize_in",
+        &["q", "in_s", "in_zp"],
+        &["x"],
+        &[],
+    )
+    .node(op_type, name, inputs, &["f"], attrs)
+    .node("QuantizeLinear", "quantize_out", &["f", "out_s", "out_zp"], &["y"], &[])
+    .output("y");
+}
+
 /// Every code of an 8-bit type, or of a 16-bit type, in ascending order.
 fn all_codes(dtype: &str) -> Vec<i64> {
     let r = CodeRange::of(dtype, 0);
@@ -402,76 +417,65 @@ fn small_operand(n: usize, mult: usize) -> Vec<i64> {
 /// Add of a (all codes, scale 2^-4) and b (codes −3..3, scale 2^-3), requantized to 2^-3:
 /// v = a/2 + b, a tie for every odd a.
 fn add() -> Probe {
-    let a = all_codes("u8");
-    let c = small_operand(256, 37);
-    let mut b = GraphBuilder::new("add");
-    b.input("a", onnx_type("u8").onnx_code(), &[1, 256])
-        .input("b", onnx_type("u8").onnx_code(), &[1, 256]);
-    qparams(&mut b, "a", S_IN, "u8", 128);
-    qparams(&mut b, "b", 2.0 * S_IN, "u8", 128);
-    qparams(&mut b, "out", 2.0 * S_IN, "u8", 128);
-    b.node("DequantizeLinear", "dequantize_a", &["a", "a_s", "a_zp"], &["xa"], &[])
-        .node("DequantizeLinear", "dequantize_b", &["b", "b_s", "b_zp"], &["xb"], &[])
-        .node("Add", "add", &["xa", "xb"], &["s"], &[])
-        .node("QuantizeLinear", "quantize_out", &["s", "out_s", "out_zp"], &["y"], &[])
-        .output("y");
-    let ideal = a
-        .iter()
-        .zip(&c)
-        .map(|(&x, &y)| (x - 128) as f64 / 2.0 + (y - 128) as f64)
-        .collect();
-    Probe {
-        id: "add_u8",
-        kind: Kind::Rounding,
-        op: "Add (QDQ), requantized",
-        dtype: "u8",
-        key_ops: &["Add"],
-        model: b.finish(),
-        inputs: vec![
-            ("a".into(), codes("u8", &[1, 256], &a)),
-            ("b".into(), codes("u8", &[1, 256], &c)),
-        ],
-        expect: vec![Expect::Codes {
-            ideal,
-            range: CodeRange::of("u8", 128),
-        }],
-        control: None,
-    }
+    binary(
+        "add_u8",
+        "Add",
+        "Add (QDQ), requantized",
+        37,
+        [2.0 * S_IN, 2.0 * S_IN],
+        |a, b| a as f64 / 2.0 + b as f64,
+    )
 }
 
 /// Mul of a (all codes) and b (−3..3), both scale 2^-4, requantized to 2^-5: v = a·b/8.
 fn mul() -> Probe {
+    binary(
+        "mul_u8",
+        "Mul",
+        "Mul (QDQ), requantized",
+        13,
+        [S_IN, 1.0 / 32.0],
+        |a, b| (a * b) as f64 / 8.0,
+    )
+}
+
+/// An elementwise op of two u8 operands: a takes every code (scale 2^-4), b the small pattern
+/// with multiplier `b_mult`; `scales` are b's scale and the output's; `ideal` gives v from the
+/// centred codes.
+fn binary(
+    id: &'static str,
+    op_type: &'static str,
+    op: &'static str,
+    b_mult: usize,
+    scales: [f32; 2],
+    ideal: fn(i64, i64) -> f64,
+) -> Probe {
     let a = all_codes("u8");
-    let c = small_operand(256, 13);
-    let mut b = GraphBuilder::new("mul");
+    let c = small_operand(256, b_mult);
+    let mut b = GraphBuilder::new(id);
     b.input("a", onnx_type("u8").onnx_code(), &[1, 256])
         .input("b", onnx_type("u8").onnx_code(), &[1, 256]);
     qparams(&mut b, "a", S_IN, "u8", 128);
-    qparams(&mut b, "b", S_IN, "u8", 128);
-    qparams(&mut b, "out", 1.0 / 32.0, "u8", 128);
+    qparams(&mut b, "b", scales[0], "u8", 128);
+    qparams(&mut b, "out", scales[1], "u8", 128);
     b.node("DequantizeLinear", "dequantize_a", &["a", "a_s", "a_zp"], &["xa"], &[])
         .node("DequantizeLinear", "dequantize_b", &["b", "b_s", "b_zp"], &["xb"], &[])
-        .node("Mul", "mul", &["xa", "xb"], &["p"], &[])
-        .node("QuantizeLinear", "quantize_out", &["p", "out_s", "out_zp"], &["y"], &[])
+        .node(op_type, &op_type.to_lowercase(), &["xa", "xb"], &["f"], &[])
+        .node("QuantizeLinear", "quantize_out", &["f", "out_s", "out_zp"], &["y"], &[])
         .output("y");
-    let ideal = a
-        .iter()
-        .zip(&c)
-        .map(|(&x, &y)| ((x - 128) * (y - 128)) as f64 / 8.0)
-        .collect();
     Probe {
-        id: "mul_u8",
+        id,
         kind: Kind::Rounding,
-        op: "Mul (QDQ), requantized",
+        op,
         dtype: "u8",
-        key_ops: &["Mul"],
+        key_ops: if op_type == "Add" { &["Add"] } else { &["Mul"] },
         model: b.finish(),
         inputs: vec![
             ("a".into(), codes("u8", &[1, 256], &a)),
             ("b".into(), codes("u8", &[1, 256], &c)),
         ],
         expect: vec![Expect::Codes {
-            ideal,
+            ideal: a.iter().zip(&c).map(|(&x, &y)| ideal(x - 128, y - 128)).collect(),
             range: CodeRange::of("u8", 128),
         }],
         control: None,
@@ -496,25 +500,16 @@ fn average_pool() -> Probe {
     b.input("q", onnx_type("u8").onnx_code(), &[1, 1, 32, 32]);
     qparams(&mut b, "in", S_IN, "u8", 128);
     qparams(&mut b, "out", S_IN, "u8", 128);
-    b.node(
-        "DequantizeLinear",
-        "dequantize_in",
-        &["q", "in_s", "in_zp"],
-        &["x"],
-        &[],
-    )
-    .node(
+    dq_op_q(
+        &mut b,
         "AveragePool",
         "average_pool",
         &["x"],
-        &["p"],
         &[
             ("kernel_shape", Attr::Ints(vec![2, 2])),
             ("strides", Attr::Ints(vec![2, 2])),
         ],
-    )
-    .node("QuantizeLinear", "quantize_out", &["p", "out_s", "out_zp"], &["y"], &[])
-    .output("y");
+    );
     let mut ideal = Vec::with_capacity(256);
     for r in 0..16 {
         for c in 0..16 {
@@ -563,25 +558,16 @@ fn resize() -> Probe {
     qparams(&mut b, "in", S_IN, "u8", 128);
     qparams(&mut b, "out", S_IN, "u8", 128);
     b.constant("scales", &floats(&[4], vec![1.0, 1.0, 2.0, 2.0]));
-    b.node(
-        "DequantizeLinear",
-        "dequantize_in",
-        &["q", "in_s", "in_zp"],
-        &["x"],
-        &[],
-    )
-    .node(
+    dq_op_q(
+        &mut b,
         "Resize",
         "resize",
         &["x", "", "scales"],
-        &["r"],
         &[
             ("mode", Attr::Str("linear")),
             ("coordinate_transformation_mode", Attr::Str("half_pixel")),
         ],
-    )
-    .node("QuantizeLinear", "quantize_out", &["r", "out_s", "out_zp"], &["y"], &[])
-    .output("y");
+    );
     let at = |r: usize, c: usize| (q[r * side + c] - 128) as f64;
     let mut ideal = Vec::with_capacity(4 * side * side);
     for r in 0..2 * side {
@@ -642,16 +628,7 @@ fn nonlinear(op: &'static str) -> Probe {
     b.input("q", onnx_type("u8").onnx_code(), &[1, 256]);
     qparams(&mut b, "in", s_in, "u8", 128);
     qparams(&mut b, "out", s_out, "u8", zp_out);
-    b.node(
-        "DequantizeLinear",
-        "dequantize_in",
-        &["q", "in_s", "in_zp"],
-        &["x"],
-        &[],
-    )
-    .node(onnx_op, op, &["x"], &["f"], &[])
-    .node("QuantizeLinear", "quantize_out", &["f", "out_s", "out_zp"], &["y"], &[])
-    .output("y");
+    dq_op_q(&mut b, onnx_op, op, &["x"], &[]);
     let ideal = q
         .iter()
         .map(|&c| f((c - 128) as f64 * s_in as f64) / s_out as f64)
@@ -697,16 +674,7 @@ fn softmax() -> Probe {
     b.input("q", onnx_type("u8").onnx_code(), &[16, 16]);
     qparams(&mut b, "in", s_in, "u8", 128);
     qparams(&mut b, "out", 1.0 / 256.0, "u8", 0);
-    b.node(
-        "DequantizeLinear",
-        "dequantize_in",
-        &["q", "in_s", "in_zp"],
-        &["x"],
-        &[],
-    )
-    .node("Softmax", "softmax", &["x"], &["p"], &[("axis", Attr::Int(-1))])
-    .node("QuantizeLinear", "quantize_out", &["p", "out_s", "out_zp"], &["y"], &[])
-    .output("y");
+    dq_op_q(&mut b, "Softmax", "softmax", &["x"], &[("axis", Attr::Int(-1))]);
     let mut ideal = Vec::with_capacity(256);
     for row in q.chunks(16) {
         let x: Vec<f64> = row.iter().map(|&c| (c - 128) as f64 * s_in as f64).collect();

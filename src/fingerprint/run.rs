@@ -10,11 +10,9 @@ use super::cache;
 use super::classify::classify;
 use super::probes::Probe;
 use super::result::{ProbeResult, TargetFingerprint};
-use crate::audit::files::sanitize;
 use crate::audit::plan::PlannedTarget;
-use crate::audit::workers::{pool_config, run_with_progress, WorkDir};
+use crate::audit::workers::{pool_config, run_with_progress, target_job, WorkDir};
 use crate::audit::ExecOptions;
-use crate::runtime::ep_setup;
 use crate::target::Backend;
 use crate::tensor::Tensor;
 use crate::worker::{InputFile, Job, Outcome, RunStatus};
@@ -88,35 +86,13 @@ pub fn fingerprint(
     let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     for &ti in &to_run {
         let t = &targets[ti];
-        let Ok(rt) = &t.runtime else { continue };
         for (probe, w) in probes.iter().zip(&written) {
-            let dir = work
-                .path
-                .join("targets")
-                .join(format!("{ti}-{}", sanitize(&t.spec.id)))
-                .join(probe.id);
-            let job = Job {
-                target_id: t.spec.id.clone(),
-                ort_library: rt.host.library.clone(),
-                ep: ep_setup(&t.spec, rt),
-                opt: t.spec.opt,
-                model: w.model.clone(),
-                samples: vec![w.inputs.clone()],
-                output_dir: dir.join("out"),
-                intra_threads: 1,
-                free_dims: vec![],
-                session_config: t
-                    .spec
-                    .options
-                    .iter()
-                    .filter(|(k, _)| k.starts_with("session."))
-                    .cloned()
-                    .collect(),
-                inspect_placement: false,
-                compile_only: false,
-                repeat: opts.repeat.max(1),
-            };
-            jobs.push((job, dir));
+            let run_dir = work.path.join("runs").join(probe.id);
+            let samples = [w.inputs.clone()];
+            if let Some((mut job, dir)) = target_job(ti, t, &w.model, &samples, &run_dir, 1, &[]) {
+                job.repeat = opts.repeat.max(1);
+                jobs.push((job, dir));
+            }
         }
     }
     let (config, _) = pool_config(exec, jobs.len());
@@ -176,27 +152,11 @@ fn unavailable(t: &PlannedTarget) -> TargetFingerprint {
 /// key ops ran on the CPU EP of a non-CPU target is `cpu_fallback` (the numbers are the CPU's).
 fn probe_result(probe: &Probe, outcome: &Outcome, backend: &Backend, repeats: usize) -> ProbeResult {
     let failed = |verdict: &str, error: String| ProbeResult {
-        probe: probe.id.into(),
-        kind: probe.kind.name().into(),
-        op: probe.op.into(),
-        dtype: probe.dtype.into(),
         verdict: verdict.into(),
         summary: verdict.replace('_', " "),
-        points: 0,
-        discriminating: 0,
-        agreeing: 0,
-        candidates: vec![],
-        max_lsb: None,
-        off_by_one: None,
-        off_by_more: None,
-        tie_window: None,
-        code_step: None,
         repeats: 0,
-        repeat_differences: 0,
-        placement: None,
-        evidence: vec![],
-        expected: probe.control.map(str::to_string),
         error: Some(error),
+        ..ProbeResult::blank(probe)
     };
     let result = match (&outcome.status, &outcome.result) {
         (RunStatus::Ok, Some(r)) => r,
