@@ -23,6 +23,9 @@ crashed); 130 interrupted";
 pub enum Command {
     /// Run a model on several targets and compare every output with the golden run.
     Compare(Box<CompareArgs>),
+    /// Per-layer drift: `compare` with every layer (or the selected ones) tapped, run alone on
+    /// golden inputs, and compared with the golden run and the baseline.
+    Layers(Box<CompareArgs>),
     /// Find the node that makes a target refuse a model: compile sub-models of the graph and
     /// report the shortest failing prefix and window, per target.
     #[command(name = "explain-failure")]
@@ -169,7 +172,71 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DIR")]
     pub save_outputs: Option<PathBuf>,
     #[command(flatten)]
+    pub layers: LayerArgs,
+    #[command(flatten)]
     pub exec: ExecArgs,
+}
+
+/// How the per-layer audit localises drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayersChoice {
+    /// No per-layer audit (compare's default).
+    None,
+    /// Tap every layer (or those --op/--node/--tensor/--tap-list select).
+    All,
+    /// Cut the graph where every path goes through and bisect: O(log N) sessions per target.
+    Bisect,
+}
+
+/// Flags of the per-layer audit (`compare --layers`, `layers`).
+#[derive(Debug, Clone, Args)]
+pub struct LayerArgs {
+    /// Per-layer drift: all (tap the layers), bisect (cut the graph), none. Default: none for
+    /// compare (all when a selection flag is given), all for `layers`.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub layers: Option<LayersChoice>,
+    /// Tap layers of these op types (comma-separated or repeated), e.g. Softmax,LayerNormalization.
+    #[arg(long = "op", value_name = "OP", value_delimiter = ',')]
+    pub ops: Vec<String>,
+    /// Tap layers whose node name matches (glob with * and ?, or /regex/; repeatable).
+    #[arg(long = "node", value_name = "PATTERN")]
+    pub nodes: Vec<String>,
+    /// Tap layers whose tensor (tapped, float or reference name) matches (glob or /regex/).
+    #[arg(long = "tensor", value_name = "PATTERN")]
+    pub tensors: Vec<String>,
+    /// Tap the layers named in a file (one node or tensor name or pattern per line).
+    #[arg(long = "tap-list", value_name = "FILE")]
+    pub tap_list: Option<PathBuf>,
+    /// A layer departs from the baseline when a code differs by more than N LSB (0: any).
+    #[arg(long = "layer-tolerance", default_value_t = 0, value_name = "LSB")]
+    pub tolerance: u64,
+    /// Do not run each layer alone on golden inputs (isolated attribution).
+    #[arg(long)]
+    pub no_isolate: bool,
+    /// Bytes of tapped tensors per sample one session may return (K, M, G suffixes; a plain
+    /// number is MiB); more taps are split into runs.
+    #[arg(long = "tap-memory", default_value = "256M", value_name = "SIZE", value_parser = parse_size)]
+    pub tap_memory: u64,
+    /// Layers listed per target in the terminal (worst first).
+    #[arg(long = "top", default_value_t = 10, value_name = "N")]
+    pub top: usize,
+}
+
+/// A byte count: `512K`, `16M`, `2G`, or a plain number of MiB.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 10),
+        Some((i, 'M' | 'm')) => (&t[..i], 20),
+        Some((i, 'G' | 'g')) => (&t[..i], 30),
+        _ => (t, 20),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size such as 512K, 16M or 2G"))?;
+    n.checked_shl(shift)
+        .filter(|&b| b > 0 && b >> shift == n)
+        .ok_or_else(|| format!("'{text}' is not a size between 1K and 2^63 bytes"))
 }
 
 /// Flags of `explain-failure`.

@@ -15,6 +15,7 @@ pub mod golden;
 pub mod hash;
 pub mod inputs;
 pub mod interrupt;
+pub mod layers;
 pub mod listing;
 pub mod model;
 pub mod placement;

@@ -12,12 +12,14 @@ use npu_audit::audit::drift::FingerprintMode;
 use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
 use npu_audit::cli::{
     Cli, Command, CompareArgs, ExecArgs, FingerprintArgs, FingerprintChoice, Format, GoldenCommand, InputArgs,
-    RuntimeCommand,
+    LayerArgs, LayersChoice, RuntimeCommand,
 };
 use npu_audit::error::{exit_code_of, one_line, usage, ExitCode};
 use npu_audit::fingerprint::{FingerprintCommand, FingerprintOptions};
 use npu_audit::gate::Thresholds;
 use npu_audit::inputs::InputOptions;
+use npu_audit::layers::select::{Pattern, Selection};
+use npu_audit::layers::{LayerMode, LayerOptions};
 use npu_audit::report::{json, table};
 use npu_audit::runtime::Provisioner;
 use npu_audit::{listing, worker};
@@ -138,7 +140,7 @@ fn logs_beside(out: &std::path::Path) -> PathBuf {
     }
 }
 
-fn compare(a: CompareArgs) -> Result<ExitCode> {
+fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
     if let Some(out) = &a.out {
         check_writable(out)?;
     }
@@ -152,6 +154,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
     if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
         return Err(usage(format!("the log directory {} is a file", dir.display())));
     }
+    let layers = layer_options(&a.layers, layers_command)?;
     let opts = CompareOptions {
         model: a.model,
         reference: a.reference,
@@ -178,6 +181,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
             FingerprintChoice::Cached => FingerprintMode::Cached,
             FingerprintChoice::Off => FingerprintMode::Off,
         },
+        layers,
     };
     let report = run_compare(&opts)?;
     // An interruption after the workers finished still means: write nothing.
@@ -204,6 +208,50 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         );
     }
     Ok(report.exit_code)
+}
+
+/// The per-layer audit asked for: `layers` always, `compare` with --layers or a selection flag.
+fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOptions>> {
+    let selection = Selection {
+        ops: a
+            .ops
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        nodes: a.nodes.clone(),
+        tensors: a.tensors.clone(),
+        list: a.tap_list.clone(),
+    };
+    for p in a.nodes.iter().chain(&a.tensors) {
+        Pattern::parse(p).map_err(|e| usage(format!("--node/--tensor: {e:#}")))?;
+    }
+    if let Some(list) = a.tap_list.as_ref().filter(|l| !l.is_file()) {
+        return Err(usage(format!("--tap-list {}: no such file", list.display())));
+    }
+    let default = if layers_command || !selection.is_all() {
+        LayersChoice::All
+    } else {
+        LayersChoice::None
+    };
+    let mode = match a.layers.unwrap_or(default) {
+        LayersChoice::None if !selection.is_all() => {
+            return Err(usage(
+                "--op, --node, --tensor and --tap-list select layers: drop --layers none",
+            ))
+        }
+        LayersChoice::None => return Ok(None),
+        LayersChoice::All => LayerMode::Tap,
+        LayersChoice::Bisect => LayerMode::Bisect,
+    };
+    Ok(Some(LayerOptions {
+        mode,
+        selection,
+        tolerance_lsb: a.tolerance,
+        isolate: !a.no_isolate,
+        tap_budget_bytes: a.tap_memory,
+        top: a.top,
+    }))
 }
 
 fn fingerprint(a: FingerprintArgs) -> Result<ExitCode> {
@@ -234,7 +282,8 @@ fn fingerprint(a: FingerprintArgs) -> Result<ExitCode> {
 
 fn run(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Compare(a) => compare(*a),
+        Command::Compare(a) => compare(*a, false),
+        Command::Layers(a) => compare(*a, true),
         Command::ExplainFailure(a) => {
             let found = npu_audit::explain::run(&npu_audit::explain::ExplainOptions {
                 model: a.model,

@@ -62,6 +62,8 @@ pub struct CompareOptions {
     pub repeat: usize,
     /// Whether to show each target's arithmetic fingerprint and read its drift with it.
     pub fingerprint: drift::FingerprintMode,
+    /// The per-layer audit, when asked for.
+    pub layers: Option<crate::layers::LayerOptions>,
 }
 
 /// Everything `golden create` was asked to do.
@@ -349,7 +351,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         &placement::Probe {
             model: &model,
             proto: &model.proto,
-            cpu: probe_cpu,
+            cpu: probe_cpu.clone(),
             sample: input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
             free_dims: &inputs.free_dims,
             dir: &work.path.join("probe"),
@@ -408,6 +410,44 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         opts.repeat,
         &model.proto.graph.as_ref().map(drift::ModelOps::of).unwrap_or_default(),
     );
+    let layer_audit = opts.layers.as_ref().map(|lo| {
+        let reference_model = match &reference {
+            ReferencePlan::Model { model, .. } => Some(&**model),
+            ReferencePlan::Stored { .. } => None,
+        };
+        let ctx = crate::layers::run::Context {
+            model: &model,
+            reference: reference_model,
+            planned: &planned,
+            untapped: planned
+                .iter()
+                .zip(&ends)
+                .map(|(_, e)| {
+                    e.outcome
+                        .and_then(|o| o.result.as_ref())
+                        .filter(|_| e.status == RunStatus::Ok)
+                })
+                .collect(),
+            baseline: planned
+                .iter()
+                .zip(&ends)
+                .position(|(t, e)| t.spec.id == BASELINE_ID && e.status == RunStatus::Ok),
+            cpu: probe_cpu.as_ref(),
+            inputs: &inputs,
+            input_files: &input_files,
+            work: &work.path,
+            exec: &opts.exec,
+        };
+        let results = crate::layers::audit(&ctx, lo);
+        for (report, per_target) in reports.iter_mut().zip(results.targets) {
+            if let Some((layers, summary)) = per_target {
+                report.layers = layers;
+                report.layer_summary = Some(summary);
+            }
+        }
+        results.info
+    });
+    crate::interrupt::check()?;
     let tolerances = assemble::tolerances(&output_names, &reports);
     let gate = evaluate(&opts.thresholds, &reports);
     let exit = if reports.iter().any(|t| t.required && t.status != RunStatus::Ok) {
@@ -436,6 +476,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         tolerances,
         gate,
         metric_definitions: crate::report::definitions(),
+        layer_audit,
         notes,
         exit_code: exit,
     })

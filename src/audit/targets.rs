@@ -124,6 +124,8 @@ pub fn reports(
                 fingerprint: None,
                 determinism: None,
                 drift_explanations: vec![],
+                layers: vec![],
+                layer_summary: None,
                 outputs,
             }
         })

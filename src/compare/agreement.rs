@@ -31,7 +31,7 @@ pub struct CodeDiffs {
 
 impl CodeDiffs {
     /// Counts one pair of values.
-    fn add(&mut self, a: f64, b: f64) {
+    pub fn add(&mut self, a: f64, b: f64) {
         let steps = if a.is_finite() && b.is_finite() {
             ((a - b).abs() / self.lsb).round() as u64
         } else if a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()) {

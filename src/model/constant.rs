@@ -68,6 +68,42 @@ pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
     })
 }
 
+/// Decodes a small tensor stored in an external data file (`location`, `offset`, `length`
+/// relative to the model's directory `dir`); `None` when it is not external, missing, or over
+/// `limit` bytes (only scales and zero points are read this way).
+pub fn external_values(t: &TensorProto, dir: &std::path::Path, limit: u64) -> Option<ConstValues> {
+    use std::io::{Read, Seek, SeekFrom};
+    if t.data_location != Some(1) {
+        return None;
+    }
+    let field = |k: &str| {
+        t.external_data
+            .iter()
+            .find(|e| e.key.as_deref() == Some(k))
+            .and_then(|e| e.value.clone())
+    };
+    let location = field("location")?;
+    let offset: u64 = field("offset").map_or(Some(0), |v| v.parse().ok())?;
+    let mut file = std::fs::File::open(dir.join(location)).ok()?;
+    let length: u64 = match field("length") {
+        Some(v) => v.parse().ok()?,
+        None => file.metadata().ok()?.len().checked_sub(offset)?,
+    };
+    if length > limit {
+        return None;
+    }
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut raw = vec![0u8; usize::try_from(length).ok()?];
+    file.read_exact(&mut raw).ok()?;
+    let inline = TensorProto {
+        raw_data: Some(raw),
+        data_location: None,
+        external_data: Vec::new(),
+        ..t.clone()
+    };
+    tensor_values(&inline)
+}
+
 /// Constant tensors of a graph by name: initializers and `Constant` nodes with a `value` tensor.
 pub fn constants(graph: &GraphProto) -> HashMap<String, &TensorProto> {
     let mut out: HashMap<String, &TensorProto> = HashMap::new();

@@ -2,6 +2,7 @@
 
 pub mod fingerprint;
 pub mod json;
+pub mod layers;
 pub mod model;
 pub mod table;
 

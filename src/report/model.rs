@@ -93,8 +93,154 @@ pub struct Report {
     pub gate: GateReport,
     /// Metric definitions, printed once.
     pub metric_definitions: BTreeMap<String, String>,
+    /// With `--layers`: what was tapped and matched, and what could not be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer_audit: Option<LayerAuditInfo>,
     pub notes: Vec<String>,
     pub exit_code: ExitCode,
+}
+
+/// The per-layer audit of a compare run, common to every target.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerAuditInfo {
+    /// `all`, `selected` (filters given) or `bisect`.
+    pub mode: String,
+    /// Observation points in the audited graph (QuantizeLinear outputs and float results no
+    /// QuantizeLinear reads) and how many the selection took.
+    pub points: usize,
+    pub selected: usize,
+    /// Selected points paired with a reference tensor, by how (`name`, `convention`,
+    /// `structure`), and the float tensors of those that were not.
+    pub matched: usize,
+    pub matched_by: BTreeMap<String, usize>,
+    pub unmatched: Vec<String>,
+    /// A layer departs from the baseline when a code differs by more than this many LSB.
+    pub tolerance_lsb: u64,
+    /// Tapped runs the selection was split into (each its own session per target), and worker
+    /// sessions the per-layer audit started in all.
+    pub tap_runs: usize,
+    pub sessions: usize,
+    /// Whether each layer was also run alone on golden inputs (isolated attribution).
+    pub isolated: bool,
+    /// Wall time of the per-layer audit.
+    pub seconds: f64,
+    /// Layers the terminal lists per target, worst first.
+    pub top: usize,
+    /// What failed or matched nothing; the output-level audit is complete regardless.
+    pub problems: Vec<String>,
+}
+
+/// A per-layer figure set of one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerReport {
+    /// Execution order of the point in the audited graph.
+    pub index: usize,
+    pub op_type: String,
+    pub node: String,
+    /// The tapped tensor (codes for a quantized layer).
+    pub tensor: String,
+    /// Its float-domain tensor and the reference's counterpart.
+    pub float_tensor: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_tensor: Option<String>,
+    pub quantized: bool,
+    pub elements: u64,
+    /// Cumulative (the whole model ran): against the golden activation.
+    pub sqnr_db: Option<Num>,
+    pub max_abs: Option<Num>,
+    /// Lowest SQNR among the layers this one reads minus its own: dB this layer cost.
+    pub sqnr_drop_db: Option<Num>,
+    /// Cumulative: against the baseline target's tensor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_baseline: Option<CodeComparison>,
+    /// Isolated (the layer alone on golden inputs): SQNR of its output against the golden
+    /// output, i.e. what this layer introduces by itself.
+    pub introduced_sqnr_db: Option<Num>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub introduced_max_abs: Option<Num>,
+    /// Isolated: codes against the baseline's run of the same isolated layer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub introduced_vs_baseline: Option<CodeComparison>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A tensor of one target against the baseline's: counts of elements off by 1, 2 and more LSB
+/// (codes), and for one-LSB differences how many sat on a .5 tie of the baseline's value.
+#[derive(Debug, Clone, Serialize)]
+pub struct CodeComparison {
+    pub differing: u64,
+    pub off_by_one: u64,
+    pub off_by_two: u64,
+    pub off_by_more: u64,
+    pub max_steps: u64,
+    /// `None` when the value before rounding was not available.
+    pub ties: Option<u64>,
+    pub max_abs: Num,
+}
+
+/// Where a target first departs, and what tapping did to its session.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetLayerSummary {
+    /// The first layer (execution order) whose codes differ from the baseline's by more than
+    /// the tolerance; `None` when none does (or without a baseline).
+    pub first_divergence: Option<LayerPointer>,
+    /// Placement and results of the tapped sessions against the untapped one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tap_effects: Option<TapEffects>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bisect: Option<BisectReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A layer named in a summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerPointer {
+    pub index: usize,
+    pub node: String,
+    pub op_type: String,
+    pub tensor: String,
+    pub differing: u64,
+    pub max_steps: u64,
+    /// Whether the layer alone, on golden inputs, already differs from the baseline (it
+    /// introduced the drift rather than inherited it); `None` when not run in isolation.
+    pub introduced: Option<bool>,
+}
+
+/// What adding outputs changed: an extra output can stop an EP from fusing nodes.
+#[derive(Debug, Clone, Serialize)]
+pub struct TapEffects {
+    /// Partitions (assigned subgraphs) of the untapped session and the most any tapped one had.
+    pub partitions_untapped: usize,
+    pub partitions_tapped: usize,
+    /// Nodes whose count on an EP differs between the untapped session and some tapped one
+    /// (`name on EP: before -> after`, runtime-made nodes by their base name; first 20): moved
+    /// to another EP, fused differently, or added for the extra outputs.
+    pub nodes_changed: Vec<String>,
+    pub nodes_changed_count: usize,
+    /// Whether every tapped run returned the model's outputs bit-identical to the untapped run
+    /// (the final outputs in the report always come from the untapped run).
+    pub outputs_identical: bool,
+}
+
+/// A localisation by cutting the graph instead of tapping everything.
+#[derive(Debug, Clone, Serialize)]
+pub struct BisectReport {
+    /// Tensors every path goes through, among the selected points.
+    pub cuts: usize,
+    /// (tensor, departs) in the order they were tried.
+    pub steps: Vec<BisectStep>,
+    /// Sessions this target's bisection used (its own and the baseline's).
+    pub sessions: usize,
+}
+
+/// One cut tried.
+#[derive(Debug, Clone, Serialize)]
+pub struct BisectStep {
+    pub tensor: String,
+    pub departs: bool,
+    pub max_steps: u64,
 }
 
 /// The tool that wrote the report.
@@ -233,6 +379,11 @@ pub struct TargetReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drift_explanations: Vec<DriftExplanation>,
     pub outputs: Vec<OutputMetrics>,
+    /// With `--layers`: every tapped layer in execution order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<LayerReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer_summary: Option<TargetLayerSummary>,
 }
 
 /// The part of a target's fingerprint a compare report carries.

@@ -17,7 +17,8 @@ fn paint(text: &str, style: Style) -> String {
     format!("{style}{text}{style:#}")
 }
 
-fn bold(text: &str) -> String {
+/// Bold text (stripped when stdout is not a terminal).
+pub fn bold(text: &str) -> String {
     paint(text, Style::new().bold())
 }
 
@@ -57,11 +58,17 @@ fn fmt_db(v: Num) -> String {
     }
 }
 
+/// A dB figure, or `-` when there is none.
+pub fn fmt_db_opt(v: Option<Num>) -> String {
+    v.map_or("-".into(), fmt_db)
+}
+
 fn fmt_pct(v: Option<f64>) -> String {
     v.map(|x| format!("{:.1}%", x * 100.0)).unwrap_or_else(|| "-".into())
 }
 
-fn table(builder: Builder) -> String {
+/// A rounded table with right-aligned cells below the header.
+pub fn table(builder: Builder) -> String {
     let mut t = builder.build();
     t.with(TableStyle::rounded())
         .with(Modify::new(Rows::new(1..)).with(Alignment::right()));
@@ -332,6 +339,7 @@ pub fn render(report: &Report) -> String {
     outputs(&mut s, report);
     agreement(&mut s, report);
     drift_reading(&mut s, report);
+    super::layers::section(&mut s, report);
     failures(&mut s, report);
     if !report.notes.is_empty() {
         let _ = writeln!(s, "\n{}", bold("NOTES"));

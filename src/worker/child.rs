@@ -12,7 +12,7 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
 
-use super::job::{EpSetup, Job, JobResult, OutputFile, Phase, RepeatDifference};
+use super::job::{EpSetup, Job, JobResult, OutputFile, OutputType, Phase, RepeatDifference};
 use crate::target::OptLevel;
 use crate::tensor::{Tensor, TensorData};
 
@@ -46,6 +46,7 @@ pub fn run(job_path: &Path) -> i32 {
         placement_error: None,
         runtime_graph: None,
         repeat_differences: Vec::new(),
+        output_types: Vec::new(),
     };
     match execute(&job, &mut result) {
         Ok(()) => {
@@ -124,6 +125,7 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     }
     let mut session = committed?;
     result.session_create_ms = ms_since(start);
+    result.output_types = session.outputs().iter().map(output_type).collect();
     match super::placement::graph_assignment(&session) {
         Ok(p) => result.placement = p,
         Err(e) => result.placement_error = Some(format!("{e:#}")),
@@ -199,6 +201,38 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     std::mem::forget(session);
     std::mem::forget(env);
     Ok(())
+}
+
+/// The declared type of one session output.
+fn output_type(o: &ort::value::Outlet) -> OutputType {
+    let (elem_type, shape) = match o.dtype() {
+        ValueType::Tensor { ty, shape, .. } => (onnx_code(*ty), shape.iter().copied().collect()),
+        _ => (0, Vec::new()),
+    };
+    OutputType {
+        name: o.name().to_string(),
+        elem_type,
+        shape,
+    }
+}
+
+/// The ONNX `TensorProto.DataType` code of an element type (0 for types the audit does not read).
+fn onnx_code(ty: TensorElementType) -> i32 {
+    match ty {
+        TensorElementType::Float32 => 1,
+        TensorElementType::Uint8 => 2,
+        TensorElementType::Int8 => 3,
+        TensorElementType::Uint16 => 4,
+        TensorElementType::Int16 => 5,
+        TensorElementType::Int32 => 6,
+        TensorElementType::Int64 => 7,
+        TensorElementType::Bool => 9,
+        TensorElementType::Float16 => 10,
+        TensorElementType::Float64 => 11,
+        TensorElementType::Uint32 => 12,
+        TensorElementType::Uint64 => 13,
+        _ => 0,
+    }
 }
 
 /// Elements of `b` whose bits differ from `a`'s (all of them when the shapes or types differ).

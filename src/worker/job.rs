@@ -162,6 +162,19 @@ pub struct JobResult {
     /// Outputs of a repeated run that were not bit-identical to the sample's first run.
     #[serde(default)]
     pub repeat_differences: Vec<RepeatDifference>,
+    /// Every graph output as the session declares it after ONNX Runtime's type and shape
+    /// inference: how the per-layer audit learns the types of tensors it exposes untyped.
+    #[serde(default)]
+    pub output_types: Vec<OutputType>,
+}
+
+/// A session output's inferred element type and shape (`-1` for a dimension inference left
+/// open); `elem_type` is the ONNX data type code, 0 when the output is not a tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputType {
+    pub name: String,
+    pub elem_type: i32,
+    pub shape: Vec<i64>,
 }
 
 /// One output of one repeated run that differed from the first run of the same sample.

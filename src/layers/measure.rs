@@ -1,0 +1,159 @@
+//! Figures of one layer on one target, accumulated one sample at a time: the dequantized
+//! activation against the fp32 golden one (SQNR, max abs), and the codes against the
+//! baseline's (a histogram of differences in LSB, and how many one-LSB differences sat on a
+//! .5 tie of the baseline's value before rounding).
+
+use crate::compare::agreement::Agreement;
+use crate::compare::stats::ErrorStats;
+use crate::tensor::{Tensor, TensorData};
+
+use super::points::Quant;
+
+/// A value this close to a .5 tie (in LSB) counts as on it. Qualcomm's HTP simulator rounds
+/// values within 0.007 LSB of an 8-bit tie as ties (see the fingerprint), so the window is a
+/// little wider than that and far narrower than any rounding the candidates disagree on.
+pub const TIE_WINDOW_LSB: f64 = 0.01;
+
+/// The float value of a tapped tensor: codes dequantized as DequantizeLinear does
+/// (`(code − zero_point) · scale` in float32), floats as float32.
+pub fn real_values(t: &Tensor, quant: Option<&Quant>) -> Vec<f32> {
+    match (quant, &t.data) {
+        (None, TensorData::Float32(v)) => v.clone(),
+        (Some(q), data) if !t.dtype().is_float() => (0..data.len())
+            .map(|i| (data.get_f64(i) - q.zero_point) as f32 * q.scale)
+            .collect(),
+        (_, data) => (0..data.len()).map(|i| data.get_f64(i) as f32).collect(),
+    }
+}
+
+/// The code a value maps to before rounding, in LSB (`x / scale + zero_point`).
+fn ideal(x: f32, q: &Quant) -> f64 {
+    (x / q.scale) as f64 + q.zero_point
+}
+
+/// Whether an ideal value sits on a .5 tie.
+pub fn on_tie(ideal: f64) -> bool {
+    ((ideal - ideal.floor()) - 0.5).abs() <= TIE_WINDOW_LSB
+}
+
+/// One layer, one target.
+#[derive(Debug, Clone)]
+pub struct LayerAcc {
+    /// Against the golden (fp32 reference) activation, when the layer has a counterpart.
+    pub golden: Option<ErrorStats>,
+    /// Against the baseline's tensor (codes for a quantized layer).
+    pub baseline: Option<Agreement>,
+    /// One-LSB differences whose baseline value before rounding sat on a tie.
+    pub ties: u64,
+    /// Whether `ties` was measured (the baseline's value before rounding was available).
+    pub ties_known: bool,
+    pub elements: u64,
+    /// Set when a tensor was missing or had a mismatched shape.
+    pub error: Option<String>,
+}
+
+impl LayerAcc {
+    /// Empty figures; `against_golden` / `against_baseline` say which comparisons apply.
+    pub fn new(against_golden: bool, against_baseline: bool, quantized: bool) -> LayerAcc {
+        LayerAcc {
+            golden: against_golden.then(|| ErrorStats::new(true, true)),
+            baseline: against_baseline.then(|| Agreement::with_lsb(quantized.then_some(1.0))),
+            ties: 0,
+            ties_known: false,
+            elements: 0,
+            error: None,
+        }
+    }
+
+    /// Adds one sample. `baseline` is the baseline's tensor, `baseline_float` its value before
+    /// the QuantizeLinear (tie evidence), `golden` the reference activation.
+    pub fn add(
+        &mut self,
+        target: &Tensor,
+        quant: Option<&Quant>,
+        golden: Option<&Tensor>,
+        baseline: Option<&Tensor>,
+        baseline_float: Option<&Tensor>,
+    ) {
+        if self.error.is_some() {
+            return;
+        }
+        self.elements += target.len() as u64;
+        if self.golden.is_some() && golden.is_none() {
+            // A figure against nothing would read as a perfect match.
+            self.error = Some("the reference run returned no counterpart".into());
+            return;
+        }
+        if let (Some(stats), Some(gold)) = (self.golden.as_mut(), golden) {
+            if gold.len() != target.len() {
+                self.error = Some(format!(
+                    "shape {:?} against the reference's {:?}",
+                    target.shape, gold.shape
+                ));
+                return;
+            }
+            stats.update_f32(&real_values(target, quant), &real_values(gold, None));
+        }
+        if let (Some(agreement), Some(base)) = (self.baseline.as_mut(), baseline) {
+            if base.shape != target.shape || base.dtype() != target.dtype() {
+                self.error = Some(format!(
+                    "{} {:?} against the baseline's {} {:?}",
+                    target.dtype().name(),
+                    target.shape,
+                    base.dtype().name(),
+                    base.shape
+                ));
+                return;
+            }
+            agreement.update(&target.data, &base.data);
+            if let (Some(q), Some(f)) = (quant, baseline_float) {
+                if f.len() == target.len() {
+                    self.ties_known = true;
+                    let floats = real_values(f, None);
+                    for (i, &x) in floats.iter().enumerate() {
+                        if (target.data.get_f64(i) - base.data.get_f64(i)).abs() == 1.0 && on_tie(ideal(x, q)) {
+                            self.ties += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(v: &[u8]) -> Tensor {
+        Tensor::new(vec![v.len()], TensorData::Uint8(v.to_vec())).unwrap()
+    }
+
+    #[test]
+    fn codes_are_counted_in_lsb_with_ties_from_the_baseline_value() {
+        let q = Quant {
+            scale: 0.5,
+            zero_point: 128.0,
+            elem_type: 2,
+        };
+        // Baseline values before rounding: 1.25 -> 2.5 + 128 = 130.5 (a tie), 1.0 -> 130.0,
+        // 2.0 -> 132, 0.1 -> 128.2.
+        let before = Tensor::new(vec![4], TensorData::Float32(vec![1.25, 1.0, 2.0, 0.1])).unwrap();
+        let base = codes(&[130, 130, 132, 128]);
+        let target = codes(&[131, 131, 135, 128]);
+        let golden = Tensor::new(vec![4], TensorData::Float32(vec![1.25, 1.0, 2.0, 0.1])).unwrap();
+        let mut acc = LayerAcc::new(true, true, true);
+        acc.add(&target, Some(&q), Some(&golden), Some(&base), Some(&before));
+        let a = acc.baseline.as_ref().unwrap();
+        let c = a.codes.unwrap();
+        assert_eq!((c.off_by_one, c.off_by_two, c.off_by_more, c.max_steps), (2, 0, 1, 3));
+        assert_eq!(a.differing, Some(3));
+        assert_eq!(acc.ties, 1);
+        // Dequantized target: 1.5, 1.5, 3.5, 0 against 1.25, 1, 2, 0.1.
+        let g = acc.golden.as_ref().unwrap();
+        assert!((g.max_abs() - 1.5).abs() < 1e-12);
+        let noise = 0.25f64.powi(2) + 0.5f64.powi(2) + 1.5f64.powi(2) + 0.1f64.powi(2);
+        let signal = 1.25f64.powi(2) + 1.0 + 4.0 + 0.1f64.powi(2);
+        assert!((g.sqnr_db() - 10.0 * (signal / noise).log10()).abs() < 1e-5);
+    }
+}

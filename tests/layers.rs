@@ -1,0 +1,334 @@
+//! Per-layer drift end to end: the real binary on the fixtures. Expected figures come from the
+//! fixture script (NumPy, `fixtures/expected/ladder.json`), never from the tool.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn layers_of<'a>(report: &'a Value, id: &str) -> &'a Vec<Value> {
+    target(report, id)["layers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{id} has no layers"))
+}
+
+fn layer<'a>(report: &'a Value, id: &str, node: &str) -> &'a Value {
+    layers_of(report, id)
+        .iter()
+        .find(|l| l["node"] == node)
+        .unwrap_or_else(|| panic!("{id} has no layer {node}"))
+}
+
+fn ladder() -> (String, String, Value) {
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(repo("fixtures/expected/ladder.json")).expect("ladder.json"))
+            .expect("json");
+    (
+        repo("fixtures/models/ladder_qdq_u8.onnx").display().to_string(),
+        repo("fixtures/models/ladder_fp32.onnx").display().to_string(),
+        expected,
+    )
+}
+
+/// The histogram fields of a report comparison against the fixture script's.
+fn assert_histogram(what: &str, got: &Value, want: &Value) {
+    for key in ["differing", "off_by_one", "off_by_two", "off_by_more", "max_steps"] {
+        assert_eq!(got[key], want[key], "{what}: {key}: got {got}, want {want}");
+    }
+}
+
+#[test]
+fn the_ladder_drifts_first_at_the_tie_layer_and_isolation_blames_it_alone() {
+    let (model, reference, want) = ladder();
+    let (code, report, stderr) = compare_json(&[
+        &model,
+        "--reference",
+        &reference,
+        "-t",
+        "qnn:sm8650",
+        "--gen",
+        "x=uniform:-4,4",
+        "--seed",
+        "5",
+        "--samples",
+        "2",
+        "--layers",
+        "all",
+        "--fingerprint",
+        "off",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let info = &report["layer_audit"];
+    assert_eq!(info["unmatched"], serde_json::json!([]));
+    let summary = &target(&report, "qnn:sm8650")["layer_summary"];
+    let first = &summary["first_divergence"];
+    assert_eq!(first["node"], "conv_c", "{summary}");
+    assert_eq!(first["tensor"], "c_QuantizeLinear_Output");
+    assert_eq!(first["introduced"], true);
+    assert_eq!(summary["tap_effects"]["outputs_identical"], true);
+
+    let layers = want["layers"].as_object().expect("layers");
+    for (name, node) in [
+        ("a", "conv_a"),
+        ("b", "conv_b"),
+        ("c", "conv_c"),
+        ("d", "conv_d"),
+        ("y", "conv_e"),
+    ] {
+        let w = &layers[name];
+        let got = layer(&report, "qnn:sm8650", node);
+        // Cumulative codes against the baseline: NumPy's half-up chain against its half-even chain.
+        assert_histogram(&format!("{node} cumulative"), &got["vs_baseline"], &w["cumulative"]);
+        // Isolated: the layer alone on golden inputs.
+        assert_histogram(
+            &format!("{node} isolated"),
+            &got["introduced_vs_baseline"],
+            &w["isolated"],
+        );
+        // SQNR against the fp32 golden activations: the baseline rounds half to even, HTP half up.
+        let base = layer(&report, "qnn:sm8650", node);
+        assert_close(
+            &format!("{node} qnn sqnr"),
+            num(&base["sqnr_db"]),
+            w["sqnr_db_half_up"].as_f64().unwrap(),
+            1e-4,
+        );
+        let noopt = layer(&report, "cpu:noopt", node);
+        assert_close(
+            &format!("{node} noopt sqnr"),
+            num(&noopt["sqnr_db"]),
+            w["sqnr_db"].as_f64().unwrap(),
+            1e-4,
+        );
+        // Dequantization is float32, as DequantizeLinear defines it; NumPy's is float64.
+        assert_close(
+            &format!("{node} noopt max_abs"),
+            num(&noopt["max_abs"]),
+            w["max_abs"].as_f64().unwrap(),
+            1e-5,
+        );
+        assert_close(
+            &format!("{node} noopt introduced sqnr"),
+            num(&noopt["introduced_sqnr_db"]),
+            w["introduced_sqnr_db"].as_f64().unwrap(),
+            1e-4,
+        );
+    }
+    // The tie layer's one-LSB differences all sat on a .5 tie of the baseline's value.
+    let c = &layer(&report, "qnn:sm8650", "conv_c")["vs_baseline"];
+    assert_eq!(c["ties"], layers["c"]["cumulative"]["ties"]);
+    assert!(c["ties"].as_u64().unwrap() > 0);
+    // Successors inherit: they differ cumulatively but not alone.
+    for node in ["conv_d", "conv_e"] {
+        let l = layer(&report, "qnn:sm8650", node);
+        assert!(l["vs_baseline"]["differing"].as_u64().unwrap() > 0, "{node} inherits");
+        assert_eq!(l["introduced_vs_baseline"]["differing"], 0, "{node} introduces nothing");
+    }
+}
+
+#[test]
+fn bisection_finds_the_ladder_tie_layer_in_logarithmic_sessions() {
+    let (model, reference, _) = ladder();
+    let (code, report, stderr) = compare_json(&[
+        &model,
+        "--reference",
+        &reference,
+        "-t",
+        "qnn:sm8650",
+        "--gen",
+        "x=uniform:-4,4",
+        "--seed",
+        "5",
+        "--samples",
+        "2",
+        "--layers",
+        "bisect",
+        "--fingerprint",
+        "off",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let summary = &target(&report, "qnn:sm8650")["layer_summary"];
+    assert_eq!(summary["first_divergence"]["node"], "conv_c", "{summary}");
+    let bisect = &summary["bisect"];
+    // Cuts: the input's codes and the five layers' codes; log2(6) rounded up, plus the last cut.
+    assert_eq!(bisect["cuts"], 6);
+    let steps = bisect["steps"].as_array().unwrap();
+    assert!(steps.len() <= 4, "{steps:?}");
+    assert_eq!(steps[0]["tensor"], "y_QuantizeLinear_Output");
+    assert_eq!(steps[0]["departs"], true);
+}
+
+#[test]
+fn taps_split_into_runs_give_the_same_figures_as_one_run() {
+    let run_with = |budget: &str| {
+        let (code, report, stderr) = compare_json(&[
+            &cnn(),
+            "--reference",
+            &cnn_fp32(),
+            "-t",
+            "cpu",
+            "--seed",
+            "3",
+            "--layers",
+            "all",
+            "--tap-memory",
+            budget,
+            "--fingerprint",
+            "off",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        report
+    };
+    let one = run_with("256M");
+    let many = run_with("8K");
+    assert_eq!(one["layer_audit"]["tap_runs"], 1);
+    assert!(
+        many["layer_audit"]["tap_runs"].as_u64().unwrap() > 3,
+        "{}",
+        many["layer_audit"]
+    );
+    for id in ["cpu", "cpu:noopt"] {
+        assert_eq!(layers_of(&one, id), layers_of(&many, id), "{id}");
+    }
+    // Every point of the CNN is tapped and matched (14 activation QuantizeLinear nodes).
+    assert_eq!(one["layer_audit"]["selected"], 14);
+    assert_eq!(one["layer_audit"]["matched"], 14);
+    // Final outputs come from the untapped run and tapping left them bit-identical.
+    assert_eq!(
+        target(&one, "cpu")["layer_summary"]["tap_effects"]["outputs_identical"],
+        true
+    );
+}
+
+#[test]
+fn filters_that_match_nothing_and_an_unmatchable_reference_are_reported_and_the_audit_completes() {
+    // A reference with the CNN's inputs and outputs but nothing else in common.
+    let dir = tempdir();
+    let other = dir.path().join("other.onnx");
+    {
+        use npu_audit::model::build::GraphBuilder;
+        use npu_audit::tensor::{Tensor, TensorData};
+        let mut b = GraphBuilder::new("other");
+        b.input("image", 1, &[1, 3, 32, 32]);
+        b.constant("shape", &Tensor::new(vec![2], TensorData::Int64(vec![1, -1])).unwrap());
+        b.constant(
+            "w",
+            &Tensor::new(vec![3072, 10], TensorData::Float32(vec![0.001; 30720])).unwrap(),
+        );
+        b.node("Reshape", "flat", &["image", "shape"], &["flat_image"], &[]);
+        b.node("MatMul", "fc_other", &["flat_image", "w"], &["scores"], &[]);
+        b.node("Identity", "copy", &["scores"], &["logits"], &[]);
+        b.node("Softmax", "sm", &["logits"], &["probs"], &[]);
+        b.output("logits").output("probs");
+        let mut model = b.finish();
+        let g = model.graph.as_mut().unwrap();
+        g.output = vec![
+            tensor_value_info("logits", 1, &[1, 10]),
+            tensor_value_info("probs", 1, &[1, 10]),
+        ];
+        std::fs::write(&other, prost::Message::encode_to_vec(&model)).unwrap();
+    }
+    let (code, report, stderr) = compare_json(&[
+        &cnn(),
+        "--reference",
+        other.to_str().unwrap(),
+        "-t",
+        "cpu",
+        "--op",
+        "Conv,NoSuchOp",
+        "--fingerprint",
+        "off",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let problems: Vec<&str> = report["layer_audit"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert!(
+        problems.iter().any(|p| p.starts_with("--op NoSuchOp matches no layer")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("none of the 3 tapped layers has a counterpart")),
+        "{problems:?}"
+    );
+    assert_eq!(report["layer_audit"]["unmatched"].as_array().unwrap().len(), 3);
+    // The output-level audit is complete, and layers are still compared with the baseline.
+    assert!(
+        output(&report, "cpu", "probs")["sqnr_db"].is_number()
+            || output(&report, "cpu", "probs")["sqnr_db"].is_string()
+    );
+    let conv1 = layer(&report, "cpu", "conv1");
+    assert!(conv1["sqnr_db"].is_null());
+    assert!(conv1["vs_baseline"]["differing"].is_u64());
+}
+
+#[test]
+fn a_failed_sizing_session_is_a_problem_not_a_failed_audit() {
+    let out = bin()
+        .env("NPU_AUDIT_FAULT_INJECT", "layer-sizing=crash")
+        .args([
+            "compare",
+            &cnn(),
+            "-t",
+            "cpu",
+            "--layers",
+            "all",
+            "--fingerprint",
+            "off",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = report["layer_audit"]["problems"].to_string();
+    assert!(
+        problems.contains("cannot infer the types of the tapped tensors"),
+        "{problems}"
+    );
+    assert!(target(&report, "cpu")["outputs"]
+        .as_array()
+        .is_some_and(|o| o.len() == 2));
+}
+
+#[test]
+fn layer_flags_are_checked_before_anything_runs() {
+    fails_with(
+        &["compare", &cnn(), "--layers", "none", "--op", "Conv"],
+        2,
+        "drop --layers none",
+    );
+    fails_with(&["compare", &cnn(), "--node", "/(/"], 2, "is not a valid pattern");
+    fails_with(
+        &["layers", &cnn(), "--tap-list", "/no/such/list.txt"],
+        2,
+        "--tap-list /no/such/list.txt",
+    );
+}
+
+#[test]
+fn the_layers_command_prints_the_layer_section() {
+    let out = run(&[
+        "layers",
+        &cnn(),
+        "-t",
+        "qnn:sm8650",
+        "--op",
+        "Softmax",
+        "--seed",
+        "1",
+        "--fingerprint",
+        "off",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("LAYERS"), "{text}");
+    assert!(text.contains("1 of 14 points tapped (selected)"), "{text}");
+    assert!(text.contains("softmax"), "{text}");
+}
