@@ -329,6 +329,104 @@ fn the_layers_command_prints_the_layer_section() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("LAYERS"), "{text}");
-    assert!(text.contains("1 of 14 points tapped (selected)"), "{text}");
+    assert!(text.contains("1 of 14 points tapped (selected) in 1 run(s)"), "{text}");
     assert!(text.contains("softmax"), "{text}");
+}
+
+#[test]
+fn a_tensor_a_target_cannot_return_is_named_and_every_other_layer_is_still_measured() {
+    let out = bin()
+        .env(
+            "NPU_AUDIT_FAULT_INJECT",
+            "cpu=refuse-output:conv2_out_QuantizeLinear_Output",
+        )
+        .args([
+            "compare",
+            &cnn(),
+            "--reference",
+            &cnn_fp32(),
+            "-t",
+            "cpu",
+            "--layers",
+            "all",
+            "--fingerprint",
+            "off",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = &target(&report, "cpu")["layer_summary"];
+    let error = summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("retried in halves: 1 of 14 layer(s) make it fail"),
+        "{error}"
+    );
+    for l in layers_of(&report, "cpu") {
+        if l["tensor"] == "conv2_out_QuantizeLinear_Output" {
+            assert!(l["error"].as_str().unwrap().contains("injected fault"), "{l}");
+            assert!(l["sqnr_db"].is_null() && l.get("vs_baseline").is_none());
+        } else {
+            assert!(l.get("error").is_none(), "{l}");
+            assert!(l["vs_baseline"]["differing"].is_u64(), "{l}");
+            assert!(!l["sqnr_db"].is_null(), "{l}");
+        }
+    }
+    // Retries: log2(14) levels of two sessions at most, on top of the first runs.
+    let sessions = report["layer_audit"]["sessions"].as_u64().unwrap();
+    assert!(sessions <= 6 + 2 * 4, "{sessions}");
+}
+
+#[test]
+fn a_model_with_external_data_is_tapped_like_its_inline_twin() {
+    use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
+    use prost::Message;
+    let dir = tempdir();
+    let mut model = ModelProto::decode(std::fs::read(cnn()).unwrap().as_slice()).unwrap();
+    let mut blob: Vec<u8> = Vec::new();
+    // Every initializer outside, scales and zero points included.
+    for t in model.graph.as_mut().unwrap().initializer.iter_mut() {
+        let Some(raw) = t.raw_data.take().filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let entry = |k: &str, v: String| StringStringEntryProto {
+            key: Some(k.into()),
+            value: Some(v),
+        };
+        t.external_data = vec![
+            entry("location", "weights.bin".into()),
+            entry("offset", blob.len().to_string()),
+            entry("length", raw.len().to_string()),
+        ];
+        t.data_location = Some(1);
+        blob.extend_from_slice(&raw);
+    }
+    std::fs::write(dir.path().join("weights.bin"), blob).unwrap();
+    let external = dir.path().join("model.onnx");
+    std::fs::write(&external, model.encode_to_vec()).unwrap();
+    let run_on = |m: &str| {
+        let (code, report, stderr) = compare_json(&[
+            m,
+            "--reference",
+            &cnn_fp32(),
+            "-t",
+            "cpu",
+            "--seed",
+            "4",
+            "--layers",
+            "all",
+            "--fingerprint",
+            "off",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        report
+    };
+    let inline = run_on(&cnn());
+    let ext = run_on(external.to_str().unwrap());
+    assert_eq!(ext["layer_audit"]["selected"], 14);
+    for id in ["cpu", "cpu:noopt"] {
+        assert_eq!(layers_of(&inline, id), layers_of(&ext, id), "{id}");
+    }
 }

@@ -65,6 +65,9 @@ fn probe(
         }
     }
     let outcomes = state.run_jobs(&jobs)?;
+    if outcomes.len() != base_jobs.len() + asked.len() {
+        return Err(anyhow!("a target of the bisection has no runtime"));
+    }
     let (base_outcomes, target_outcomes) = outcomes.split_at(base_jobs.len());
     for (o, &i) in base_outcomes.iter().zip(&base_jobs) {
         let r = result_of(o).map_err(|e| anyhow!("the baseline's run of the model cut at {} failed: {e}", cuts[i]))?;
@@ -234,8 +237,13 @@ fn segment_layers(
     .flatten()
     .collect();
     let outcomes = state.run_jobs(&jobs)?;
-    let [t, b] = [&outcomes[0], &outcomes[1]].map(|o| result_of(o).map_err(|e| anyhow!("tapped segment: {e}")));
-    let (t, b) = (t?, b?);
+    let result = |i: usize| {
+        outcomes
+            .get(i)
+            .ok_or_else(|| anyhow!("tapped segment: no session"))
+            .and_then(|o| result_of(o).map_err(|e| anyhow!("tapped segment: {e}")))
+    };
+    let (t, b) = (result(0)?, result(1)?);
     let mut accs: Vec<LayerAcc> = segment
         .iter()
         .map(|&p| LayerAcc::new(false, true, state.points[p].quant.is_some()))

@@ -206,7 +206,36 @@ pub fn points(graph: &GraphProto, dir: Option<&Path>) -> Vec<Point> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::build::GraphBuilder;
+    use crate::tensor::{Tensor, TensorData};
     use std::path::Path;
+
+    #[test]
+    fn tensors_computed_from_shapes_alone_are_not_layers() {
+        // x -> Relu -> Q (a layer); Shape(x) -> Cast -> Q (a grid: constant once shapes are
+        // pinned, and runtimes fold it).
+        let mut b = GraphBuilder::new("g");
+        b.input("x", 1, &[1, 4]);
+        b.constant("s", &Tensor::new(vec![], TensorData::Float32(vec![0.5])).unwrap());
+        b.constant("z", &Tensor::new(vec![], TensorData::Uint8(vec![0])).unwrap());
+        b.node("Relu", "relu", &["x"], &["r"], &[]);
+        b.node("QuantizeLinear", "rq", &["r", "s", "z"], &["r_q"], &[]);
+        b.node("Shape", "shape", &["x"], &["sh"], &[]);
+        b.node(
+            "Cast",
+            "cast",
+            &["sh"],
+            &["shf"],
+            &[("to", crate::model::build::Attr::Int(1))],
+        );
+        b.node("QuantizeLinear", "gq", &["shf", "s", "z"], &["g_q"], &[]);
+        b.output("r_q").output("g_q");
+        let model = b.finish();
+        let p = points(model.graph.as_ref().unwrap(), None);
+        let names: Vec<&str> = p.iter().map(|p| p.tensor.as_str()).collect();
+        assert_eq!(names, vec!["r_q"]);
+        assert_eq!(p[0].quant.unwrap().scale, 0.5);
+    }
 
     #[test]
     fn the_cnn_fixture_is_observed_at_every_quantize_linear_in_order() {

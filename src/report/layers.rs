@@ -160,22 +160,26 @@ pub fn section(s: &mut String, report: &Report) {
     let Some(info) = &report.layer_audit else { return };
     let _ = writeln!(s, "\n{}", bold("LAYERS"));
     let kinds: Vec<String> = info.matched_by.iter().map(|(k, v)| format!("{v} by {k}")).collect();
+    let how = if info.mode == "bisect" {
+        format!("bisection among {} of {} points", info.selected, info.points)
+    } else {
+        format!(
+            "{} of {} points tapped ({}) in {} run(s)",
+            info.selected, info.points, info.mode, info.tap_runs
+        )
+    };
+    let isolated = if info.isolated {
+        "; each layer also run alone on golden inputs"
+    } else {
+        ""
+    };
     let _ = writeln!(
         s,
-        "  {} of {} points tapped ({}), {} matched to the reference ({}); {} run(s), {} sessions, {:.1} s{}",
-        info.selected,
-        info.points,
-        info.mode,
+        "  {how}; {} matched to the reference ({}); {} sessions, {:.1} s{isolated}",
         info.matched,
         if kinds.is_empty() { "-".into() } else { kinds.join(", ") },
-        info.tap_runs,
         info.sessions,
         info.seconds,
-        if info.isolated {
-            "; each layer also run alone on golden inputs"
-        } else {
-            ""
-        }
     );
     if !info.unmatched.is_empty() {
         let shown: Vec<&str> = info.unmatched.iter().take(10).map(|s| s.as_str()).collect();

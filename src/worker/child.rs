@@ -137,6 +137,10 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     }
 
     let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+    if let Some(name) = super::pool::refused_output(&job.target_id).filter(|n| output_names.contains(n)) {
+        result.phase = Phase::Run;
+        bail!("injected fault: this session cannot return output {name}");
+    }
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
         let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(sample.len());

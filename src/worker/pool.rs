@@ -262,6 +262,18 @@ fn log_tail(log: &Path) -> String {
     format!("; last log lines: {}", tail.join(" | "))
 }
 
+/// With [`FAULT_INJECTION_ENV`] `TARGET_ID=refuse-output:NAME`: the output a worker of that
+/// target must refuse to return (the session then fails, as an EP that cannot return a tensor
+/// does), so tests can check how the per-layer audit isolates such a tensor.
+pub fn refused_output(target_id: &str) -> Option<String> {
+    let spec = std::env::var(FAULT_INJECTION_ENV).ok()?;
+    spec.split(';').find_map(|item| {
+        let (id, fault) = item.split_once('=')?;
+        (id == target_id).then_some(())?;
+        fault.strip_prefix("refuse-output:").map(str::to_string)
+    })
+}
+
 /// Applies [`FAULT_INJECTION_ENV`] inside a worker: crash, hang or exit without a result.
 pub fn inject_fault(target_id: &str) {
     let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) else {
