@@ -3,7 +3,7 @@
 //! every tapped session's placement is compared with the untapped one's, and the model's own
 //! outputs of every tapped run with the untapped run's, bit for bit.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::placement::assign::base_name;
 use crate::report::model::TapEffects;
@@ -20,7 +20,8 @@ pub struct EffectsAcc {
     untapped: BTreeMap<(String, String), usize>,
     partitions_untapped: usize,
     partitions_tapped: usize,
-    changed: BTreeSet<String>,
+    /// (node, EP) -> (count untapped, fewest and most in a tapped session that differed).
+    changed: BTreeMap<(String, String), (usize, usize, usize)>,
     outputs_identical: bool,
 }
 
@@ -52,7 +53,7 @@ impl EffectsAcc {
             untapped: node_eps(&untapped.placement),
             partitions_untapped: untapped.placement.len(),
             partitions_tapped: 0,
-            changed: BTreeSet::new(),
+            changed: BTreeMap::new(),
             outputs_identical: true,
         }
     }
@@ -67,8 +68,9 @@ impl EffectsAcc {
                 now.get(key).copied().unwrap_or(0),
             );
             if before != after {
-                self.changed
-                    .insert(format!("{} on {}: {before} -> {after}", key.0, key.1));
+                let e = self.changed.entry(key.clone()).or_insert((before, after, after));
+                e.1 = e.1.min(after);
+                e.2 = e.2.max(after);
             }
         }
         for (before, after) in untapped.outputs.iter().zip(&tapped.outputs) {
@@ -88,7 +90,19 @@ impl EffectsAcc {
             partitions_untapped: self.partitions_untapped,
             partitions_tapped: self.partitions_tapped,
             nodes_changed_count: self.changed.len(),
-            nodes_changed: self.changed.into_iter().take(LISTED).collect(),
+            nodes_changed: self
+                .changed
+                .into_iter()
+                .take(LISTED)
+                .map(|((node, ep), (before, lo, hi))| {
+                    let after = if lo == hi {
+                        lo.to_string()
+                    } else {
+                        format!("{lo}..{hi}")
+                    };
+                    format!("{node} on {ep}: {before} -> {after}")
+                })
+                .collect(),
             outputs_identical: self.outputs_identical,
         }
     }

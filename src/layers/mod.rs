@@ -70,10 +70,9 @@ pub fn code_comparison(acc: &LayerAcc) -> Option<CodeComparison> {
     })
 }
 
-/// Whether a comparison departs beyond the tolerance: codes by more than `tolerance` LSB, float
-/// tensors by any bit when the tolerance is 0, else by more than `tolerance` steps of 1/256 of
-/// the range the baseline's differences are measured on (its max abs difference is all a float
-/// tensor offers without a grid).
+/// Whether a comparison departs beyond the tolerance: codes by more than `tolerance` LSB. A float
+/// tensor has no grid to count LSB on, so it departs when any bit differs and the tolerance is
+/// 0, and never at a tolerance above 0 (its figures are still reported).
 fn departs(c: &CodeComparison, quantized: bool, tolerance: u64) -> bool {
     if quantized {
         c.differing > 0 && c.max_steps > tolerance
