@@ -249,6 +249,7 @@ fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOpti
         selection,
         tolerance_lsb: a.tolerance,
         isolate: !a.no_isolate,
+        isolate_window: a.isolate_window as usize,
         tap_budget_bytes: a.tap_memory,
         top: a.top,
     }))

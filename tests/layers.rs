@@ -430,3 +430,39 @@ fn a_model_with_external_data_is_tapped_like_its_inline_twin() {
         assert_eq!(layers_of(&inline, id), layers_of(&ext, id), "{id}");
     }
 }
+
+#[test]
+fn an_isolation_window_carries_the_tie_layer_into_its_successor() {
+    let (model, reference, _) = ladder();
+    let (code, report, stderr) = compare_json(&[
+        &model,
+        "--reference",
+        &reference,
+        "-t",
+        "qnn:sm8650",
+        "--gen",
+        "x=uniform:-4,4",
+        "--seed",
+        "5",
+        "--samples",
+        "2",
+        "--layers",
+        "all",
+        "--isolate-window",
+        "2",
+        "--fingerprint",
+        "off",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["layer_audit"]["isolate_window"], 2);
+    let introduced = |node: &str| {
+        layer(&report, "qnn:sm8650", node)["introduced_vs_baseline"]["differing"]
+            .as_u64()
+            .unwrap()
+    };
+    // conv_d's window holds conv_c, the only layer with ties; conv_e's holds conv_d and itself.
+    assert!(introduced("conv_c") > 0);
+    assert!(introduced("conv_d") > 0);
+    assert_eq!(introduced("conv_e"), 0);
+    assert_eq!(introduced("conv_b"), 0);
+}

@@ -42,6 +42,9 @@ pub struct LayerOptions {
     pub tolerance_lsb: u64,
     /// Also run every layer alone on golden inputs.
     pub isolate: bool,
+    /// Layers run together in isolation: the layer and up to this many minus one upstream
+    /// (a window keeps fusions across layers that the target would otherwise lose).
+    pub isolate_window: usize,
     /// Bytes of tapped tensors per sample that one run may return.
     pub tap_budget_bytes: u64,
     /// Layers the terminal lists per target.

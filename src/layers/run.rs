@@ -194,6 +194,26 @@ impl<'a> State<'a> {
         )
     }
 
+    /// The layers upstream of `point` that run with it in isolation: those it reads, and theirs,
+    /// up to `isolate_window - 1` layers back (graph-input quantization excluded: it has nothing
+    /// to attribute).
+    fn window(&self, point: usize) -> Vec<usize> {
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut frontier = vec![point];
+        for _ in 1..self.opts.isolate_window.max(1) {
+            let next: Vec<usize> = frontier
+                .iter()
+                .flat_map(|&p| self.points[p].inputs.iter().copied())
+                .filter(|&i| !chosen.contains(&i) && self.points[i].op_type != "QuantizeLinear")
+                .collect();
+            chosen.extend(next.iter().copied());
+            frontier = next;
+        }
+        chosen.sort_unstable();
+        chosen.dedup();
+        chosen
+    }
+
     /// Plans each selected point's isolated run: its unit and where each input comes from.
     fn plan_units(&self, selected: &[usize], index: &GraphIndex) -> Vec<Planned> {
         let by_code: HashMap<&str, usize> = self
@@ -213,7 +233,13 @@ impl<'a> State<'a> {
                     if point.quant.is_some() && point.float_name != point.tensor {
                         outputs.push(point.float_name.clone());
                     }
-                    let unit = index.unit(node, point.q_index, outputs);
+                    let window: Vec<(usize, Option<usize>)> = self
+                        .window(p)
+                        .into_iter()
+                        .filter_map(|w| Some((self.points[w].node_index?, self.points[w].q_index)))
+                        .chain(std::iter::once((node, point.q_index)))
+                        .collect();
+                    let unit = index.unit(&window, outputs);
                     let feeds = unit
                         .inputs
                         .iter()
@@ -329,6 +355,7 @@ pub fn execute(ctx: &Context<'_>, opts: &LayerOptions) -> LayerResults {
         tap_runs: 0,
         sessions: 0,
         isolated: false,
+        isolate_window: opts.isolate_window,
         seconds: 0.0,
         top: opts.top,
         problems: Vec::new(),

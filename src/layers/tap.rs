@@ -141,15 +141,20 @@ impl GraphIndex {
         }
     }
 
-    /// The unit of a layer: `node` and `q` (its QuantizeLinear, if any), the DequantizeLinear
-    /// nodes feeding `node`, and every constant-only node those read.
-    pub fn unit(&self, node: usize, q: Option<usize>, outputs: Vec<String>) -> Unit {
+    /// The unit of a window of layers: each layer's node and QuantizeLinear (if any), the
+    /// DequantizeLinear nodes feeding those nodes, and every constant-only node they read. A
+    /// window of one layer is the layer alone.
+    pub fn unit(&self, layers: &[(usize, Option<usize>)], outputs: Vec<String>) -> Unit {
         let topo = &self.topo;
-        let mut nodes: BTreeSet<usize> = [node].into_iter().chain(q).collect();
-        for t in &topo.nodes[node].inputs {
-            if let Some(&p) = self.producers.get(t) {
-                if topo.nodes[p].op_type == "DequantizeLinear" && p != node {
-                    nodes.insert(p);
+        let mut nodes: BTreeSet<usize> = BTreeSet::new();
+        for &(node, q) in layers {
+            nodes.insert(node);
+            nodes.extend(q);
+            for t in &topo.nodes[node].inputs {
+                if let Some(&p) = self.producers.get(t) {
+                    if topo.nodes[p].op_type == "DequantizeLinear" && p != node {
+                        nodes.insert(p);
+                    }
                 }
             }
         }

@@ -120,8 +120,10 @@ pub struct LayerAuditInfo {
     /// sessions the per-layer audit started in all.
     pub tap_runs: usize,
     pub sessions: usize,
-    /// Whether each layer was also run alone on golden inputs (isolated attribution).
+    /// Whether each layer was also run alone on golden inputs (isolated attribution), and with
+    /// how many layers (itself and those upstream) per isolated run.
     pub isolated: bool,
+    pub isolate_window: usize,
     /// Wall time of the per-layer audit.
     pub seconds: f64,
     /// Layers the terminal lists per target, worst first.
