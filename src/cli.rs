@@ -213,8 +213,8 @@ pub struct LayerArgs {
     /// Do not run each layer alone on golden inputs (isolated attribution).
     #[arg(long)]
     pub no_isolate: bool,
-    /// Run each layer in isolation together with the N-1 layers upstream of it (a window keeps
-    /// fusions across layers; what it introduces is the window's).
+    /// Run each layer in isolation together with the layers it reads, up to N-1 levels upstream
+    /// (a window keeps fusions across layers; what it introduces is the window's).
     #[arg(long = "isolate-window", default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub isolate_window: u64,
     /// Bytes of tapped tensors per sample one session may return (K, M, G suffixes; a plain

@@ -466,3 +466,44 @@ fn an_isolation_window_carries_the_tie_layer_into_its_successor() {
     assert_eq!(introduced("conv_e"), 0);
     assert_eq!(introduced("conv_b"), 0);
 }
+
+#[test]
+fn a_layer_the_baseline_cannot_return_is_counted_as_not_compared_not_as_agreeing() {
+    let out = bin()
+        .env(
+            "NPU_AUDIT_FAULT_INJECT",
+            "cpu:noopt=refuse-output:conv2_out_QuantizeLinear_Output",
+        )
+        .args([
+            "compare",
+            &cnn(),
+            "--reference",
+            &cnn_fp32(),
+            "-t",
+            "qnn:sm8650",
+            "--layers",
+            "all",
+            "--no-isolate",
+            "--fingerprint",
+            "off",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let summary = &target(&report, "qnn:sm8650")["layer_summary"];
+    assert_eq!(summary["layers_not_compared"], 1, "{summary}");
+    let conv2 = layer(&report, "qnn:sm8650", "conv2");
+    assert!(conv2.get("vs_baseline").is_none(), "{conv2}");
+    // Its comparison with the golden run does not need the baseline and is still there.
+    assert!(conv2["sqnr_db"].is_number(), "{conv2}");
+    assert!(
+        conv2["error"]
+            .as_str()
+            .unwrap()
+            .contains("baseline returned no such tensor"),
+        "{conv2}"
+    );
+}

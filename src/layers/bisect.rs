@@ -182,6 +182,7 @@ pub(super) fn run(state: &mut State<'_>, selected: &[usize]) -> Result<PerTarget
     for &t in &targets {
         let mut summary = TargetLayerSummary {
             first_divergence: None,
+            layers_not_compared: 0,
             tap_effects: None,
             bisect: Some(BisectReport {
                 cuts: cuts.len(),
@@ -212,6 +213,7 @@ pub(super) fn run(state: &mut State<'_>, selected: &[usize]) -> Result<PerTarget
             b.sessions += 2;
         }
         summary.first_divergence = super::first_divergence(&layers, state.opts.tolerance_lsb);
+        summary.layers_not_compared = super::not_compared(&layers, false);
         out.push((t, (layers, summary)));
     }
     Ok(out)

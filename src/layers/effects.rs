@@ -23,6 +23,8 @@ pub struct EffectsAcc {
     /// (node, EP) -> (count untapped, fewest and most in a tapped session that differed).
     changed: BTreeMap<(String, String), (usize, usize, usize)>,
     outputs_identical: bool,
+    /// Tapped sessions compared; none means there is nothing to say.
+    sessions: usize,
 }
 
 /// How many nodes of each name each EP ran. Names are taken without the `_token_N` and
@@ -55,11 +57,13 @@ impl EffectsAcc {
             partitions_tapped: 0,
             changed: BTreeMap::new(),
             outputs_identical: true,
+            sessions: 0,
         }
     }
 
     /// Adds one tapped session; `outputs` are the model's own output names.
     pub fn add(&mut self, untapped: &JobResult, tapped: &JobResult, outputs: &[String]) {
+        self.sessions += 1;
         self.partitions_tapped = self.partitions_tapped.max(tapped.placement.len());
         let now = node_eps(&tapped.placement);
         for key in self.untapped.keys().chain(now.keys()) {
@@ -84,9 +88,10 @@ impl EffectsAcc {
         }
     }
 
-    /// The report's view.
-    pub fn finish(self) -> TapEffects {
-        TapEffects {
+    /// The report's view; `None` when no tapped session ran to compare.
+    pub fn finish(self) -> Option<TapEffects> {
+        (self.sessions > 0).then_some(())?;
+        Some(TapEffects {
             partitions_untapped: self.partitions_untapped,
             partitions_tapped: self.partitions_tapped,
             nodes_changed_count: self.changed.len(),
@@ -104,6 +109,6 @@ impl EffectsAcc {
                 })
                 .collect(),
             outputs_identical: self.outputs_identical,
-        }
+        })
     }
 }

@@ -48,8 +48,11 @@ pub struct LayerAcc {
     /// Whether `ties` was measured (the baseline's value before rounding was available).
     pub ties_known: bool,
     pub elements: u64,
-    /// Set when a tensor was missing or had a mismatched shape.
+    /// Set when the target's tensor was missing (nothing is measured then).
     pub error: Option<String>,
+    /// Why the golden or baseline comparison was dropped, when it was.
+    pub golden_error: Option<String>,
+    pub baseline_error: Option<String>,
 }
 
 impl LayerAcc {
@@ -62,7 +65,29 @@ impl LayerAcc {
             ties_known: false,
             elements: 0,
             error: None,
+            golden_error: None,
+            baseline_error: None,
         }
+    }
+
+    fn drop_golden(&mut self, why: String) {
+        self.golden = None;
+        self.golden_error = Some(why);
+    }
+
+    fn drop_baseline(&mut self, why: String) {
+        self.baseline = None;
+        self.ties_known = false;
+        self.baseline_error = Some(why);
+    }
+
+    /// Every reason a figure is missing, in one line.
+    pub fn problems(&self) -> Option<String> {
+        let all: Vec<&str> = [&self.error, &self.golden_error, &self.baseline_error]
+            .into_iter()
+            .filter_map(|e| e.as_deref())
+            .collect();
+        (!all.is_empty()).then(|| all.join("; "))
     }
 
     /// Adds one sample. `baseline` is the baseline's tensor, `baseline_float` its value before
@@ -79,32 +104,46 @@ impl LayerAcc {
             return;
         }
         self.elements += target.len() as u64;
-        if self.golden.is_some() && golden.is_none() {
-            // A figure against nothing would read as a perfect match.
-            self.error = Some("the reference run returned no counterpart".into());
-            return;
-        }
-        if let (Some(stats), Some(gold)) = (self.golden.as_mut(), golden) {
-            if gold.len() != target.len() {
-                self.error = Some(format!(
-                    "shape {:?} against the reference's {:?}",
-                    target.shape, gold.shape
-                ));
-                return;
+        // Each comparison stands alone: a missing reference tensor does not cost the baseline
+        // comparison, and a figure against nothing is dropped rather than read as a match.
+        if self.golden.is_some() {
+            match golden {
+                None => self.drop_golden("the reference run returned no counterpart".into()),
+                Some(gold)
+                    if gold
+                        .shape
+                        .iter()
+                        .filter(|&&d| d != 1)
+                        .ne(target.shape.iter().filter(|&&d| d != 1)) =>
+                {
+                    self.drop_golden(format!(
+                        "shape {:?} against the reference's {:?}",
+                        target.shape, gold.shape
+                    ))
+                }
+                Some(gold) => {
+                    if let Some(stats) = self.golden.as_mut() {
+                        stats.update_f32(&real_values(target, quant), &real_values(gold, None));
+                    }
+                }
             }
-            stats.update_f32(&real_values(target, quant), &real_values(gold, None));
+        }
+        if self.baseline.is_some() {
+            match baseline {
+                None => self.drop_baseline("the baseline returned no such tensor".into()),
+                Some(base) if base.shape != target.shape || base.dtype() != target.dtype() => {
+                    self.drop_baseline(format!(
+                        "{} {:?} against the baseline's {} {:?}",
+                        target.dtype().name(),
+                        target.shape,
+                        base.dtype().name(),
+                        base.shape
+                    ))
+                }
+                Some(_) => {}
+            }
         }
         if let (Some(agreement), Some(base)) = (self.baseline.as_mut(), baseline) {
-            if base.shape != target.shape || base.dtype() != target.dtype() {
-                self.error = Some(format!(
-                    "{} {:?} against the baseline's {} {:?}",
-                    target.dtype().name(),
-                    target.shape,
-                    base.dtype().name(),
-                    base.shape
-                ));
-                return;
-            }
             agreement.update(&target.data, &base.data);
             if let (Some(q), Some(f)) = (quant, baseline_float) {
                 if f.len() == target.len() {

@@ -127,23 +127,29 @@ fn reports(
                 quantized: point.quant.is_some(),
                 elements: acc.elements,
                 sqnr_db: own.map(Num),
-                max_abs: acc
-                    .golden
-                    .as_ref()
-                    .filter(|_| acc.error.is_none())
-                    .map(|g| Num(g.max_abs())),
+                max_abs: acc.golden.as_ref().filter(|_| measured).map(|g| Num(g.max_abs())),
                 sqnr_drop_db: drop,
                 vs_baseline: code_comparison(acc).filter(|_| acc.error.is_none()),
                 introduced_sqnr_db: iso_ok.and_then(|i| i.golden.as_ref()).map(|g| Num(g.sqnr_db())),
                 introduced_max_abs: iso_ok.and_then(|i| i.golden.as_ref()).map(|g| Num(g.max_abs())),
                 introduced_vs_baseline: iso_ok.and_then(code_comparison),
-                error: acc
-                    .error
-                    .clone()
-                    .or_else(|| iso.and_then(|i| i.error.clone()).map(|e| format!("isolated: {e}"))),
+                error: match (acc.problems(), iso.and_then(LayerAcc::problems)) {
+                    (Some(c), Some(i)) => Some(format!("{c}; isolated: {i}")),
+                    (Some(c), None) => Some(c),
+                    (None, Some(i)) => Some(format!("isolated: {i}")),
+                    (None, None) => None,
+                },
             }
         })
         .collect()
+}
+
+/// Layers that should have been compared with the baseline but were not.
+fn not_compared(layers: &[LayerReport], is_baseline: bool) -> usize {
+    if is_baseline {
+        return 0;
+    }
+    layers.iter().filter(|l| l.vs_baseline.is_none()).count()
 }
 
 /// The first layer departing from the baseline.

@@ -81,6 +81,8 @@ fn quant_of(
             (0.0, dtype)
         }
     };
+    // Codes the audit cannot count in LSB (4-bit, float8) are not points.
+    crate::tensor::DType::from_onnx(elem_type)?.int_range()?;
     (*scale > 0.0 && scale.is_finite()).then_some(Quant {
         scale: *scale as f32,
         zero_point,
@@ -183,7 +185,10 @@ pub fn points(graph: &GraphProto, dir: Option<&Path>) -> Vec<Point> {
             let quantized_later = consumers
                 .get(o.as_str())
                 .is_some_and(|c| c.iter().any(|&c| topo.nodes[c].op_type == "QuantizeLinear"));
-            if quantized_later {
+            // Unread results (LayerNormalization's Mean, an LSTM's unused state) are not
+            // exposed: runtimes prune them, and an extra output would change the session.
+            let read = consumers.contains_key(o.as_str()) || topo.outputs.contains(o);
+            if quantized_later || !read {
                 continue;
             }
             let inputs = input_points(i, &by_float, &by_code);

@@ -731,7 +731,8 @@ fn tap_all(
         );
         let summary = TargetLayerSummary {
             first_divergence: super::first_divergence(&layers, state.opts.tolerance_lsb),
-            tap_effects: effects.remove(&t).map(EffectsAcc::finish),
+            layers_not_compared: super::not_compared(&layers, state.is_baseline(t) || state.ctx.baseline.is_none()),
+            tap_effects: effects.remove(&t).and_then(EffectsAcc::finish),
             bisect: None,
             error: failures.remove(&t),
         };
@@ -910,6 +911,11 @@ fn isolated_run(
                 results.insert(t, retried.results);
             }
             Err(e) => {
+                if let Some(accs) = isolated.get_mut(&t) {
+                    for &k in &iso_items {
+                        accs[k].error = Some(format!("the isolated session failed: {e}"));
+                    }
+                }
                 failures
                     .entry(t)
                     .or_insert_with(|| format!("an isolated session failed: {e}"));

@@ -50,12 +50,7 @@ pub fn prefix(model: &ModelProto, tensor: &str) -> Option<ModelProto> {
         .filter(|(i, _)| keep.contains(i))
         .map(|(_, n)| n)
         .collect();
-    let used: BTreeSet<&str> = g.node.iter().flat_map(|n| n.input.iter().map(|s| s.as_str())).collect();
-    let inputs = std::mem::take(&mut g.input);
-    g.input = inputs
-        .into_iter()
-        .filter(|v| v.name.as_deref().is_some_and(|n| used.contains(n) || n == tensor))
-        .collect();
+    // Every graph input stays, used or not: the samples fed name them all.
     g.output = vec![value_info(tensor, None)];
     g.value_info.clear();
     Some(out)
@@ -67,10 +62,6 @@ pub fn prefix(model: &ModelProto, tensor: &str) -> Option<ModelProto> {
 pub fn cut_tensors(topo: &Topology) -> Vec<String> {
     let order = topo.topological_order();
     let constant = topo.constant_nodes(&order);
-    let mut position = vec![usize::MAX; topo.nodes.len()];
-    for (k, &i) in order.iter().enumerate() {
-        position[i] = k;
-    }
     // Last position at which each dynamic tensor is read (graph outputs: read at the end).
     let mut last_use: HashMap<&str, usize> = HashMap::new();
     for (k, &i) in order.iter().enumerate() {

@@ -92,6 +92,13 @@ fn target_section(s: &mut String, t: &TargetReport, top: usize, baseline: Option
                 f.index, f.node, f.op_type, f.tensor, f.differing, f.max_steps
             );
         }
+        (None, Some(_)) if summary.layers_not_compared > 0 => {
+            let _ = writeln!(
+                s,
+                "    first divergence: none among the layers compared; {} layer(s) could not be compared with the baseline",
+                summary.layers_not_compared
+            );
+        }
         (None, Some(_)) => {
             let _ = writeln!(
                 s,

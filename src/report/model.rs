@@ -120,8 +120,8 @@ pub struct LayerAuditInfo {
     /// sessions the per-layer audit started in all.
     pub tap_runs: usize,
     pub sessions: usize,
-    /// Whether each layer was also run alone on golden inputs (isolated attribution), and with
-    /// how many layers (itself and those upstream) per isolated run.
+    /// Whether each layer was also run alone on golden inputs (isolated attribution), and how
+    /// many levels of layers (itself, and those it reads N - 1 levels back) each run holds.
     pub isolated: bool,
     pub isolate_window: usize,
     /// Wall time of the per-layer audit.
@@ -187,6 +187,9 @@ pub struct TargetLayerSummary {
     /// The first layer (execution order) whose codes differ from the baseline's by more than
     /// the tolerance; `None` when none does (or without a baseline).
     pub first_divergence: Option<LayerPointer>,
+    /// Layers that could not be compared with the baseline (a tensor missing on either side):
+    /// a null `first_divergence` only means "none" when this is 0.
+    pub layers_not_compared: usize,
     /// Placement and results of the tapped sessions against the untapped one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tap_effects: Option<TapEffects>,
