@@ -340,38 +340,6 @@ fn the_derived_reference_is_what_numpy_and_onnxruntime_compute_for_the_same_rewr
     }
 }
 
-/// Moves every raw initializer of a model into `weights.bin` beside it (ONNX external data).
-fn with_external_data(src: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
-    use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
-    use prost::Message;
-    let mut model = ModelProto::decode(std::fs::read(src).unwrap().as_slice()).unwrap();
-    let mut blob: Vec<u8> = Vec::new();
-    for t in model.graph.as_mut().unwrap().initializer.iter_mut() {
-        let Some(raw) = t.raw_data.take().filter(|r| !r.is_empty()) else {
-            continue;
-        };
-        let entry = |k: &str, v: String| StringStringEntryProto {
-            key: Some(k.into()),
-            value: Some(v),
-        };
-        t.external_data = vec![
-            entry("location", "weights.bin".into()),
-            entry("offset", blob.len().to_string()),
-            entry("length", raw.len().to_string()),
-        ];
-        t.data_location = Some(1);
-        blob.extend_from_slice(&raw);
-        while !blob.len().is_multiple_of(64) {
-            blob.push(0);
-        }
-    }
-    assert!(!blob.is_empty());
-    std::fs::write(dir.join("weights.bin"), blob).unwrap();
-    let path = dir.join("model.onnx");
-    std::fs::write(&path, model.encode_to_vec()).unwrap();
-    path
-}
-
 #[test]
 fn models_with_external_data_audit_like_their_inline_twins() {
     let dir = tempdir();

@@ -30,6 +30,31 @@ fn ladder() -> (String, String, Value) {
     )
 }
 
+/// `compare` of the ladder on qnn:sm8650 with the inputs its expectations were computed for
+/// (`--gen x=uniform:-4,4 --seed 5 --samples 2`), plus `extra`; the audit must succeed.
+fn ladder_report(extra: &[&str]) -> Value {
+    let (model, reference, _) = ladder();
+    let mut args = vec![
+        model.as_str(),
+        "--reference",
+        reference.as_str(),
+        "-t",
+        "qnn:sm8650",
+        "--gen",
+        "x=uniform:-4,4",
+        "--seed",
+        "5",
+        "--samples",
+        "2",
+        "--fingerprint",
+        "off",
+    ];
+    args.extend_from_slice(extra);
+    let (code, report, stderr) = compare_json(&args);
+    assert_eq!(code, 0, "{stderr}");
+    report
+}
+
 /// The histogram fields of a report comparison against the fixture script's.
 fn assert_histogram(what: &str, got: &Value, want: &Value) {
     for key in ["differing", "off_by_one", "off_by_two", "off_by_more", "max_steps"] {
@@ -39,25 +64,8 @@ fn assert_histogram(what: &str, got: &Value, want: &Value) {
 
 #[test]
 fn the_ladder_drifts_first_at_the_tie_layer_and_isolation_blames_it_alone() {
-    let (model, reference, want) = ladder();
-    let (code, report, stderr) = compare_json(&[
-        &model,
-        "--reference",
-        &reference,
-        "-t",
-        "qnn:sm8650",
-        "--gen",
-        "x=uniform:-4,4",
-        "--seed",
-        "5",
-        "--samples",
-        "2",
-        "--layers",
-        "all",
-        "--fingerprint",
-        "off",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    let (_, _, want) = ladder();
+    let report = ladder_report(&["--layers", "all"]);
     let info = &report["layer_audit"];
     assert_eq!(info["unmatched"], serde_json::json!([]));
     let summary = &target(&report, "qnn:sm8650")["layer_summary"];
@@ -128,25 +136,7 @@ fn the_ladder_drifts_first_at_the_tie_layer_and_isolation_blames_it_alone() {
 
 #[test]
 fn bisection_finds_the_ladder_tie_layer_in_logarithmic_sessions() {
-    let (model, reference, _) = ladder();
-    let (code, report, stderr) = compare_json(&[
-        &model,
-        "--reference",
-        &reference,
-        "-t",
-        "qnn:sm8650",
-        "--gen",
-        "x=uniform:-4,4",
-        "--seed",
-        "5",
-        "--samples",
-        "2",
-        "--layers",
-        "bisect",
-        "--fingerprint",
-        "off",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    let report = ladder_report(&["--layers", "bisect"]);
     let summary = &target(&report, "qnn:sm8650")["layer_summary"];
     assert_eq!(summary["first_divergence"]["node"], "conv_c", "{summary}");
     let bisect = &summary["bisect"];
@@ -381,31 +371,9 @@ fn a_tensor_a_target_cannot_return_is_named_and_every_other_layer_is_still_measu
 
 #[test]
 fn a_model_with_external_data_is_tapped_like_its_inline_twin() {
-    use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
-    use prost::Message;
     let dir = tempdir();
-    let mut model = ModelProto::decode(std::fs::read(cnn()).unwrap().as_slice()).unwrap();
-    let mut blob: Vec<u8> = Vec::new();
     // Every initializer outside, scales and zero points included.
-    for t in model.graph.as_mut().unwrap().initializer.iter_mut() {
-        let Some(raw) = t.raw_data.take().filter(|r| !r.is_empty()) else {
-            continue;
-        };
-        let entry = |k: &str, v: String| StringStringEntryProto {
-            key: Some(k.into()),
-            value: Some(v),
-        };
-        t.external_data = vec![
-            entry("location", "weights.bin".into()),
-            entry("offset", blob.len().to_string()),
-            entry("length", raw.len().to_string()),
-        ];
-        t.data_location = Some(1);
-        blob.extend_from_slice(&raw);
-    }
-    std::fs::write(dir.path().join("weights.bin"), blob).unwrap();
-    let external = dir.path().join("model.onnx");
-    std::fs::write(&external, model.encode_to_vec()).unwrap();
+    let external = with_external_data(&repo("fixtures/models/cnn_qdq_u8.onnx"), dir.path());
     let run_on = |m: &str| {
         let (code, report, stderr) = compare_json(&[
             m,
@@ -433,27 +401,7 @@ fn a_model_with_external_data_is_tapped_like_its_inline_twin() {
 
 #[test]
 fn an_isolation_window_carries_the_tie_layer_into_its_successor() {
-    let (model, reference, _) = ladder();
-    let (code, report, stderr) = compare_json(&[
-        &model,
-        "--reference",
-        &reference,
-        "-t",
-        "qnn:sm8650",
-        "--gen",
-        "x=uniform:-4,4",
-        "--seed",
-        "5",
-        "--samples",
-        "2",
-        "--layers",
-        "all",
-        "--isolate-window",
-        "2",
-        "--fingerprint",
-        "off",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    let report = ladder_report(&["--layers", "all", "--isolate-window", "2"]);
     assert_eq!(report["layer_audit"]["isolate_window"], 2);
     let introduced = |node: &str| {
         layer(&report, "qnn:sm8650", node)["introduced_vs_baseline"]["differing"]

@@ -1,7 +1,6 @@
 //! Setting up and running the worker processes of one audit: the work directory, the model file
 //! they load, one job per target plus the golden run, parallelism and progress.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -79,11 +78,7 @@ pub fn model_for_workers(
     name: &str,
     notes: &mut Vec<String>,
 ) -> Result<PathBuf> {
-    let shapes: HashMap<String, Vec<usize>> = inputs
-        .samples
-        .first()
-        .map(|s| s.iter().map(|nt| (nt.name.clone(), nt.tensor.shape.clone())).collect())
-        .unwrap_or_default();
+    let shapes = inputs.shapes();
     let has_dynamic_inputs = model.signature_has_dynamic_inputs();
     if !has_dynamic_inputs && !model.modified {
         return Ok(model.path.clone());

@@ -457,6 +457,14 @@ impl InputSet {
     }
 
     /// Writes every input as `.npy` under `dir/s{k}/i{index}.npy` and returns the files per sample.
+    /// The shape fed to each input (first sample): what dynamic dimensions are pinned to.
+    pub fn shapes(&self) -> HashMap<String, Vec<usize>> {
+        self.samples
+            .first()
+            .map(|s| s.iter().map(|nt| (nt.name.clone(), nt.tensor.shape.clone())).collect())
+            .unwrap_or_default()
+    }
+
     pub fn write(&self, dir: &Path) -> Result<Vec<Vec<crate::worker::InputFile>>> {
         let mut all = Vec::with_capacity(self.samples.len());
         for (k, sample) in self.samples.iter().enumerate() {

@@ -81,11 +81,7 @@ pub(super) struct State<'a> {
 }
 
 fn pinned(model: &LoadedModel, inputs: &InputSet) -> ModelProto {
-    let shapes: HashMap<String, Vec<usize>> = inputs
-        .samples
-        .first()
-        .map(|s| s.iter().map(|nt| (nt.name.clone(), nt.tensor.shape.clone())).collect())
-        .unwrap_or_default();
+    let shapes = inputs.shapes();
     let mut proto = model.proto.clone();
     pin_input_shapes(&mut proto, &shapes);
     proto
