@@ -27,6 +27,29 @@ impl serde::Serialize for ExitCode {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ExitCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ExitCode, D::Error> {
+        let code = i32::deserialize(d)?;
+        ExitCode::from_code(code).ok_or_else(|| serde::de::Error::custom(format!("{code} is not a documented exit code")))
+    }
+}
+
+impl ExitCode {
+    /// The documented code with this number.
+    pub fn from_code(code: i32) -> Option<ExitCode> {
+        [
+            ExitCode::Success,
+            ExitCode::DriftExceeded,
+            ExitCode::Usage,
+            ExitCode::TargetFailed,
+            ExitCode::Environment,
+            ExitCode::Interrupted,
+        ]
+        .into_iter()
+        .find(|c| *c as i32 == code)
+    }
+}
+
 /// An error that carries the exit code it must end the process with.
 #[derive(Debug)]
 pub struct Failure {

@@ -48,6 +48,7 @@ fn placement_rules(t: &Thresholds, target: &TargetReport, rules: &mut Vec<RuleRe
             measured: Num(measured),
             limit: Num(limit),
             pass: !measured.is_nan() && measured <= limit,
+            origin: String::new(),
         });
     };
     if let Some(max) = t.max_fallback_nodes {
@@ -76,6 +77,7 @@ pub fn evaluate(t: &Thresholds, targets: &[TargetReport]) -> GateReport {
                     measured: Num(measured),
                     limit: Num(limit),
                     pass,
+                    origin: String::new(),
                 });
             };
             if let Some(min) = t.min_sqnr_db {
@@ -102,5 +104,9 @@ pub fn evaluate(t: &Thresholds, targets: &[TargetReport]) -> GateReport {
     } else {
         Verdict::Fail
     };
-    GateReport { verdict, rules }
+    GateReport {
+        verdict,
+        rules,
+        policy: None,
+    }
 }

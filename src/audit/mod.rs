@@ -478,6 +478,8 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         metric_definitions: crate::report::definitions(),
         layer_audit,
         notes,
+        shard: None,
+        merged_from: Vec::new(),
         exit_code: exit,
     })
 }

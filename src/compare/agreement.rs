@@ -18,7 +18,7 @@ pub struct Agreement {
 
 /// How many elements of two quantized outputs differ by one step (a rounding difference), and
 /// by more (different arithmetic).
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CodeDiffs {
     /// The output's quantization step: 1 for integer outputs, the scale of the
     /// DequantizeLinear that produces a float output.

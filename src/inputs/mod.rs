@@ -39,17 +39,17 @@ pub struct NamedTensor {
 }
 
 /// Where the inputs came from, for reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct InputProvenance {
     /// `files`, `generated`, `mixed` or `golden`.
     pub source: String,
     pub samples: usize,
     /// Generator per generated input, e.g. `image=uniform:-1,1`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generators: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
 }
 

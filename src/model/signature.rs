@@ -57,7 +57,7 @@ impl TensorInfo {
 }
 
 /// Serialisable summary of a tensor for reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct TensorSummary {
     pub name: String,
     pub dtype: String,

@@ -1,8 +1,12 @@
 //! Reports: the report object and its renderings (terminal table, JSON).
 
+pub mod explorer;
 pub mod fingerprint;
+pub mod html;
 pub mod json;
+pub mod junit;
 pub mod layers;
+pub mod markdown;
 pub mod model;
 pub mod table;
 

@@ -54,7 +54,7 @@ impl<'de> Deserialize<'de> for Num {
 }
 
 /// Why a target is in the audit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TargetRole {
     /// Asked for (or chosen by default).
@@ -64,7 +64,7 @@ pub enum TargetRole {
 }
 
 /// The overall result of the gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Pass,
@@ -74,7 +74,7 @@ pub enum Verdict {
 }
 
 /// Top-level report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub schema_version: u32,
     pub tool: ToolInfo,
@@ -97,11 +97,33 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer_audit: Option<LayerAuditInfo>,
     pub notes: Vec<String>,
+    /// With `--shard i/n`: which part of the targets this report holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// For a report made by `npu-audit merge`: the shard reports it joined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
     pub exit_code: ExitCode,
 }
 
+/// One shard of a sharded audit.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// 1-based.
+    pub index: usize,
+    pub count: usize,
+    /// Every target of the whole audit in order (the baseline last), so a merge restores the
+    /// order of a single run.
+    pub all_targets: Vec<String>,
+    /// The targets this shard ran (the baseline runs in every shard).
+    pub targets: Vec<String>,
+    /// Where this shard saved its outputs (relative to the report), for agreement across shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs_dir: Option<String>,
+}
+
 /// The per-layer audit of a compare run, common to every target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerAuditInfo {
     /// `all`, `selected` (filters given) or `bisect`.
     pub mode: String,
@@ -133,7 +155,7 @@ pub struct LayerAuditInfo {
 }
 
 /// A per-layer figure set of one target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerReport {
     /// Execution order of the point in the audited graph.
     pub index: usize,
@@ -169,7 +191,7 @@ pub struct LayerReport {
 
 /// A tensor of one target against the baseline's: counts of elements off by 1, 2 and more LSB
 /// (codes), and for one-LSB differences how many sat on a .5 tie of the baseline's value.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CodeComparison {
     pub differing: u64,
     pub off_by_one: u64,
@@ -182,7 +204,7 @@ pub struct CodeComparison {
 }
 
 /// Where a target first departs, and what tapping did to its session.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetLayerSummary {
     /// The first layer (execution order) whose codes differ from the baseline's by more than
     /// the tolerance; `None` when none does (or without a baseline).
@@ -200,7 +222,7 @@ pub struct TargetLayerSummary {
 }
 
 /// A layer named in a summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerPointer {
     pub index: usize,
     pub node: String,
@@ -214,7 +236,7 @@ pub struct LayerPointer {
 }
 
 /// What adding outputs changed: an extra output can stop an EP from fusing nodes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TapEffects {
     /// Partitions (assigned subgraphs) of the untapped session and the most any tapped one had.
     pub partitions_untapped: usize,
@@ -230,7 +252,7 @@ pub struct TapEffects {
 }
 
 /// A localisation by cutting the graph instead of tapping everything.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BisectReport {
     /// Tensors every path goes through, among the selected points.
     pub cuts: usize,
@@ -241,7 +263,7 @@ pub struct BisectReport {
 }
 
 /// One cut tried.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BisectStep {
     pub tensor: String,
     pub departs: bool,
@@ -249,20 +271,20 @@ pub struct BisectStep {
 }
 
 /// The tool that wrote the report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolInfo {
     pub name: String,
     pub version: String,
 }
 
 /// The audited model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModelInfo {
     pub path: String,
     pub sha256: String,
     pub size_bytes: u64,
     /// External data files with their SHA-256 (the model file's hash does not cover them).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub external_data: Vec<crate::model::load::ExternalFile>,
     pub ir_version: i64,
     pub opset: i64,
@@ -272,7 +294,7 @@ pub struct ModelInfo {
 }
 
 /// The golden run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReferenceInfo {
     /// `model` (a float model given with --reference), `derived` (activation Q/DQ removed from the
     /// audited model), or `golden` (a stored golden run).
@@ -290,7 +312,7 @@ pub struct ReferenceInfo {
 }
 
 /// The inputs fed to every target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InputsInfo {
     #[serde(flatten)]
     pub provenance: crate::inputs::InputProvenance,
@@ -298,7 +320,7 @@ pub struct InputsInfo {
 }
 
 /// One input tensor of one sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InputTensorInfo {
     pub sample: usize,
     pub name: String,
@@ -309,7 +331,7 @@ pub struct InputTensorInfo {
 }
 
 /// A runtime build as loaded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuntimeInfo {
     pub package: String,
     /// Version the loaded library reports (or the pinned version of a plugin).
@@ -324,7 +346,7 @@ pub struct RuntimeInfo {
 }
 
 /// Times measured inside the worker, plus the worker's wall time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timing {
     /// Loading the ONNX Runtime library and creating its environment.
     pub load_ms: Option<f64>,
@@ -340,7 +362,7 @@ pub struct Timing {
 }
 
 /// The HTP chipset of a QNN target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChipsetInfo {
     pub sm: String,
     pub name: String,
@@ -349,7 +371,7 @@ pub struct ChipsetInfo {
 }
 
 /// One target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetReport {
     pub id: String,
     pub ep: String,
@@ -381,18 +403,18 @@ pub struct TargetReport {
     pub determinism: Option<Determinism>,
     /// Per quantized output: how the target's codes differ from the baseline's, and what the
     /// fingerprints say about it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift_explanations: Vec<DriftExplanation>,
     pub outputs: Vec<OutputMetrics>,
     /// With `--layers`: every tapped layer in execution order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer_summary: Option<TargetLayerSummary>,
 }
 
 /// The part of a target's fingerprint a compare report carries.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FingerprintBrief {
     /// One line: requantization rounding, float arithmetic, non-deterministic probes.
     pub summary: String,
@@ -403,7 +425,7 @@ pub struct FingerprintBrief {
 }
 
 /// Repeated runs of the same inputs on one target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Determinism {
     pub repeats: usize,
     pub bit_identical: bool,
@@ -413,7 +435,7 @@ pub struct Determinism {
 
 /// How a target's codes differ from the baseline's on one quantized output, and the reading of
 /// it the fingerprints support.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DriftExplanation {
     pub output: String,
     /// The target compared with (the baseline).
@@ -434,7 +456,7 @@ impl TargetReport {
 
 /// Where ONNX Runtime placed the graph's nodes for one target, where the graph was cut, what
 /// crosses the cuts, and which nodes fell back to the CPU and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlacementSummary {
     /// Where the node-to-EP assignment came from: `ort_api` (the session's recorded assignment)
     /// or `ort_log` (ONNX Runtime's verbose "Node placements" lines, for runtimes without the API).
@@ -473,7 +495,7 @@ pub struct PlacementSummary {
 }
 
 /// A connected run of nodes on one execution provider.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Partition {
     pub ep: String,
     pub nodes: usize,
@@ -488,7 +510,7 @@ pub struct Partition {
 }
 
 /// One tensor crossing from one execution provider to another.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Crossing {
     pub tensor: String,
     pub from_ep: String,
@@ -505,7 +527,7 @@ pub struct Crossing {
 }
 
 /// A node of a non-CPU target that the CPU EP ran.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FallbackNode {
     pub name: String,
     pub op_type: String,
@@ -521,7 +543,7 @@ pub struct FallbackNode {
 }
 
 /// Metrics of one output of one target against the golden run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutputMetrics {
     pub name: String,
     pub dtype: String,
@@ -554,7 +576,7 @@ pub struct OutputMetrics {
 }
 
 /// The target's error against fp32 next to the baseline's error on the same quantized model.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BaselineDelta {
     pub target: String,
     pub sqnr_db: Num,
@@ -564,7 +586,7 @@ pub struct BaselineDelta {
 }
 
 /// Bit agreement between two targets on one output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgreementEntry {
     pub a: String,
     pub b: String,
@@ -579,14 +601,14 @@ pub struct AgreementEntry {
 }
 
 /// Targets that agree bit-exactly with each other on one output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BitExactGroups {
     pub output: String,
     pub groups: Vec<Vec<String>>,
 }
 
 /// The loosest thresholds every target that ran would have passed on one output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tolerance {
     pub output: String,
     /// Lowest SQNR, rounded down to 0.01 dB.
@@ -603,20 +625,48 @@ pub struct Tolerance {
 }
 
 /// Gate rules and the verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GateReport {
     /// `pass`, `fail`, or `none` when no threshold was set.
     pub verdict: Verdict,
     pub rules: Vec<RuleResult>,
+    /// The policy file the limits came from, and the previous report of baseline mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyInfo>,
+}
+
+/// Where a gate's limits came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyInfo {
+    /// The policy file (`npu-audit.toml`), `null` when the limits came from flags only.
+    pub file: Option<String>,
+    pub sha256: Option<String>,
+    /// `absolute` (limits), `baseline` (only regressions against a previous report) or `both`.
+    pub mode: String,
+    /// The previous report baseline mode compares with, and its model's SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_report: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_model_sha256: Option<String>,
+    /// Targets whose failure does not fail the gate (patterns, from flags and the policy).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_to_fail: Vec<String>,
 }
 
 /// One rule evaluated on one target and output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuleResult {
+    /// `min_sqnr_db`, `max_abs`, `min_top1_agreement`, `bit_exact`, `max_fallback_nodes`,
+    /// `fail_on_fallback`, `max_partitions`, `ran`, or a baseline rule (`sqnr_regression_db`,
+    /// `max_abs_regression`, `top1_regression`, `fallback_regression`).
     pub rule: String,
     pub target: String,
+    /// The output, or `(placement)` / `(run)` for rules about the whole target.
     pub output: String,
     pub measured: Num,
     pub limit: Num,
     pub pass: bool,
+    /// Where the limit was set: `--min-sqnr`, `npu-audit.toml:12`, `baseline prev.json`.
+    #[serde(default)]
+    pub origin: String,
 }
