@@ -41,6 +41,13 @@ pub enum Command {
     /// Stored golden runs.
     #[command(subcommand)]
     Golden(GoldenCommand),
+    /// Check a policy file (npu-audit.toml) and print the limits each target gets.
+    #[command(name = "check-config")]
+    CheckConfig(CheckConfigArgs),
+    /// Join the reports of `compare --shard i/n` jobs into one report and one verdict.
+    Merge(MergeArgs),
+    /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
+    Render(RenderArgs),
     /// Internal: run one target in this process (used by the audit's worker processes).
     #[command(name = "__worker", hide = true)]
     Worker { job: PathBuf },
@@ -51,6 +58,71 @@ pub enum Command {
 pub enum Format {
     Table,
     Json,
+}
+
+/// Format of a compare report on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Json,
+    /// For a pull-request comment or a CI step summary.
+    Markdown,
+}
+
+/// Files a compare report is written to, each atomically and only once everything rendered.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReportFiles {
+    /// Write the JSON report to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Write a Markdown summary (pull-request comment, $GITHUB_STEP_SUMMARY).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write JUnit XML: one test case per rule per target.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write one self-contained HTML file with plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write per-node drift for Google's Model Explorer, one node-data file per target, into DIR.
+    #[arg(long = "node-data", value_name = "DIR")]
+    pub node_data: Option<PathBuf>,
+}
+
+/// Flags of `check-config`.
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// The policy file.
+    #[arg(default_value = "npu-audit.toml")]
+    pub file: PathBuf,
+    /// Show the limits these targets get (default: the file's `targets`, else every known one).
+    #[arg(long = "target", short = 't', value_name = "TARGET")]
+    pub targets: Vec<String>,
+}
+
+/// Flags of `merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shard reports (`compare --shard i/n --out FILE`), one per shard.
+    #[arg(required = true, num_args = 1..)]
+    pub reports: Vec<PathBuf>,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    #[command(flatten)]
+    pub files: ReportFiles,
+}
+
+/// Flags of `render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// A JSON report (`compare --out`, `merge --out`).
+    pub report: PathBuf,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    #[command(flatten)]
+    pub files: ReportFiles,
 }
 
 /// Whether `compare` shows fingerprints.
@@ -137,6 +209,10 @@ pub struct CompareArgs {
     /// Fail (exit 1) when any output of any target has a larger absolute error.
     #[arg(long, value_name = "X", allow_hyphen_values = true)]
     pub max_abs: Option<f64>,
+    /// Fail (exit 1) when any output with a class axis agrees with the golden run's top-1 class
+    /// on fewer than this fraction of rows (0 to 1).
+    #[arg(long = "min-top1", value_name = "FRACTION")]
+    pub min_top1: Option<f64>,
     /// Fail (exit 1) unless every output of every target matches the golden run bit for bit.
     #[arg(long)]
     pub require_bit_exact: bool,
@@ -162,12 +238,26 @@ pub struct CompareArgs {
     /// (cached, measured when missing), cached (only what `npu-audit fingerprint` cached), off.
     #[arg(long, value_enum, default_value_t = FingerprintChoice::Auto)]
     pub fingerprint: FingerprintChoice,
-    /// Report format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
-    /// Also write the JSON report to this file (written atomically).
+    /// The release policy: limits per target, group and output, targets allowed to fail,
+    /// baseline mode (default: ./npu-audit.toml when it exists; flags override it).
     #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    /// Do not read ./npu-audit.toml.
+    #[arg(long, conflicts_with = "config")]
+    pub no_config: bool,
+    /// Baseline mode: fail only where drift got worse than in this previous JSON report
+    /// (by more than the policy's margins).
+    #[arg(long, value_name = "FILE")]
+    pub baseline_report: Option<PathBuf>,
+    /// Run the i-th of n parts of the targets (k-th target to part k mod n + 1; the baseline in
+    /// every part); join the parts with `npu-audit merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Report format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
+    #[command(flatten)]
+    pub files: ReportFiles,
     /// Save the golden run's and every target's outputs as DIR/<target>/s<k>.npz.
     #[arg(long, value_name = "DIR")]
     pub save_outputs: Option<PathBuf>,

@@ -1,14 +1,20 @@
-//! Drift thresholds from the command line, evaluated per target and output into rules with the
-//! measured value, the limit and a verdict.
+//! The release gate: every limit of the policy (file and flags) evaluated per target and output
+//! into rules with the measured value, the limit, where the limit was set and pass/fail; in
+//! baseline mode, regressions against a previous report; one verdict.
 
-use crate::report::model::{GateReport, Num, RuleResult, TargetReport, Verdict};
+use crate::policy::{Limit, Policy};
+use crate::report::model::{GateReport, Num, OutputMetrics, PolicyInfo, Report, RuleResult, TargetReport, Verdict};
+use crate::worker::RunStatus;
 
-/// Thresholds given with `--min-sqnr`, `--max-abs`, `--require-bit-exact` (per output) and
-/// `--max-fallback-nodes`, `--max-partitions`, `--fail-on-fallback` (per non-CPU target).
+/// Thresholds given on the command line (`--min-sqnr`, `--max-abs`, `--min-top1`,
+/// `--require-bit-exact` per output; `--max-fallback-nodes`, `--max-partitions`,
+/// `--fail-on-fallback` per non-CPU target). They override the policy file.
 #[derive(Debug, Clone, Default)]
 pub struct Thresholds {
     pub min_sqnr_db: Option<f64>,
     pub max_abs: Option<f64>,
+    /// Fraction of rows whose top-1 class matches the golden run's.
+    pub min_top1: Option<f64>,
     pub require_bit_exact: bool,
     /// Most compute nodes a non-CPU target may leave to the CPU EP.
     pub max_fallback_nodes: Option<usize>,
@@ -18,95 +24,224 @@ pub struct Thresholds {
     pub fail_on_fallback: bool,
 }
 
-impl Thresholds {
-    /// Whether any threshold is set.
-    pub fn any(&self) -> bool {
-        self.min_sqnr_db.is_some() || self.max_abs.is_some() || self.require_bit_exact || self.any_placement()
-    }
-
-    fn any_placement(&self) -> bool {
-        self.max_fallback_nodes.is_some() || self.max_partitions.is_some() || self.fail_on_fallback
-    }
-}
-
 /// The `output` of rules about a target's placement rather than one of its outputs.
 pub const PLACEMENT_SCOPE: &str = "(placement)";
+/// The `output` of the rule saying whether a target ran.
+pub const RUN_SCOPE: &str = "(run)";
 
-/// Placement rules of one target. Unknown placement fails them: a gate that cannot be checked
-/// must not pass.
-fn placement_rules(t: &Thresholds, target: &TargetReport, rules: &mut Vec<RuleResult>) {
-    if !t.any_placement() || target.ep == crate::placement::CPU_EP {
-        return;
-    }
-    let p = target.placement.as_ref();
-    let compute = p.map(|p| p.compute_fallback_nodes as f64).unwrap_or(f64::NAN);
-    let mut push = |rule: &str, measured: f64, limit: f64| {
-        rules.push(RuleResult {
-            rule: rule.to_string(),
-            target: target.id.clone(),
-            output: PLACEMENT_SCOPE.into(),
+/// A previous report for baseline mode, and how to name it in rules.
+pub struct Previous<'a> {
+    pub report: &'a Report,
+    pub label: String,
+}
+
+/// Collects rules of one target.
+struct Rules<'a> {
+    target: &'a str,
+    rules: Vec<RuleResult>,
+}
+
+impl Rules<'_> {
+    /// A rule that passes when `measured <= limit` (`>=` for minimums); an unmeasured value
+    /// (NaN) fails: a gate that cannot be checked must not pass.
+    fn push(&mut self, rule: &str, output: &str, measured: f64, limit: f64, at_least: bool, origin: &str) {
+        let pass = !measured.is_nan() && if at_least { measured >= limit } else { measured <= limit };
+        self.rules.push(RuleResult {
+            rule: rule.into(),
+            target: self.target.into(),
+            output: output.into(),
             measured: Num(measured),
             limit: Num(limit),
-            pass: !measured.is_nan() && measured <= limit,
-            origin: String::new(),
+            pass,
+            origin: origin.into(),
+            previous: None,
         });
-    };
-    if let Some(max) = t.max_fallback_nodes {
-        push("max_fallback_nodes", compute, max as f64);
     }
-    if t.fail_on_fallback {
-        push("fail_on_fallback", compute, 0.0);
-    }
-    if let Some(max) = t.max_partitions {
-        let partitions = p.map(|p| p.ep_partitions as f64).unwrap_or(f64::NAN);
-        push("max_partitions", partitions, max as f64);
+
+    fn push_regression(&mut self, rule: &str, output: &str, growth: f64, previous: f64, margin: Margin) {
+        self.push(rule, output, growth, margin.value, false, &margin.origin);
+        if let Some(last) = self.rules.last_mut() {
+            last.previous = Some(Num(previous));
+        }
     }
 }
 
-/// Evaluates the thresholds on every gated target ([`TargetReport::is_gated`]).
-pub fn evaluate(t: &Thresholds, targets: &[TargetReport]) -> GateReport {
-    let mut rules = Vec::new();
-    for target in targets.iter().filter(|x| x.is_gated()) {
-        placement_rules(t, target, &mut rules);
-        for out in &target.outputs {
-            let mut push = |rule: &str, measured: f64, limit: f64, pass: bool| {
-                rules.push(RuleResult {
-                    rule: rule.to_string(),
-                    target: target.id.clone(),
-                    output: out.name.clone(),
-                    measured: Num(measured),
-                    limit: Num(limit),
-                    pass,
-                    origin: String::new(),
-                });
-            };
-            if let Some(min) = t.min_sqnr_db {
-                let v = out.sqnr_db.0;
-                push("min_sqnr_db", v, min, !v.is_nan() && v >= min);
-            }
-            if let Some(max) = t.max_abs {
-                let v = out.max_abs.0;
-                push("max_abs", v, max, !v.is_nan() && v <= max);
-            }
-            if t.require_bit_exact {
-                let differing = match out.bit_identical {
-                    Some(b) => (out.elements - b) as f64,
-                    None => f64::NAN,
-                };
-                push("bit_exact", differing, 0.0, differing == 0.0);
-            }
+/// A baseline-mode margin: set in the policy, or 0 (no regression at all).
+struct Margin {
+    value: f64,
+    origin: String,
+}
+
+fn margin(limit: Option<(f64, &str)>, label: &str) -> Margin {
+    match limit {
+        Some((value, origin)) => Margin {
+            value,
+            origin: format!("{origin} vs {label}"),
+        },
+        None => Margin {
+            value: 0.0,
+            origin: format!("no regression vs {label}"),
+        },
+    }
+}
+
+fn float_limit(l: &Option<Limit<f64>>) -> Option<(f64, &str)> {
+    l.as_ref().map(|l| (l.value, l.origin.as_str()))
+}
+
+fn count_limit(l: &Option<Limit<u64>>) -> Option<(f64, &str)> {
+    l.as_ref().map(|l| (l.value as f64, l.origin.as_str()))
+}
+
+/// `worse - better` where both can be infinite: equal infinities are no change.
+fn growth(now: f64, before: f64) -> f64 {
+    if now == before {
+        0.0
+    } else {
+        now - before
+    }
+}
+
+fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&TargetReport, &str)>, r: &mut Rules<'_>) {
+    if target.ep == crate::placement::CPU_EP {
+        return;
+    }
+    let limits = policy.limits(&target.id, None);
+    let p = target.placement.as_ref();
+    let compute = p.map(|p| p.compute_fallback_nodes as f64).unwrap_or(f64::NAN);
+    let partitions = p.map(|p| p.ep_partitions as f64).unwrap_or(f64::NAN);
+    if policy.mode.uses_limits() {
+        if let Some(l) = &limits.max_fallback_nodes {
+            r.push("max_fallback_nodes", PLACEMENT_SCOPE, compute, l.value as f64, false, &l.origin);
+        }
+        if let Some(l) = limits.fail_on_fallback.as_ref().filter(|l| l.value) {
+            r.push("fail_on_fallback", PLACEMENT_SCOPE, compute, 0.0, false, &l.origin);
+        }
+        if let Some(l) = &limits.max_partitions {
+            r.push("max_partitions", PLACEMENT_SCOPE, partitions, l.value as f64, false, &l.origin);
         }
     }
-    let verdict = if !t.any() {
+    let Some((prev, label)) = previous.filter(|_| policy.mode.uses_baseline()) else {
+        return;
+    };
+    let Some(before) = prev.placement.as_ref() else {
+        return;
+    };
+    let (was_compute, was_partitions) = (before.compute_fallback_nodes as f64, before.ep_partitions as f64);
+    let m = margin(count_limit(&limits.max_fallback_regression), label);
+    r.push_regression("fallback_regression", PLACEMENT_SCOPE, compute - was_compute, was_compute, m);
+    let m = margin(count_limit(&limits.max_partitions_regression), label);
+    r.push_regression("partitions_regression", PLACEMENT_SCOPE, partitions - was_partitions, was_partitions, m);
+}
+
+fn output_rules(policy: &Policy, target: &str, out: &OutputMetrics, previous: Option<(&OutputMetrics, &str)>, r: &mut Rules<'_>) {
+    let limits = policy.limits(target, Some(&out.name));
+    let name = out.name.as_str();
+    if policy.mode.uses_limits() {
+        if let Some(l) = &limits.min_sqnr_db {
+            r.push("min_sqnr_db", name, out.sqnr_db.0, l.value, true, &l.origin);
+        }
+        if let Some(l) = &limits.max_abs {
+            r.push("max_abs", name, out.max_abs.0, l.value, false, &l.origin);
+        }
+        if let Some(l) = &limits.min_top1_agreement {
+            // An output without a class axis has no top-1: skipped under a limit set for every
+            // output, failed under one set for this output by name.
+            match out.top1_agreement {
+                Some(v) => r.push("min_top1_agreement", name, v, l.value, true, &l.origin),
+                None if l.per_output => r.push("min_top1_agreement", name, f64::NAN, l.value, true, &l.origin),
+                None => {}
+            }
+        }
+        if let Some(l) = limits.require_bit_exact.as_ref().filter(|l| l.value) {
+            let differing = match out.bit_identical {
+                Some(b) => (out.elements - b) as f64,
+                None => f64::NAN,
+            };
+            r.push("bit_exact", name, differing, 0.0, false, &l.origin);
+        }
+    }
+    let Some((before, label)) = previous.filter(|_| policy.mode.uses_baseline()) else {
+        return;
+    };
+    let lost_db = growth(before.sqnr_db.0, out.sqnr_db.0);
+    let m = margin(float_limit(&limits.max_sqnr_regression_db), label);
+    r.push_regression("sqnr_regression_db", name, lost_db, before.sqnr_db.0, m);
+    let m = margin(float_limit(&limits.max_abs_regression), label);
+    r.push_regression("max_abs_regression", name, growth(out.max_abs.0, before.max_abs.0), before.max_abs.0, m);
+    if let (Some(now), Some(was)) = (out.top1_agreement, before.top1_agreement) {
+        let m = margin(float_limit(&limits.max_top1_regression), label);
+        r.push_regression("top1_regression", name, was - now, was, m);
+    }
+}
+
+/// Evaluates the policy on every target the user asked for (not the baseline the audit added),
+/// and returns the gate and notes on what baseline mode could not compare.
+pub fn evaluate(policy: &Policy, targets: &[TargetReport], previous: Option<&Previous<'_>>) -> (GateReport, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut rules = Vec::new();
+    let active = policy.is_active();
+    for target in targets.iter().filter(|t| active && t.role == crate::report::model::TargetRole::Target) {
+        let mut r = Rules {
+            target: &target.id,
+            rules: Vec::new(),
+        };
+        let ok = target.status == RunStatus::Ok;
+        let origin = if target.required { "required" } else { "allowed to fail" };
+        r.push("ran", RUN_SCOPE, if ok { 1.0 } else { 0.0 }, 1.0, true, origin);
+        if !target.required {
+            if let Some(last) = r.rules.last_mut() {
+                last.pass = true;
+            }
+        }
+        if ok {
+            let prev = previous.and_then(|p| {
+                let found = p.report.targets.iter().find(|t| t.id == target.id && t.status == RunStatus::Ok);
+                if found.is_none() && policy.mode.uses_baseline() {
+                    notes.push(format!(
+                        "{}: no regression rules, {} has no successful run of it",
+                        target.id, p.label
+                    ));
+                }
+                found.map(|t| (t, p.label.as_str()))
+            });
+            placement_rules(policy, target, prev, &mut r);
+            for out in &target.outputs {
+                let before = prev.and_then(|(t, label)| {
+                    t.outputs
+                        .iter()
+                        .find(|o| o.name == out.name && o.error.is_none())
+                        .map(|o| (o, label))
+                });
+                output_rules(policy, &target.id, out, before, &mut r);
+            }
+        }
+        rules.extend(r.rules);
+    }
+    let verdict = if !active {
         Verdict::None
     } else if rules.iter().all(|r| r.pass) {
         Verdict::Pass
     } else {
         Verdict::Fail
     };
-    GateReport {
-        verdict,
-        rules,
-        policy: None,
-    }
+    let info = (active || policy.source.is_some()).then(|| PolicyInfo {
+        file: policy.source.as_ref().map(|s| s.path.display().to_string()),
+        sha256: policy.source.as_ref().map(|s| s.sha256.clone()),
+        mode: policy.mode.as_str().into(),
+        baseline_report: previous.map(|p| p.label.clone()),
+        baseline_model_sha256: previous.map(|p| p.report.model.sha256.clone()),
+        allowed_to_fail: policy.allow_failure.clone(),
+    });
+    (
+        GateReport {
+            verdict,
+            rules,
+            policy: info,
+        },
+        notes,
+    )
 }
+
+#[cfg(test)]
+mod tests;

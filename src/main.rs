@@ -2,7 +2,7 @@
 //! documented exit code. Every error is one line on stderr.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -10,9 +10,10 @@ use clap::Parser;
 
 use npu_audit::audit::drift::FingerprintMode;
 use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
+use npu_audit::audit::plan::Shard;
 use npu_audit::cli::{
-    Cli, Command, CompareArgs, ExecArgs, FingerprintArgs, FingerprintChoice, Format, GoldenCommand, InputArgs,
-    LayerArgs, LayersChoice, RuntimeCommand,
+    CheckConfigArgs, Cli, Command, CompareArgs, ExecArgs, FingerprintArgs, FingerprintChoice, Format, GoldenCommand,
+    InputArgs, LayerArgs, LayersChoice, ReportFiles, ReportFormat, RuntimeCommand,
 };
 use npu_audit::error::{exit_code_of, one_line, usage, ExitCode};
 use npu_audit::fingerprint::{FingerprintCommand, FingerprintOptions};
@@ -20,7 +21,10 @@ use npu_audit::gate::Thresholds;
 use npu_audit::inputs::InputOptions;
 use npu_audit::layers::select::{Pattern, Selection};
 use npu_audit::layers::{LayerMode, LayerOptions};
-use npu_audit::report::{json, table};
+use npu_audit::policy::{Policy, DEFAULT_FILE as DEFAULT_POLICY_FILE};
+use npu_audit::report::model::Report;
+use npu_audit::report::outputs::OutputPaths;
+use npu_audit::report::{json, markdown, table};
 use npu_audit::runtime::Provisioner;
 use npu_audit::{listing, worker};
 
@@ -128,9 +132,9 @@ fn print_stdout(text: &str) -> Result<()> {
     }
 }
 
-/// `report.json` -> `report.logs`; never the report itself.
-fn logs_beside(out: &std::path::Path) -> PathBuf {
-    let dir = out.with_extension("logs");
+/// `report.json` -> `report.logs` (or another extension); never the report itself.
+fn logs_beside(out: &Path, extension: &str) -> PathBuf {
+    let dir = out.with_extension(extension);
     if dir == out {
         let mut name = out.as_os_str().to_os_string();
         name.push(".d");
@@ -140,40 +144,96 @@ fn logs_beside(out: &std::path::Path) -> PathBuf {
     }
 }
 
-fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
-    if let Some(out) = &a.out {
-        check_writable(out)?;
+/// The report files the flags ask for.
+fn output_paths(f: &ReportFiles) -> OutputPaths {
+    OutputPaths {
+        json: f.out.clone(),
+        markdown: f.markdown.clone(),
+        junit: f.junit.clone(),
+        html: f.html.clone(),
+        node_data: f.node_data.clone(),
     }
+}
+
+/// Writes the report files, then prints the report on stdout.
+fn emit(report: &Report, format: ReportFormat, files: &OutputPaths) -> Result<()> {
+    let json_text = json::to_string(report)?;
+    files.write(report, &json_text)?;
+    match format {
+        ReportFormat::Json => print_stdout(&(json_text + "\n")),
+        ReportFormat::Table => print_stdout(&table::render(report)),
+        ReportFormat::Markdown => print_stdout(&markdown::render(report)),
+    }
+}
+
+/// The policy file: `--config`, else ./npu-audit.toml when it exists (unless `--no-config`).
+fn policy_file(config: Option<&Path>, no_config: bool) -> Result<Policy> {
+    let default = Path::new(DEFAULT_POLICY_FILE);
+    match config {
+        Some(path) if !path.is_file() => Err(usage(format!("--config {}: no such file", path.display()))),
+        Some(path) => Policy::load(path),
+        None if !no_config && default.is_file() => Policy::load(default),
+        None => Ok(Policy::empty()),
+    }
+}
+
+fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
+    let files = output_paths(&a.files);
+    files.check()?;
     if let Some(v) = a.min_sqnr.filter(|v| v.is_nan()) {
         return Err(usage(format!("--min-sqnr {v} is not a number")));
     }
     if a.max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
         return Err(usage("--max-abs must be a non-negative number"));
     }
-    let logs = a.logs.clone().or_else(|| a.out.as_ref().map(|o| logs_beside(o)));
+    if a.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        return Err(usage("--min-top1 must be a fraction between 0 and 1"));
+    }
+    let logs = a.logs.clone().or_else(|| a.files.out.as_ref().map(|o| logs_beside(o, "logs")));
     if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
         return Err(usage(format!("the log directory {} is a file", dir.display())));
     }
+    let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
+    // A shard keeps its outputs beside its report, so `merge` can compare targets of different
+    // shards with each other.
+    let save_outputs = a.save_outputs.clone().or_else(|| {
+        shard
+            .and(a.files.out.as_ref())
+            .map(|o| logs_beside(o, "outputs"))
+    });
     let layers = layer_options(&a.layers, layers_command)?;
+    let thresholds = Thresholds {
+        min_sqnr_db: a.min_sqnr,
+        max_abs: a.max_abs,
+        min_top1: a.min_top1,
+        require_bit_exact: a.require_bit_exact,
+        max_fallback_nodes: a.max_fallback_nodes,
+        max_partitions: a.max_partitions,
+        fail_on_fallback: a.fail_on_fallback,
+    };
+    let policy = policy_file(a.config.as_deref(), a.no_config)?.with_flags(
+        &thresholds,
+        &a.allow_failure,
+        a.baseline_report.as_deref(),
+    )?;
+    let targets = if a.targets.is_empty() {
+        policy.targets.clone()
+    } else {
+        a.targets
+    };
     let opts = CompareOptions {
         model: a.model,
         reference: a.reference,
         golden: a.golden_dir,
-        targets: a.targets,
-        allow_failure: a.allow_failure,
+        targets,
+        allow_failure: policy.allow_failure.clone(),
         no_baseline: a.no_baseline,
         inputs: input_options(&a.inputs),
         class_axis: a.class_axis,
-        thresholds: Thresholds {
-            min_sqnr_db: a.min_sqnr,
-            max_abs: a.max_abs,
-            require_bit_exact: a.require_bit_exact,
-            max_fallback_nodes: a.max_fallback_nodes,
-            max_partitions: a.max_partitions,
-            fail_on_fallback: a.fail_on_fallback,
-        },
+        policy,
+        shard,
         exec: exec_options(&a.exec)?,
-        save_outputs: a.save_outputs,
+        save_outputs,
         logs,
         repeat: a.repeat as usize,
         fingerprint: match a.fingerprint {
@@ -183,17 +243,15 @@ fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
         },
         layers,
     };
-    let report = run_compare(&opts)?;
+    let mut report = run_compare(&opts)?;
     // An interruption after the workers finished still means: write nothing.
     npu_audit::interrupt::check()?;
-    let json_text = json::to_string(&report)?;
-    if let Some(out) = &a.out {
-        json::write_atomic(out, json_text.as_bytes())?;
+    if let (Some(info), None, Some(dir)) = (report.shard.as_mut(), &a.save_outputs, &opts.save_outputs) {
+        // The default directory sits beside the report: recorded by name, so the two can move
+        // together (CI artifacts).
+        info.outputs_dir = dir.file_name().map(|n| n.to_string_lossy().to_string());
     }
-    match a.format {
-        Format::Json => print_stdout(&(json_text + "\n"))?,
-        Format::Table => print_stdout(&table::render(&report))?,
-    }
+    emit(&report, a.format, &files)?;
     // One line for all required targets that did not run; the report has the full errors.
     let failed: Vec<String> = report
         .targets
@@ -208,6 +266,27 @@ fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
         );
     }
     Ok(report.exit_code)
+}
+
+/// `check-config`: parses and checks the policy (and its previous report), then prints the
+/// limits each target gets.
+fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
+    if !a.file.is_file() {
+        return Err(usage(format!("{}: no such file", a.file.display())));
+    }
+    let policy = Policy::load(&a.file)?.with_flags(&Thresholds::default(), &[], None)?;
+    if let Some((path, at)) = &policy.baseline_report {
+        json::read(path).map_err(|e| usage(format!("{at}: previous report {e:#}")))?;
+    }
+    let targets: Vec<String> = if !a.targets.is_empty() {
+        npu_audit::target::parse_targets(&a.targets)?.into_iter().map(|s| s.id).collect()
+    } else if !policy.targets.is_empty() {
+        npu_audit::target::parse_targets(&policy.targets)?.into_iter().map(|s| s.id).collect()
+    } else {
+        npu_audit::target::all_known().into_iter().map(|s| s.id).collect()
+    };
+    print_stdout(&format!("{}: valid\n{}", a.file.display(), policy.describe(&targets)))?;
+    Ok(ExitCode::Success)
 }
 
 /// The per-layer audit asked for: `layers` always, `compare` with --layers or a selection flag.
@@ -300,6 +379,21 @@ fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::Success)
         }
         Command::Fingerprint(a) => fingerprint(a),
+        Command::CheckConfig(a) => check_config(a),
+        Command::Merge(a) => {
+            let files = output_paths(&a.files);
+            files.check()?;
+            let report = npu_audit::merge::merge(&a.reports)?;
+            emit(&report, a.format, &files)?;
+            Ok(report.exit_code)
+        }
+        Command::Render(a) => {
+            let files = output_paths(&a.files);
+            files.check()?;
+            let report = json::read(&a.report)?;
+            emit(&report, a.format, &files)?;
+            Ok(ExitCode::Success)
+        }
         Command::Targets(a) => {
             let rows = listing::availability(&a.runtime)?;
             match a.format {

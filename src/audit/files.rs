@@ -11,23 +11,28 @@ use crate::worker::OutputFile;
 
 /// Fails early, before any work, when the report cannot be written where asked.
 pub fn check_writable(path: &Path) -> Result<()> {
+    check_writable_as("--out", path)
+}
+
+/// [`check_writable`] for the file of another flag, named in the error.
+pub fn check_writable_as(flag: &str, path: &Path) -> Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     if path.is_dir() {
-        return Err(usage(format!("--out {} is a directory", path.display())));
+        return Err(usage(format!("{flag} {} is a directory", path.display())));
     }
     if !parent.is_dir() {
         return Err(usage(format!(
-            "--out {}: directory {} does not exist",
+            "{flag} {}: directory {} does not exist",
             path.display(),
             parent.display()
         )));
     }
     tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
         usage(format!(
-            "--out {}: cannot write into {}: {e}",
+            "{flag} {}: cannot write into {}: {e}",
             path.display(),
             parent.display()
         ))

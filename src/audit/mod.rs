@@ -11,19 +11,20 @@ pub mod targets;
 pub mod workers;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use crate::compare::{compare as compare_outputs, ClassAxisPolicy, RunOutputs};
 use crate::error::{environment, usage, ExitCode};
-use crate::gate::{evaluate, Thresholds};
+use crate::gate::{evaluate, Previous};
+use crate::policy::Policy;
 use crate::golden::{self, GoldenWrite, RuntimeEntry};
 use crate::hash::{sha256_file, sha256_hex};
 use crate::inputs::{prepare, InputOptions, InputSet};
 use crate::model::{load_model, Signature};
-use crate::report::model::{InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, Verdict, SCHEMA_VERSION};
+use crate::report::model::{InputTensorInfo, InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, Verdict, SCHEMA_VERSION};
 use crate::runtime::{Provisioner, TargetRuntime};
 use crate::worker::job::Phase;
 use crate::worker::{Job, JobResult, Outcome, OutputFile, RunStatus};
@@ -53,7 +54,11 @@ pub struct CompareOptions {
     pub no_baseline: bool,
     pub inputs: InputOptions,
     pub class_axis: Vec<String>,
-    pub thresholds: Thresholds,
+    /// The release policy (file and flags); its default targets and allowed failures are
+    /// already merged into `targets` and `allow_failure`.
+    pub policy: Policy,
+    /// With `--shard i/n`: run the i-th of n parts of the targets.
+    pub shard: Option<plan::Shard>,
     pub exec: ExecOptions,
     pub save_outputs: Option<PathBuf>,
     /// Where each target's runtime log is kept (`DIR/<target>.log`).
@@ -244,7 +249,14 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     }
     let mut notes = Vec::new();
     // Target specs first: a typo there should not wait for the model to load.
-    let targets = plan::targets(&opts.targets, &opts.allow_failure, !opts.no_baseline)?;
+    let all_targets = plan::targets(&opts.targets, &opts.allow_failure, !opts.no_baseline)?;
+    let (targets, shard) = match &opts.shard {
+        Some(s) => {
+            let (mine, info) = s.split(all_targets);
+            (mine, Some(info))
+        }
+        None => (all_targets, None),
+    };
     if opts.targets.is_empty() {
         let ids: Vec<&str> = targets
             .iter()
@@ -261,8 +273,16 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
 
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
+    let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
+    opts.policy.check_outputs(&output_names)?;
     let reference = reference::plan(&model, opts.reference.as_ref(), opts.golden.as_ref(), &mut notes)?;
     let inputs = audit_inputs(&reference, &signature, &opts.inputs)?;
+    let input_info = assemble::input_tensor_info(&inputs)?;
+    // The previous report of baseline mode is checked before anything runs.
+    let previous = match &opts.policy.baseline_report {
+        Some((path, at)) => Some(previous_report(path, at, &input_info)?),
+        None => None,
+    };
     let mut softmax = signature.softmax_axes.clone();
     if let ReferencePlan::Model { signature: ref_sig, .. } = &reference {
         for (k, v) in &ref_sig.softmax_axes {
@@ -325,7 +345,6 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
 
     let (golden_samples, golden_names, reference_info) =
         golden_side(&reference, outcomes.first().filter(|_| golden_jobs > 0), cpu.as_ref())?;
-    let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
     let golden_map = golden_output_names(&output_names, &golden_names, &mut notes)?;
     let input_types: HashMap<String, (i32, Vec<usize>)> = inputs
         .samples
@@ -449,7 +468,12 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     });
     crate::interrupt::check()?;
     let tolerances = assemble::tolerances(&output_names, &reports);
-    let gate = evaluate(&opts.thresholds, &reports);
+    let previous = previous.as_ref().map(|(report, label)| Previous {
+        report,
+        label: label.clone(),
+    });
+    let (gate, gate_notes) = evaluate(&opts.policy, &reports, previous.as_ref());
+    notes.extend(gate_notes);
     let exit = if reports.iter().any(|t| t.required && t.status != RunStatus::Ok) {
         ExitCode::TargetFailed
     } else if gate.verdict == Verdict::Fail {
@@ -467,7 +491,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         reference: reference_info,
         inputs: InputsInfo {
             provenance: inputs.provenance.clone(),
-            tensors: assemble::input_tensor_info(&inputs)?,
+            tensors: input_info,
         },
         baseline: has_baseline.then(|| BASELINE_ID.to_string()),
         targets: reports,
@@ -478,10 +502,33 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         metric_definitions: crate::report::definitions(),
         layer_audit,
         notes,
-        shard: None,
+        shard: shard.map(|mut info| {
+            info.outputs_dir = opts.save_outputs.as_ref().map(|d| d.display().to_string());
+            info
+        }),
         merged_from: Vec::new(),
         exit_code: exit,
     })
+}
+
+/// Reads the previous report of baseline mode and checks it was made on the same inputs: a
+/// regression measured on other data would mean nothing.
+fn previous_report(path: &Path, at: &str, inputs: &[InputTensorInfo]) -> Result<(Report, String)> {
+    let report = crate::report::json::read(path).map_err(|e| usage(format!("{at}: previous report {e:#}")))?;
+    let label = path.display().to_string();
+    let key = |t: &InputTensorInfo| (t.sample, t.name.clone(), t.sha256.clone());
+    let now: Vec<_> = inputs.iter().map(key).collect();
+    let then: Vec<_> = report.inputs.tensors.iter().map(key).collect();
+    if now != then {
+        let what = match now.iter().zip(&then).find(|(a, b)| a != b) {
+            Some((a, _)) => format!("sample {} input '{}' differs", a.0, a.1),
+            None => format!("{} input tensors now, {} then", now.len(), then.len()),
+        };
+        return Err(usage(format!(
+            "{at}: the previous report {label} was made on other inputs ({what}); regressions need the same inputs (use a stored golden run)"
+        )));
+    }
+    Ok((report, label))
 }
 
 /// Runs the reference model once on the CPU and stores a golden directory.

@@ -160,7 +160,7 @@ pub fn compare(
         .iter()
         .map(|name| BitExactGroups {
             output: name.clone(),
-            groups: bit_exact_groups(name, targets, &agreement),
+            groups: bit_exact_groups(name, &targets.iter().map(|t| t.id).collect::<Vec<_>>(), &agreement),
         })
         .collect();
     Ok(Comparison {
@@ -227,9 +227,8 @@ fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
 }
 
 /// Groups targets whose output is bit-identical (transitively, via pairs with 0 differing
-/// elements). Every target that produced the output appears in exactly one group.
-fn bit_exact_groups(output: &str, targets: &[RunOutputs<'_>], agreement: &[AgreementEntry]) -> Vec<Vec<String>> {
-    let ids: Vec<&str> = targets.iter().map(|t| t.id).collect();
+/// elements). Every target in `ids` appears in exactly one group.
+pub fn bit_exact_groups(output: &str, ids: &[&str], agreement: &[AgreementEntry]) -> Vec<Vec<String>> {
     let mut parent: Vec<usize> = (0..ids.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {

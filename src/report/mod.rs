@@ -8,6 +8,7 @@ pub mod junit;
 pub mod layers;
 pub mod markdown;
 pub mod model;
+pub mod outputs;
 pub mod table;
 
 use std::collections::BTreeMap;

@@ -392,7 +392,7 @@ pub struct TargetReport {
     /// Where ONNX Runtime placed the graph's nodes, when the runtime records it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementSummary>,
-    /// ONNX Runtime's log lines from this target's worker.
+    /// Path of this target's kept runtime log (`--logs`, `--out`, `--keep-work`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
     /// The target's arithmetic fingerprint (from the cache, or measured for this audit).
@@ -658,7 +658,7 @@ pub struct PolicyInfo {
 pub struct RuleResult {
     /// `min_sqnr_db`, `max_abs`, `min_top1_agreement`, `bit_exact`, `max_fallback_nodes`,
     /// `fail_on_fallback`, `max_partitions`, `ran`, or a baseline rule (`sqnr_regression_db`,
-    /// `max_abs_regression`, `top1_regression`, `fallback_regression`).
+    /// `max_abs_regression`, `top1_regression`, `fallback_regression`, `partitions_regression`).
     pub rule: String,
     pub target: String,
     /// The output, or `(placement)` / `(run)` for rules about the whole target.
@@ -666,7 +666,11 @@ pub struct RuleResult {
     pub measured: Num,
     pub limit: Num,
     pub pass: bool,
-    /// Where the limit was set: `--min-sqnr`, `npu-audit.toml:12`, `baseline prev.json`.
+    /// Where the limit was set: `--min-sqnr`, `npu-audit.toml:12`, `required` (a target that
+    /// must run), or for a regression rule the margin's origin and the previous report.
     #[serde(default)]
     pub origin: String,
+    /// Regression rules: the previous report's value (`measured` is the change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Num>,
 }

@@ -580,8 +580,33 @@ fn verdict(s: &mut String, report: &Report) {
         bold("VERDICT"),
         report.exit_code as i32
     );
+    if let Some(p) = &report.gate.policy {
+        let file = p.file.as_deref().unwrap_or("flags");
+        let previous = p
+            .baseline_report
+            .as_deref()
+            .map(|b| format!(", against {b}"))
+            .unwrap_or_default();
+        let passed = report.gate.rules.iter().filter(|r| r.pass).count();
+        let _ = writeln!(
+            s,
+            "  policy {file} (mode {}{previous}): {passed} of {} rules pass",
+            p.mode,
+            report.gate.rules.len()
+        );
+    }
     for r in report.gate.rules.iter().filter(|r| !r.pass) {
         let line = match r.rule.as_str() {
+            "ran" => format!("{} did not run and is required", r.target),
+            _ if r.previous.is_some() => format!(
+                "{} {} {}: changed by {} (was {}), margin {}",
+                r.target,
+                r.output,
+                r.rule,
+                fmt_num(r.measured.0),
+                r.previous.map(|p| fmt_num(p.0)).unwrap_or_default(),
+                fmt_num(r.limit.0)
+            ),
             "bit_exact" => format!("{} {} bit_exact: {} elements differ", r.target, r.output, r.measured.0),
             _ if r.output == crate::gate::PLACEMENT_SCOPE && r.measured.0.is_nan() => format!(
                 "{} {}: the runtime recorded no placement for this target",
@@ -599,7 +624,7 @@ fn verdict(s: &mut String, report: &Report) {
                 fmt_num(r.limit.0)
             ),
         };
-        let _ = writeln!(s, "  failed: {line}");
+        let _ = writeln!(s, "  failed: {line}  [{}]", r.origin);
     }
 }
 

@@ -1,0 +1,379 @@
+//! `npu-audit merge`: joins the reports of `compare --shard i/n` jobs into the report one job
+//! running every target would have written, and one verdict. Per-target figures come from the
+//! shard that ran the target; target pairs that ran in different shards are compared from the
+//! outputs each shard saved beside its report.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::audit::assemble::tolerances;
+use crate::audit::files::sanitize;
+use crate::compare::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
+use crate::error::{usage, ExitCode};
+use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, TargetRole, Verdict};
+use crate::tensor::read_npz;
+use crate::worker::{OutputFile, RunStatus};
+
+/// One shard report and where it was read from.
+struct Part {
+    path: PathBuf,
+    report: Report,
+}
+
+impl Part {
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+/// Refuses reports that are not parts of one audit, naming the report and what differs.
+fn check_parts(parts: &[Part]) -> Result<()> {
+    let first = &parts[0];
+    let same = |what: &str, get: &dyn Fn(&Report) -> String| -> Result<()> {
+        let expected = get(&first.report);
+        for p in &parts[1..] {
+            let found = get(&p.report);
+            if found != expected {
+                return Err(usage(format!(
+                    "{}: {what} is {found}, but {} has {expected}; these are not shards of one audit",
+                    p.name(),
+                    first.name()
+                )));
+            }
+        }
+        Ok(())
+    };
+    same("the model's sha256", &|r| r.model.sha256.clone())?;
+    same("the golden run", &|r| format!("{} {}", r.reference.kind, r.reference.sha256))?;
+    same("the npu-audit version", &|r| r.tool.version.clone())?;
+    same("the inputs", &|r| {
+        crate::hash::sha256_hex(
+            r.inputs
+                .tensors
+                .iter()
+                .map(|t| format!("{}/{}/{}", t.sample, t.name, t.sha256))
+                .collect::<Vec<_>>()
+                .join(",")
+                .as_bytes(),
+        )
+    })?;
+    same("the policy", &|r| match &r.gate.policy {
+        Some(p) => format!("{} ({})", p.sha256.clone().unwrap_or_else(|| "flags only".into()), p.mode),
+        None => "none".into(),
+    })?;
+    same("the baseline", &|r| r.baseline.clone().unwrap_or_else(|| "none".into()))?;
+    same("the per-layer audit", &|r| match &r.layer_audit {
+        Some(l) => format!("{} of {} layers", l.mode, l.selected),
+        None => "off".into(),
+    })?;
+    same("the shard count", &|r| match &r.shard {
+        Some(s) => format!("{}", s.count),
+        None => "not sharded".into(),
+    })?;
+    let Some(first_shard) = &first.report.shard else {
+        return Ok(());
+    };
+    same("the target list", &|r| {
+        r.shard.as_ref().map(|s| s.all_targets.join(", ")).unwrap_or_default()
+    })?;
+    let mut seen: Vec<Option<&Part>> = vec![None; first_shard.count];
+    for p in parts {
+        let index = p.report.shard.as_ref().map(|s| s.index).unwrap_or(0);
+        let slot = seen
+            .get_mut(index.wrapping_sub(1))
+            .ok_or_else(|| usage(format!("{}: shard {index} of {}", p.name(), first_shard.count)))?;
+        if let Some(other) = slot {
+            return Err(usage(format!(
+                "{}: shard {index}/{} is also {}",
+                p.name(),
+                first_shard.count,
+                other.name()
+            )));
+        }
+        *slot = Some(p);
+    }
+    let missing: Vec<String> = (1..=first_shard.count)
+        .filter(|i| seen[i - 1].is_none())
+        .map(|i| format!("{i}/{}", first_shard.count))
+        .collect();
+    if !missing.is_empty() {
+        return Err(usage(format!("shard(s) {} missing: pass every shard's report", missing.join(", "))));
+    }
+    Ok(())
+}
+
+/// Every target in the order a single run lists them, each taken from the report that ran it.
+/// The baseline runs in every shard; its copies must agree.
+fn targets_in_order(parts: &[Part]) -> Result<Vec<TargetReport>> {
+    let order: Vec<String> = match &parts[0].report.shard {
+        Some(s) => s.all_targets.clone(),
+        None => {
+            let mut ids: Vec<String> = Vec::new();
+            for p in parts {
+                for t in &p.report.targets {
+                    if !ids.contains(&t.id) {
+                        ids.push(t.id.clone());
+                    }
+                }
+            }
+            // The baseline last, as in a single run.
+            ids.sort_by_key(|id| parts[0].report.baseline.as_deref() == Some(id.as_str()));
+            ids
+        }
+    };
+    let mut out = Vec::new();
+    for id in &order {
+        let copies: Vec<(&Part, &TargetReport)> = parts
+            .iter()
+            .filter_map(|p| p.report.targets.iter().find(|t| &t.id == id).map(|t| (p, t)))
+            .collect();
+        let Some(&(first_part, first)) = copies.first() else {
+            return Err(usage(format!("target {id} of the audit is in none of the reports")));
+        };
+        for &(p, t) in &copies[1..] {
+            if t.role == TargetRole::Target {
+                return Err(usage(format!(
+                    "{}: target {id} is also in {}; each target belongs to one shard",
+                    p.name(),
+                    first_part.name()
+                )));
+            }
+            let a = serde_json::to_value(&first.outputs)?;
+            if serde_json::to_value(&t.outputs)? != a {
+                return Err(usage(format!(
+                    "{}: the baseline {id} has other results than in {} (a non-deterministic runtime?)",
+                    p.name(),
+                    first_part.name()
+                )));
+            }
+        }
+        out.push(first.clone());
+    }
+    Ok(out)
+}
+
+/// Where a shard saved its outputs, if it did and they are still there.
+fn outputs_dir(part: &Part) -> Option<PathBuf> {
+    let dir = part.report.shard.as_ref()?.outputs_dir.as_ref()?;
+    let beside = part.path.parent().unwrap_or(Path::new("")).join(dir);
+    [beside, PathBuf::from(dir)].into_iter().find(|d| d.is_dir())
+}
+
+/// A target's saved outputs unpacked into `.npy` files the comparison reads.
+fn unpack(dir: &Path, id: &str, samples: usize, into: &Path) -> Result<Vec<Vec<OutputFile>>> {
+    let mut out = Vec::new();
+    for k in 0..samples {
+        let npz = dir.join(sanitize(id)).join(format!("s{k}.npz"));
+        let tensors = read_npz(&npz).with_context(|| format!("cannot read the saved outputs {}", npz.display()))?;
+        let mut files = Vec::new();
+        for (i, (name, tensor)) in tensors.into_iter().enumerate() {
+            let path = into.join(format!("{}-s{k}-o{i}.npy", sanitize(id)));
+            tensor.write_npy(&path)?;
+            files.push(OutputFile {
+                name,
+                dtype: tensor.dtype(),
+                shape: tensor.shape.clone(),
+                path,
+            });
+        }
+        out.push(files);
+    }
+    Ok(out)
+}
+
+/// Agreement entries in a single run's order: every pair of targets that ran, per output. Pairs
+/// within a shard come from its report; pairs across shards are computed from saved outputs.
+fn agreement(parts: &[Part], targets: &[TargetReport], notes: &mut Vec<String>) -> Result<Vec<AgreementEntry>> {
+    let outputs: Vec<String> = parts[0].report.model.outputs.iter().map(|o| o.name.clone()).collect();
+    let ran: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.status == RunStatus::Ok)
+        .map(|t| t.id.as_str())
+        .collect();
+    let shard_of = |id: &str| parts.iter().position(|p| p.report.targets.iter().any(|t| t.id == id));
+    let find = |a: &str, b: &str, output: &str| {
+        parts.iter().find_map(|p| {
+            p.report
+                .agreement
+                .iter()
+                .find(|e| e.a == a && e.b == b && e.output == output)
+                .cloned()
+        })
+    };
+    // Pairs no report holds.
+    let mut missing: BTreeSet<(usize, usize)> = BTreeSet::new();
+    for (i, a) in ran.iter().enumerate() {
+        for (j, b) in ran.iter().enumerate().skip(i + 1) {
+            if outputs.iter().any(|o| find(a, b, o).is_none()) {
+                missing.insert((i, j));
+            }
+        }
+    }
+    let mut computed: Vec<AgreementEntry> = Vec::new();
+    if !missing.is_empty() {
+        let needed: BTreeSet<usize> = missing.iter().flat_map(|&(i, j)| [i, j]).collect();
+        let dirs: Vec<Option<PathBuf>> = needed
+            .iter()
+            .map(|&i| shard_of(ran[i]).and_then(|p| outputs_dir(&parts[p])))
+            .collect();
+        if dirs.iter().any(Option::is_none) {
+            notes.push(format!(
+                "agreement between targets of different shards is missing ({} pairs): run the shards with --out FILE (their outputs are kept beside it) and keep FILE.outputs with the report",
+                missing.len()
+            ));
+        } else {
+            let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+            let samples = parts[0].report.inputs.provenance.samples;
+            let mut loaded = Vec::new();
+            for (&i, dir) in needed.iter().zip(&dirs) {
+                let dir = dir.as_deref().unwrap_or(Path::new(""));
+                loaded.push((ran[i], unpack(dir, ran[i], samples, tmp.path())?));
+            }
+            let runs: Vec<RunOutputs<'_>> = loaded
+                .iter()
+                .map(|(id, s)| RunOutputs { id, samples: s })
+                .collect();
+            // The quantization step of each output, as the shards' own comparisons used it.
+            let lsbs: Vec<Option<f64>> = outputs
+                .iter()
+                .map(|o| {
+                    parts.iter().find_map(|p| {
+                        p.report
+                            .agreement
+                            .iter()
+                            .find(|e| &e.output == o)
+                            .and_then(|e| e.code_differences.map(|c| c.lsb))
+                    })
+                })
+                .collect();
+            let classes = ClassAxisPolicy {
+                default: Some(None),
+                ..Default::default()
+            };
+            computed = compare(&outputs, &lsbs, &outputs, &runs[0], &runs, &classes)?.agreement;
+        }
+    }
+    let mut out = Vec::new();
+    for (i, a) in ran.iter().enumerate() {
+        for b in ran.iter().skip(i + 1) {
+            for o in &outputs {
+                let entry = find(a, b, o).or_else(|| {
+                    computed
+                        .iter()
+                        .find(|e| e.a == *a && e.b == *b && &e.output == o)
+                        .cloned()
+                });
+                out.extend(entry);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The shards' rules in the single run's target order, and the verdict over all of them.
+fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
+    let mut rules = Vec::new();
+    for t in targets {
+        for p in parts {
+            if p.report.targets.iter().any(|x| x.id == t.id && x.role == TargetRole::Target) {
+                rules.extend(p.report.gate.rules.iter().filter(|r| r.target == t.id).cloned());
+            }
+        }
+    }
+    let active = parts.iter().any(|p| p.report.gate.verdict != Verdict::None);
+    let verdict = if !active {
+        Verdict::None
+    } else if rules.iter().all(|r| r.pass) {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    GateReport {
+        verdict,
+        rules,
+        policy: parts[0].report.gate.policy.clone(),
+    }
+}
+
+/// Reads the shard reports and joins them.
+pub fn merge(paths: &[PathBuf]) -> Result<Report> {
+    let parts = paths
+        .iter()
+        .map(|p| {
+            Ok(Part {
+                path: p.clone(),
+                report: crate::report::json::read(p)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    check_parts(&parts)?;
+    let mut notes: Vec<String> = Vec::new();
+    for p in &parts {
+        for n in &p.report.notes {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+    }
+    let targets = targets_in_order(&parts)?;
+    let agreement = agreement(&parts, &targets, &mut notes)?;
+    let outputs: Vec<String> = parts[0].report.model.outputs.iter().map(|o| o.name.clone()).collect();
+    let ran: Vec<&str> = targets
+        .iter()
+        .filter(|t| t.status == RunStatus::Ok)
+        .map(|t| t.id.as_str())
+        .collect();
+    let bit_exact_groups = outputs
+        .iter()
+        .map(|o| BitExactGroups {
+            output: o.clone(),
+            groups: bit_exact_groups(o, &ran, &agreement),
+        })
+        .collect();
+    let gate = gate(&parts, &targets);
+    let layer_audit = parts[0].report.layer_audit.clone().map(|mut info| {
+        info.sessions = parts.iter().filter_map(|p| p.report.layer_audit.as_ref()).map(|l| l.sessions).sum();
+        info.seconds = parts
+            .iter()
+            .filter_map(|p| p.report.layer_audit.as_ref())
+            .map(|l| l.seconds)
+            .fold(0.0, f64::max);
+        for p in &parts[1..] {
+            for problem in p.report.layer_audit.iter().flat_map(|l| &l.problems) {
+                if !info.problems.contains(problem) {
+                    info.problems.push(problem.clone());
+                }
+            }
+        }
+        info
+    });
+    let exit_code = if targets.iter().any(|t| t.required && t.status != RunStatus::Ok) {
+        ExitCode::TargetFailed
+    } else if gate.verdict == Verdict::Fail {
+        ExitCode::DriftExceeded
+    } else {
+        ExitCode::Success
+    };
+    let first = &parts[0].report;
+    Ok(Report {
+        schema_version: first.schema_version,
+        tool: first.tool.clone(),
+        model: first.model.clone(),
+        reference: first.reference.clone(),
+        inputs: first.inputs.clone(),
+        baseline: first.baseline.clone(),
+        tolerances: tolerances(&outputs, &targets),
+        targets,
+        agreement,
+        bit_exact_groups,
+        gate,
+        metric_definitions: first.metric_definitions.clone(),
+        layer_audit,
+        notes,
+        shard: None,
+        merged_from: paths.iter().map(|p| p.display().to_string()).collect(),
+        exit_code,
+    })
+}

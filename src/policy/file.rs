@@ -1,0 +1,76 @@
+//! The layout of `npu-audit.toml` as serde reads it. Every value keeps its span, so a check
+//! after parsing can still point at the line it came from; unknown keys are refused by serde.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// Layout version; only 1 exists.
+    pub version: Option<Spanned<i64>>,
+    /// Targets `compare` runs when no `--target` is given.
+    #[serde(default)]
+    pub targets: Vec<Spanned<String>>,
+    /// Target patterns whose failure to run does not fail the gate.
+    #[serde(default)]
+    pub allow_failure: Vec<Spanned<String>>,
+    /// `absolute`, `baseline` or `both`.
+    pub mode: Option<Spanned<String>>,
+    /// Named sets of targets a `[target.NAME]` section can refer to.
+    #[serde(default)]
+    pub groups: BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
+    /// Limits of every target and output.
+    pub defaults: Option<TargetSection>,
+    /// Limits of the targets a key (id, glob or group) selects.
+    #[serde(default)]
+    pub target: BTreeMap<Spanned<String>, TargetSection>,
+    pub baseline: Option<BaselineSection>,
+}
+
+/// `[baseline]`: the previous report regressions are measured against.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSection {
+    /// Path of a JSON report, relative to the policy file.
+    pub report: Spanned<String>,
+}
+
+/// Limits of a set of targets (`[defaults]`, `[target.X]`), with per-output overrides.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSection {
+    pub min_sqnr_db: Option<Spanned<f64>>,
+    pub max_abs: Option<Spanned<f64>>,
+    pub min_top1_agreement: Option<Spanned<f64>>,
+    pub require_bit_exact: Option<Spanned<bool>>,
+    pub max_sqnr_regression_db: Option<Spanned<f64>>,
+    pub max_abs_regression: Option<Spanned<f64>>,
+    pub max_top1_regression: Option<Spanned<f64>>,
+    pub max_fallback_nodes: Option<Spanned<u64>>,
+    pub max_partitions: Option<Spanned<u64>>,
+    pub fail_on_fallback: Option<Spanned<bool>>,
+    pub max_fallback_regression: Option<Spanned<u64>>,
+    pub max_partitions_regression: Option<Spanned<u64>>,
+    /// The selected targets may fail to run without failing the gate.
+    pub allow_failure: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub outputs: BTreeMap<Spanned<String>, OutputSection>,
+}
+
+/// Limits of one output (`[defaults.outputs.NAME]`, `[target.X.outputs.NAME]`). Placement
+/// limits are a whole target's and are refused here.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSection {
+    pub min_sqnr_db: Option<Spanned<f64>>,
+    pub max_abs: Option<Spanned<f64>>,
+    pub min_top1_agreement: Option<Spanned<f64>>,
+    pub require_bit_exact: Option<Spanned<bool>>,
+    pub max_sqnr_regression_db: Option<Spanned<f64>>,
+    pub max_abs_regression: Option<Spanned<f64>>,
+    pub max_top1_regression: Option<Spanned<f64>>,
+}

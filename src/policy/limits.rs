@@ -1,0 +1,136 @@
+//! Gate limits with where each was set, and how more specific sections override broader ones.
+
+/// One limit and where it was set (`npu-audit.toml:12`, `--min-sqnr`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit<T> {
+    pub value: T,
+    pub origin: String,
+    /// Set for this output by name (not for every output of a target): a top-1 limit set this
+    /// way also fails outputs that have no class axis, instead of skipping them.
+    pub per_output: bool,
+}
+
+/// Every limit a gate knows; `None` = not set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    pub min_sqnr_db: Option<Limit<f64>>,
+    pub max_abs: Option<Limit<f64>>,
+    pub min_top1_agreement: Option<Limit<f64>>,
+    pub require_bit_exact: Option<Limit<bool>>,
+    /// Baseline mode: dB of SQNR an output may lose against the previous report.
+    pub max_sqnr_regression_db: Option<Limit<f64>>,
+    /// Baseline mode: how much an output's max abs error may grow.
+    pub max_abs_regression: Option<Limit<f64>>,
+    /// Baseline mode: how much top-1 agreement (a fraction) may drop.
+    pub max_top1_regression: Option<Limit<f64>>,
+    pub max_fallback_nodes: Option<Limit<u64>>,
+    pub max_partitions: Option<Limit<u64>>,
+    pub fail_on_fallback: Option<Limit<bool>>,
+    /// Baseline mode: how many more compute nodes may fall back, and how many more partitions.
+    pub max_fallback_regression: Option<Limit<u64>>,
+    pub max_partitions_regression: Option<Limit<u64>>,
+}
+
+/// Applies `$f` to every field name of [`Limits`].
+macro_rules! each_limit {
+    ($m:ident) => {
+        $m!(
+            min_sqnr_db,
+            max_abs,
+            min_top1_agreement,
+            require_bit_exact,
+            max_sqnr_regression_db,
+            max_abs_regression,
+            max_top1_regression,
+            max_fallback_nodes,
+            max_partitions,
+            fail_on_fallback,
+            max_fallback_regression,
+            max_partitions_regression
+        )
+    };
+}
+
+impl Limits {
+    /// Replaces every limit `other` sets.
+    pub fn overlay(&mut self, other: &Limits) {
+        macro_rules! take {
+            ($($f:ident),*) => {$(
+                if other.$f.is_some() {
+                    self.$f = other.$f.clone();
+                }
+            )*};
+        }
+        each_limit!(take);
+    }
+
+    /// Whether no limit is set.
+    pub fn is_empty(&self) -> bool {
+        macro_rules! none {
+            ($($f:ident),*) => { true $(&& self.$f.is_none())* };
+        }
+        each_limit!(none)
+    }
+
+    /// `name = value (origin)` for every limit set, in field order.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        macro_rules! show {
+            ($($f:ident),*) => {$(
+                if let Some(l) = &self.$f {
+                    out.push(format!("{} = {} ({})", stringify!($f), l.value, l.origin));
+                }
+            )*};
+        }
+        each_limit!(show);
+        out
+    }
+
+    /// Marks every limit as set for one output by name.
+    pub fn mark_per_output(&mut self) {
+        macro_rules! mark {
+            ($($f:ident),*) => {$(
+                if let Some(l) = &mut self.$f {
+                    l.per_output = true;
+                }
+            )*};
+        }
+        each_limit!(mark);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit<T>(value: T, origin: &str) -> Option<Limit<T>> {
+        Some(Limit {
+            value,
+            origin: origin.into(),
+            per_output: false,
+        })
+    }
+
+    #[test]
+    fn overlay_replaces_only_what_is_set() {
+        let mut base = Limits {
+            min_sqnr_db: limit(30.0, "a:1"),
+            max_abs: limit(0.1, "a:2"),
+            ..Limits::default()
+        };
+        base.overlay(&Limits {
+            max_abs: limit(0.5, "b:7"),
+            max_partitions: limit(2, "b:8"),
+            ..Limits::default()
+        });
+        assert_eq!(base.min_sqnr_db, limit(30.0, "a:1"));
+        assert_eq!(base.max_abs, limit(0.5, "b:7"));
+        assert_eq!(base.max_partitions, limit(2, "b:8"));
+        assert!(!base.is_empty());
+        assert!(Limits::default().is_empty());
+        assert_eq!(
+            base.describe(),
+            vec!["min_sqnr_db = 30 (a:1)", "max_abs = 0.5 (b:7)", "max_partitions = 2 (b:8)"]
+        );
+    }
+}

@@ -1,0 +1,540 @@
+//! The release policy: `npu-audit.toml` (limits per target, target group and output; targets
+//! allowed to fail; baseline mode against a previous report) merged with the command-line flags,
+//! which override it. Every check of the file names its line, so `check-config` and `compare`
+//! point at the value to fix.
+
+pub mod file;
+pub mod limits;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use toml::Spanned;
+
+use crate::error::usage;
+use crate::gate::Thresholds;
+use crate::layers::select::Pattern;
+use crate::target::TargetSpec;
+use file::{OutputSection, PolicyFile, TargetSection};
+pub use limits::{Limit, Limits};
+
+/// The file `compare` reads when no `--config` is given, if it exists in the current directory.
+pub const DEFAULT_FILE: &str = "npu-audit.toml";
+
+/// What decides the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The limits.
+    Absolute,
+    /// Only regressions against a previous report (plus targets that must run).
+    Baseline,
+    /// Both.
+    Both,
+}
+
+impl Mode {
+    /// The name used in the file and the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Absolute => "absolute",
+            Mode::Baseline => "baseline",
+            Mode::Both => "both",
+        }
+    }
+
+    /// Whether regression rules are evaluated.
+    pub fn uses_baseline(self) -> bool {
+        self != Mode::Absolute
+    }
+
+    /// Whether absolute limits are evaluated.
+    pub fn uses_limits(self) -> bool {
+        self != Mode::Baseline
+    }
+}
+
+/// Which targets a section applies to.
+#[derive(Debug, Clone)]
+enum Selector {
+    All,
+    /// `[target.KEY]`: an id, a glob, or a group's members.
+    Targets(Vec<Pattern>),
+}
+
+impl Selector {
+    fn matches(&self, target: &str) -> bool {
+        match self {
+            Selector::All => true,
+            Selector::Targets(patterns) => patterns.iter().any(|p| p.matches(target)),
+        }
+    }
+}
+
+/// One section's limits, in the order sections override each other.
+#[derive(Debug, Clone)]
+struct Layer {
+    selector: Selector,
+    /// `Some` for an `outputs.NAME` section.
+    output: Option<String>,
+    limits: Limits,
+}
+
+/// The file a policy was read from.
+#[derive(Debug, Clone)]
+pub struct PolicySource {
+    pub path: PathBuf,
+    pub sha256: String,
+}
+
+/// A validated policy with the flags applied.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub source: Option<PolicySource>,
+    /// Targets to run when no `--target` is given.
+    pub targets: Vec<String>,
+    /// Patterns of targets whose failure to run does not fail the audit.
+    pub allow_failure: Vec<String>,
+    pub mode: Mode,
+    /// The previous report of baseline mode, and where it was named.
+    pub baseline_report: Option<(PathBuf, String)>,
+    layers: Vec<Layer>,
+    /// Output names sections refer to, with their location, checked against the model.
+    output_refs: Vec<(String, String)>,
+    /// Where `mode` was set, for errors about it.
+    mode_origin: String,
+}
+
+/// Line and column (1-based) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// Turns spans into `file:line` locations and builds errors pointing at them.
+struct Locator<'a> {
+    file: String,
+    text: &'a str,
+}
+
+impl Locator<'_> {
+    fn at(&self, span: std::ops::Range<usize>) -> String {
+        let (line, _) = line_col(self.text, span.start);
+        format!("{}:{line}", self.file)
+    }
+
+    fn error(&self, span: std::ops::Range<usize>, message: impl std::fmt::Display) -> anyhow::Error {
+        let (line, col) = line_col(self.text, span.start);
+        usage(format!("{}:{line}:{col}: {message}", self.file))
+    }
+}
+
+/// Every target id the tool knows, for checking that a pattern can match something.
+fn known_ids() -> Vec<String> {
+    crate::target::all_known().into_iter().map(|s| s.id).collect()
+}
+
+/// A target pattern of the file: `all`, a glob over known ids, or an id the target parser takes.
+fn target_pattern(loc: &Locator<'_>, s: &Spanned<String>, known: &[String]) -> Result<Pattern> {
+    let text = s.get_ref().trim();
+    if text == "all" {
+        return Pattern::parse("*");
+    }
+    let pattern = Pattern::parse(text).map_err(|e| loc.error(s.span(), format!("{e:#}")))?;
+    if text.contains(['*', '?']) || text.starts_with('/') {
+        if !known.iter().any(|id| pattern.matches(id)) {
+            return Err(loc.error(
+                s.span(),
+                format!("'{text}' matches no known target (known: {})", known.join(", ")),
+            ));
+        }
+        return Ok(pattern);
+    }
+    let specs = TargetSpec::parse_many(text).map_err(|e| loc.error(s.span(), format!("{e:#}")))?;
+    // `qnn:all` names every chipset.
+    let ids: Vec<String> = specs.iter().map(|s| regex::escape(&s.id)).collect();
+    Pattern::parse(&format!("/^({})$/", ids.join("|")))
+}
+
+fn finite(loc: &Locator<'_>, v: &Spanned<f64>, name: &str, min: f64, max: f64) -> Result<f64> {
+    let x = *v.get_ref();
+    if !x.is_finite() || x < min || x > max {
+        let range = match (min.is_finite(), max.is_finite()) {
+            (true, true) => format!("between {min} and {max}"),
+            (true, false) => format!("a number >= {min}"),
+            _ => "a finite number".into(),
+        };
+        return Err(loc.error(v.span(), format!("{name} must be {range}, not {x}")));
+    }
+    Ok(x)
+}
+
+/// The output-level limits of a section, checked.
+fn output_limits(loc: &Locator<'_>, s: &OutputSection) -> Result<Limits> {
+    let lim = |v: f64, span: std::ops::Range<usize>| Limit {
+        value: v,
+        origin: loc.at(span),
+        per_output: false,
+    };
+    let mut out = Limits::default();
+    macro_rules! number {
+        ($f:ident, $min:expr, $max:expr) => {
+            if let Some(v) = &s.$f {
+                out.$f = Some(lim(finite(loc, v, stringify!($f), $min, $max)?, v.span()));
+            }
+        };
+    }
+    number!(min_sqnr_db, f64::NEG_INFINITY, f64::INFINITY);
+    number!(max_abs, 0.0, f64::INFINITY);
+    number!(min_top1_agreement, 0.0, 1.0);
+    number!(max_sqnr_regression_db, 0.0, f64::INFINITY);
+    number!(max_abs_regression, 0.0, f64::INFINITY);
+    number!(max_top1_regression, 0.0, 1.0);
+    if let Some(v) = &s.require_bit_exact {
+        out.require_bit_exact = Some(Limit {
+            value: *v.get_ref(),
+            origin: loc.at(v.span()),
+            per_output: false,
+        });
+    }
+    Ok(out)
+}
+
+/// The limits of a target section (its own, not its outputs'), checked.
+fn target_limits(loc: &Locator<'_>, s: &TargetSection) -> Result<Limits> {
+    let mut out = output_limits(
+        loc,
+        &OutputSection {
+            min_sqnr_db: s.min_sqnr_db.clone(),
+            max_abs: s.max_abs.clone(),
+            min_top1_agreement: s.min_top1_agreement.clone(),
+            require_bit_exact: s.require_bit_exact.clone(),
+            max_sqnr_regression_db: s.max_sqnr_regression_db.clone(),
+            max_abs_regression: s.max_abs_regression.clone(),
+            max_top1_regression: s.max_top1_regression.clone(),
+        },
+    )?;
+    let count = |v: &Option<Spanned<u64>>| {
+        v.as_ref().map(|v| Limit {
+            value: *v.get_ref(),
+            origin: loc.at(v.span()),
+            per_output: false,
+        })
+    };
+    out.max_fallback_nodes = count(&s.max_fallback_nodes);
+    out.max_partitions = count(&s.max_partitions);
+    out.max_fallback_regression = count(&s.max_fallback_regression);
+    out.max_partitions_regression = count(&s.max_partitions_regression);
+    out.fail_on_fallback = s.fail_on_fallback.as_ref().map(|v| Limit {
+        value: *v.get_ref(),
+        origin: loc.at(v.span()),
+        per_output: false,
+    });
+    Ok(out)
+}
+
+impl Policy {
+    /// No file: limits come from the flags alone.
+    pub fn empty() -> Policy {
+        Policy {
+            source: None,
+            targets: Vec::new(),
+            allow_failure: Vec::new(),
+            mode: Mode::Absolute,
+            baseline_report: None,
+            layers: Vec::new(),
+            output_refs: Vec::new(),
+            mode_origin: String::new(),
+        }
+    }
+
+    /// Reads and checks a policy file.
+    pub fn load(path: &Path) -> Result<Policy> {
+        let bytes = std::fs::read(path).map_err(|e| usage(format!("{}: cannot read: {e}", path.display())))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| usage(format!("{}: not UTF-8 text (byte {})", path.display(), e.utf8_error().valid_up_to())))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut policy = Policy::parse(&text, &path.display().to_string(), &base)?;
+        policy.source = Some(PolicySource {
+            path: path.to_path_buf(),
+            sha256: crate::hash::sha256_hex(text.as_bytes()),
+        });
+        Ok(policy)
+    }
+
+    /// Parses and checks policy text; `file` names it in errors, `base` resolves relative paths.
+    pub fn parse(text: &str, file: &str, base: &Path) -> Result<Policy> {
+        let loc = Locator {
+            file: file.to_string(),
+            text,
+        };
+        let raw: PolicyFile = toml::from_str(text).map_err(|e| {
+            let message = e.message().trim().replace('\n', " ");
+            match e.span() {
+                Some(span) => loc.error(span, message),
+                None => usage(format!("{file}: {message}")),
+            }
+        })?;
+        if let Some(v) = raw.version.as_ref().filter(|v| *v.get_ref() != 1) {
+            return Err(loc.error(v.span(), format!("version {} is not supported (only 1)", v.get_ref())));
+        }
+        let known = known_ids();
+        let mut policy = Policy::empty();
+        for t in &raw.targets {
+            TargetSpec::parse_many(t.get_ref()).map_err(|e| loc.error(t.span(), format!("{e:#}")))?;
+            policy.targets.push(t.get_ref().trim().to_string());
+        }
+        for a in &raw.allow_failure {
+            target_pattern(&loc, a, &known)?;
+            policy.allow_failure.push(a.get_ref().trim().to_string());
+        }
+        if let Some(m) = &raw.mode {
+            policy.mode = match m.get_ref().as_str() {
+                "absolute" => Mode::Absolute,
+                "baseline" => Mode::Baseline,
+                "both" => Mode::Both,
+                other => {
+                    return Err(loc.error(
+                        m.span(),
+                        format!("mode '{other}' is not one of absolute, baseline, both"),
+                    ))
+                }
+            };
+            policy.mode_origin = loc.at(m.span());
+        }
+        let mut groups: Vec<(String, Vec<Pattern>, Vec<String>)> = Vec::new();
+        for (name, members) in &raw.groups {
+            let n = name.get_ref().trim();
+            if n.is_empty() || n.contains(['*', '?', ':', '/', ',']) || TargetSpec::parse_many(n).is_ok() {
+                return Err(loc.error(
+                    name.span(),
+                    format!("group name '{n}' must be a plain word that is not a target id"),
+                ));
+            }
+            if members.is_empty() {
+                return Err(loc.error(name.span(), format!("group '{n}' has no targets")));
+            }
+            let patterns = members
+                .iter()
+                .map(|m| target_pattern(&loc, m, &known))
+                .collect::<Result<Vec<_>>>()?;
+            let texts = members.iter().map(|m| m.get_ref().trim().to_string()).collect();
+            groups.push((n.to_string(), patterns, texts));
+        }
+        let add_section = |policy: &mut Policy, selector: Selector, section: &TargetSection| -> Result<()> {
+            policy.layers.push(Layer {
+                selector: selector.clone(),
+                output: None,
+                limits: target_limits(&loc, section)?,
+            });
+            let mut outputs: Vec<_> = section.outputs.iter().collect();
+            outputs.sort_by_key(|(k, _)| k.span().start);
+            for (name, limits) in outputs {
+                let n = name.get_ref().trim();
+                if n.is_empty() {
+                    return Err(loc.error(name.span(), "an output name must not be empty"));
+                }
+                let mut limits = output_limits(&loc, limits)?;
+                limits.mark_per_output();
+                policy.output_refs.push((n.to_string(), loc.at(name.span())));
+                policy.layers.push(Layer {
+                    selector: selector.clone(),
+                    output: Some(n.to_string()),
+                    limits,
+                });
+            }
+            Ok(())
+        };
+        if let Some(d) = &raw.defaults {
+            if let Some(a) = &d.allow_failure {
+                return Err(loc.error(
+                    a.span(),
+                    "allow_failure in [defaults] would allow every target to fail; use the top-level allow_failure = [\"all\"]",
+                ));
+            }
+            add_section(&mut policy, Selector::All, d)?;
+        }
+        // File order decides which of two matching sections wins.
+        let mut sections: Vec<_> = raw.target.iter().collect();
+        sections.sort_by_key(|(k, _)| k.span().start);
+        for (key, section) in sections {
+            let k = key.get_ref().trim();
+            let (patterns, texts) = match groups.iter().find(|(n, _, _)| n == k) {
+                Some((_, p, t)) => (p.clone(), t.clone()),
+                None => (vec![target_pattern(&loc, key, &known)?], vec![k.to_string()]),
+            };
+            if section.allow_failure.as_ref().is_some_and(|a| *a.get_ref()) {
+                policy.allow_failure.extend(texts);
+            }
+            add_section(&mut policy, Selector::Targets(patterns), section)?;
+        }
+        if let Some(b) = &raw.baseline {
+            let rel = b.report.get_ref().trim();
+            if rel.is_empty() {
+                return Err(loc.error(b.report.span(), "[baseline] report must name a JSON report"));
+            }
+            policy.baseline_report = Some((base.join(rel), loc.at(b.report.span())));
+            if raw.mode.is_none() {
+                policy.mode = Mode::Both;
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Applies the command-line flags, which override the file: thresholds as a last section
+    /// over every target, `--allow-failure` added, `--baseline-report` replacing the file's.
+    pub fn with_flags(mut self, flags: &Thresholds, allow_failure: &[String], baseline: Option<&Path>) -> Result<Policy> {
+        let flag = |origin: &str| origin.to_string();
+        let mut l = Limits::default();
+        let set = |v, origin: &str| {
+            Some(Limit {
+                value: v,
+                origin: flag(origin),
+                per_output: false,
+            })
+        };
+        if let Some(v) = flags.min_sqnr_db {
+            l.min_sqnr_db = set(v, "--min-sqnr");
+        }
+        if let Some(v) = flags.max_abs {
+            l.max_abs = set(v, "--max-abs");
+        }
+        if let Some(v) = flags.min_top1 {
+            l.min_top1_agreement = set(v, "--min-top1");
+        }
+        if flags.require_bit_exact {
+            l.require_bit_exact = Some(Limit {
+                value: true,
+                origin: flag("--require-bit-exact"),
+                per_output: false,
+            });
+        }
+        let count = |v: Option<usize>, origin: &str| {
+            v.map(|v| Limit {
+                value: v as u64,
+                origin: flag(origin),
+                per_output: false,
+            })
+        };
+        l.max_fallback_nodes = count(flags.max_fallback_nodes, "--max-fallback-nodes").or(l.max_fallback_nodes);
+        l.max_partitions = count(flags.max_partitions, "--max-partitions").or(l.max_partitions);
+        if flags.fail_on_fallback {
+            l.fail_on_fallback = Some(Limit {
+                value: true,
+                origin: flag("--fail-on-fallback"),
+                per_output: false,
+            });
+        }
+        if !l.is_empty() {
+            self.layers.push(Layer {
+                selector: Selector::All,
+                output: None,
+                limits: l,
+            });
+        }
+        self.allow_failure.extend(allow_failure.iter().cloned());
+        if let Some(b) = baseline {
+            self.baseline_report = Some((b.to_path_buf(), "--baseline-report".into()));
+            if self.mode == Mode::Absolute {
+                self.mode = Mode::Both;
+            }
+        }
+        if self.mode.uses_baseline() && self.baseline_report.is_none() {
+            let at = if self.mode_origin.is_empty() {
+                "mode".to_string()
+            } else {
+                self.mode_origin.clone()
+            };
+            return Err(usage(format!(
+                "{at}: mode = \"{}\" needs a previous report: add [baseline] report = \"FILE.json\" or pass --baseline-report",
+                self.mode.as_str()
+            )));
+        }
+        Ok(self)
+    }
+
+    /// The limits of one target (`output` = `None`: the target-level ones) with every matching
+    /// section applied in order: `[defaults]`, its `outputs.NAME`, then each matching
+    /// `[target.X]` in file order followed by its `outputs.NAME`; the flags last.
+    pub fn limits(&self, target: &str, output: Option<&str>) -> Limits {
+        let mut out = Limits::default();
+        for layer in &self.layers {
+            let output_fits = match (&layer.output, output) {
+                (None, _) => true,
+                (Some(o), Some(name)) => o == name,
+                (Some(_), None) => false,
+            };
+            if output_fits && layer.selector.matches(target) {
+                out.overlay(&layer.limits);
+            }
+        }
+        out
+    }
+
+    /// Whether the gate has anything to evaluate.
+    pub fn is_active(&self) -> bool {
+        self.layers.iter().any(|l| !l.limits.is_empty()) || self.baseline_report.is_some()
+    }
+
+    /// Output names the policy sets limits for that the model does not have: a typo there
+    /// would silently drop a gate.
+    pub fn check_outputs(&self, outputs: &[String]) -> Result<()> {
+        match self.output_refs.iter().find(|(n, _)| !outputs.contains(n)) {
+            Some((name, at)) => Err(usage(format!(
+                "{at}: '{name}' is not an output of the model (outputs: {})",
+                outputs.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The policy as `check-config` prints it: the sections that apply to each of `targets`.
+    pub fn describe(&self, targets: &[String]) -> String {
+        let mut out = String::new();
+        out.push_str(&format!("mode: {}\n", self.mode.as_str()));
+        if let Some((p, at)) = &self.baseline_report {
+            out.push_str(&format!("previous report: {} ({at})\n", p.display()));
+        }
+        if !self.targets.is_empty() {
+            out.push_str(&format!("targets: {}\n", self.targets.join(", ")));
+        }
+        if !self.allow_failure.is_empty() {
+            out.push_str(&format!("allowed to fail: {}\n", self.allow_failure.join(", ")));
+        }
+        for t in targets {
+            out.push_str(&format!("{t}:\n"));
+            let own = self.limits(t, None).describe();
+            if own.is_empty() {
+                out.push_str("  (no limits)\n");
+            }
+            for line in own {
+                out.push_str(&format!("  {line}\n"));
+            }
+            let mut outputs: Vec<&String> = self.output_refs.iter().map(|(n, _)| n).collect();
+            outputs.sort();
+            outputs.dedup();
+            for o in outputs {
+                // Only what an output's sections change.
+                let own = self.limits(t, None).describe();
+                let changed: Vec<String> = self
+                    .limits(t, Some(o))
+                    .describe()
+                    .into_iter()
+                    .filter(|l| !own.contains(l))
+                    .collect();
+                if changed.is_empty() {
+                    continue;
+                }
+                out.push_str(&format!("  output {o}:\n"));
+                for line in changed {
+                    out.push_str(&format!("    {line}\n"));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

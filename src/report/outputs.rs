@@ -1,0 +1,87 @@
+//! Writing a report in every format asked for. Everything is rendered in memory first and each
+//! file is then written atomically, so a failure leaves no half-written file; the paths are
+//! checked before the audit runs, so a typo does not cost a whole audit.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::model::Report;
+use super::{explorer, html, json, junit, markdown};
+use crate::audit::files::{check_writable_as, sanitize};
+use crate::error::usage;
+
+/// The report files one command writes (`--out`, `--markdown`, `--junit`, `--html`,
+/// `--node-data`).
+#[derive(Debug, Clone, Default)]
+pub struct OutputPaths {
+    pub json: Option<PathBuf>,
+    pub markdown: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    /// A directory: one Model Explorer node-data file per target with per-layer figures.
+    pub node_data: Option<PathBuf>,
+}
+
+impl OutputPaths {
+    fn files(&self) -> Vec<(&'static str, &Path)> {
+        [
+            ("--out", &self.json),
+            ("--markdown", &self.markdown),
+            ("--junit", &self.junit),
+            ("--html", &self.html),
+        ]
+        .into_iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect()
+    }
+
+    /// Checks every path can be written, and that no two flags name the same file.
+    pub fn check(&self) -> Result<()> {
+        let files = self.files();
+        for (i, (flag, path)) in files.iter().enumerate() {
+            check_writable_as(flag, path)?;
+            if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path) {
+                return Err(usage(format!("{other} and {flag} name the same file {}", path.display())));
+            }
+        }
+        if let Some(dir) = &self.node_data {
+            if dir.exists() && !dir.is_dir() {
+                return Err(usage(format!("--node-data {} is a file, not a directory", dir.display())));
+            }
+            if let Some((flag, _)) = files.iter().find(|(_, p)| p == dir) {
+                return Err(usage(format!("{flag} and --node-data name the same path {}", dir.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// Renders every requested format, then writes each file atomically.
+    pub fn write(&self, report: &Report, json_text: &str) -> Result<()> {
+        let mut rendered: Vec<(PathBuf, String)> = Vec::new();
+        if let Some(p) = &self.json {
+            rendered.push((p.clone(), json_text.to_string()));
+        }
+        if let Some(p) = &self.markdown {
+            rendered.push((p.clone(), markdown::render(report)));
+        }
+        if let Some(p) = &self.junit {
+            rendered.push((p.clone(), junit::render(report)));
+        }
+        if let Some(p) = &self.html {
+            rendered.push((p.clone(), html::render(report)));
+        }
+        if let Some(dir) = &self.node_data {
+            for t in &report.targets {
+                if let Some(text) = explorer::render_target(report, &t.id) {
+                    rendered.push((dir.join(format!("{}.json", sanitize(&t.id))), text));
+                }
+            }
+            std::fs::create_dir_all(dir).map_err(|e| usage(format!("--node-data {}: {e}", dir.display())))?;
+        }
+        for (path, text) in rendered {
+            json::write_atomic(&path, text.as_bytes())?;
+        }
+        Ok(())
+    }
+}
