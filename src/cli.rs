@@ -188,6 +188,10 @@ pub struct CompareArgs {
     /// A stored golden run (from `npu-audit golden create`) to compare against.
     #[arg(long = "golden", value_name = "DIR")]
     pub golden_dir: Option<PathBuf>,
+    /// With --golden and --reference: compare even when the reference is not the model the
+    /// golden run was made with (said in the report's notes).
+    #[arg(long, requires = "golden_dir")]
+    pub allow_golden_mismatch: bool,
     /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
     /// tensorrt; extra options as ,key=value. Default: every target this machine can run.
     #[arg(long = "target", short = 't', value_name = "TARGET")]
@@ -426,6 +430,10 @@ pub enum GoldenCommand {
         /// Replace DIR if it exists.
         #[arg(long)]
         force: bool,
+        /// Also store every float activation of the reference per sample (layers/s<k>.npz) and a
+        /// copy of the model, so `compare --golden DIR --layers all` needs no reference run.
+        #[arg(long)]
+        layers: bool,
         #[command(flatten)]
         inputs: InputArgs,
         #[command(flatten)]

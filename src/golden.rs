@@ -12,7 +12,7 @@ use crate::hash::{copy_and_hash, sha256_file};
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
 use crate::model::load::ExternalFile;
 use crate::model::Signature;
-use crate::tensor::{read_npy_header, DType, Tensor};
+use crate::tensor::{read_npy_header, read_npz_entries, DType, Tensor};
 use crate::worker::{InputFile, OutputFile};
 
 /// Version of the manifest layout.
@@ -57,6 +57,27 @@ pub struct RuntimeEntry {
     pub intra_threads: usize,
 }
 
+/// A file of a golden run that is not a single tensor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the golden directory.
+    pub file: String,
+    pub sha256: String,
+}
+
+/// The reference's per-layer activations (`golden create --layers`), which let a per-layer audit
+/// against this golden run skip running the reference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ActivationsEntry {
+    /// A copy of the reference model (with its external data), whose graph the per-layer audit
+    /// matches the audited model's layers against.
+    pub reference_copy: String,
+    /// One `.npz` per sample holding every float tensor the reference computes, by name.
+    pub files: Vec<FileEntry>,
+    /// Tensors per archive.
+    pub tensors: usize,
+}
+
 /// `manifest.json` of a golden directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
@@ -66,6 +87,29 @@ pub struct Manifest {
     pub runtime: RuntimeEntry,
     pub input_spec: serde_json::Value,
     pub samples: Vec<SampleEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activations: Option<ActivationsEntry>,
+}
+
+/// Checks a file named by the manifest: inside the directory, present, with its recorded hash.
+fn verify_file(dir: &Path, file: &str, sha256: &str) -> Result<PathBuf> {
+    let shown = dir.display();
+    let rel = Path::new(file);
+    let inside = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(usage(format!("--golden {shown}: {file} points outside the golden directory")));
+    }
+    let path = dir.join(rel);
+    if !path.is_file() {
+        return Err(usage(format!("--golden {shown}: {file} is missing")));
+    }
+    let actual = sha256_file(&path)?;
+    if actual != sha256 {
+        return Err(usage(format!(
+            "--golden {shown}: {file} was altered (sha256 {actual}, the manifest says {sha256})"
+        )));
+    }
+    Ok(path)
 }
 
 /// A verified golden run.
@@ -102,25 +146,7 @@ impl Golden {
                 )));
             }
             for entry in sample.inputs.iter().chain(&sample.outputs) {
-                let rel = Path::new(&entry.file);
-                let inside = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
-                if !inside {
-                    return Err(usage(format!(
-                        "--golden {shown}: {} points outside the golden directory",
-                        entry.file
-                    )));
-                }
-                let path = dir.join(rel);
-                if !path.is_file() {
-                    return Err(usage(format!("--golden {shown}: {} is missing", entry.file)));
-                }
-                let actual = sha256_file(&path)?;
-                if actual != entry.sha256 {
-                    return Err(usage(format!(
-                        "--golden {shown}: {} was altered (sha256 {actual}, the manifest says {})",
-                        entry.file, entry.sha256
-                    )));
-                }
+                let path = verify_file(dir, &entry.file, &entry.sha256)?;
                 let (dtype, shape) = read_npy_header(&path).map_err(|e| usage(format!("--golden {shown}: {e:#}")))?;
                 if dtype != entry.dtype || shape != entry.shape {
                     return Err(usage(format!(
@@ -130,10 +156,58 @@ impl Golden {
                 }
             }
         }
+        if let Some(a) = &manifest.activations {
+            if a.files.len() != manifest.samples.len() {
+                return Err(usage(format!(
+                    "--golden {shown}: {} activation archives for {} samples; the manifest is inconsistent",
+                    a.files.len(),
+                    manifest.samples.len()
+                )));
+            }
+            for f in &a.files {
+                verify_file(dir, &f.file, &f.sha256)?;
+            }
+            let r = &manifest.reference_model;
+            verify_file(dir, &a.reference_copy, &r.sha256)?;
+            let copy_dir = Path::new(&a.reference_copy).parent().unwrap_or(Path::new(""));
+            for x in &r.external_data {
+                verify_file(dir, &copy_dir.join(&x.file).to_string_lossy(), &x.sha256)?;
+            }
+        }
         Ok(Golden {
             dir: dir.to_path_buf(),
             manifest,
         })
+    }
+
+    /// The stored copy of the reference model, when the run stored activations.
+    pub fn reference_copy(&self) -> Option<PathBuf> {
+        self.manifest
+            .activations
+            .as_ref()
+            .map(|a| self.dir.join(&a.reference_copy))
+    }
+
+    /// The named activations of one sample, unpacked into `.npy` files under `into` (only these
+    /// are read from the archive); names the run did not store are left out.
+    pub fn activations(&self, sample: usize, names: &[String], into: &Path) -> Result<Vec<OutputFile>> {
+        let Some(entry) = self.manifest.activations.as_ref().and_then(|a| a.files.get(sample)) else {
+            return Ok(Vec::new());
+        };
+        std::fs::create_dir_all(into)?;
+        let tensors = read_npz_entries(&self.dir.join(&entry.file), names)?;
+        let mut out = Vec::new();
+        for (i, (name, tensor)) in tensors.into_iter().enumerate() {
+            let path = into.join(format!("s{sample}-a{i}.npy"));
+            tensor.write_npy(&path)?;
+            out.push(OutputFile {
+                name,
+                dtype: tensor.dtype(),
+                shape: tensor.shape.clone(),
+                path,
+            });
+        }
+        Ok(out)
     }
 
     /// The stored inputs, checked against the model they will be fed to.
@@ -196,6 +270,67 @@ pub struct GoldenWrite<'a> {
     pub input_spec: serde_json::Value,
     pub inputs: &'a [Vec<InputFile>],
     pub outputs: &'a [Vec<OutputFile>],
+    /// Per sample, the tapped reference run's outputs: its float tensors become activations.
+    pub activations: Option<&'a [Vec<OutputFile>]>,
+}
+
+/// Streams `.npy` files into one uncompressed `.npz` archive (each entry is the file's bytes),
+/// so a sample's activations are never all in memory.
+fn write_activations(path: &Path, files: &[&OutputFile]) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    for f in files {
+        zip.start_file(format!("{}.npy", f.name), options)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut reader = std::fs::File::open(&f.path).with_context(|| format!("cannot open {}", f.path.display()))?;
+        std::io::copy(&mut reader, &mut zip).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    zip.finish().with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Copies the reference model and its external data into `reference/`, and stores every float
+/// activation per sample.
+fn write_activation_store(staging: &Path, g: &GoldenWrite<'_>, samples: &[Vec<OutputFile>]) -> Result<ActivationsEntry> {
+    let model = g.reference;
+    let name = model
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "reference.onnx".into());
+    let copy_dir = staging.join("reference");
+    std::fs::create_dir_all(&copy_dir)?;
+    std::fs::copy(&model.path, copy_dir.join(&name)).with_context(|| format!("cannot copy {}", model.path.display()))?;
+    let source_dir = model.path.parent().unwrap_or(Path::new("."));
+    for x in model.external_data_files() {
+        let dest = copy_dir.join(&x);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(source_dir.join(&x), &dest).with_context(|| format!("cannot copy {x}"))?;
+    }
+    std::fs::create_dir_all(staging.join("layers"))?;
+    let mut files = Vec::new();
+    let mut tensors = 0;
+    for (k, outs) in samples.iter().enumerate() {
+        let floats: Vec<&OutputFile> = outs.iter().filter(|f| f.dtype.is_float()).collect();
+        tensors = floats.len();
+        let rel = format!("layers/s{k}.npz");
+        let path = staging.join(&rel);
+        write_activations(&path, &floats)?;
+        files.push(FileEntry {
+            file: rel,
+            sha256: sha256_file(&path)?,
+        });
+    }
+    Ok(ActivationsEntry {
+        reference_copy: format!("reference/{name}"),
+        files,
+        tensors,
+    })
 }
 
 /// Copies one tensor file into the golden directory, hashing it on the way.
@@ -318,6 +453,10 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
             .collect::<Result<Vec<_>>>()?;
         samples.push(SampleEntry { inputs, outputs });
     }
+    let activations = match g.activations {
+        Some(samples) => Some(write_activation_store(staging.path(), &g, samples)?),
+        None => None,
+    };
     let manifest = Manifest {
         schema_version: GOLDEN_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -335,6 +474,7 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         runtime: g.runtime,
         input_spec: g.input_spec,
         samples,
+        activations,
     };
     std::fs::write(
         staging.path().join("manifest.json"),

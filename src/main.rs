@@ -225,6 +225,7 @@ fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
         model: a.model,
         reference: a.reference,
         golden: a.golden_dir,
+        allow_golden_mismatch: a.allow_golden_mismatch,
         targets,
         allow_failure: policy.allow_failure.clone(),
         no_baseline: a.no_baseline,
@@ -430,6 +431,7 @@ fn run(command: Command) -> Result<ExitCode> {
             model,
             out,
             force,
+            layers,
             inputs,
             exec,
         }) => {
@@ -437,6 +439,7 @@ fn run(command: Command) -> Result<ExitCode> {
                 model,
                 out,
                 force,
+                layers,
                 inputs: input_options(&inputs),
                 exec: exec_options(&exec)?,
             })?;

@@ -49,6 +49,8 @@ pub struct CompareOptions {
     pub model: PathBuf,
     pub reference: Option<PathBuf>,
     pub golden: Option<PathBuf>,
+    /// Compare against the golden run even when `reference` is not the model it was made with.
+    pub allow_golden_mismatch: bool,
     pub targets: Vec<String>,
     pub allow_failure: Vec<String>,
     pub no_baseline: bool,
@@ -79,6 +81,8 @@ pub struct GoldenOptions {
     pub force: bool,
     pub inputs: InputOptions,
     pub exec: ExecOptions,
+    /// Also store every float activation of the reference (and a copy of the model).
+    pub layers: bool,
 }
 
 /// Checks that the reference model accepts every sample fed to the audited model.
@@ -275,7 +279,13 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     let signature = Signature::of(&model)?;
     let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
     opts.policy.check_outputs(&output_names)?;
-    let reference = reference::plan(&model, opts.reference.as_ref(), opts.golden.as_ref(), &mut notes)?;
+    let reference = reference::plan(
+        &model,
+        opts.reference.as_ref(),
+        opts.golden.as_ref(),
+        opts.allow_golden_mismatch,
+        &mut notes,
+    )?;
     let inputs = audit_inputs(&reference, &signature, &opts.inputs)?;
     let input_info = assemble::input_tensor_info(&inputs)?;
     // The previous report of baseline mode is checked before anything runs.
@@ -429,14 +439,20 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         opts.repeat,
         &model.proto.graph.as_ref().map(drift::ModelOps::of).unwrap_or_default(),
     );
+    // A stored golden run with activations keeps a copy of its reference, verified on load.
+    let stored_copy = match (&reference, &opts.layers) {
+        (ReferencePlan::Stored { golden, .. }, Some(_)) => golden.reference_copy().map(|p| load_model(&p)).transpose()?,
+        _ => None,
+    };
     let layer_audit = opts.layers.as_ref().map(|lo| {
-        let reference_model = match &reference {
-            ReferencePlan::Model { model, .. } => Some(&**model),
-            ReferencePlan::Stored { .. } => None,
+        let (reference_model, stored) = match &reference {
+            ReferencePlan::Model { model, .. } => (Some(&**model), None),
+            ReferencePlan::Stored { golden, .. } => (stored_copy.as_ref(), stored_copy.as_ref().map(|_| golden)),
         };
         let ctx = crate::layers::run::Context {
             model: &model,
             reference: reference_model,
+            stored,
             planned: &planned,
             untapped: planned
                 .iter()
@@ -542,7 +558,24 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let work = WorkDir::new(opts.exec.keep_work)?;
     let input_files = inputs.write(&work.path.join("inputs"))?;
     let mut notes = Vec::new();
-    let model_path = model_for_workers(&model, &inputs, &work.path, "reference.onnx", &mut notes)?;
+    let model_path = if opts.layers {
+        // Every tensor the graph computes becomes an output; the float ones are stored.
+        let mut proto = model.proto.clone();
+        crate::model::rewrite::pin_input_shapes(&mut proto, &inputs.shapes());
+        let taps: Vec<String> = proto
+            .graph
+            .iter()
+            .flat_map(|g| &g.node)
+            .flat_map(|n| &n.output)
+            .filter(|t| !t.is_empty())
+            .cloned()
+            .collect();
+        let path = work.path.join("reference-tapped.onnx");
+        crate::model::rewrite::write_model(&crate::layers::tap::tapped(&proto, &taps), &model, &path)?;
+        path
+    } else {
+        model_for_workers(&model, &inputs, &work.path, "reference.onnx", &mut notes)?
+    };
     let job = reference_job(
         &cpu,
         model_path,
@@ -555,6 +588,18 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let outcome = &outcomes[0];
     let result = golden_result(outcome)?;
     crate::interrupt::check()?;
+    // The model's own outputs, in its order (a tapped run returns more).
+    let model_outputs: Vec<Vec<OutputFile>> = result
+        .outputs
+        .iter()
+        .map(|sample| {
+            signature
+                .outputs
+                .iter()
+                .filter_map(|o| sample.iter().find(|f| f.name == o.name).cloned())
+                .collect()
+        })
+        .collect();
     golden::write(
         &opts.out,
         GoldenWrite {
@@ -572,7 +617,8 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
             },
             input_spec: serde_json::to_value(&inputs.provenance)?,
             inputs: &input_files,
-            outputs: &result.outputs,
+            outputs: &model_outputs,
+            activations: opts.layers.then_some(result.outputs.as_slice()),
         },
         opts.force,
     )?;

@@ -30,6 +30,7 @@ pub fn plan(
     audited: &LoadedModel,
     reference: Option<&PathBuf>,
     golden: Option<&PathBuf>,
+    allow_mismatch: bool,
     notes: &mut Vec<String>,
 ) -> Result<ReferencePlan> {
     if let Some(dir) = golden {
@@ -44,13 +45,17 @@ pub fn plan(
                 } else {
                     "external data"
                 };
-                return Err(usage(format!(
+                let message = format!(
                     "--reference {} is not the model the golden run {} was made with ({}, sha256 {}): its {what} differs",
                     path.display(),
                     dir.display(),
                     recorded.file,
                     recorded.sha256
-                )));
+                );
+                if !allow_mismatch {
+                    return Err(usage(format!("{message} (--allow-golden-mismatch compares anyway)")));
+                }
+                notes.push(format!("{message}; compared anyway (--allow-golden-mismatch)"));
             }
         }
         let m = &golden.manifest;

@@ -32,8 +32,11 @@ use crate::worker::{InputFile, Job, JobResult, Outcome, OutputFile, RunStatus};
 /// What the per-layer audit needs from the output-level audit that ran before it.
 pub struct Context<'a> {
     pub model: &'a LoadedModel,
-    /// The float reference (given with `--reference`, or derived); `None` with a stored golden.
+    /// The float reference (given with `--reference`, derived, or the copy a golden run with
+    /// activations keeps); `None` with a stored golden of final outputs only.
     pub reference: Option<&'a LoadedModel>,
+    /// A stored golden run with activations: read instead of running the reference.
+    pub stored: Option<&'a crate::golden::Golden>,
     pub planned: &'a [PlannedTarget],
     /// Per planned target: the untapped run's result, when the target ran.
     pub untapped: Vec<Option<&'a JobResult>>,
@@ -397,7 +400,7 @@ fn prepare<'a>(
         Some(r) => matching::match_tensors(&quantized_topo, &Topology::of_model(&r.proto)),
         None => {
             info.problems.push(
-                "no reference model (a stored golden holds final outputs only): layers are compared with the baseline, without SQNR or isolated runs"
+                "no reference model (the stored golden run holds final outputs only; `golden create --layers` stores activations): layers are compared with the baseline, without SQNR or isolated runs"
                     .into(),
             );
             BTreeMap::new()
@@ -599,7 +602,18 @@ fn tap_all(
         let threads = state.threads(state.ran.len() + 1);
         let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
         let mut job_target: Vec<Option<usize>> = Vec::new();
-        if let (Some(r_proto), Some(reference), Some(cpu)) = (&state.r_proto, ctx.reference, ctx.cpu) {
+        let mut stored: Option<JobResult> = None;
+        if let (Some(g), Some(_)) = (ctx.stored, &state.r_proto) {
+            let read = (0..ctx.inputs.samples.len())
+                .map(|k| g.activations(k, &ref_taps, &dir.join("golden")))
+                .collect::<Result<Vec<_>>>();
+            match read {
+                Ok(outputs) => stored = Some(JobResult::stored(outputs)),
+                Err(e) => state
+                    .problems
+                    .push(format!("the stored activations could not be read ({e:#}): no SQNR for run {n}")),
+            }
+        } else if let (Some(r_proto), Some(reference), Some(cpu)) = (&state.r_proto, ctx.reference, ctx.cpu) {
             let path = write(&tap::tapped(r_proto, &ref_taps), reference, &dir.join("reference.onnx"))?;
             jobs.push(reference_job(
                 cpu,
@@ -618,7 +632,7 @@ fn tap_all(
             }
         }
         let outcomes = state.run_jobs(&jobs)?;
-        let mut golden: Option<JobResult> = None;
+        let mut golden: Option<JobResult> = stored;
         let mut results: BTreeMap<usize, Vec<JobResult>> = BTreeMap::new();
         for (o, t) in outcomes.iter().zip(&job_target) {
             match (t, result_of(o)) {

@@ -2,7 +2,7 @@
 
 mod npy;
 
-pub use npy::{read_npy_header, read_npz, write_npz};
+pub use npy::{read_npy_header, read_npz, read_npz_entries, write_npz};
 
 use std::fmt;
 

@@ -203,6 +203,23 @@ fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
     Ok(out)
 }
 
+/// Reads only the named arrays of a `.npz` archive (in the order asked; names it lacks are
+/// skipped): a large archive of activations is never loaded whole.
+pub fn read_npz_entries(path: &Path, names: &[String]) -> Result<Vec<(String, Tensor)>> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut archive = zip::ZipArchive::new(BufReader::new(file))
+        .map_err(|e| anyhow::anyhow!("{}: not a valid .npz archive: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for name in names {
+        let Ok(mut entry) = archive.by_name(&format!("{name}.npy")) else {
+            continue;
+        };
+        let tensor = Tensor::read_npy_from(&mut entry).with_context(|| format!("{}: array '{name}'", path.display()))?;
+        out.push((name.clone(), tensor));
+    }
+    Ok(out)
+}
+
 /// Writes named tensors into one uncompressed `.npz` archive (what `numpy.savez` writes).
 pub fn write_npz(path: &Path, tensors: &[(String, &Tensor)]) -> Result<()> {
     let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
