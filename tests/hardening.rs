@@ -102,7 +102,7 @@ fn command_line_values_out_of_range_are_one_line_usage_errors() {
     fails_with(
         &["compare", &cnn(), "--format", "xml"],
         2,
-        "[possible values: table, json]",
+        "[possible values: table, json, markdown]",
     );
     fails_with(
         &["compare", &cnn(), "--input-shape", "image:1000000000,10,10,10"],

@@ -147,7 +147,9 @@ fn gates_pass_and_fail_with_the_documented_exit_codes() {
     let (code, report, _) = run_gate(&["--min-sqnr", "200"]);
     assert_eq!(code, 1);
     assert_eq!(report["gate"]["verdict"], "fail");
-    let rule = &report["gate"]["rules"][0];
+    // Rule 0 says the target ran; then one rule per output.
+    assert_eq!(report["gate"]["rules"][0]["rule"], "ran");
+    let rule = &report["gate"]["rules"][1];
     assert_eq!(rule["rule"], "min_sqnr_db");
     assert_eq!(rule["pass"], false);
     assert_eq!(num(&rule["limit"]), 200.0);
