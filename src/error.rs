@@ -30,7 +30,8 @@ impl serde::Serialize for ExitCode {
 impl<'de> serde::Deserialize<'de> for ExitCode {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ExitCode, D::Error> {
         let code = i32::deserialize(d)?;
-        ExitCode::from_code(code).ok_or_else(|| serde::de::Error::custom(format!("{code} is not a documented exit code")))
+        ExitCode::from_code(code)
+            .ok_or_else(|| serde::de::Error::custom(format!("{code} is not a documented exit code")))
     }
 }
 

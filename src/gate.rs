@@ -112,13 +112,27 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
     let partitions = p.map(|p| p.ep_partitions as f64).unwrap_or(f64::NAN);
     if policy.mode.uses_limits() {
         if let Some(l) = &limits.max_fallback_nodes {
-            r.push("max_fallback_nodes", PLACEMENT_SCOPE, compute, l.value as f64, false, &l.origin);
+            r.push(
+                "max_fallback_nodes",
+                PLACEMENT_SCOPE,
+                compute,
+                l.value as f64,
+                false,
+                &l.origin,
+            );
         }
         if let Some(l) = limits.fail_on_fallback.as_ref().filter(|l| l.value) {
             r.push("fail_on_fallback", PLACEMENT_SCOPE, compute, 0.0, false, &l.origin);
         }
         if let Some(l) = &limits.max_partitions {
-            r.push("max_partitions", PLACEMENT_SCOPE, partitions, l.value as f64, false, &l.origin);
+            r.push(
+                "max_partitions",
+                PLACEMENT_SCOPE,
+                partitions,
+                l.value as f64,
+                false,
+                &l.origin,
+            );
         }
     }
     let Some((prev, label)) = previous.filter(|_| policy.mode.uses_baseline()) else {
@@ -129,12 +143,30 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
     };
     let (was_compute, was_partitions) = (before.compute_fallback_nodes as f64, before.ep_partitions as f64);
     let m = margin(count_limit(&limits.max_fallback_regression), label);
-    r.push_regression("fallback_regression", PLACEMENT_SCOPE, compute - was_compute, was_compute, m);
+    r.push_regression(
+        "fallback_regression",
+        PLACEMENT_SCOPE,
+        compute - was_compute,
+        was_compute,
+        m,
+    );
     let m = margin(count_limit(&limits.max_partitions_regression), label);
-    r.push_regression("partitions_regression", PLACEMENT_SCOPE, partitions - was_partitions, was_partitions, m);
+    r.push_regression(
+        "partitions_regression",
+        PLACEMENT_SCOPE,
+        partitions - was_partitions,
+        was_partitions,
+        m,
+    );
 }
 
-fn output_rules(policy: &Policy, target: &str, out: &OutputMetrics, previous: Option<(&OutputMetrics, &str)>, r: &mut Rules<'_>) {
+fn output_rules(
+    policy: &Policy,
+    target: &str,
+    out: &OutputMetrics,
+    previous: Option<(&OutputMetrics, &str)>,
+    r: &mut Rules<'_>,
+) {
     let limits = policy.limits(target, Some(&out.name));
     let name = out.name.as_str();
     if policy.mode.uses_limits() {
@@ -168,7 +200,13 @@ fn output_rules(policy: &Policy, target: &str, out: &OutputMetrics, previous: Op
     let m = margin(float_limit(&limits.max_sqnr_regression_db), label);
     r.push_regression("sqnr_regression_db", name, lost_db, before.sqnr_db.0, m);
     let m = margin(float_limit(&limits.max_abs_regression), label);
-    r.push_regression("max_abs_regression", name, growth(out.max_abs.0, before.max_abs.0), before.max_abs.0, m);
+    r.push_regression(
+        "max_abs_regression",
+        name,
+        growth(out.max_abs.0, before.max_abs.0),
+        before.max_abs.0,
+        m,
+    );
     if let (Some(now), Some(was)) = (out.top1_agreement, before.top1_agreement) {
         let m = margin(float_limit(&limits.max_top1_regression), label);
         r.push_regression("top1_regression", name, was - now, was, m);
@@ -177,11 +215,18 @@ fn output_rules(policy: &Policy, target: &str, out: &OutputMetrics, previous: Op
 
 /// Evaluates the policy on every target the user asked for (not the baseline the audit added),
 /// and returns the gate and notes on what baseline mode could not compare.
-pub fn evaluate(policy: &Policy, targets: &[TargetReport], previous: Option<&Previous<'_>>) -> (GateReport, Vec<String>) {
+pub fn evaluate(
+    policy: &Policy,
+    targets: &[TargetReport],
+    previous: Option<&Previous<'_>>,
+) -> (GateReport, Vec<String>) {
     let mut notes = Vec::new();
     let mut rules = Vec::new();
     let active = policy.is_active();
-    for target in targets.iter().filter(|t| active && t.role == crate::report::model::TargetRole::Target) {
+    for target in targets
+        .iter()
+        .filter(|t| active && t.role == crate::report::model::TargetRole::Target)
+    {
         let mut r = Rules {
             target: &target.id,
             rules: Vec::new(),
@@ -196,7 +241,11 @@ pub fn evaluate(policy: &Policy, targets: &[TargetReport], previous: Option<&Pre
         }
         if ok {
             let prev = previous.and_then(|p| {
-                let found = p.report.targets.iter().find(|t| t.id == target.id && t.status == RunStatus::Ok);
+                let found = p
+                    .report
+                    .targets
+                    .iter()
+                    .find(|t| t.id == target.id && t.status == RunStatus::Ok);
                 if found.is_none() && policy.mode.uses_baseline() {
                     notes.push(format!(
                         "{}: no regression rules, {} has no successful run of it",

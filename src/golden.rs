@@ -97,7 +97,9 @@ fn verify_file(dir: &Path, file: &str, sha256: &str) -> Result<PathBuf> {
     let rel = Path::new(file);
     let inside = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
     if !inside {
-        return Err(usage(format!("--golden {shown}: {file} points outside the golden directory")));
+        return Err(usage(format!(
+            "--golden {shown}: {file} points outside the golden directory"
+        )));
     }
     let path = dir.join(rel);
     if !path.is_file() {
@@ -288,13 +290,18 @@ fn write_activations(path: &Path, files: &[&OutputFile]) -> Result<()> {
         let mut reader = std::fs::File::open(&f.path).with_context(|| format!("cannot open {}", f.path.display()))?;
         std::io::copy(&mut reader, &mut zip).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    zip.finish().with_context(|| format!("cannot write {}", path.display()))?;
+    zip.finish()
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
 /// Copies the reference model and its external data into `reference/`, and stores every float
 /// activation per sample.
-fn write_activation_store(staging: &Path, g: &GoldenWrite<'_>, samples: &[Vec<OutputFile>]) -> Result<ActivationsEntry> {
+fn write_activation_store(
+    staging: &Path,
+    g: &GoldenWrite<'_>,
+    samples: &[Vec<OutputFile>],
+) -> Result<ActivationsEntry> {
     let model = g.reference;
     let name = model
         .path
@@ -303,7 +310,8 @@ fn write_activation_store(staging: &Path, g: &GoldenWrite<'_>, samples: &[Vec<Ou
         .unwrap_or_else(|| "reference.onnx".into());
     let copy_dir = staging.join("reference");
     std::fs::create_dir_all(&copy_dir)?;
-    std::fs::copy(&model.path, copy_dir.join(&name)).with_context(|| format!("cannot copy {}", model.path.display()))?;
+    std::fs::copy(&model.path, copy_dir.join(&name))
+        .with_context(|| format!("cannot copy {}", model.path.display()))?;
     let source_dir = model.path.parent().unwrap_or(Path::new("."));
     for x in model.external_data_files() {
         let dest = copy_dir.join(&x);

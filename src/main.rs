@@ -9,8 +9,8 @@ use anyhow::Result;
 use clap::Parser;
 
 use npu_audit::audit::drift::FingerprintMode;
-use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
 use npu_audit::audit::plan::Shard;
+use npu_audit::audit::{check_writable, run_compare, run_golden_create, CompareOptions, ExecOptions, GoldenOptions};
 use npu_audit::cli::{
     CheckConfigArgs, Cli, Command, CompareArgs, ExecArgs, FingerprintArgs, FingerprintChoice, Format, GoldenCommand,
     InputArgs, LayerArgs, LayersChoice, ReportFiles, ReportFormat, RuntimeCommand,
@@ -189,18 +189,20 @@ fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
     if a.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(usage("--min-top1 must be a fraction between 0 and 1"));
     }
-    let logs = a.logs.clone().or_else(|| a.files.out.as_ref().map(|o| logs_beside(o, "logs")));
+    let logs = a
+        .logs
+        .clone()
+        .or_else(|| a.files.out.as_ref().map(|o| logs_beside(o, "logs")));
     if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
         return Err(usage(format!("the log directory {} is a file", dir.display())));
     }
     let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
     // A shard keeps its outputs beside its report, so `merge` can compare targets of different
     // shards with each other.
-    let save_outputs = a.save_outputs.clone().or_else(|| {
-        shard
-            .and(a.files.out.as_ref())
-            .map(|o| logs_beside(o, "outputs"))
-    });
+    let save_outputs = a
+        .save_outputs
+        .clone()
+        .or_else(|| shard.and(a.files.out.as_ref()).map(|o| logs_beside(o, "outputs")));
     let layers = layer_options(&a.layers, layers_command)?;
     let thresholds = Thresholds {
         min_sqnr_db: a.min_sqnr,
@@ -280,9 +282,15 @@ fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
         json::read(path).map_err(|e| usage(format!("{at}: previous report {e:#}")))?;
     }
     let targets: Vec<String> = if !a.targets.is_empty() {
-        npu_audit::target::parse_targets(&a.targets)?.into_iter().map(|s| s.id).collect()
+        npu_audit::target::parse_targets(&a.targets)?
+            .into_iter()
+            .map(|s| s.id)
+            .collect()
     } else if !policy.targets.is_empty() {
-        npu_audit::target::parse_targets(&policy.targets)?.into_iter().map(|s| s.id).collect()
+        npu_audit::target::parse_targets(&policy.targets)?
+            .into_iter()
+            .map(|s| s.id)
+            .collect()
     } else {
         npu_audit::target::all_known().into_iter().map(|s| s.id).collect()
     };

@@ -46,7 +46,9 @@ fn check_parts(parts: &[Part]) -> Result<()> {
         Ok(())
     };
     same("the model's sha256", &|r| r.model.sha256.clone())?;
-    same("the golden run", &|r| format!("{} {}", r.reference.kind, r.reference.sha256))?;
+    same("the golden run", &|r| {
+        format!("{} {}", r.reference.kind, r.reference.sha256)
+    })?;
     same("the npu-audit version", &|r| r.tool.version.clone())?;
     same("the inputs", &|r| {
         crate::hash::sha256_hex(
@@ -60,7 +62,11 @@ fn check_parts(parts: &[Part]) -> Result<()> {
         )
     })?;
     same("the policy", &|r| match &r.gate.policy {
-        Some(p) => format!("{} ({})", p.sha256.clone().unwrap_or_else(|| "flags only".into()), p.mode),
+        Some(p) => format!(
+            "{} ({})",
+            p.sha256.clone().unwrap_or_else(|| "flags only".into()),
+            p.mode
+        ),
         None => "none".into(),
     })?;
     same("the baseline", &|r| r.baseline.clone().unwrap_or_else(|| "none".into()))?;
@@ -99,7 +105,10 @@ fn check_parts(parts: &[Part]) -> Result<()> {
         .map(|i| format!("{i}/{}", first_shard.count))
         .collect();
     if !missing.is_empty() {
-        return Err(usage(format!("shard(s) {} missing: pass every shard's report", missing.join(", "))));
+        return Err(usage(format!(
+            "shard(s) {} missing: pass every shard's report",
+            missing.join(", ")
+        )));
     }
     Ok(())
 }
@@ -231,10 +240,7 @@ fn agreement(parts: &[Part], targets: &[TargetReport], notes: &mut Vec<String>) 
                 let dir = dir.as_deref().unwrap_or(Path::new(""));
                 loaded.push((ran[i], unpack(dir, ran[i], samples, tmp.path())?));
             }
-            let runs: Vec<RunOutputs<'_>> = loaded
-                .iter()
-                .map(|(id, s)| RunOutputs { id, samples: s })
-                .collect();
+            let runs: Vec<RunOutputs<'_>> = loaded.iter().map(|(id, s)| RunOutputs { id, samples: s }).collect();
             // The quantization step of each output, as the shards' own comparisons used it.
             let lsbs: Vec<Option<f64>> = outputs
                 .iter()
@@ -277,7 +283,11 @@ fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
     let mut rules = Vec::new();
     for t in targets {
         for p in parts {
-            if p.report.targets.iter().any(|x| x.id == t.id && x.role == TargetRole::Target) {
+            if p.report
+                .targets
+                .iter()
+                .any(|x| x.id == t.id && x.role == TargetRole::Target)
+            {
                 rules.extend(p.report.gate.rules.iter().filter(|r| r.target == t.id).cloned());
             }
         }
@@ -334,7 +344,11 @@ pub fn merge(paths: &[PathBuf]) -> Result<Report> {
         .collect();
     let gate = gate(&parts, &targets);
     let layer_audit = parts[0].report.layer_audit.clone().map(|mut info| {
-        info.sessions = parts.iter().filter_map(|p| p.report.layer_audit.as_ref()).map(|l| l.sessions).sum();
+        info.sessions = parts
+            .iter()
+            .filter_map(|p| p.report.layer_audit.as_ref())
+            .map(|l| l.sessions)
+            .sum();
         info.seconds = parts
             .iter()
             .filter_map(|p| p.report.layer_audit.as_ref())

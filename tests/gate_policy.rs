@@ -63,7 +63,16 @@ fn output_rules_pass_and_fail_at_the_numpy_figures() {
     );
     let inputs = repo("fixtures/inputs/cnn_seed7.npz").display().to_string();
     let (code, r, stderr) = compare_json(&[
-        &cnn(), "--reference", &cnn_fp32(), "--inputs", &inputs, "-t", "cpu:noopt", "--no-baseline", "--config", &policy,
+        &cnn(),
+        "--reference",
+        &cnn_fp32(),
+        "--inputs",
+        &inputs,
+        "-t",
+        "cpu:noopt",
+        "--no-baseline",
+        "--config",
+        &policy,
     ]);
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(r["gate"]["verdict"], "fail");
@@ -79,19 +88,32 @@ fn output_rules_pass_and_fail_at_the_numpy_figures() {
     let (m, _, pass, _) = rule(&r, "max_abs", "cpu:noopt", "probs");
     assert_close("max_abs probs", m, abs_p, 1e-12);
     assert!(!pass);
-    assert_eq!(rule(&r, "min_top1_agreement", "cpu:noopt", "logits"), (1.0, 1.0, true, format!("{policy}:7")));
+    assert_eq!(
+        rule(&r, "min_top1_agreement", "cpu:noopt", "logits"),
+        (1.0, 1.0, true, format!("{policy}:7"))
+    );
     // Not a single element is bit-identical (NumPy: bit_identical 0 of 10).
     let (m, l, pass, _) = rule(&r, "bit_exact", "cpu:noopt", "probs");
     assert_eq!((m, l, pass), (10.0, 0.0, false));
-    assert_eq!(rule(&r, "ran", "cpu:noopt", "(run)").2, true);
+    assert!(rule(&r, "ran", "cpu:noopt", "(run)").2);
 
     // Bit-exact passing: the fp32 model against itself on the same runtime and settings.
     let (code, r, stderr) = compare_json(&[
-        &cnn_fp32(), "--reference", &cnn_fp32(), "--inputs", &inputs, "-t", "cpu:noopt", "--no-baseline",
+        &cnn_fp32(),
+        "--reference",
+        &cnn_fp32(),
+        "--inputs",
+        &inputs,
+        "-t",
+        "cpu:noopt",
+        "--no-baseline",
         "--require-bit-exact",
     ]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(rule(&r, "bit_exact", "cpu:noopt", "probs"), (0.0, 0.0, true, "--require-bit-exact".into()));
+    assert_eq!(
+        rule(&r, "bit_exact", "cpu:noopt", "probs"),
+        (0.0, 0.0, true, "--require-bit-exact".into())
+    );
 }
 
 #[test]
@@ -105,10 +127,21 @@ fn top1_rules_match_argmax_agreement_recomputed_from_the_saved_outputs() {
     );
     let (_, r, stderr) = compare_json(&[
         &repo("fixtures/models/transformer_qdq_u8.onnx").display().to_string(),
-        "--reference", &repo("fixtures/models/transformer_fp32.onnx").display().to_string(),
-        "--inputs", &repo("fixtures/inputs/transformer_seed7.npz").display().to_string(),
-        "--class-axis", "hidden=1", "-t", "cpu:noopt", "-t", "qnn:sm8650", "--no-baseline",
-        "--save-outputs", &saved.display().to_string(), "--config", &policy,
+        "--reference",
+        &repo("fixtures/models/transformer_fp32.onnx").display().to_string(),
+        "--inputs",
+        &repo("fixtures/inputs/transformer_seed7.npz").display().to_string(),
+        "--class-axis",
+        "hidden=1",
+        "-t",
+        "cpu:noopt",
+        "-t",
+        "qnn:sm8650",
+        "--no-baseline",
+        "--save-outputs",
+        &saved.display().to_string(),
+        "--config",
+        &policy,
     ]);
     // Top-1 along axis 1 of the [1, T, D] hidden state: for each feature, the token with the
     // largest value.
@@ -130,11 +163,19 @@ fn top1_rules_match_argmax_agreement_recomputed_from_the_saved_outputs() {
         assert_eq!((l, pass), (limit, agree >= limit), "{stderr}");
         outcomes.push(pass);
     }
-    assert_eq!(outcomes, [true, false], "the limits were chosen to give one pass and one fail");
+    assert_eq!(
+        outcomes,
+        [true, false],
+        "the limits were chosen to give one pass and one fail"
+    );
 
     // A top-1 limit named for an output without a class axis fails (nothing to measure);
     // set for every output, it skips that output.
-    let named = write(dir.path(), "n.toml", "[defaults.outputs.hidden]\nmin_top1_agreement = 0.5\n");
+    let named = write(
+        dir.path(),
+        "n.toml",
+        "[defaults.outputs.hidden]\nmin_top1_agreement = 0.5\n",
+    );
     let every = write(dir.path(), "e.toml", "[defaults]\nmin_top1_agreement = 0.5\n");
     let t = repo("fixtures/models/transformer_qdq_u8.onnx").display().to_string();
     let (code, r, _) = compare_json(&[&t, "-t", "cpu:noopt", "--no-baseline", "--config", &named]);
@@ -148,7 +189,8 @@ fn top1_rules_match_argmax_agreement_recomputed_from_the_saved_outputs() {
 #[test]
 fn placement_and_run_rules_pass_and_fail_at_the_expected_placement() {
     let dir = tempdir();
-    let want: Value = serde_json::from_slice(&std::fs::read(repo("fixtures/expected/placement.json")).unwrap()).unwrap();
+    let want: Value =
+        serde_json::from_slice(&std::fs::read(repo("fixtures/expected/placement.json")).unwrap()).unwrap();
     let fallback = repo("fixtures/models/fallback_qdq_u8.onnx").display().to_string();
     let partitions = want["qnn_partitions"].as_u64().unwrap() as f64;
     let policy = write(
@@ -173,16 +215,26 @@ fn placement_and_run_rules_pass_and_fail_at_the_expected_placement() {
     assert_eq!(rule(&r, "fail_on_fallback", "qnn:sm8850", "(placement)").0, 1.0);
     // fail_on_fallback passes where nothing falls back (the CNN on the HTP).
     let (code, r, _) = compare_json(&[&cnn(), "-t", "qnn:sm8650", "--fail-on-fallback"]);
-    assert_eq!(rule(&r, "fail_on_fallback", "qnn:sm8650", "(placement)"), (0.0, 0.0, true, "--fail-on-fallback".into()));
+    assert_eq!(
+        rule(&r, "fail_on_fallback", "qnn:sm8650", "(placement)"),
+        (0.0, 0.0, true, "--fail-on-fallback".into())
+    );
     assert_eq!(code, 0);
 
     // OpenVINO refuses the u8-weight CNN: `ran` fails (exit 3) unless the policy allows it.
     let (code, r, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", "openvino", "--min-sqnr", "0"]);
     assert_eq!((code, rule(&r, "ran", "openvino", "(run)").2), (3, false));
-    let allow = write(dir.path(), "a.toml", "[target.openvino]\nallow_failure = true\n[defaults]\nmin_sqnr_db = 0\n");
+    let allow = write(
+        dir.path(),
+        "a.toml",
+        "[target.openvino]\nallow_failure = true\n[defaults]\nmin_sqnr_db = 0\n",
+    );
     let (code, r, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", "openvino", "--config", &allow]);
     assert_eq!(code, 0);
-    assert_eq!(rule(&r, "ran", "openvino", "(run)"), (0.0, 1.0, true, "allowed to fail".into()));
+    assert_eq!(
+        rule(&r, "ran", "openvino", "(run)"),
+        (0.0, 1.0, true, "allowed to fail".into())
+    );
     assert_eq!(r["gate"]["policy"]["allowed_to_fail"], serde_json::json!(["openvino"]));
 }
 
@@ -190,8 +242,23 @@ fn placement_and_run_rules_pass_and_fail_at_the_expected_placement() {
 fn baseline_mode_fails_only_when_drift_got_worse_than_the_previous_report() {
     let dir = tempdir();
     let prev = dir.path().join("prev.json");
-    let base = ["--gen", "image=uniform:-1,1", "--seed", "7", "--samples", "2", "-t", "cpu", "-t", "qnn:sm8650"];
-    let out = run(&[&["compare", &cnn(), "--out", &prev.display().to_string()][..], &base[..]].concat());
+    let base = [
+        "--gen",
+        "image=uniform:-1,1",
+        "--seed",
+        "7",
+        "--samples",
+        "2",
+        "-t",
+        "cpu",
+        "-t",
+        "qnn:sm8650",
+    ];
+    let out = run(&[
+        &["compare", &cnn(), "--out", &prev.display().to_string()][..],
+        &base[..],
+    ]
+    .concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let policy = write(
         dir.path(),
@@ -208,7 +275,9 @@ fn baseline_mode_fails_only_when_drift_got_worse_than_the_previous_report() {
     assert!(rules.iter().all(|x| x["rule"] != "min_sqnr_db"));
     let regressions: Vec<&Value> = rules.iter().filter(|x| x["rule"] == "sqnr_regression_db").collect();
     assert_eq!(regressions.len(), 4, "2 targets x 2 outputs");
-    assert!(regressions.iter().all(|x| num(&x["measured"]) == 0.0 && x["pass"] == true));
+    assert!(regressions
+        .iter()
+        .all(|x| num(&x["measured"]) == 0.0 && x["pass"] == true));
 
     // The previous release was 0.3 dB better on qnn probs (more than the 0.25 margin) and
     // 0.2 dB better on cpu logits (within it).
@@ -231,14 +300,28 @@ fn baseline_mode_fails_only_when_drift_got_worse_than_the_previous_report() {
     let (m, l, pass, origin) = rule(&r, "sqnr_regression_db", "qnn:sm8650", "probs");
     assert_close("lost dB", m, 0.3, 1e-9);
     assert_eq!((l, pass), (0.25, false));
-    assert!(origin.ends_with("npu-audit.toml:4 vs ") || origin.contains("npu-audit.toml:4 vs "), "{origin}");
+    assert!(
+        origin.ends_with("npu-audit.toml:4 vs ") || origin.contains("npu-audit.toml:4 vs "),
+        "{origin}"
+    );
     let (m, _, pass, _) = rule(&r, "sqnr_regression_db", "cpu", "logits");
     assert_close("lost dB", m, 0.2, 1e-9);
     assert!(pass);
 
     // Other inputs than the previous report's: refused, naming the input.
     fails_with(
-        &["compare", &cnn, "--config", &policy, "--gen", "image=uniform:-1,1", "--seed", "8", "-t", "cpu"],
+        &[
+            "compare",
+            &cnn,
+            "--config",
+            &policy,
+            "--gen",
+            "image=uniform:-1,1",
+            "--seed",
+            "8",
+            "-t",
+            "cpu",
+        ],
         2,
         "was made on other inputs (sample 0 input 'image' differs)",
     );
@@ -267,26 +350,68 @@ fn stable(mut v: Value) -> Value {
 fn shards_merged_equal_a_single_run() {
     let dir = tempdir();
     let d = dir.path();
-    let policy = write(d, "p.toml", "[defaults]\nmin_sqnr_db = 26\n[target.\"qnn:*\"]\nmax_partitions = 1\n");
+    let policy = write(
+        d,
+        "p.toml",
+        "[defaults]\nmin_sqnr_db = 26\n[target.\"qnn:*\"]\nmax_partitions = 1\n",
+    );
     let args = [
-        "--reference", &cnn_fp32(), "--gen", "image=uniform:-1,1", "--seed", "3", "--samples", "2", "-t", "cpu",
-        "-t", "qnn:sm8650", "-t", "qnn:sm8850", "--layers", "all", "--config", &policy,
+        "--reference",
+        &cnn_fp32(),
+        "--gen",
+        "image=uniform:-1,1",
+        "--seed",
+        "3",
+        "--samples",
+        "2",
+        "-t",
+        "cpu",
+        "-t",
+        "qnn:sm8650",
+        "-t",
+        "qnn:sm8850",
+        "--layers",
+        "all",
+        "--config",
+        &policy,
     ];
     let single = d.join("single.json");
     let code = |a: &[&str]| run(a).status.code();
-    let single_code = code(&[&["compare", &cnn(), "--out", &single.display().to_string()][..], &args[..]].concat());
+    let single_code = code(
+        &[
+            &["compare", &cnn(), "--out", &single.display().to_string()][..],
+            &args[..],
+        ]
+        .concat(),
+    );
     let mut parts = Vec::new();
     for i in 1..=2 {
         let sub = d.join(format!("shard{i}"));
         std::fs::create_dir(&sub).unwrap();
         let out = sub.join("report.json");
         let shard = format!("{i}/2");
-        let c = code(&[&["compare", &cnn(), "--shard", &shard, "--out", &out.display().to_string()][..], &args[..]].concat());
+        let c = code(
+            &[
+                &[
+                    "compare",
+                    &cnn(),
+                    "--shard",
+                    &shard,
+                    "--out",
+                    &out.display().to_string(),
+                ][..],
+                &args[..],
+            ]
+            .concat(),
+        );
         assert!(matches!(c, Some(0 | 1)));
         parts.push(out);
     }
     let s1: Value = serde_json::from_slice(&std::fs::read(&parts[0]).unwrap()).unwrap();
-    assert_eq!(s1["shard"]["targets"], serde_json::json!(["cpu", "qnn:sm8850", "cpu:noopt"]));
+    assert_eq!(
+        s1["shard"]["targets"],
+        serde_json::json!(["cpu", "qnn:sm8850", "cpu:noopt"])
+    );
     assert_eq!(s1["shard"]["outputs_dir"], "report.outputs");
     // Moving a shard's report together with its outputs keeps the merge working (CI artifacts).
     let moved = d.join("artifacts");
@@ -299,32 +424,78 @@ fn shards_merged_equal_a_single_run() {
         "--out",
         &merged.display().to_string(),
     ]);
-    assert_eq!(out.status.code(), single_code, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        single_code,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let a = stable(serde_json::from_slice(&std::fs::read(&single).unwrap()).unwrap());
     let b = stable(serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap());
-    assert_eq!(a["agreement"].as_array().unwrap().len(), 6 * 2, "4 targets: 6 pairs x 2 outputs");
+    assert_eq!(
+        a["agreement"].as_array().unwrap().len(),
+        6 * 2,
+        "4 targets: 6 pairs x 2 outputs"
+    );
     assert_eq!(a, b, "merged report differs from the single run");
 
     // Bad merges: nothing is written, one line names the report.
     let junk = d.join("junk.json");
     let no_out = d.join("never.json");
     let o = no_out.display().to_string();
-    fails_with(&["merge", &parts[0].display().to_string(), "--out", &o], 2, "shard(s) 2/2 missing");
+    fails_with(
+        &["merge", &parts[0].display().to_string(), "--out", &o],
+        2,
+        "shard(s) 2/2 missing",
+    );
     let other = d.join("other.json");
-    let c = code(&["compare", &repo("fixtures/models/fallback_qdq_u8.onnx").display().to_string(), "-t", "cpu", "--shard", "2/2", "--out", &other.display().to_string()]);
+    let c = code(&[
+        "compare",
+        &repo("fixtures/models/fallback_qdq_u8.onnx").display().to_string(),
+        "-t",
+        "cpu",
+        "--shard",
+        "2/2",
+        "--out",
+        &other.display().to_string(),
+    ]);
     assert_eq!(c, Some(0));
     fails_with(
-        &["merge", &parts[0].display().to_string(), &other.display().to_string(), "--out", &o],
+        &[
+            "merge",
+            &parts[0].display().to_string(),
+            &other.display().to_string(),
+            "--out",
+            &o,
+        ],
         2,
         &format!("{}: the model's sha256 is", other.display()),
     );
     let mut v: Value = serde_json::from_slice(&std::fs::read(&parts[0]).unwrap()).unwrap();
     v["schema_version"] = 99.into();
     std::fs::write(&junk, serde_json::to_vec(&v).unwrap()).unwrap();
-    fails_with(&["merge", &junk.display().to_string(), "--out", &o], 2, "report schema version 99");
-    std::fs::write(&junk, "{\n  \"schema_version\": 1,\n  \"tool\": {\"name\": \"npu-audit\", \"version\": \"0\"},\n  \"targets\": 3\n}").unwrap();
+    fails_with(
+        &["merge", &junk.display().to_string(), "--out", &o],
+        2,
+        "report schema version 99",
+    );
+    std::fs::write(
+        &junk,
+        "{\n  \"schema_version\": 1,\n  \"tool\": {\"name\": \"npu-audit\", \"version\": \"0\"},\n  \"targets\": 3\n}",
+    )
+    .unwrap();
     fails_with(&["merge", &junk.display().to_string(), "--out", &o], 2, "junk.json:");
-    fails_with(&["merge", &parts[0].display().to_string(), &parts[0].display().to_string(), "--out", &o], 2, "shard 1/2 is also");
+    fails_with(
+        &[
+            "merge",
+            &parts[0].display().to_string(),
+            &parts[0].display().to_string(),
+            "--out",
+            &o,
+        ],
+        2,
+        "shard 1/2 is also",
+    );
     assert!(!no_out.exists());
 }
 
@@ -336,27 +507,54 @@ fn bad_policy_files_give_one_line_with_file_and_line_and_write_nothing() {
     let cases = [
         ("[defaults\nmin_sqnr_db = 1\n", ":1:"),
         ("[defaults]\nmin_sqnr = 30\n", ":2:1: unknown field `min_sqnr`"),
-        ("[defaults]\nmax_abs = \"tiny\"\n", ":2:11: invalid type: string \"tiny\", expected f64"),
-        ("[target.\"qnn:sm8650\".outputs.probs]\nmax_partitions = 1\n", ":2:1: unknown field `max_partitions`"),
-        ("[defaults.outputs.probz]\nmax_abs = 1\n", ":1: 'probz' is not an output of the model"),
+        (
+            "[defaults]\nmax_abs = \"tiny\"\n",
+            ":2:11: invalid type: string \"tiny\", expected f64",
+        ),
+        (
+            "[target.\"qnn:sm8650\".outputs.probs]\nmax_partitions = 1\n",
+            ":2:1: unknown field `max_partitions`",
+        ),
+        (
+            "[defaults.outputs.probz]\nmax_abs = 1\n",
+            ":1: 'probz' is not an output of the model",
+        ),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let p = write(dir.path(), &format!("p{i}.toml"), text);
-        fails_with(&["compare", &cnn(), "-t", "cpu", "--config", &p, "--out", &o], 2, &format!("{p}{needle}"));
+        fails_with(
+            &["compare", &cnn(), "-t", "cpu", "--config", &p, "--out", &o],
+            2,
+            &format!("{p}{needle}"),
+        );
         let p = Path::new(&p);
         if i < 4 {
             fails_with(&["check-config", &p.display().to_string()], 2, needle);
         }
     }
     assert!(!out.exists());
-    fails_with(&["compare", &cnn(), "--config", "/nonexistent.toml"], 2, "--config /nonexistent.toml: no such file");
+    fails_with(
+        &["compare", &cnn(), "--config", "/nonexistent.toml"],
+        2,
+        "--config /nonexistent.toml: no such file",
+    );
     // A valid file prints what each target gets and where each limit was set.
-    let p = write(dir.path(), "ok.toml", "targets = [\"cpu\", \"qnn:sm8650\"]\n[defaults]\nmin_sqnr_db = 30\n[target.\"qnn:*\"]\nmin_sqnr_db = 25\n");
+    let p = write(
+        dir.path(),
+        "ok.toml",
+        "targets = [\"cpu\", \"qnn:sm8650\"]\n[defaults]\nmin_sqnr_db = 30\n[target.\"qnn:*\"]\nmin_sqnr_db = 25\n",
+    );
     let out = run(&["check-config", &p]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("cpu:\n  min_sqnr_db = 30 (") && text.contains("ok.toml:3)"), "{text}");
-    assert!(text.contains("qnn:sm8650:\n  min_sqnr_db = 25 (") && text.contains("ok.toml:5)"), "{text}");
+    assert!(
+        text.contains("cpu:\n  min_sqnr_db = 30 (") && text.contains("ok.toml:3)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("qnn:sm8650:\n  min_sqnr_db = 25 (") && text.contains("ok.toml:5)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -370,9 +568,18 @@ fn a_golden_run_with_activations_replaces_the_reference_run_and_detects_tamperin
     let out = run(&[&["golden", "create", &fp32, "--out", &gs, "--layers"][..], &gen[..]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, stored, _) = compare_json(&[&q, "--golden", &gs, "-t", "qnn:sm8650", "--layers", "all"]);
-    let (_, live, _) =
-        compare_json(&[&[q.as_str(), "--reference", &fp32, "-t", "qnn:sm8650", "--layers", "all"][..], &gen[..]].concat());
-    assert!(stored["layer_audit"]["problems"].as_array().unwrap().is_empty(), "{}", stored["layer_audit"]);
+    let (_, live, _) = compare_json(
+        &[
+            &[q.as_str(), "--reference", &fp32, "-t", "qnn:sm8650", "--layers", "all"][..],
+            &gen[..],
+        ]
+        .concat(),
+    );
+    assert!(
+        stored["layer_audit"]["problems"].as_array().unwrap().is_empty(),
+        "{}",
+        stored["layer_audit"]
+    );
     for id in ["qnn:sm8650", "cpu:noopt"] {
         let (a, b) = (&target(&stored, id)["layers"], &target(&live, id)["layers"]);
         assert_eq!(a.as_array().unwrap().len(), 6);
@@ -388,14 +595,24 @@ fn a_golden_run_with_activations_replaces_the_reference_run_and_detects_tamperin
     fails_with(&other, 2, "is not the model the golden run");
     let (code, r, _) = compare_json(&[&other[1..], &["--allow-golden-mismatch"][..]].concat());
     assert_eq!(code, 0);
-    assert!(r["notes"].to_string().contains("compared anyway (--allow-golden-mismatch)"));
+    assert!(r["notes"]
+        .to_string()
+        .contains("compared anyway (--allow-golden-mismatch)"));
     // An altered activation archive is refused, naming the file.
     let npz = g.join("layers/s1.npz");
     let mut bytes = std::fs::read(&npz).unwrap();
     let n = bytes.len();
     bytes[n / 2] ^= 1;
     std::fs::write(&npz, bytes).unwrap();
-    fails_with(&["compare", &q, "--golden", &gs, "-t", "cpu"], 2, "layers/s1.npz was altered");
+    fails_with(
+        &["compare", &q, "--golden", &gs, "-t", "cpu"],
+        2,
+        "layers/s1.npz was altered",
+    );
     std::fs::remove_file(&npz).unwrap();
-    fails_with(&["compare", &q, "--golden", &gs, "-t", "cpu"], 2, "layers/s1.npz is missing");
+    fails_with(
+        &["compare", &q, "--golden", &gs, "-t", "cpu"],
+        2,
+        "layers/s1.npz is missing",
+    );
 }

@@ -19,12 +19,14 @@ use anyhow::{Context, Result};
 use crate::compare::{compare as compare_outputs, ClassAxisPolicy, RunOutputs};
 use crate::error::{environment, usage, ExitCode};
 use crate::gate::{evaluate, Previous};
-use crate::policy::Policy;
 use crate::golden::{self, GoldenWrite, RuntimeEntry};
 use crate::hash::{sha256_file, sha256_hex};
 use crate::inputs::{prepare, InputOptions, InputSet};
 use crate::model::{load_model, Signature};
-use crate::report::model::{InputTensorInfo, InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, Verdict, SCHEMA_VERSION};
+use crate::policy::Policy;
+use crate::report::model::{
+    InputTensorInfo, InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, Verdict, SCHEMA_VERSION,
+};
 use crate::runtime::{Provisioner, TargetRuntime};
 use crate::worker::job::Phase;
 use crate::worker::{Job, JobResult, Outcome, OutputFile, RunStatus};
@@ -441,13 +443,15 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     );
     // A stored golden run with activations keeps a copy of its reference, verified on load.
     let stored_copy = match (&reference, &opts.layers) {
-        (ReferencePlan::Stored { golden, .. }, Some(_)) => golden.reference_copy().map(|p| load_model(&p)).transpose()?,
+        (ReferencePlan::Stored { golden, .. }, Some(_)) => {
+            golden.reference_copy().map(|p| load_model(&p)).transpose()?
+        }
         _ => None,
     };
     let layer_audit = opts.layers.as_ref().map(|lo| {
         let (reference_model, stored) = match &reference {
             ReferencePlan::Model { model, .. } => (Some(&**model), None),
-            ReferencePlan::Stored { golden, .. } => (stored_copy.as_ref(), stored_copy.as_ref().map(|_| golden)),
+            ReferencePlan::Stored { golden, .. } => (stored_copy.as_ref(), stored_copy.as_ref().map(|_| &**golden)),
         };
         let ctx = crate::layers::run::Context {
             model: &model,

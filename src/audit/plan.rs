@@ -56,7 +56,10 @@ impl Shard {
     pub fn parse(text: &str) -> Result<Shard> {
         let bad = || crate::error::usage(format!("--shard '{text}' is not i/n with 1 <= i <= n (e.g. 2/4)"));
         let (i, n) = text.split_once('/').ok_or_else(bad)?;
-        let (index, count) = (i.trim().parse::<usize>().map_err(|_| bad())?, n.trim().parse::<usize>().map_err(|_| bad())?);
+        let (index, count) = (
+            i.trim().parse::<usize>().map_err(|_| bad())?,
+            n.trim().parse::<usize>().map_err(|_| bad())?,
+        );
         if index == 0 || count == 0 || index > count {
             return Err(bad());
         }

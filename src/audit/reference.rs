@@ -22,7 +22,7 @@ pub enum ReferencePlan {
         removed_pairs: Option<usize>,
     },
     /// Use a stored golden run.
-    Stored { golden: Golden, description: String },
+    Stored { golden: Box<Golden>, description: String },
 }
 
 /// Decides the reference for `audited`.
@@ -67,7 +67,10 @@ pub fn plan(
             m.runtime.version,
             m.runtime.optimization
         );
-        return Ok(ReferencePlan::Stored { golden, description });
+        return Ok(ReferencePlan::Stored {
+            golden: Box::new(golden),
+            description,
+        });
     }
     if let Some(path) = reference {
         let model = load_model(path)?;

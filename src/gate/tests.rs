@@ -10,7 +10,15 @@ fn n(v: f64) -> serde_json::Value {
 }
 
 /// A target report with one output, as a run would have written it.
-fn target(id: &str, ep: &str, status: &str, sqnr: f64, max_abs: f64, top1: Option<f64>, fallback: usize) -> TargetReport {
+fn target(
+    id: &str,
+    ep: &str,
+    status: &str,
+    sqnr: f64,
+    max_abs: f64,
+    top1: Option<f64>,
+    fallback: usize,
+) -> TargetReport {
     serde_json::from_value(json!({
         "id": id, "ep": ep, "role": "target", "required": true, "options": {}, "status": status,
         "placement": {
@@ -38,7 +46,16 @@ fn policy(text: &str) -> Policy {
 fn rules(g: &GateReport) -> Vec<(String, String, f64, f64, bool, String)> {
     g.rules
         .iter()
-        .map(|r| (r.rule.clone(), r.output.clone(), r.measured.0, r.limit.0, r.pass, r.origin.clone()))
+        .map(|r| {
+            (
+                r.rule.clone(),
+                r.output.clone(),
+                r.measured.0,
+                r.limit.0,
+                r.pass,
+                r.origin.clone(),
+            )
+        })
         .collect()
 }
 
@@ -74,20 +91,33 @@ fn each_limit_is_one_rule_with_its_measure_limit_and_origin() {
     assert_eq!(row("min_sqnr_db", "cpu"), (29.0, 30.0, false, "p.toml:2"));
     assert_eq!(row("min_top1_agreement", "cpu"), (0.8, 0.9, false, "p.toml:4"));
     // Placement rules apply to non-CPU targets only.
-    assert!(!r.iter().any(|x| x.0 == "max_partitions" && g.rules.iter().any(|y| y.target == "cpu" && y.rule == x.0)));
+    assert!(!r
+        .iter()
+        .any(|x| x.0 == "max_partitions" && g.rules.iter().any(|y| y.target == "cpu" && y.rule == x.0)));
     assert_eq!(g.rules.len(), 8 + 5);
 }
 
 #[test]
 fn a_failed_target_fails_ran_unless_allowed_and_top1_is_skipped_without_a_class_axis() {
     let p = policy("[defaults]\nmin_top1_agreement = 0.9\n");
-    let mut failed = target("openvino", "OpenVINOExecutionProvider", "failed", f64::NAN, f64::NAN, None, 0);
+    let mut failed = target(
+        "openvino",
+        "OpenVINOExecutionProvider",
+        "failed",
+        f64::NAN,
+        f64::NAN,
+        None,
+        0,
+    );
     let ok = target("cpu", "CPUExecutionProvider", "ok", 40.0, 0.0, None, 0);
     let (g, _) = evaluate(&p, &[failed.clone(), ok.clone()], None);
-    assert_eq!(rules(&g), vec![
-        ("ran".into(), RUN_SCOPE.into(), 0.0, 1.0, false, "required".into()),
-        ("ran".into(), RUN_SCOPE.into(), 1.0, 1.0, true, "required".into()),
-    ]);
+    assert_eq!(
+        rules(&g),
+        vec![
+            ("ran".into(), RUN_SCOPE.into(), 0.0, 1.0, false, "required".into()),
+            ("ran".into(), RUN_SCOPE.into(), 1.0, 1.0, true, "required".into()),
+        ]
+    );
     assert_eq!(g.verdict, Verdict::Fail);
     failed.required = false;
     let (g, _) = evaluate(&p, &[failed, ok.clone()], None);
@@ -136,27 +166,45 @@ fn baseline_mode_fails_only_on_regressions_beyond_the_margin() {
         label: "prev.json".into(),
     };
     let (g, notes) = evaluate(&p, &now, Some(&prev));
-    assert_eq!(notes, ["qnn:sm8850: no regression rules, prev.json has no successful run of it"]);
+    assert_eq!(
+        notes,
+        ["qnn:sm8850: no regression rules, prev.json has no successful run of it"]
+    );
     let got: Vec<(String, String, f64, f64, bool)> = g
         .rules
         .iter()
         .filter(|r| r.target == "qnn:sm8650")
-        .map(|r| (r.rule.clone(), r.output.clone(), (r.measured.0 * 1e6).round() / 1e6, r.limit.0, r.pass))
+        .map(|r| {
+            (
+                r.rule.clone(),
+                r.output.clone(),
+                (r.measured.0 * 1e6).round() / 1e6,
+                r.limit.0,
+                r.pass,
+            )
+        })
         .collect();
     // min_sqnr_db = 99 is not evaluated in baseline mode.
-    assert_eq!(got, vec![
-        ("ran".into(), "(run)".into(), 1.0, 1.0, true),
-        ("fallback_regression".into(), "(placement)".into(), 1.0, 0.0, false),
-        ("partitions_regression".into(), "(placement)".into(), 1.0, 0.0, false),
-        ("sqnr_regression_db".into(), "probs".into(), 0.4, 0.5, true),
-        ("max_abs_regression".into(), "probs".into(), 0.0, 0.0, true),
-        ("top1_regression".into(), "probs".into(), 0.01, 0.0, false),
-    ]);
+    assert_eq!(
+        got,
+        vec![
+            ("ran".into(), "(run)".into(), 1.0, 1.0, true),
+            ("fallback_regression".into(), "(placement)".into(), 1.0, 0.0, false),
+            ("partitions_regression".into(), "(placement)".into(), 1.0, 0.0, false),
+            ("sqnr_regression_db".into(), "probs".into(), 0.4, 0.5, true),
+            ("max_abs_regression".into(), "probs".into(), 0.0, 0.0, true),
+            ("top1_regression".into(), "probs".into(), 0.01, 0.0, false),
+        ]
+    );
     let sqnr = g.rules.iter().find(|r| r.rule == "sqnr_regression_db").unwrap();
     assert_eq!(sqnr.origin, "p.toml:4 vs prev.json");
     assert_eq!(sqnr.previous.map(|n| n.0), Some(30.0));
     // An exact match before and after (inf dB) is no regression.
-    let cpu = g.rules.iter().find(|r| r.rule == "sqnr_regression_db" && r.target == "cpu").unwrap();
+    let cpu = g
+        .rules
+        .iter()
+        .find(|r| r.rule == "sqnr_regression_db" && r.target == "cpu")
+        .unwrap();
     assert_eq!((cpu.measured.0, cpu.pass), (0.0, true));
     assert_eq!(g.verdict, Verdict::Fail);
     assert_eq!(g.policy.as_ref().map(|p| p.mode.as_str()), Some("baseline"));
@@ -164,7 +212,11 @@ fn baseline_mode_fails_only_on_regressions_beyond_the_margin() {
 
 #[test]
 fn no_limits_means_no_verdict() {
-    let (g, _) = evaluate(&Policy::empty(), &[target("cpu", "CPUExecutionProvider", "ok", 1.0, 1.0, None, 0)], None);
+    let (g, _) = evaluate(
+        &Policy::empty(),
+        &[target("cpu", "CPUExecutionProvider", "ok", 1.0, 1.0, None, 0)],
+        None,
+    );
     assert_eq!(g.verdict, Verdict::None);
     assert!(g.rules.is_empty() && g.policy.is_none());
 }

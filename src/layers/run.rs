@@ -609,9 +609,9 @@ fn tap_all(
                 .collect::<Result<Vec<_>>>();
             match read {
                 Ok(outputs) => stored = Some(JobResult::stored(outputs)),
-                Err(e) => state
-                    .problems
-                    .push(format!("the stored activations could not be read ({e:#}): no SQNR for run {n}")),
+                Err(e) => state.problems.push(format!(
+                    "the stored activations could not be read ({e:#}): no SQNR for run {n}"
+                )),
             }
         } else if let (Some(r_proto), Some(reference), Some(cpu)) = (&state.r_proto, ctx.reference, ctx.cpu) {
             let path = write(&tap::tapped(r_proto, &ref_taps), reference, &dir.join("reference.onnx"))?;

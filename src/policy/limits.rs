@@ -130,7 +130,11 @@ mod tests {
         assert!(Limits::default().is_empty());
         assert_eq!(
             base.describe(),
-            vec!["min_sqnr_db = 30 (a:1)", "max_abs = 0.5 (b:7)", "max_partitions = 2 (b:8)"]
+            vec![
+                "min_sqnr_db = 30 (a:1)",
+                "max_abs = 0.5 (b:7)",
+                "max_partitions = 2 (b:8)"
+            ]
         );
     }
 }

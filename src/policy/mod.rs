@@ -252,8 +252,13 @@ impl Policy {
     /// Reads and checks a policy file.
     pub fn load(path: &Path) -> Result<Policy> {
         let bytes = std::fs::read(path).map_err(|e| usage(format!("{}: cannot read: {e}", path.display())))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|e| usage(format!("{}: not UTF-8 text (byte {})", path.display(), e.utf8_error().valid_up_to())))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            usage(format!(
+                "{}: not UTF-8 text (byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let mut policy = Policy::parse(&text, &path.display().to_string(), &base)?;
         policy.source = Some(PolicySource {
@@ -384,7 +389,12 @@ impl Policy {
 
     /// Applies the command-line flags, which override the file: thresholds as a last section
     /// over every target, `--allow-failure` added, `--baseline-report` replacing the file's.
-    pub fn with_flags(mut self, flags: &Thresholds, allow_failure: &[String], baseline: Option<&Path>) -> Result<Policy> {
+    pub fn with_flags(
+        mut self,
+        flags: &Thresholds,
+        allow_failure: &[String],
+        baseline: Option<&Path>,
+    ) -> Result<Policy> {
         let flag = |origin: &str| origin.to_string();
         let mut l = Limits::default();
         let set = |v, origin: &str| {

@@ -60,14 +60,23 @@ fn sections_apply_from_broad_to_specific_in_file_order() {
     let sm8650 = p.limits("qnn:sm8650", Some("probs"));
     assert_eq!(value(&sm8650.min_sqnr_db), Some((27.0, "npu-audit.toml:22".into())));
     assert_eq!(value(&sm8650.max_abs), Some((0.03, "npu-audit.toml:25".into())));
-    assert_eq!(value(&sm8650.min_top1_agreement), Some((0.99, "npu-audit.toml:15".into())));
+    assert_eq!(
+        value(&sm8650.min_top1_agreement),
+        Some((0.99, "npu-audit.toml:15".into()))
+    );
     assert!(sm8650.min_top1_agreement.as_ref().unwrap().per_output);
     // Target-level limits do not take output sections.
-    assert_eq!(value(&p.limits("qnn:sm8650", None).max_abs), Some((0.05, "npu-audit.toml:11".into())));
+    assert_eq!(
+        value(&p.limits("qnn:sm8650", None).max_abs),
+        Some((0.05, "npu-audit.toml:11".into()))
+    );
     assert!(p.is_active());
     assert!(p.check_outputs(&["logits".into(), "probs".into()]).is_ok());
     let e = format!("{:#}", p.check_outputs(&["logits".into()]).unwrap_err());
-    assert_eq!(e, "npu-audit.toml:13: 'probs' is not an output of the model (outputs: logits)");
+    assert_eq!(
+        e,
+        "npu-audit.toml:13: 'probs' is not an output of the model (outputs: logits)"
+    );
 }
 
 #[test]
@@ -85,9 +94,15 @@ fn flags_override_the_file_and_name_themselves() {
         )
         .unwrap();
     let l = p.limits("qnn:sm8650", Some("probs"));
-    assert_eq!(l.min_sqnr_db.as_ref().map(|l| (l.value, l.origin.as_str())), Some((40.0, "--min-sqnr")));
+    assert_eq!(
+        l.min_sqnr_db.as_ref().map(|l| (l.value, l.origin.as_str())),
+        Some((40.0, "--min-sqnr"))
+    );
     assert_eq!(l.max_abs.as_ref().map(|l| l.value), Some(0.03));
-    assert_eq!(l.max_partitions.as_ref().map(|l| l.origin.as_str()), Some("--max-partitions"));
+    assert_eq!(
+        l.max_partitions.as_ref().map(|l| l.origin.as_str()),
+        Some("--max-partitions")
+    );
     assert_eq!(p.allow_failure, ["openvino", "qnn:sm8850"]);
 }
 
@@ -107,7 +122,10 @@ fn errors_point_at_the_line_and_column() {
         "npu-audit.toml:2:22: invalid value: integer `-1`, expected u64"
     );
     assert_eq!(
-        error("[defaults.outputs.probs]\nmax_partitions = 1\n").split(',').next().unwrap(),
+        error("[defaults.outputs.probs]\nmax_partitions = 1\n")
+            .split(',')
+            .next()
+            .unwrap(),
         "npu-audit.toml:2:1: unknown field `max_partitions`"
     );
     assert_eq!(
@@ -120,9 +138,14 @@ fn errors_point_at_the_line_and_column() {
     );
     let e = error("\n[target.\"qnn:sm9999\"]\nmin_sqnr_db = 1\n");
     assert!(e.starts_with("npu-audit.toml:2:9: ") && e.contains("sm9999"), "{e}");
-    assert!(error("[target.\"tpu*\"]\nmin_sqnr_db = 1\n").starts_with("npu-audit.toml:1:9: 'tpu*' matches no known target"));
+    assert!(
+        error("[target.\"tpu*\"]\nmin_sqnr_db = 1\n").starts_with("npu-audit.toml:1:9: 'tpu*' matches no known target")
+    );
     assert!(error("targets = [\"cpu\", \"gpu9\"]\n").starts_with("npu-audit.toml:1:19: unknown target 'gpu9'"));
-    assert_eq!(error("version = 2\n"), "npu-audit.toml:1:11: version 2 is not supported (only 1)");
+    assert_eq!(
+        error("version = 2\n"),
+        "npu-audit.toml:1:11: version 2 is not supported (only 1)"
+    );
     assert_eq!(
         error("mode = \"strict\"\n"),
         "npu-audit.toml:1:8: mode 'strict' is not one of absolute, baseline, both"

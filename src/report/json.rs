@@ -37,7 +37,9 @@ pub fn read(path: &Path) -> Result<Report> {
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| usage(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
     if value.get("tool").and_then(|t| t.get("name")).and_then(|n| n.as_str()) != Some("npu-audit") {
-        return Err(usage(format!("{shown}: not an npu-audit compare report (no tool.name \"npu-audit\")")));
+        return Err(usage(format!(
+            "{shown}: not an npu-audit compare report (no tool.name \"npu-audit\")"
+        )));
     }
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(super::model::SCHEMA_VERSION) => {}
@@ -47,7 +49,11 @@ pub fn read(path: &Path) -> Result<Report> {
                 super::model::SCHEMA_VERSION
             )))
         }
-        None => return Err(usage(format!("{shown}: no schema_version; not an npu-audit compare report"))),
+        None => {
+            return Err(usage(format!(
+                "{shown}: no schema_version; not an npu-audit compare report"
+            )))
+        }
     }
     serde_json::from_str(&text).map_err(|e| usage(format!("{shown}:{}:{}: {e}", e.line(), e.column())))
 }

@@ -42,15 +42,24 @@ impl OutputPaths {
         for (i, (flag, path)) in files.iter().enumerate() {
             check_writable_as(flag, path)?;
             if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path) {
-                return Err(usage(format!("{other} and {flag} name the same file {}", path.display())));
+                return Err(usage(format!(
+                    "{other} and {flag} name the same file {}",
+                    path.display()
+                )));
             }
         }
         if let Some(dir) = &self.node_data {
             if dir.exists() && !dir.is_dir() {
-                return Err(usage(format!("--node-data {} is a file, not a directory", dir.display())));
+                return Err(usage(format!(
+                    "--node-data {} is a file, not a directory",
+                    dir.display()
+                )));
             }
             if let Some((flag, _)) = files.iter().find(|(_, p)| p == dir) {
-                return Err(usage(format!("{flag} and --node-data name the same path {}", dir.display())));
+                return Err(usage(format!(
+                    "{flag} and --node-data name the same path {}",
+                    dir.display()
+                )));
             }
         }
         Ok(())

@@ -214,7 +214,8 @@ pub fn read_npz_entries(path: &Path, names: &[String]) -> Result<Vec<(String, Te
         let Ok(mut entry) = archive.by_name(&format!("{name}.npy")) else {
             continue;
         };
-        let tensor = Tensor::read_npy_from(&mut entry).with_context(|| format!("{}: array '{name}'", path.display()))?;
+        let tensor =
+            Tensor::read_npy_from(&mut entry).with_context(|| format!("{}: array '{name}'", path.display()))?;
         out.push((name.clone(), tensor));
     }
     Ok(out)
