@@ -1,9 +1,725 @@
-//! TODO(helper): markdown rendering of the report.
+//! The Markdown rendering of a report, sized for a GitHub pull-request comment or a CI step
+//! summary (`$GITHUB_STEP_SUMMARY`): the verdict and the model on the first line, the failing
+//! rules, one row per target, the targets that did not run with the first line of their error,
+//! the passing rules folded in a `<details>` block, and the notes.
+//!
+//! GitHub refuses comments over 65536 characters, so every list is capped (at most
+//! [`MAX_RULE_ROWS`] rule rows per table, each section within a share of the budget) and says
+//! how many rows it left out; the whole text stays under [`MAX_CHARS`] bytes whatever the report
+//! holds. Table cells are escaped (`|`, newlines, and the characters Markdown or HTML would
+//! interpret) and long cells are cut. Like every renderer it reads the [`Report`] and
+//! recomputes nothing: the per-target columns pick the worst figure among the outputs.
 
-use super::model::Report;
+use std::fmt::Write as _;
 
-/// Renders the report.
+use super::model::{Num, Report, RuleResult, TargetReport, TargetRole, Verdict};
+use super::table::fmt_num;
+use crate::worker::RunStatus;
+
+/// The most bytes the rendering takes (GitHub's comment limit is 65536 characters).
+pub const MAX_CHARS: usize = 60_000;
+/// The most rows a table of rules shows; the rest are counted.
+pub const MAX_RULE_ROWS: usize = 50;
+/// The most rows of the per-target table and of the list of targets that did not run.
+const MAX_TARGET_ROWS: usize = 100;
+/// The most notes shown.
+const MAX_NOTES: usize = 20;
+/// Longest table cell, in characters.
+const CELL_CHARS: usize = 100;
+/// Longest one-line error or note, in characters.
+const LINE_CHARS: usize = 300;
+
+/// Byte budgets of the sections; their sum with the heading stays below [`MAX_CHARS`].
+const FAILING_BUDGET: usize = 22_000;
+const TARGETS_BUDGET: usize = 12_000;
+const NOT_RUN_BUDGET: usize = 6_000;
+const PASSING_BUDGET: usize = 11_000;
+const NOTES_BUDGET: usize = 5_000;
+
+/// Renders the report as Markdown.
 pub fn render(report: &Report) -> String {
-    let _ = report;
-    String::new()
+    let mut s = String::new();
+    heading(&mut s, report);
+
+    let failing: Vec<&RuleResult> = report.gate.rules.iter().filter(|r| !r.pass).collect();
+    let passing: Vec<&RuleResult> = report.gate.rules.iter().filter(|r| r.pass).collect();
+
+    if !failing.is_empty() {
+        let _ = writeln!(s, "\n**Failing rules** ({})\n", failing.len());
+        rule_table(&mut s, &failing, FAILING_BUDGET);
+    }
+
+    targets_section(&mut s, report);
+    not_run_section(&mut s, report);
+
+    if !passing.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n<details><summary>{} passing rule{}</summary>\n",
+            passing.len(),
+            plural(passing.len())
+        );
+        rule_table(&mut s, &passing, PASSING_BUDGET);
+        s.push_str("\n</details>\n");
+    }
+
+    notes_section(&mut s, report);
+    enforce_limit(s)
+}
+
+/// A rule's measured value or limit: dB rules with two decimals, others with about four
+/// significant digits; a value that could not be measured says so.
+pub fn rule_value(rule: &str, v: Num) -> String {
+    let x = v.0;
+    if x.is_nan() {
+        return "not measured".into();
+    }
+    if x.is_finite() && rule.ends_with("_db") {
+        return format!("{x:.2}");
+    }
+    if x.is_finite() && x == x.trunc() && x.abs() < 1e15 {
+        // Counts (fallback nodes, partitions, ran, bit_exact) read best without decimals.
+        return format!("{x:.0}");
+    }
+    fmt_num(x)
+}
+
+/// A rule's measured value and limit, as [`rule_value`] writes them, with every digit when
+/// the short forms would read equal although the values differ (a rule failing by a hair).
+pub fn rule_values(rule: &str, measured: Num, limit: Num) -> (String, String) {
+    let (m, l) = (rule_value(rule, measured), rule_value(rule, limit));
+    if m == l && measured.0 != limit.0 && measured.0.is_finite() && limit.0.is_finite() {
+        return (format!("{}", measured.0), format!("{}", limit.0));
+    }
+    (m, l)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn heading(s: &mut String, report: &Report) {
+    let verdict = match report.gate.verdict {
+        Verdict::Pass => "✅ PASS",
+        Verdict::Fail => "❌ FAIL",
+        Verdict::None => "➖ no gate",
+    };
+    let _ = writeln!(s, "### {verdict} · npu-audit · {}", code(&cut(&report.model.path, 200)));
+    let ran = report.targets.iter().filter(|t| t.status == RunStatus::Ok).count();
+    let failing = report.gate.rules.iter().filter(|r| !r.pass).count();
+    let short_sha: String = report.model.sha256.chars().take(12).collect();
+    let _ = writeln!(
+        s,
+        "\nmodel sha256 {} · golden: {} · {ran}/{} targets ran · {} rule{}, {failing} failing · exit code {}",
+        code(&short_sha),
+        escape(&cut(&report.reference.description, LINE_CHARS)),
+        report.targets.len(),
+        report.gate.rules.len(),
+        plural(report.gate.rules.len()),
+        report.exit_code as i32,
+    );
+}
+
+/// A table of rules, at most [`MAX_RULE_ROWS`] rows within `budget` bytes.
+fn rule_table(s: &mut String, rules: &[&RuleResult], budget: usize) {
+    let rows = rules.iter().map(|r| {
+        let (mut measured, limit) = rule_values(&r.rule, r.measured, r.limit);
+        if let Some(p) = r.previous {
+            measured.push_str(&format!(" (was {})", rule_value(&r.rule, p)));
+        }
+        vec![
+            r.rule.clone(),
+            r.target.clone(),
+            r.output.clone(),
+            measured,
+            limit,
+            if r.origin.is_empty() {
+                "-".into()
+            } else {
+                r.origin.clone()
+            },
+        ]
+    });
+    push_table(
+        s,
+        &["rule", "target", "output", "measured", "limit", "origin"],
+        rows,
+        rules.len(),
+        MAX_RULE_ROWS,
+        budget,
+        "rules",
+    );
+}
+
+/// Writes a table: the header, then rows until `max_rows` or `budget` bytes, then a line
+/// counting the rows left out.
+fn push_table(
+    s: &mut String,
+    header: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+    total: usize,
+    max_rows: usize,
+    budget: usize,
+    what: &str,
+) {
+    let start = s.len();
+    let _ = writeln!(s, "| {} |", header.join(" | "));
+    let _ = writeln!(s, "|{}", " --- |".repeat(header.len()));
+    let mut shown = 0;
+    for row in rows.take(max_rows) {
+        let line = format!(
+            "| {} |\n",
+            row.iter()
+                .map(|c| escape(&cut(c, CELL_CHARS)))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        if s.len() - start + line.len() > budget {
+            break;
+        }
+        s.push_str(&line);
+        shown += 1;
+    }
+    if shown < total {
+        let _ = writeln!(
+            s,
+            "\n_{} more {what} not shown; the JSON report (`--out`) has every one._",
+            total - shown
+        );
+    }
+}
+
+/// The lowest finite-or-infinite value (NaN ignored) and the output it belongs to.
+fn worst_sqnr(t: &TargetReport) -> Option<(f64, &str)> {
+    t.outputs
+        .iter()
+        .filter(|o| !o.sqnr_db.0.is_nan())
+        .map(|o| (o.sqnr_db.0, o.name.as_str()))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+fn targets_section(s: &mut String, report: &Report) {
+    if report.targets.is_empty() {
+        return;
+    }
+    let multi_output = report.targets.iter().any(|t| t.outputs.len() > 1);
+    let _ = writeln!(
+        s,
+        "\n**Targets**{}\n",
+        if multi_output {
+            " (worst figure over the outputs)"
+        } else {
+            ""
+        }
+    );
+    let rows = report.targets.iter().map(|t| target_row(report, t, multi_output));
+    push_table(
+        s,
+        &[
+            "target",
+            "status",
+            "SQNR dB",
+            "max abs",
+            "top-1",
+            "excess dB",
+            "CPU fallback / partitions",
+            "first divergent layer",
+        ],
+        rows,
+        report.targets.len(),
+        MAX_TARGET_ROWS,
+        TARGETS_BUDGET,
+        "targets",
+    );
+}
+
+fn target_row(report: &Report, t: &TargetReport, multi_output: bool) -> Vec<String> {
+    let baseline = t.role == TargetRole::Baseline || report.baseline.as_deref() == Some(t.id.as_str());
+    let failing = report.gate.rules.iter().filter(|r| !r.pass && r.target == t.id).count();
+    let ran = t.status == RunStatus::Ok;
+    let mark = if failing > 0 || (!ran && t.required) {
+        "❌"
+    } else if !ran {
+        "⚠️"
+    } else {
+        "✅"
+    };
+    let mut status = format!("{mark} {}", t.status.as_str());
+    if !ran && !t.required {
+        status.push_str(" (allowed)");
+    }
+    if failing > 0 {
+        status.push_str(&format!(", {failing} failing rule{}", plural(failing)));
+    }
+    let mut id = t.id.clone();
+    if t.role == TargetRole::Baseline {
+        id.push_str(" (baseline)");
+    }
+    if !ran {
+        return vec![
+            id,
+            status,
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ];
+    }
+    let sqnr = match worst_sqnr(t) {
+        Some((v, name)) if multi_output => format!("{} ({name})", db(v)),
+        Some((v, _)) => db(v),
+        None => "-".into(),
+    };
+    let max_abs = t
+        .outputs
+        .iter()
+        .map(|o| o.max_abs.0)
+        .filter(|v| !v.is_nan())
+        .max_by(f64::total_cmp)
+        .map_or("-".into(), fmt_num);
+    let top1 = t
+        .outputs
+        .iter()
+        .filter_map(|o| o.top1_agreement)
+        .min_by(f64::total_cmp)
+        .map_or("-".into(), |v| format!("{:.1}%", v * 100.0));
+    let excess = if baseline {
+        "(baseline)".into()
+    } else {
+        t.outputs
+            .iter()
+            .filter_map(|o| o.baseline.as_ref().map(|b| b.excess_db.0))
+            .filter(|v| !v.is_nan())
+            .max_by(f64::total_cmp)
+            .map_or(
+                "-".into(),
+                |v| {
+                    if v.is_finite() {
+                        format!("{v:+.2}")
+                    } else {
+                        fmt_num(v)
+                    }
+                },
+            )
+    };
+    let fallback = t.placement.as_ref().map_or("-".into(), |p| {
+        format!("{} / {}", p.compute_fallback_nodes, p.ep_partitions)
+    });
+    vec![
+        id,
+        status,
+        sqnr,
+        max_abs,
+        top1,
+        excess,
+        fallback,
+        divergence(t, baseline),
+    ]
+}
+
+fn db(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        fmt_num(v)
+    }
+}
+
+/// The first layer departing from the baseline, from `layer_summary`.
+fn divergence(t: &TargetReport, baseline: bool) -> String {
+    let Some(summary) = &t.layer_summary else {
+        return "-".into();
+    };
+    if baseline {
+        return "(baseline)".into();
+    }
+    match &summary.first_divergence {
+        Some(f) => {
+            let how = match f.introduced {
+                Some(true) => ", introduced",
+                Some(false) => ", inherited",
+                None => "",
+            };
+            format!(
+                "#{} {} ({}): {} differ, max {} LSB{how}",
+                f.index, f.node, f.op_type, f.differing, f.max_steps
+            )
+        }
+        None if summary.layers_not_compared > 0 => {
+            format!("none ({} not compared)", summary.layers_not_compared)
+        }
+        None if summary.error.is_some() => "error".into(),
+        None => "none".into(),
+    }
+}
+
+fn not_run_section(s: &mut String, report: &Report) {
+    let not_run: Vec<&TargetReport> = report.targets.iter().filter(|t| t.status != RunStatus::Ok).collect();
+    if not_run.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n**Did not run**\n");
+    let start = s.len();
+    let mut shown = 0;
+    for t in not_run.iter().take(MAX_TARGET_ROWS) {
+        let error = t
+            .error
+            .as_deref()
+            .and_then(|e| e.lines().find(|l| !l.trim().is_empty()))
+            .unwrap_or("no error text");
+        let line = format!(
+            "- {} {}{}: {}\n",
+            code(&cut(&t.id, CELL_CHARS)),
+            t.status.as_str(),
+            if t.required {
+                " (required)"
+            } else {
+                " (allowed to fail)"
+            },
+            escape(&cut(error.trim(), LINE_CHARS))
+        );
+        if s.len() - start + line.len() > NOT_RUN_BUDGET {
+            break;
+        }
+        s.push_str(&line);
+        shown += 1;
+    }
+    if shown < not_run.len() {
+        let _ = writeln!(s, "- _{} more not shown_", not_run.len() - shown);
+    }
+}
+
+fn notes_section(s: &mut String, report: &Report) {
+    if report.notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n**Notes**\n");
+    let start = s.len();
+    let mut shown = 0;
+    for n in report.notes.iter().take(MAX_NOTES) {
+        let line = format!("- {}\n", escape(&cut(n, LINE_CHARS)));
+        if s.len() - start + line.len() > NOTES_BUDGET {
+            break;
+        }
+        s.push_str(&line);
+        shown += 1;
+    }
+    if shown < report.notes.len() {
+        let _ = writeln!(s, "- _{} more notes in the JSON report_", report.notes.len() - shown);
+    }
+}
+
+/// The last guard: the section budgets keep the text far below [`MAX_CHARS`], but should it
+/// ever exceed it, it is cut at a line end (closing an open `<details>`).
+fn enforce_limit(mut s: String) -> String {
+    if s.len() <= MAX_CHARS {
+        return s;
+    }
+    let tail = "\n_… cut to fit a GitHub comment; the JSON report has everything._\n";
+    let mut end = MAX_CHARS - tail.len() - "\n</details>\n".len();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    if let Some(nl) = s[..end].rfind('\n') {
+        end = nl + 1;
+    }
+    s.truncate(end);
+    let open = s.matches("<details>").count() > s.matches("</details>").count();
+    s.push_str(tail);
+    if open {
+        s.push_str("\n</details>\n");
+    }
+    s
+}
+
+/// At most `max` characters, with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Escapes text for a table cell or inline Markdown: `|` (which ends a cell even inside code),
+/// line breaks (which end a table row), and the characters Markdown or HTML would interpret.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last_space = false;
+    for c in text.chars() {
+        match c {
+            '\r' | '\n' | '\t' | '\u{2028}' | '\u{2029}' => {
+                if !last_space {
+                    out.push(' ');
+                }
+                last_space = true;
+                continue;
+            }
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '#' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+        last_space = false;
+    }
+    out
+}
+
+/// An inline code span that holds `text` whatever backticks it contains (a fence longer than
+/// any run of backticks inside); line breaks become spaces.
+fn code(text: &str) -> String {
+    let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::report::model::{Report, RuleResult};
+
+    fn load(name: &str) -> Option<Report> {
+        let text = std::fs::read_to_string(format!("/tmp/reports/{name}.json")).ok()?;
+        Some(serde_json::from_str(&text).expect("report parses"))
+    }
+
+    /// A small report written by hand: `qnn:sm8650` ran (two outputs, one named with a pipe
+    /// and a newline; two layers, one bit-exact), `openvino` was required and failed, and the
+    /// `cpu:noopt` baseline ran. Rules: three failing (one of them `ran`), one passing.
+    pub(crate) const SMALL_REPORT: &str = r##"{
+      "schema_version": 1,
+      "tool": {"name": "npu-audit", "version": "0.1.0"},
+      "model": {"path": "models/m|x.onnx", "sha256": "0123456789abcdef0123", "size_bytes": 10,
+                "ir_version": 10, "opset": 21, "producer": "test",
+                "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 4]}],
+                "outputs": [{"name": "probs", "dtype": "float32", "shape": [1, 4]}]},
+      "reference": {"kind": "model", "path": "m_fp32.onnx", "sha256": "ab", "description": "fp32 model m_fp32.onnx"},
+      "inputs": {"source": "generated", "samples": 1, "generators": ["x=uniform:-1,1"], "seed": 0, "tensors": []},
+      "baseline": "cpu:noopt",
+      "targets": [
+        {"id": "qnn:sm8650", "ep": "QNNExecutionProvider", "role": "target", "required": true,
+         "options": {}, "runtime": null, "status": "ok", "error": null,
+         "timing": {"load_ms": 1.0, "register_ms": 0.0, "session_create_ms": 2.0, "run_ms": 1.0, "run_ms_total": 1.0, "wall_ms": 1500.0},
+         "placement": {"source": "ort_api", "graph": "runtime", "nodes_by_ep": {"QNNExecutionProvider": 9, "CPUExecutionProvider": 2},
+                       "target_ep_nodes": 9, "total_nodes": 11, "cpu_op_types": {"Celu": 1}, "ep_partitions": 2,
+                       "partitions": [], "crossings": [], "crossing_count": 0, "crossing_bytes": 0,
+                       "mid_graph_crossing_count": 0, "mid_graph_crossing_bytes": 0, "fallback": [],
+                       "compute_fallback_nodes": 1, "inserted_by_ep": {}, "inferred_nodes": 0},
+         "outputs": [
+           {"name": "probs", "dtype": "float32", "shape": [1, 4], "elements": 4, "bit_identical": 1,
+            "max_abs": 0.03026, "mean_abs": 0.01, "rmse": 0.01, "max_ulp": 5, "cosine": 0.999, "sqnr_db": 25.06,
+            "top1_agreement": 1.0, "top5_agreement": null, "nan_count": 0, "inf_count": 0, "nonfinite_mismatch": 0,
+            "baseline": {"target": "cpu:noopt", "sqnr_db": 31.16, "max_abs": 0.0146, "excess_db": 6.1}},
+           {"name": "out|put\ntwo", "dtype": "float32", "shape": [1, 4], "elements": 4, "bit_identical": 4,
+            "max_abs": 0.0, "mean_abs": 0.0, "rmse": 0.0, "max_ulp": 0, "cosine": 1.0, "sqnr_db": "inf",
+            "top1_agreement": null, "top5_agreement": null, "nan_count": 0, "inf_count": 0, "nonfinite_mismatch": 0}
+         ],
+         "layers": [
+           {"index": 0, "op_type": "QuantizeLinear", "node": "x_QuantizeLinear", "tensor": "x_q", "float_tensor": "x",
+            "quantized": true, "elements": 4, "sqnr_db": "inf", "max_abs": 0.0, "sqnr_drop_db": null,
+            "introduced_sqnr_db": "inf"},
+           {"index": 1, "op_type": "Conv", "node": "conv1 <&\"'>", "tensor": "c_q", "float_tensor": "c",
+            "quantized": true, "elements": 4, "sqnr_db": 36.19, "max_abs": 0.1, "sqnr_drop_db": 3.28,
+            "introduced_sqnr_db": 37.46},
+           {"index": 2, "op_type": "Relu", "node": "relu_nomatch", "tensor": "r_q", "float_tensor": "r",
+            "quantized": true, "elements": 4, "sqnr_db": null, "max_abs": null, "sqnr_drop_db": null,
+            "introduced_sqnr_db": null, "error": "no reference counterpart"}
+         ],
+         "layer_summary": {"first_divergence": {"index": 1, "node": "conv1", "op_type": "Conv", "tensor": "c_q",
+                           "differing": 12, "max_steps": 1, "introduced": true}, "layers_not_compared": 0}},
+        {"id": "openvino", "ep": "OpenVINOExecutionProvider", "role": "target", "required": true,
+         "options": {}, "runtime": null, "status": "failed", "error": "first line of the error\nsecond line",
+         "timing": {"load_ms": 1.0, "register_ms": 0.0, "session_create_ms": null, "run_ms": null, "run_ms_total": null, "wall_ms": 250.0},
+         "outputs": []},
+        {"id": "cpu:noopt", "ep": "CPUExecutionProvider", "role": "baseline", "required": false,
+         "options": {}, "runtime": null, "status": "ok", "error": null, "timing": null,
+         "outputs": [
+           {"name": "probs", "dtype": "float32", "shape": [1, 4], "elements": 4, "bit_identical": 1,
+            "max_abs": 0.0146, "mean_abs": 0.01, "rmse": 0.01, "max_ulp": 5, "cosine": 0.999, "sqnr_db": 31.16,
+            "top1_agreement": 1.0, "top5_agreement": null, "nan_count": 0, "inf_count": 0, "nonfinite_mismatch": 0}
+         ]}
+      ],
+      "agreement": [], "bit_exact_groups": [], "tolerances": [],
+      "gate": {"verdict": "fail", "rules": [
+        {"rule": "min_sqnr_db", "target": "qnn:sm8650", "output": "probs", "measured": 25.06, "limit": 28.0, "pass": false, "origin": "--min-sqnr"},
+        {"rule": "max_abs", "target": "qnn:sm8650", "output": "out|put\ntwo", "measured": "nan", "limit": 0.01, "pass": false, "origin": "npu-audit.toml:3"},
+        {"rule": "ran", "target": "openvino", "output": "(run)", "measured": 0.0, "limit": 1.0, "pass": false, "origin": "required"},
+        {"rule": "ran", "target": "qnn:sm8650", "output": "(run)", "measured": 1.0, "limit": 1.0, "pass": true, "origin": "required"}
+      ]},
+      "metric_definitions": {},
+      "notes": ["a note"],
+      "exit_code": 3
+    }"##;
+
+    /// [`SMALL_REPORT`] parsed.
+    pub(crate) fn small_report() -> Report {
+        serde_json::from_str(SMALL_REPORT).expect("small report parses")
+    }
+
+    /// Splits a table row into cells at unescaped `|`.
+    fn cells(line: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        let mut chars = line.trim().trim_start_matches('|').chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '\\' {
+                cur.push(c);
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            } else if c == '|' {
+                out.push(cur.trim().to_string());
+                cur.clear();
+            } else {
+                cur.push(c);
+            }
+        }
+        out
+    }
+
+    /// Rows of the table that follows `title`.
+    fn table_rows<'a>(md: &'a str, title: &str) -> Vec<&'a str> {
+        let Some(at) = md.find(title) else { return Vec::new() };
+        md[at..]
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .collect()
+    }
+
+    #[test]
+    fn escape_keeps_cells_in_one_row() {
+        let e = escape("a|b\nc\r\nd <x> & `y`");
+        assert!(!e.contains('\n'));
+        assert_eq!(cells(&format!("| {e} | z |")).len(), 2);
+        assert!(e.contains("a\\|b"));
+        assert!(e.contains("\\<x\\>"));
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("`a"), "`` `a ``");
+    }
+
+    #[test]
+    fn rule_values_read_naturally() {
+        assert_eq!(rule_value("min_sqnr_db", Num(25.0561)), "25.06");
+        assert_eq!(rule_value("max_fallback_nodes", Num(1.0)), "1");
+        assert_eq!(rule_value("max_abs", Num(0.030261)), "0.03026");
+        assert_eq!(rule_value("min_sqnr_db", Num(f64::INFINITY)), "inf");
+        assert_eq!(rule_value("max_fallback_nodes", Num(f64::NAN)), "not measured");
+        assert_eq!(
+            rule_values("min_sqnr_db", Num(32.499853), Num(32.5)),
+            ("32.499853".to_string(), "32.5".to_string())
+        );
+        assert_eq!(
+            rule_values("min_sqnr_db", Num(32.0), Num(32.5)),
+            ("32.00".to_string(), "32.50".to_string())
+        );
+    }
+
+    #[test]
+    fn small_report_lists_failing_rules_targets_and_errors() {
+        let r = small_report();
+        let md = render(&r);
+        assert!(md.starts_with("### ❌ FAIL · npu-audit · `models/m|x.onnx`"), "{md}");
+        let failing = table_rows(&md, "**Failing rules**");
+        let want = r.gate.rules.iter().filter(|x| !x.pass).count();
+        assert_eq!(failing.len(), want, "{md}");
+        for (row, rule) in failing.iter().zip(r.gate.rules.iter().filter(|x| !x.pass)) {
+            let c = cells(row);
+            assert_eq!(c.len(), 6, "{row}");
+            assert_eq!(c[0], escape(&rule.rule));
+            assert_eq!(c[1], escape(&rule.target));
+        }
+        // The output name with a pipe and a newline stays in its cell.
+        assert!(md.contains("out\\|put two"), "{md}");
+        let targets = table_rows(&md, "**Targets**");
+        assert_eq!(targets.len(), r.targets.len());
+        assert!(targets.iter().all(|row| cells(row).len() == 8));
+        assert!(md.contains("#1 conv1 (Conv): 12 differ, max 1 LSB, introduced"), "{md}");
+        assert!(md.contains("**Did not run**"));
+        assert!(md.contains("failed (required): first line of the error"), "{md}");
+        assert!(!md.contains("second line"));
+        assert!(md.contains("<details><summary>1 passing rule</summary>"));
+        assert!(md.trim_end().ends_with("- a note"), "{md}");
+    }
+
+    #[test]
+    fn thousands_of_rules_stay_under_the_comment_limit() {
+        let mut r = small_report();
+        let template = r.gate.rules[0].clone();
+        let long = "x|".repeat(400);
+        r.gate.rules = (0..5000)
+            .map(|i| RuleResult {
+                rule: format!("min_sqnr_db{long}"),
+                target: format!("qnn:sm{i}{long}"),
+                output: format!("output_{i}\n{long}"),
+                origin: long.clone(),
+                pass: i % 2 == 0,
+                ..template.clone()
+            })
+            .collect();
+        for _ in 0..300 {
+            let mut t = r.targets[1].clone();
+            t.error = Some(long.repeat(20));
+            r.targets.push(t);
+        }
+        r.notes = vec![long.repeat(10); 500];
+        let md = render(&r);
+        assert!(md.len() < MAX_CHARS, "{}", md.len());
+        assert!(md.chars().count() < 65_536);
+        let failing = table_rows(&md, "**Failing rules**");
+        assert!(failing.len() <= MAX_RULE_ROWS && !failing.is_empty());
+        assert!(md.contains("more rules not shown"), "cap is announced");
+        assert_eq!(md.matches("<details>").count(), md.matches("</details>").count());
+    }
+
+    #[test]
+    fn enforce_limit_cuts_at_a_line_and_closes_details() {
+        let s = format!("head\n<details>\n{}", "row\n".repeat(30_000));
+        let out = enforce_limit(s);
+        assert!(out.len() <= MAX_CHARS);
+        assert!(out.ends_with("</details>\n"));
+    }
+
+    #[test]
+    fn real_reports_render() {
+        for name in ["cnn", "fallback", "transformer"] {
+            let Some(r) = load(name) else { continue };
+            let md = render(&r);
+            let first = md.lines().next().unwrap_or_default();
+            match r.gate.verdict {
+                Verdict::Pass => assert!(first.contains("✅ PASS")),
+                Verdict::Fail => assert!(first.contains("❌ FAIL")),
+                Verdict::None => assert!(first.contains("no gate")),
+            }
+            assert!(first.contains(&r.model.path));
+            let failing = r.gate.rules.iter().filter(|x| !x.pass).count();
+            assert_eq!(table_rows(&md, "**Failing rules**").len(), failing, "{name}\n{md}");
+            assert_eq!(table_rows(&md, "**Targets**").len(), r.targets.len(), "{name}");
+        }
+    }
 }

@@ -81,10 +81,19 @@ impl OutputPaths {
             rendered.push((p.clone(), html::render(report)));
         }
         if let Some(dir) = &self.node_data {
+            // Per target: cumulative SQNR, and what each layer introduces run alone; over all
+            // targets: the worst per node.
             for t in &report.targets {
+                let name = sanitize(&t.id);
                 if let Some(text) = explorer::render_target(report, &t.id) {
-                    rendered.push((dir.join(format!("{}.json", sanitize(&t.id))), text));
+                    rendered.push((dir.join(format!("{name}.json")), text));
                 }
+                if let Some(text) = explorer::render_target_introduced(report, &t.id) {
+                    rendered.push((dir.join(format!("{name}.introduced.json")), text));
+                }
+            }
+            if report.targets.iter().any(|t| !t.layers.is_empty()) {
+                rendered.push((dir.join("worst.json"), explorer::render(report)));
             }
             std::fs::create_dir_all(dir).map_err(|e| usage(format!("--node-data {}: {e}", dir.display())))?;
         }
