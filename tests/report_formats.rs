@@ -243,7 +243,11 @@ fn check_node_data(dir: &Path, report: &Value) {
         .count();
     assert_eq!(cumulative, files, "{names:?}");
     assert!(names.iter().any(|n| n == "worst.json"), "{names:?}");
-    assert_eq!(names.iter().filter(|n| n.ends_with(".introduced.json")).count(), files, "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| n.ends_with(".introduced.json")).count(),
+        files,
+        "{names:?}"
+    );
 }
 
 #[test]
