@@ -37,7 +37,7 @@ fn check_parts(parts: &[Part]) -> Result<()> {
             let found = get(&p.report);
             if found != expected {
                 return Err(usage(format!(
-                    "{}: {what} is {found}, but {} has {expected}; these are not shards of one audit",
+                    "{}: {what}: {found}; {}: {expected}; these are not shards of one audit",
                     p.name(),
                     first.name()
                 )));

@@ -469,7 +469,7 @@ fn shards_merged_equal_a_single_run() {
             &o,
         ],
         2,
-        &format!("{}: the model's sha256 is", other.display()),
+        &format!("{}: the model's sha256: ", other.display()),
     );
     let mut v: Value = serde_json::from_slice(&std::fs::read(&parts[0]).unwrap()).unwrap();
     v["schema_version"] = 99.into();
