@@ -10,6 +10,17 @@ pub struct Limit<T> {
     pub per_output: bool,
 }
 
+impl<T> Limit<T> {
+    /// A limit set for every output (or for the whole target) at `origin`.
+    pub fn new(value: T, origin: impl Into<String>) -> Limit<T> {
+        Limit {
+            value,
+            origin: origin.into(),
+            per_output: false,
+        }
+    }
+}
+
 /// Every limit a gate knows; `None` = not set.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Limits {
@@ -104,11 +115,7 @@ mod tests {
     use super::*;
 
     fn limit<T>(value: T, origin: &str) -> Option<Limit<T>> {
-        Some(Limit {
-            value,
-            origin: origin.into(),
-            per_output: false,
-        })
+        Some(Limit::new(value, origin))
     }
 
     #[test]

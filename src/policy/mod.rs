@@ -170,18 +170,21 @@ fn finite(loc: &Locator<'_>, v: &Spanned<f64>, name: &str, min: f64, max: f64) -
     Ok(x)
 }
 
+/// A value of the file as a limit set on its line.
+fn spanned<T: Copy>(loc: &Locator<'_>, v: &Option<Spanned<T>>) -> Option<Limit<T>> {
+    v.as_ref().map(|v| Limit::new(*v.get_ref(), loc.at(v.span())))
+}
+
 /// The output-level limits of a section, checked.
 fn output_limits(loc: &Locator<'_>, s: &OutputSection) -> Result<Limits> {
-    let lim = |v: f64, span: std::ops::Range<usize>| Limit {
-        value: v,
-        origin: loc.at(span),
-        per_output: false,
-    };
     let mut out = Limits::default();
     macro_rules! number {
         ($f:ident, $min:expr, $max:expr) => {
             if let Some(v) = &s.$f {
-                out.$f = Some(lim(finite(loc, v, stringify!($f), $min, $max)?, v.span()));
+                out.$f = Some(Limit::new(
+                    finite(loc, v, stringify!($f), $min, $max)?,
+                    loc.at(v.span()),
+                ));
             }
         };
     }
@@ -191,13 +194,7 @@ fn output_limits(loc: &Locator<'_>, s: &OutputSection) -> Result<Limits> {
     number!(max_sqnr_regression_db, 0.0, f64::INFINITY);
     number!(max_abs_regression, 0.0, f64::INFINITY);
     number!(max_top1_regression, 0.0, 1.0);
-    if let Some(v) = &s.require_bit_exact {
-        out.require_bit_exact = Some(Limit {
-            value: *v.get_ref(),
-            origin: loc.at(v.span()),
-            per_output: false,
-        });
-    }
+    out.require_bit_exact = spanned(loc, &s.require_bit_exact);
     Ok(out)
 }
 
@@ -215,22 +212,11 @@ fn target_limits(loc: &Locator<'_>, s: &TargetSection) -> Result<Limits> {
             max_top1_regression: s.max_top1_regression.clone(),
         },
     )?;
-    let count = |v: &Option<Spanned<u64>>| {
-        v.as_ref().map(|v| Limit {
-            value: *v.get_ref(),
-            origin: loc.at(v.span()),
-            per_output: false,
-        })
-    };
-    out.max_fallback_nodes = count(&s.max_fallback_nodes);
-    out.max_partitions = count(&s.max_partitions);
-    out.max_fallback_regression = count(&s.max_fallback_regression);
-    out.max_partitions_regression = count(&s.max_partitions_regression);
-    out.fail_on_fallback = s.fail_on_fallback.as_ref().map(|v| Limit {
-        value: *v.get_ref(),
-        origin: loc.at(v.span()),
-        per_output: false,
-    });
+    out.max_fallback_nodes = spanned(loc, &s.max_fallback_nodes);
+    out.max_partitions = spanned(loc, &s.max_partitions);
+    out.max_fallback_regression = spanned(loc, &s.max_fallback_regression);
+    out.max_partitions_regression = spanned(loc, &s.max_partitions_regression);
+    out.fail_on_fallback = spanned(loc, &s.fail_on_fallback);
     Ok(out)
 }
 
@@ -395,47 +381,18 @@ impl Policy {
         allow_failure: &[String],
         baseline: Option<&Path>,
     ) -> Result<Policy> {
-        let flag = |origin: &str| origin.to_string();
-        let mut l = Limits::default();
-        let set = |v, origin: &str| {
-            Some(Limit {
-                value: v,
-                origin: flag(origin),
-                per_output: false,
-            })
+        let l = Limits {
+            min_sqnr_db: flags.min_sqnr_db.map(|v| Limit::new(v, "--min-sqnr")),
+            max_abs: flags.max_abs.map(|v| Limit::new(v, "--max-abs")),
+            min_top1_agreement: flags.min_top1.map(|v| Limit::new(v, "--min-top1")),
+            require_bit_exact: flags.require_bit_exact.then(|| Limit::new(true, "--require-bit-exact")),
+            max_fallback_nodes: flags
+                .max_fallback_nodes
+                .map(|v| Limit::new(v as u64, "--max-fallback-nodes")),
+            max_partitions: flags.max_partitions.map(|v| Limit::new(v as u64, "--max-partitions")),
+            fail_on_fallback: flags.fail_on_fallback.then(|| Limit::new(true, "--fail-on-fallback")),
+            ..Limits::default()
         };
-        if let Some(v) = flags.min_sqnr_db {
-            l.min_sqnr_db = set(v, "--min-sqnr");
-        }
-        if let Some(v) = flags.max_abs {
-            l.max_abs = set(v, "--max-abs");
-        }
-        if let Some(v) = flags.min_top1 {
-            l.min_top1_agreement = set(v, "--min-top1");
-        }
-        if flags.require_bit_exact {
-            l.require_bit_exact = Some(Limit {
-                value: true,
-                origin: flag("--require-bit-exact"),
-                per_output: false,
-            });
-        }
-        let count = |v: Option<usize>, origin: &str| {
-            v.map(|v| Limit {
-                value: v as u64,
-                origin: flag(origin),
-                per_output: false,
-            })
-        };
-        l.max_fallback_nodes = count(flags.max_fallback_nodes, "--max-fallback-nodes").or(l.max_fallback_nodes);
-        l.max_partitions = count(flags.max_partitions, "--max-partitions").or(l.max_partitions);
-        if flags.fail_on_fallback {
-            l.fail_on_fallback = Some(Limit {
-                value: true,
-                origin: flag("--fail-on-fallback"),
-                per_output: false,
-            });
-        }
         if !l.is_empty() {
             self.layers.push(Layer {
                 selector: Selector::All,
