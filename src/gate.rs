@@ -2,6 +2,7 @@
 //! into rules with the measured value, the limit, where the limit was set and pass/fail; in
 //! baseline mode, regressions against a previous report; one verdict.
 
+use crate::error::ExitCode;
 use crate::policy::{Limit, Policy};
 use crate::report::model::{GateReport, Num, OutputMetrics, PolicyInfo, Report, RuleResult, TargetReport, Verdict};
 use crate::worker::RunStatus;
@@ -267,13 +268,7 @@ pub fn evaluate(
         }
         rules.extend(r.rules);
     }
-    let verdict = if !active {
-        Verdict::None
-    } else if rules.iter().all(|r| r.pass) {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
+    let verdict = verdict(active, &rules);
     let info = (active || policy.source.is_some()).then(|| PolicyInfo {
         file: policy.source.as_ref().map(|s| s.path.display().to_string()),
         sha256: policy.source.as_ref().map(|s| s.sha256.clone()),
@@ -290,6 +285,28 @@ pub fn evaluate(
         },
         notes,
     )
+}
+
+/// The verdict of a gate: `none` without limits, else `pass` when every rule passes.
+pub fn verdict(active: bool, rules: &[RuleResult]) -> Verdict {
+    if !active {
+        Verdict::None
+    } else if rules.iter().all(|r| r.pass) {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    }
+}
+
+/// The exit code of an audit: a required target that did not run (3) wins over a failed gate (1).
+pub fn exit_code(targets: &[TargetReport], verdict: Verdict) -> ExitCode {
+    if targets.iter().any(|t| t.required && t.status != RunStatus::Ok) {
+        ExitCode::TargetFailed
+    } else if verdict == Verdict::Fail {
+        ExitCode::DriftExceeded
+    } else {
+        ExitCode::Success
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use crate::audit::assemble::tolerances;
 use crate::audit::files::sanitize;
 use crate::compare::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
-use crate::error::{usage, ExitCode};
+use crate::error::usage;
 use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, TargetRole, Verdict};
 use crate::tensor::read_npz;
 use crate::worker::{OutputFile, RunStatus};
@@ -194,13 +194,7 @@ fn unpack(dir: &Path, id: &str, samples: usize, into: &Path) -> Result<Vec<Vec<O
 
 /// Agreement entries in a single run's order: every pair of targets that ran, per output. Pairs
 /// within a shard come from its report; pairs across shards are computed from saved outputs.
-fn agreement(parts: &[Part], targets: &[TargetReport], notes: &mut Vec<String>) -> Result<Vec<AgreementEntry>> {
-    let outputs: Vec<String> = parts[0].report.model.outputs.iter().map(|o| o.name.clone()).collect();
-    let ran: Vec<&str> = targets
-        .iter()
-        .filter(|t| t.status == RunStatus::Ok)
-        .map(|t| t.id.as_str())
-        .collect();
+fn agreement(parts: &[Part], outputs: &[String], ran: &[&str], notes: &mut Vec<String>) -> Result<Vec<AgreementEntry>> {
     let shard_of = |id: &str| parts.iter().position(|p| p.report.targets.iter().any(|t| t.id == id));
     let find = |a: &str, b: &str, output: &str| {
         parts.iter().find_map(|p| {
@@ -258,13 +252,13 @@ fn agreement(parts: &[Part], targets: &[TargetReport], notes: &mut Vec<String>) 
                 default: Some(None),
                 ..Default::default()
             };
-            computed = compare(&outputs, &lsbs, &outputs, &runs[0], &runs, &classes)?.agreement;
+            computed = compare(outputs, &lsbs, outputs, &runs[0], &runs, &classes)?.agreement;
         }
     }
     let mut out = Vec::new();
     for (i, a) in ran.iter().enumerate() {
         for b in ran.iter().skip(i + 1) {
-            for o in &outputs {
+            for o in outputs {
                 let entry = find(a, b, o).or_else(|| {
                     computed
                         .iter()
@@ -293,15 +287,8 @@ fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
         }
     }
     let active = parts.iter().any(|p| p.report.gate.verdict != Verdict::None);
-    let verdict = if !active {
-        Verdict::None
-    } else if rules.iter().all(|r| r.pass) {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
     GateReport {
-        verdict,
+        verdict: crate::gate::verdict(active, &rules),
         rules,
         policy: parts[0].report.gate.policy.clone(),
     }
@@ -328,13 +315,13 @@ pub fn merge(paths: &[PathBuf]) -> Result<Report> {
         }
     }
     let targets = targets_in_order(&parts)?;
-    let agreement = agreement(&parts, &targets, &mut notes)?;
     let outputs: Vec<String> = parts[0].report.model.outputs.iter().map(|o| o.name.clone()).collect();
     let ran: Vec<&str> = targets
         .iter()
         .filter(|t| t.status == RunStatus::Ok)
         .map(|t| t.id.as_str())
         .collect();
+    let agreement = agreement(&parts, &outputs, &ran, &mut notes)?;
     let bit_exact_groups = outputs
         .iter()
         .map(|o| BitExactGroups {
@@ -363,13 +350,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<Report> {
         }
         info
     });
-    let exit_code = if targets.iter().any(|t| t.required && t.status != RunStatus::Ok) {
-        ExitCode::TargetFailed
-    } else if gate.verdict == Verdict::Fail {
-        ExitCode::DriftExceeded
-    } else {
-        ExitCode::Success
-    };
+    let exit_code = crate::gate::exit_code(&targets, gate.verdict);
     let first = &parts[0].report;
     Ok(Report {
         schema_version: first.schema_version,

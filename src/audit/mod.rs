@@ -17,16 +17,14 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::compare::{compare as compare_outputs, ClassAxisPolicy, RunOutputs};
-use crate::error::{environment, usage, ExitCode};
+use crate::error::{environment, usage};
 use crate::gate::{evaluate, Previous};
 use crate::golden::{self, GoldenWrite, RuntimeEntry};
 use crate::hash::{sha256_file, sha256_hex};
 use crate::inputs::{prepare, InputOptions, InputSet};
 use crate::model::{load_model, Signature};
 use crate::policy::Policy;
-use crate::report::model::{
-    InputTensorInfo, InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, Verdict, SCHEMA_VERSION,
-};
+use crate::report::model::{InputTensorInfo, InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, SCHEMA_VERSION};
 use crate::runtime::{Provisioner, TargetRuntime};
 use crate::worker::job::Phase;
 use crate::worker::{Job, JobResult, Outcome, OutputFile, RunStatus};
@@ -494,13 +492,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     });
     let (gate, gate_notes) = evaluate(&opts.policy, &reports, previous.as_ref());
     notes.extend(gate_notes);
-    let exit = if reports.iter().any(|t| t.required && t.status != RunStatus::Ok) {
-        ExitCode::TargetFailed
-    } else if gate.verdict == Verdict::Fail {
-        ExitCode::DriftExceeded
-    } else {
-        ExitCode::Success
-    };
+    let exit = crate::gate::exit_code(&reports, gate.verdict);
     Ok(Report {
         schema_version: SCHEMA_VERSION,
         tool: ToolInfo {

@@ -31,23 +31,7 @@ pub fn run(job_path: &Path) -> i32 {
         }
     };
     super::pool::inject_fault(&job.target_id);
-    let mut result = JobResult {
-        ok: false,
-        phase: Phase::LoadRuntime,
-        error: None,
-        ort_version: None,
-        load_ms: 0.0,
-        register_ms: 0.0,
-        session_create_ms: 0.0,
-        run_ms: Vec::new(),
-        outputs: Vec::new(),
-        devices: Vec::new(),
-        placement: Vec::new(),
-        placement_error: None,
-        runtime_graph: None,
-        repeat_differences: Vec::new(),
-        output_types: Vec::new(),
-    };
+    let mut result = JobResult::starting();
     match execute(&job, &mut result) {
         Ok(()) => {
             result.ok = true;

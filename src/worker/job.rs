@@ -175,13 +175,23 @@ impl JobResult {
         JobResult {
             ok: true,
             phase: Phase::Done,
+            outputs,
+            ..JobResult::starting()
+        }
+    }
+
+    /// A worker's result before anything ran: nothing measured, not ok.
+    pub fn starting() -> JobResult {
+        JobResult {
+            ok: false,
+            phase: Phase::LoadRuntime,
             error: None,
             ort_version: None,
             load_ms: 0.0,
             register_ms: 0.0,
             session_create_ms: 0.0,
             run_ms: Vec::new(),
-            outputs,
+            outputs: Vec::new(),
             devices: Vec::new(),
             placement: Vec::new(),
             placement_error: None,
