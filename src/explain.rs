@@ -10,18 +10,17 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::audit::placement::{measure, Probe};
-use crate::audit::plan::{self, PlannedTarget};
-use crate::audit::workers::{cpu_runtime, model_for_workers, pool_config, run_with_progress, target_job, WorkDir};
-use crate::audit::ExecOptions;
 use crate::error::usage;
+use crate::exec::executor::{cpu_runtime, model_for_workers, target_job};
+use crate::exec::plan;
+use crate::exec::{ExecOptions, Executor, Job, PlannedTarget, RunStatus};
 use crate::inputs::{prepare, InputOptions};
 use crate::model::rewrite::write_model;
 use crate::model::slice::{sub_model, MeasuredType};
 use crate::model::topology::Topology;
 use crate::model::{load_model, LoadedModel, Signature};
+use crate::placement::targets::{measure, Probe};
 use crate::runtime::Provisioner;
-use crate::worker::{Job, RunStatus};
 
 /// What `explain-failure` was asked to do.
 #[derive(Debug, Clone)]
@@ -100,7 +99,7 @@ struct Bisector<'a> {
     types: &'a HashMap<String, MeasuredType>,
     free_dims: &'a [(String, i64)],
     dir: PathBuf,
-    exec: &'a ExecOptions,
+    executor: &'a Executor,
     steps: Vec<Step>,
     cache: HashMap<(usize, usize), bool>,
 }
@@ -152,12 +151,11 @@ impl Bisector<'_> {
         )
         .ok_or_else(|| anyhow::anyhow!("the target's runtime is not available"))?;
         job.compile_only = true;
-        let (config, _) = pool_config(self.exec, 1);
-        let outcomes = run_with_progress(&[(job, dir)], config)?;
+        let outcomes = self.executor.run(&[(job, dir)])?;
         let o = &outcomes[0];
         let mut error = o.error.clone();
         if let Some(e) = error.as_mut() {
-            crate::audit::assemble::add_logged_reason(e, &o.log);
+            crate::exec::log::add_logged_reason(e, &o.log);
         }
         Ok((o.status, error))
     }
@@ -271,9 +269,10 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
     let planned = plan::provision(requested, &provisioner)?;
-    let work = WorkDir::new(opts.exec.keep_work)?;
-    let input_files = inputs.write(&work.path.join("inputs"))?;
-    let model_path = model_for_workers(&model, &inputs, &work.path, "model.onnx", &mut Vec::new())?;
+    let executor = Executor::new(&opts.exec)?;
+    let work = executor.work();
+    let input_files = inputs.write(&work.join("inputs"))?;
+    let model_path = model_for_workers(&model, &inputs, work, "model.onnx", &mut Vec::new())?;
     let proto = if model_path == model.path {
         model.proto.clone()
     } else {
@@ -291,7 +290,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
             out.push(unavailable(&target.spec.id, reason));
             continue;
         }
-        let dir = work.path.join(format!("t{k}"));
+        let dir = work.join(format!("t{k}"));
         std::fs::create_dir_all(&dir)?;
         let mut b = Bisector {
             target,
@@ -301,7 +300,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
             types: &HashMap::new(),
             free_dims: &inputs.free_dims,
             dir,
-            exec: &opts.exec,
+            executor: &executor,
             steps: Vec::new(),
             cache: HashMap::new(),
         };
@@ -340,8 +339,8 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
                     cpu: cpu_runtime(&provisioner).ok(),
                     sample: input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
                     free_dims: &inputs.free_dims,
-                    dir: &work.path.join("probe"),
-                    exec: &opts.exec,
+                    dir: &work.join("probe"),
+                    executor: &executor,
                 },
                 &all,
             )

@@ -3,27 +3,9 @@
 //! baseline mode, regressions against a previous report; one verdict.
 
 use crate::error::ExitCode;
+use crate::exec::RunStatus;
 use crate::policy::{Limit, Policy};
 use crate::report::model::{GateReport, Num, OutputMetrics, PolicyInfo, Report, RuleResult, TargetReport, Verdict};
-use crate::worker::RunStatus;
-
-/// Thresholds given on the command line (`--min-sqnr`, `--max-abs`, `--min-top1`,
-/// `--require-bit-exact` per output; `--max-fallback-nodes`, `--max-partitions`,
-/// `--fail-on-fallback` per non-CPU target). They override the policy file.
-#[derive(Debug, Clone, Default)]
-pub struct Thresholds {
-    pub min_sqnr_db: Option<f64>,
-    pub max_abs: Option<f64>,
-    /// Fraction of rows whose top-1 class matches the golden run's.
-    pub min_top1: Option<f64>,
-    pub require_bit_exact: bool,
-    /// Most compute nodes a non-CPU target may leave to the CPU EP.
-    pub max_fallback_nodes: Option<usize>,
-    /// Most partitions a non-CPU target's EP may compile.
-    pub max_partitions: Option<usize>,
-    /// No compute node may fall back to the CPU EP.
-    pub fail_on_fallback: bool,
-}
 
 /// The `output` of rules about a target's placement rather than one of its outputs.
 pub const PLACEMENT_SCOPE: &str = "(placement)";
@@ -226,7 +208,7 @@ pub fn evaluate(
     let active = policy.is_active();
     for target in targets
         .iter()
-        .filter(|t| active && t.role == crate::report::model::TargetRole::Target)
+        .filter(|t| active && t.role == crate::target::TargetRole::Target)
     {
         let mut r = Rules {
             target: &target.id,

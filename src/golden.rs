@@ -8,12 +8,13 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::error::usage;
+use crate::exec::OutputFile;
 use crate::hash::{copy_and_hash, sha256_file};
+use crate::inputs::InputFile;
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
 use crate::model::load::ExternalFile;
 use crate::model::Signature;
 use crate::tensor::{read_npy_header, read_npz_entries, DType, Tensor};
-use crate::worker::{InputFile, OutputFile};
 
 /// Version of the manifest layout.
 pub const GOLDEN_SCHEMA_VERSION: u32 = 1;

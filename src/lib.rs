@@ -1,13 +1,15 @@
 //! npu-audit: runs one quantized ONNX model through several ONNX Runtime execution providers on
 //! identical inputs and measures how far each one drifts from an fp32 golden run.
 //!
-//! Data flows one way: inputs -> golden run and targets (each in its own process, see [`worker`])
+//! Data flows one way: inputs -> golden run and targets (each in its own process, see [`exec`])
 //! -> [`compare`] -> one [`report::model::Report`] -> renderers.
 
 pub mod audit;
 pub mod cli;
 pub mod compare;
+pub mod drift;
 pub mod error;
+pub mod exec;
 pub mod explain;
 pub mod fingerprint;
 pub mod gate;
@@ -19,10 +21,13 @@ pub mod layers;
 pub mod listing;
 pub mod merge;
 pub mod model;
+pub mod outcome;
+pub mod outfile;
+pub mod pattern;
 pub mod placement;
 pub mod policy;
+pub mod render;
 pub mod report;
 pub mod runtime;
 pub mod target;
 pub mod tensor;
-pub mod worker;

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::audit::assemble::tolerances;
-use crate::audit::files::sanitize;
 use crate::compare::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
 use crate::error::usage;
-use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, TargetRole, Verdict};
+use crate::exec::executor::sanitize;
+use crate::exec::{OutputFile, RunStatus};
+use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, Verdict};
+use crate::target::TargetRole;
 use crate::tensor::read_npz;
-use crate::worker::{OutputFile, RunStatus};
 
 /// One shard report and where it was read from.
 struct Part {

@@ -1,56 +1,18 @@
 //! Turning worker outcomes and comparison results into report pieces: per-target rows, the
 //! baseline (three-run) view, and the tolerances that would have passed.
 
-use std::path::Path;
-
 use anyhow::Result;
 
+use crate::exec::job::Phase;
+use crate::exec::{Outcome, RunStatus};
 use crate::hash::sha256_hex;
 use crate::inputs::InputSet;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    BaselineDelta, InputTensorInfo, ModelInfo, Num, OutputMetrics, PlacementSummary, RuntimeInfo, TargetReport, Timing,
-    Tolerance,
+    BaselineDelta, InputTensorInfo, ModelInfo, Num, OutputMetrics, RuntimeInfo, TargetReport, Timing, Tolerance,
 };
 use crate::runtime::{Runtime, TargetRuntime};
-use crate::worker::job::Phase;
-use crate::worker::{Outcome, RunStatus};
-
-/// A target whose execution provider took no node ran entirely on the CPU: that is a failure of
-/// the target, not a result for it.
-pub fn silent_fallback(summary: &PlacementSummary, ep: &str, log: &Path) -> Option<String> {
-    (ep != "CPUExecutionProvider" && summary.target_ep_nodes == 0 && summary.total_nodes > 0).then(|| {
-        let why = first_logged_error(log)
-            .map(|e| format!("; the runtime logged: {e}"))
-            .unwrap_or_default();
-        format!(
-            "{ep} took none of the {} nodes: the whole graph fell back to the CPU execution provider{why}",
-            summary.total_nodes
-        )
-    })
-}
-
-/// Some EPs fail with a generic message ("Failed to load provider") and log the real reason
-/// ("Device NPU is not available"): appends the first logged error to `error` unless it already
-/// says the same.
-pub fn add_logged_reason(error: &mut String, log: &Path) {
-    if let Some(logged) = first_logged_error(log) {
-        let head: String = logged.chars().take(60).collect();
-        if !error.contains(&head) {
-            error.push_str(&format!("; the runtime logged: {logged}"));
-        }
-    }
-}
-
-/// The message of the first error-level line ONNX Runtime wrote to a worker's log.
-pub fn first_logged_error(log: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(log).ok()?;
-    text.lines().find(|l| l.contains(" [E:")).map(|l| {
-        let message = l.split_once("] ").map(|(_, m)| m).unwrap_or(l);
-        message.replace("\u{1b}[m", "").trim().to_string()
-    })
-}
 
 /// The report's description of the audited model.
 pub fn model_info(model: &LoadedModel, signature: &Signature) -> Result<ModelInfo> {

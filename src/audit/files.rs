@@ -1,56 +1,14 @@
 //! Files an audit writes on request: checking the report path before any work, and the saved
 //! outputs of every run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 
 use crate::error::usage;
+use crate::exec::executor::sanitize;
+use crate::exec::OutputFile;
 use crate::tensor::{write_npz, Tensor};
-use crate::worker::OutputFile;
-
-/// Fails early, before any work, when the report cannot be written where asked.
-pub fn check_writable(path: &Path) -> Result<()> {
-    check_writable_as("--out", path)
-}
-
-/// [`check_writable`] for the file of another flag, named in the error.
-pub fn check_writable_as(flag: &str, path: &Path) -> Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if path.is_dir() {
-        return Err(usage(format!("{flag} {} is a directory", path.display())));
-    }
-    if !parent.is_dir() {
-        return Err(usage(format!(
-            "{flag} {}: directory {} does not exist",
-            path.display(),
-            parent.display()
-        )));
-    }
-    tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
-        usage(format!(
-            "{flag} {}: cannot write into {}: {e}",
-            path.display(),
-            parent.display()
-        ))
-    })
-}
-
-/// A target id as a file name (`qnn:sm8650` -> `qnn_sm8650`).
-pub fn sanitize(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
 
 /// `--save-outputs` must name a new or empty directory: outputs of an earlier audit left beside
 /// this one's would be mistaken for them.

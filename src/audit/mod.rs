@@ -2,46 +2,36 @@
 //! comparison core -> one report.
 
 pub mod assemble;
-pub mod drift;
+
 pub mod files;
-pub mod placement;
-pub mod plan;
 pub mod reference;
+pub mod shard;
 pub mod targets;
-pub mod workers;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 use crate::compare::{compare as compare_outputs, ClassAxisPolicy, RunOutputs};
 use crate::error::{environment, usage};
+use crate::exec::job::Phase;
+use crate::exec::{Job, JobResult, Outcome, OutputFile, RunStatus};
 use crate::gate::{evaluate, Previous};
 use crate::golden::{self, GoldenWrite, RuntimeEntry};
 use crate::hash::{sha256_file, sha256_hex};
 use crate::inputs::{prepare, InputOptions, InputSet};
 use crate::model::{load_model, Signature};
 use crate::policy::Policy;
-use crate::report::model::{InputTensorInfo, InputsInfo, ReferenceInfo, Report, TargetRole, ToolInfo, SCHEMA_VERSION};
+use crate::report::model::{InputTensorInfo, InputsInfo, ReferenceInfo, Report, ToolInfo, SCHEMA_VERSION};
 use crate::runtime::{Provisioner, TargetRuntime};
-use crate::worker::job::Phase;
-use crate::worker::{Job, JobResult, Outcome, OutputFile, RunStatus};
-pub use files::check_writable;
-use plan::BASELINE_ID;
-use reference::ReferencePlan;
-use workers::{cpu_runtime, model_for_workers, pool_config, reference_job, run_with_progress, target_job, WorkDir};
+use crate::target::TargetRole;
 
-/// How workers are run.
-#[derive(Debug, Clone)]
-pub struct ExecOptions {
-    pub timeout: Duration,
-    pub jobs: Option<usize>,
-    pub threads: Option<usize>,
-    pub runtime_flags: Vec<String>,
-    pub keep_work: bool,
-}
+use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
+use crate::exec::plan::{self, BASELINE_ID};
+use crate::exec::{ExecOptions, Executor};
+use crate::placement::targets as placement;
+use reference::ReferencePlan;
 
 /// Everything `compare` was asked to do.
 #[derive(Debug, Clone)]
@@ -60,7 +50,7 @@ pub struct CompareOptions {
     /// already merged into `targets` and `allow_failure`.
     pub policy: Policy,
     /// With `--shard i/n`: run the i-th of n parts of the targets.
-    pub shard: Option<plan::Shard>,
+    pub shard: Option<shard::Shard>,
     pub exec: ExecOptions,
     pub save_outputs: Option<PathBuf>,
     /// Where each target's runtime log is kept (`DIR/<target>.log`).
@@ -68,7 +58,7 @@ pub struct CompareOptions {
     /// Runs of every sample on every target (runs after the first are checked bit for bit).
     pub repeat: usize,
     /// Whether to show each target's arithmetic fingerprint and read its drift with it.
-    pub fingerprint: drift::FingerprintMode,
+    pub fingerprint: crate::drift::FingerprintMode,
     /// The per-layer audit, when asked for.
     pub layers: Option<crate::layers::LayerOptions>,
 }
@@ -302,19 +292,20 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     let classes = ClassAxisPolicy::parse(&opts.class_axis, softmax, &signature.outputs)?;
     // Runtimes, files and jobs: the golden run first, then one job per target that can run.
     let planned = plan::provision(targets, &provisioner)?;
-    let work = WorkDir::new(opts.exec.keep_work)?;
-    let input_files = inputs.write(&work.path.join("inputs"))?;
-    let audited_path = model_for_workers(&model, &inputs, &work.path, "model.onnx", &mut notes)?;
+    let executor = Executor::new(&opts.exec)?;
+    let work = executor.work();
+    let input_files = inputs.write(&work.join("inputs"))?;
+    let audited_path = model_for_workers(&model, &inputs, work, "model.onnx", &mut notes)?;
     let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     let cpu = match &reference {
         ReferencePlan::Model { model: ref_model, .. } => {
             let cpu = cpu_runtime(&provisioner)?;
-            let path = model_for_workers(ref_model, &inputs, &work.path, "reference.onnx", &mut Vec::new())?;
+            let path = model_for_workers(ref_model, &inputs, work, "reference.onnx", &mut Vec::new())?;
             jobs.push(reference_job(
                 &cpu,
                 path,
                 &input_files,
-                &work.path.join("golden"),
+                &work.join("golden"),
                 &inputs.free_dims,
             ));
             Some(cpu)
@@ -322,7 +313,7 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
         ReferencePlan::Stored { .. } => None,
     };
     let golden_jobs = jobs.len();
-    let (config, threads) = pool_config(&opts.exec, planned.len() + golden_jobs);
+    let threads = executor.threads(planned.len() + golden_jobs);
     let inspect = model.total_bytes() < placement::INSPECT_LIMIT_BYTES;
     if !inspect {
         notes.push(
@@ -332,26 +323,18 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     }
     let mut job_of: Vec<Option<usize>> = Vec::with_capacity(planned.len());
     for (i, t) in planned.iter().enumerate() {
-        let job = target_job(
-            i,
-            t,
-            &audited_path,
-            &input_files,
-            &work.path,
-            threads,
-            &inputs.free_dims,
-        )
-        .map(|(mut job, dir)| {
-            job.inspect_placement = inspect && !matches!(t.spec.backend, crate::target::Backend::Cpu);
-            job.repeat = opts.repeat.max(1);
-            (job, dir)
-        });
+        let job =
+            target_job(i, t, &audited_path, &input_files, work, threads, &inputs.free_dims).map(|(mut job, dir)| {
+                job.inspect_placement = inspect && !matches!(t.spec.backend, crate::target::Backend::Cpu);
+                job.repeat = opts.repeat.max(1);
+                (job, dir)
+            });
         job_of.push(job.map(|j| {
             jobs.push(j);
             jobs.len() - 1
         }));
     }
-    let outcomes = run_with_progress(&jobs, config)?;
+    let outcomes = executor.run(&jobs)?;
 
     let (golden_samples, golden_names, reference_info) =
         golden_side(&reference, outcomes.first().filter(|_| golden_jobs > 0), cpu.as_ref())?;
@@ -383,12 +366,12 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             cpu: probe_cpu.clone(),
             sample: input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
             free_dims: &inputs.free_dims,
-            dir: &work.path.join("probe"),
-            exec: &opts.exec,
+            dir: &work.join("probe"),
+            executor: &executor,
         },
     );
     notes.extend(placement_notes);
-    let ends = targets::ends(&planned, &job_of, &outcomes, placements);
+    let ends = crate::outcome::ends(&planned, &job_of, &outcomes, placements);
     let runs: Vec<RunOutputs<'_>> = planned
         .iter()
         .zip(&ends)
@@ -428,16 +411,21 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
     };
     let mut reports = targets::reports(&planned, &ends, comparison.metrics, &kept_logs);
     let has_baseline = assemble::attach_baseline(&mut reports, BASELINE_ID);
-    let (fingerprints, fingerprint_notes) = drift::fingerprints(&planned, &ends, &opts.exec, opts.fingerprint);
+    let (fingerprints, fingerprint_notes) = crate::drift::fingerprints(&planned, &ends, &executor, opts.fingerprint);
     notes.extend(fingerprint_notes);
-    drift::attach(
+    crate::drift::attach(
         &mut reports,
         &ends,
         &fingerprints,
         &comparison.agreement,
         has_baseline.then_some(BASELINE_ID),
         opts.repeat,
-        &model.proto.graph.as_ref().map(drift::ModelOps::of).unwrap_or_default(),
+        &model
+            .proto
+            .graph
+            .as_ref()
+            .map(crate::drift::ModelOps::of)
+            .unwrap_or_default(),
     );
     // A stored golden run with activations keeps a copy of its reference, verified on load.
     let stored_copy = match (&reference, &opts.layers) {
@@ -472,8 +460,8 @@ pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
             cpu: probe_cpu.as_ref(),
             inputs: &inputs,
             input_files: &input_files,
-            work: &work.path,
-            exec: &opts.exec,
+            work,
+            executor: &executor,
         };
         let results = crate::layers::audit(&ctx, lo);
         for (report, per_target) in reports.iter_mut().zip(results.targets) {
@@ -551,8 +539,9 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     golden::check_destination(&opts.out, opts.force)?;
     let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
     let cpu = cpu_runtime(&provisioner)?;
-    let work = WorkDir::new(opts.exec.keep_work)?;
-    let input_files = inputs.write(&work.path.join("inputs"))?;
+    let executor = Executor::new(&opts.exec)?;
+    let work = executor.work();
+    let input_files = inputs.write(&work.join("inputs"))?;
     let mut notes = Vec::new();
     let model_path = if opts.layers {
         // Every tensor the graph computes becomes an output; the float ones are stored.
@@ -566,21 +555,14 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
             .filter(|t| !t.is_empty())
             .cloned()
             .collect();
-        let path = work.path.join("reference-tapped.onnx");
+        let path = work.join("reference-tapped.onnx");
         crate::model::rewrite::write_model(&crate::layers::tap::tapped(&proto, &taps), &model, &path)?;
         path
     } else {
-        model_for_workers(&model, &inputs, &work.path, "reference.onnx", &mut notes)?
+        model_for_workers(&model, &inputs, work, "reference.onnx", &mut notes)?
     };
-    let job = reference_job(
-        &cpu,
-        model_path,
-        &input_files,
-        &work.path.join("golden"),
-        &inputs.free_dims,
-    );
-    let (config, _) = pool_config(&opts.exec, 1);
-    let outcomes = run_with_progress(&[job], config)?;
+    let job = reference_job(&cpu, model_path, &input_files, &work.join("golden"), &inputs.free_dims);
+    let outcomes = executor.run(&[job])?;
     let outcome = &outcomes[0];
     let result = golden_result(outcome)?;
     crate::interrupt::check()?;

@@ -2,6 +2,7 @@
 //! most. Lighter than [`ErrorStats`]: with a dozen targets there are dozens of pairs per output.
 
 use super::stats::ErrorStats;
+use crate::report::model::CodeDiffs;
 use crate::tensor::TensorData;
 
 /// Running counts for one pair of targets on one output.
@@ -14,19 +15,6 @@ pub struct Agreement {
     pub max_abs: f64,
     /// Differences in quantization steps, when the output has one.
     pub codes: Option<CodeDiffs>,
-}
-
-/// How many elements of two quantized outputs differ by one step (a rounding difference), and
-/// by more (different arithmetic).
-#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct CodeDiffs {
-    /// The output's quantization step: 1 for integer outputs, the scale of the
-    /// DequantizeLinear that produces a float output.
-    pub lsb: f64,
-    pub off_by_one: u64,
-    pub off_by_two: u64,
-    pub off_by_more: u64,
-    pub max_steps: u64,
 }
 
 impl CodeDiffs {

@@ -16,9 +16,9 @@ pub use class_axis::ClassAxisPolicy;
 pub use stats::ErrorStats;
 pub use topk::TopKStats;
 
+use crate::exec::OutputFile;
 use crate::report::model::{AgreementEntry, BitExactGroups, Num, OutputMetrics};
 use crate::tensor::Tensor;
-use crate::worker::OutputFile;
 
 /// One side of a comparison: a target's output files, per sample.
 pub struct RunOutputs<'a> {

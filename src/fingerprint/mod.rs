@@ -11,9 +11,9 @@ pub mod run;
 
 use anyhow::Result;
 
-use crate::audit::plan::{provision, targets};
-use crate::audit::ExecOptions;
 use crate::error::usage;
+use crate::exec::plan::{provision, targets};
+use crate::exec::{ExecOptions, Executor};
 use crate::runtime::Provisioner;
 use probes::Probe;
 use result::{FingerprintReport, FINGERPRINT_SCHEMA_VERSION};
@@ -66,7 +66,7 @@ pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
     let probes = select(&cmd.probes)?;
     let provisioner = Provisioner::new(&cmd.exec.runtime_flags)?;
     let planned = provision(targets(&cmd.targets, &[], false)?, &provisioner)?;
-    let rows = run::fingerprint(&planned, &probes, &cmd.exec, &cmd.options)?;
+    let rows = run::fingerprint(&planned, &probes, &Executor::new(&cmd.exec)?, &cmd.options)?;
     Ok(FingerprintReport {
         schema_version: FINGERPRINT_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),

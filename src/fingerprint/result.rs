@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::rounding::Rounding;
+
 /// A candidate's score on one probe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateScore {
@@ -100,6 +102,36 @@ pub struct FingerprintReport {
 
 /// Schema version of the fingerprint report.
 pub const FINGERPRINT_SCHEMA_VERSION: u32 = 1;
+
+impl ProbeResult {
+    /// The short text of one table cell.
+    pub fn cell(&self) -> String {
+        let p = self;
+        let label = |name: &str| {
+            Rounding::ALL
+                .iter()
+                .find(|r| r.name() == name)
+                .map(|r| r.label().to_string())
+                .unwrap_or_else(|| name.replace('_', "-"))
+        };
+        match p.verdict.as_str() {
+            "faithful" => format!("±1 LSB {}/{}", p.off_by_one.unwrap_or(0), p.points),
+            "approximate" => format!(
+                "≤{} LSB {}/{}",
+                p.max_lsb.unwrap_or(0),
+                p.off_by_one.unwrap_or(0) + p.off_by_more.unwrap_or(0),
+                p.points
+            ),
+            "cpu_fallback" => "CPU fallback".into(),
+            "non_deterministic" => format!("non-det. ({})", p.repeat_differences),
+            v if v.contains('|') => v.split('|').map(label).collect::<Vec<_>>().join("|"),
+            v => match p.tie_window {
+                Some(w) => format!("{} ±{w:.3}", label(v)),
+                None => label(v),
+            },
+        }
+    }
+}
 
 impl TargetFingerprint {
     /// The verdict of one probe, if it ran.

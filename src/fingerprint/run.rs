@@ -10,12 +10,12 @@ use super::cache;
 use super::classify::classify;
 use super::probes::Probe;
 use super::result::{ProbeResult, TargetFingerprint};
-use crate::audit::plan::PlannedTarget;
-use crate::audit::workers::{pool_config, run_with_progress, target_job, WorkDir};
-use crate::audit::ExecOptions;
+use crate::exec::executor::target_job;
+use crate::exec::{Executor, PlannedTarget};
+use crate::exec::{Job, Outcome, RunStatus};
+use crate::inputs::InputFile;
 use crate::target::Backend;
 use crate::tensor::Tensor;
-use crate::worker::{InputFile, Job, Outcome, RunStatus};
 
 /// How to fingerprint.
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ fn write_probe(probe: &Probe, dir: &Path) -> Result<WrittenProbe> {
 pub fn fingerprint(
     targets: &[PlannedTarget],
     probes: &[Probe],
-    exec: &ExecOptions,
+    executor: &Executor,
     opts: &FingerprintOptions,
 ) -> Result<Vec<TargetFingerprint>> {
     let complete_set = probes.len() == super::probes::all().len();
@@ -78,16 +78,13 @@ pub fn fingerprint(
         return Ok(rows.into_iter().flatten().collect());
     }
 
-    let work = WorkDir::new(exec.keep_work)?;
-    let written: Vec<WrittenProbe> = probes
-        .iter()
-        .map(|p| write_probe(p, &work.path))
-        .collect::<Result<_>>()?;
+    let work = executor.work().join("fingerprint");
+    let written: Vec<WrittenProbe> = probes.iter().map(|p| write_probe(p, &work)).collect::<Result<_>>()?;
     let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     for &ti in &to_run {
         let t = &targets[ti];
         for (probe, w) in probes.iter().zip(&written) {
-            let run_dir = work.path.join("runs").join(probe.id);
+            let run_dir = work.join("runs").join(probe.id);
             let samples = [w.inputs.clone()];
             if let Some((mut job, dir)) = target_job(ti, t, &w.model, &samples, &run_dir, 1, &[]) {
                 job.repeat = opts.repeat.max(1);
@@ -95,8 +92,7 @@ pub fn fingerprint(
             }
         }
     }
-    let (config, _) = pool_config(exec, jobs.len());
-    let outcomes = run_with_progress(&jobs, config)?;
+    let outcomes = executor.run(&jobs)?;
 
     let mut outcome_iter = outcomes.iter();
     for &ti in &to_run {

@@ -3,6 +3,7 @@ use std::path::Path;
 use serde_json::json;
 
 use super::*;
+use crate::policy::Thresholds;
 
 /// A number as the report writes it (JSON has no inf or NaN).
 fn n(v: f64) -> serde_json::Value {

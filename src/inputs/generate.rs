@@ -4,11 +4,10 @@
 use std::fmt;
 
 use anyhow::Result;
-use half::f16;
 
 use super::prng::SplitMix64;
 use crate::error::usage;
-use crate::tensor::{DType, Tensor, TensorData};
+use crate::tensor::{f64_to_f16_bits, DType, Tensor, TensorData};
 
 /// A generator specification.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,7 +107,7 @@ impl GenSpec {
         };
         let ints = |draw: &mut dyn FnMut() -> f64| -> Vec<f64> {
             let (lo, hi) = dtype.int_range().unwrap_or((f64::MIN, f64::MAX));
-            (0..n).map(|_| round_half_even(draw()).clamp(lo, hi)).collect()
+            (0..n).map(|_| draw().round_ties_even().clamp(lo, hi)).collect()
         };
         let data = match dtype {
             DType::Float32 => TensorData::Float32((0..n).map(|_| draw() as f32).collect()),
@@ -139,44 +138,6 @@ fn bool_of(spec: GenSpec, v: f64) -> bool {
     }
 }
 
-/// Rounds a double to the nearest float16 (ties to even) in one step. `half`'s own conversion goes
-/// through float32 on CPUs with F16C, which rounds twice and can differ in the last bit.
-pub fn f64_to_f16_bits(v: f64) -> u16 {
-    if v.is_nan() {
-        return 0x7e00;
-    }
-    let a = v.abs();
-    let quantum = if a < 2f64.powi(-14) {
-        2f64.powi(-24) // subnormal spacing
-    } else {
-        let exponent = ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023;
-        2f64.powi(exponent.min(15) - 10)
-    };
-    // Scaling by a power of two is exact, so this is the only rounding.
-    let rounded = round_half_even(a / quantum) * quantum;
-    let magnitude = if rounded > 65504.0 {
-        f16::INFINITY
-    } else {
-        f16::from_f64(rounded)
-    };
-    let bits = magnitude.to_bits();
-    if v.is_sign_negative() {
-        bits | 0x8000
-    } else {
-        bits
-    }
-}
-
-/// Rounds half to even (`f64::round` rounds half away from zero).
-fn round_half_even(v: f64) -> f64 {
-    let r = v.round();
-    if (v - v.trunc()).abs() == 0.5 && r % 2.0 != 0.0 {
-        r - v.signum()
-    } else {
-        r
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,31 +159,6 @@ mod tests {
         ] {
             assert!(GenSpec::parse(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn half_to_even() {
-        assert_eq!(round_half_even(0.5), 0.0);
-        assert_eq!(round_half_even(1.5), 2.0);
-        assert_eq!(round_half_even(2.5), 2.0);
-        assert_eq!(round_half_even(-2.5), -2.0);
-        assert_eq!(round_half_even(-3.5), -4.0);
-        assert_eq!(round_half_even(2.4), 2.0);
-    }
-
-    #[test]
-    fn float16_rounding_is_single_and_to_even() {
-        // 1 + 2^-11 is halfway between 1 and the next float16 (1 + 2^-10): ties to even gives 1.
-        assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11)), 0x3c00);
-        // Just above the tie rounds up. Via float32 this value would first round to the tie.
-        assert_eq!(f64_to_f16_bits(1.0 + 2f64.powi(-11) + 2f64.powi(-40)), 0x3c01);
-        assert_eq!(f64_to_f16_bits(65504.0), 0x7bff);
-        assert_eq!(f64_to_f16_bits(65519.99), 0x7bff);
-        assert_eq!(f64_to_f16_bits(65520.0), 0x7c00);
-        assert_eq!(f64_to_f16_bits(-2f64.powi(-24)), 0x8001);
-        assert_eq!(f64_to_f16_bits(2f64.powi(-25)), 0x0000);
-        assert_eq!(f64_to_f16_bits(3.0 * 2f64.powi(-25)), 0x0002);
-        assert_eq!(f64_to_f16_bits(-0.0), 0x8000);
     }
 
     #[test]

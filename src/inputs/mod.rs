@@ -8,13 +8,20 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use generate::GenSpec;
 
 use crate::error::usage;
 use crate::model::{Dim, Signature, TensorInfo};
 use crate::tensor::{checked_len, read_npz, Tensor, MAX_ELEMENTS};
+
+/// One input tensor of one sample, stored as `.npy`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InputFile {
+    pub name: String,
+    pub path: PathBuf,
+}
 
 /// Input flags as given on the command line.
 #[derive(Debug, Clone, Default)]
@@ -39,7 +46,7 @@ pub struct NamedTensor {
 }
 
 /// Where the inputs came from, for reports.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InputProvenance {
     /// `files`, `generated`, `mixed` or `golden`.
     pub source: String,
@@ -465,7 +472,7 @@ impl InputSet {
             .unwrap_or_default()
     }
 
-    pub fn write(&self, dir: &Path) -> Result<Vec<Vec<crate::worker::InputFile>>> {
+    pub fn write(&self, dir: &Path) -> Result<Vec<Vec<InputFile>>> {
         let mut all = Vec::with_capacity(self.samples.len());
         for (k, sample) in self.samples.iter().enumerate() {
             let sdir = dir.join(format!("s{k}"));
@@ -474,7 +481,7 @@ impl InputSet {
             for (i, nt) in sample.iter().enumerate() {
                 let path = sdir.join(format!("i{i}.npy"));
                 nt.tensor.write_npy(&path)?;
-                files.push(crate::worker::InputFile {
+                files.push(InputFile {
                     name: nt.name.clone(),
                     path,
                 });

@@ -16,9 +16,9 @@ use anyhow::{anyhow, Result};
 use super::measure::LayerAcc;
 use super::run::{read, result_of, write, PerTarget, State};
 use super::tap;
+use crate::exec::{Job, JobResult};
 use crate::model::topology::Topology;
 use crate::report::model::{BisectReport, BisectStep, TargetLayerSummary};
-use crate::worker::{Job, JobResult};
 
 /// The result of comparing one cut on one target with the baseline.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +108,7 @@ fn probe(
             max_steps: c.max_steps,
         });
     }
-    if !ctx.exec.keep_work {
+    if !ctx.executor.options().keep_work {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(probes)
@@ -259,7 +259,7 @@ fn segment_layers(
             }
         }
     }
-    if !ctx.exec.keep_work {
+    if !ctx.executor.options().keep_work {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(super::reports(&state.points, segment, &state.matches, &accs, None))

@@ -5,11 +5,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::exec::assignment::AssignedSubgraph;
+use crate::exec::{JobResult, OutputFile};
 use crate::placement::assign::base_name;
 use crate::report::model::TapEffects;
 use crate::tensor::Tensor;
-use crate::worker::placement::AssignedSubgraph;
-use crate::worker::{JobResult, OutputFile};
 
 /// How many changed nodes a report lists by name.
 const LISTED: usize = 20;

@@ -15,9 +15,10 @@ use super::select::select;
 use super::split::{retry_in_halves, retryable, Retried};
 use super::tap::{self, GraphIndex, Unit};
 use super::{LayerMode, LayerOptions, LayerResults};
-use crate::audit::plan::PlannedTarget;
-use crate::audit::workers::{pool_config, reference_job, run_with_progress, target_job};
-use crate::audit::ExecOptions;
+use crate::exec::executor::{reference_job, target_job};
+use crate::exec::{Executor, PlannedTarget};
+use crate::exec::{Job, JobResult, Outcome, OutputFile, RunStatus};
+use crate::inputs::InputFile;
 use crate::inputs::InputSet;
 use crate::model::pb::ModelProto;
 use crate::model::rewrite::{pin_input_shapes, write_model};
@@ -27,7 +28,6 @@ use crate::model::LoadedModel;
 use crate::report::model::{LayerAuditInfo, TargetLayerSummary};
 use crate::runtime::Runtime;
 use crate::tensor::{DType, Tensor, TensorData};
-use crate::worker::{InputFile, Job, JobResult, Outcome, OutputFile, RunStatus};
 
 /// What the per-layer audit needs from the output-level audit that ran before it.
 pub struct Context<'a> {
@@ -47,7 +47,7 @@ pub struct Context<'a> {
     pub inputs: &'a InputSet,
     pub input_files: &'a [Vec<InputFile>],
     pub work: &'a Path,
-    pub exec: &'a ExecOptions,
+    pub executor: &'a Executor,
 }
 
 /// Where an isolated layer's input comes from.
@@ -165,12 +165,11 @@ impl<'a> State<'a> {
     /// Runs jobs in the pool, counting sessions.
     pub(super) fn run_jobs(&mut self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
         self.sessions += jobs.len();
-        let (config, _) = pool_config(self.ctx.exec, jobs.len());
-        run_with_progress(jobs, config)
+        self.ctx.executor.run(jobs)
     }
 
     pub(super) fn threads(&self, jobs: usize) -> usize {
-        pool_config(self.ctx.exec, jobs).1
+        self.ctx.executor.threads(jobs)
     }
 
     /// A job of a planned target on a model file, in `dir`.
@@ -725,7 +724,7 @@ fn tap_all(
             )?;
         }
         drop(outcomes);
-        if !ctx.exec.keep_work {
+        if !ctx.executor.options().keep_work {
             let _ = std::fs::remove_dir_all(&dir);
         }
     }

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::run::{result_of, State};
-use crate::worker::{InputFile, JobResult, Outcome, RunStatus};
+use crate::exec::{JobResult, Outcome, RunStatus};
+use crate::inputs::InputFile;
 
 /// A model over a subset of items, and the samples it takes.
 pub(super) type Build<'b> = dyn FnMut(&[usize], &Path) -> Result<(PathBuf, Vec<Vec<InputFile>>)> + 'b;

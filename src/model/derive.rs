@@ -85,7 +85,7 @@ fn pair_range(q: &NodeProto, values: &HashMap<String, &TensorProto>) -> Option<(
 
 fn scalar(name: String, value: f64, data_type: i32) -> TensorProto {
     let raw = match data_type {
-        10 => crate::inputs::generate::f64_to_f16_bits(value).to_le_bytes().to_vec(),
+        10 => crate::tensor::f64_to_f16_bits(value).to_le_bytes().to_vec(),
         11 => value.to_le_bytes().to_vec(),
         _ => (value as f32).to_le_bytes().to_vec(),
     };

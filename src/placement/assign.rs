@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
+use crate::exec::assignment::AssignedSubgraph;
 use crate::model::topology::Topology;
-use crate::worker::placement::AssignedSubgraph;
 
 /// The name a runtime-made node was derived from: ONNX Runtime appends `_token_N` to nodes it
 /// re-creates in its layout transformation and `/duplicated` to DequantizeLinear nodes it copies
@@ -88,8 +88,8 @@ pub fn node_eps(graph: &Topology, assignment: &[AssignedSubgraph]) -> (Vec<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::assignment::AssignedNode;
     use crate::model::topology::test_node;
-    use crate::worker::placement::AssignedNode;
 
     #[test]
     fn base_names_strip_runtime_suffixes_only() {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::worker::placement::{AssignedNode, AssignedSubgraph};
+use crate::exec::assignment::{AssignedNode, AssignedSubgraph};
 
 /// Why each node was rejected, by node name (distinct reasons joined with "; ").
 pub fn rejection_reasons(log: &str) -> BTreeMap<String, String> {

@@ -5,13 +5,15 @@
 pub mod assign;
 pub mod log;
 pub mod sizes;
+pub mod targets;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
 
+use crate::exec::assignment::AssignedSubgraph;
 use crate::model::topology::Topology;
 use crate::report::model::{Crossing, FallbackNode, Partition, PlacementSummary};
 use crate::tensor::DType;
-use crate::worker::placement::AssignedSubgraph;
 use assign::{base_name, node_eps};
 pub use sizes::TensorSize;
 
@@ -215,7 +217,7 @@ fn complete_logged(assignment: &mut [AssignedSubgraph], graph: &Topology) -> Has
         let ep = fused.keys().next().cloned().unwrap_or_default();
         if let Some(sg) = assignment.iter_mut().find(|sg| sg.ep == ep) {
             for node in graph.nodes.iter().filter(|n| !named.contains(&n.name)) {
-                sg.nodes.push(crate::worker::placement::AssignedNode {
+                sg.nodes.push(crate::exec::assignment::AssignedNode {
                     name: node.name.clone(),
                     op_type: node.op_type.clone(),
                 });
@@ -422,4 +424,17 @@ pub fn human_bytes(b: u64) -> String {
     } else {
         format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
     }
+}
+/// A target whose execution provider took no node ran entirely on the CPU: that is a failure of
+/// the target, not a result for it.
+pub fn silent_fallback(summary: &PlacementSummary, ep: &str, log: &Path) -> Option<String> {
+    (ep != "CPUExecutionProvider" && summary.target_ep_nodes == 0 && summary.total_nodes > 0).then(|| {
+        let why = crate::exec::log::first_logged_error(log)
+            .map(|e| format!("; the runtime logged: {e}"))
+            .unwrap_or_default();
+        format!(
+            "{ep} took none of the {} nodes: the whole graph fell back to the CPU execution provider{why}",
+            summary.total_nodes
+        )
+    })
 }

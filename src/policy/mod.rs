@@ -12,11 +12,28 @@ use anyhow::Result;
 use toml::Spanned;
 
 use crate::error::usage;
-use crate::gate::Thresholds;
-use crate::layers::select::Pattern;
+use crate::pattern::Pattern;
 use crate::target::TargetSpec;
 use file::{OutputSection, PolicyFile, TargetSection};
 pub use limits::{Limit, Limits};
+
+/// Thresholds given on the command line (`--min-sqnr`, `--max-abs`, `--min-top1`,
+/// `--require-bit-exact` per output; `--max-fallback-nodes`, `--max-partitions`,
+/// `--fail-on-fallback` per non-CPU target). They override the policy file.
+#[derive(Debug, Clone, Default)]
+pub struct Thresholds {
+    pub min_sqnr_db: Option<f64>,
+    pub max_abs: Option<f64>,
+    /// Fraction of rows whose top-1 class matches the golden run's.
+    pub min_top1: Option<f64>,
+    pub require_bit_exact: bool,
+    /// Most compute nodes a non-CPU target may leave to the CPU EP.
+    pub max_fallback_nodes: Option<usize>,
+    /// Most partitions a non-CPU target's EP may compile.
+    pub max_partitions: Option<usize>,
+    /// No compute node may fall back to the CPU EP.
+    pub fail_on_fallback: bool,
+}
 
 /// The file `compare` reads when no `--config` is given, if it exists in the current directory.
 pub const DEFAULT_FILE: &str = "npu-audit.toml";

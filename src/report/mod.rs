@@ -1,15 +1,9 @@
-//! Reports: the report object and its renderings (terminal table, JSON).
+//! The report: the one data model every command writes and every renderer reads (serde types,
+//! JSON load and save). It depends on nothing above the execution layer, so analyses build their
+//! parts of it directly.
 
-pub mod explorer;
-pub mod fingerprint;
-pub mod html;
 pub mod json;
-pub mod junit;
-pub mod layers;
-pub mod markdown;
 pub mod model;
-pub mod outputs;
-pub mod table;
 
 use std::collections::BTreeMap;
 

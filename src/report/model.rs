@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::ExitCode;
+use crate::exec::job::Phase;
+use crate::exec::RunStatus;
 use crate::model::signature::TensorSummary;
-use crate::worker::job::Phase;
-use crate::worker::RunStatus;
+use crate::target::TargetRole;
 
 /// Version of the JSON layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -51,16 +52,6 @@ impl<'de> Deserialize<'de> for Num {
             },
         }
     }
-}
-
-/// Why a target is in the audit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetRole {
-    /// Asked for (or chosen by default).
-    Target,
-    /// `cpu:noopt`, added by the audit as the reference integer implementation.
-    Baseline,
 }
 
 /// The overall result of the gate.
@@ -430,7 +421,7 @@ pub struct Determinism {
     pub repeats: usize,
     pub bit_identical: bool,
     /// Every (sample, run, output) that differed from the sample's first run.
-    pub differences: Vec<crate::worker::job::RepeatDifference>,
+    pub differences: Vec<crate::exec::job::RepeatDifference>,
 }
 
 /// How a target's codes differ from the baseline's on one quantized output, and the reading of
@@ -442,7 +433,7 @@ pub struct DriftExplanation {
     pub against: String,
     /// Elements compared, over every sample.
     pub elements: u64,
-    pub codes: crate::compare::agreement::CodeDiffs,
+    pub codes: CodeDiffs,
     pub text: String,
 }
 
@@ -597,7 +588,7 @@ pub struct AgreementEntry {
     pub max_abs: Num,
     /// For a quantized output: differences counted in quantization steps.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub code_differences: Option<crate::compare::agreement::CodeDiffs>,
+    pub code_differences: Option<CodeDiffs>,
 }
 
 /// Targets that agree bit-exactly with each other on one output.
@@ -673,4 +664,17 @@ pub struct RuleResult {
     /// Regression rules: the previous report's value (`measured` is the change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<Num>,
+}
+
+/// How many elements of two quantized outputs differ by one step (a rounding difference), and
+/// by more (different arithmetic).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CodeDiffs {
+    /// The output's quantization step: 1 for integer outputs, the scale of the
+    /// DequantizeLinear that produces a float output.
+    pub lsb: f64,
+    pub off_by_one: u64,
+    pub off_by_two: u64,
+    pub off_by_more: u64,
+    pub max_steps: u64,
 }

@@ -9,8 +9,7 @@ pub mod wheel;
 pub use catalog::{Build, BUILDS};
 pub use provision::{Provisioner, Runtime, Source};
 
-use crate::target::{Backend, TargetSpec};
-use crate::worker::EpSetup;
+use crate::target::Backend;
 
 /// The builds a backend runs on: a host ONNX Runtime and, for plugin EPs, the plugin.
 pub fn builds_for(backend: &Backend) -> (&'static Build, Option<&'static Build>) {
@@ -35,32 +34,4 @@ pub fn platform_obstacle(backend: &Backend) -> Option<String> {
 pub struct TargetRuntime {
     pub host: Runtime,
     pub plugin: Option<Runtime>,
-}
-
-/// How the worker attaches a target's EP, with the options the catalogue implies (QNN chipset)
-/// and the user's.
-pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
-    let mut options = spec.ep_options();
-    let ep_name = spec.backend.ep_name().to_string();
-    match &spec.backend {
-        Backend::Cpu => EpSetup::Cpu { options },
-        Backend::Qnn(_) => {
-            let library = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
-            if !options.iter().any(|(k, _)| k == "backend_path") {
-                let backend = library
-                    .parent()
-                    .map(|d| d.join(catalog::qnn_htp_backend_name()))
-                    .unwrap_or_default();
-                options.insert(0, ("backend_path".into(), backend.to_string_lossy().to_string()));
-            }
-            EpSetup::Plugin {
-                ep_name,
-                library,
-                options,
-            }
-        }
-        Backend::OpenVino { .. } | Backend::DirectMl | Backend::Cuda | Backend::TensorRt => {
-            EpSetup::BuiltIn { ep_name, options }
-        }
-    }
 }

@@ -3,6 +3,7 @@
 
 pub mod chipset;
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use anyhow::Result;
@@ -10,6 +11,16 @@ use anyhow::Result;
 pub use chipset::{Chipset, CHIPSETS};
 
 use crate::error::usage;
+
+/// Why a target is in the audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetRole {
+    /// Asked for (or chosen by default).
+    Target,
+    /// `cpu:noopt`, added by the audit as the reference integer implementation.
+    Baseline,
+}
 
 /// The execution provider a target runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]

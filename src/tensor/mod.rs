@@ -1,6 +1,9 @@
 //! In-memory tensors of every element type the audit exchanges with ONNX Runtime.
 
+mod float16;
 mod npy;
+
+pub use float16::f64_to_f16_bits;
 
 pub use npy::{read_npy_header, read_npz, read_npz_entries, write_npz};
 

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::model::{CodeComparison, LayerReport, Num, Report, TargetReport};
 use super::table::{bold, fmt_db_opt, fmt_num, table};
+use crate::report::model::{CodeComparison, LayerReport, Num, Report, TargetReport};
 
 /// Orders layers worst first: the largest SQNR drop, then the most codes differing from the
 /// baseline, then the lowest SQNR.

@@ -21,8 +21,8 @@
 use std::fmt::Write as _;
 
 use super::markdown::{rule_value, rule_values};
-use super::model::{Report, RuleResult, TargetReport};
-use crate::worker::RunStatus;
+use crate::exec::RunStatus;
+use crate::report::model::{Report, RuleResult, TargetReport};
 
 /// How a test case ended.
 enum Outcome {
@@ -310,7 +310,7 @@ fn text(value: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::markdown::tests::small_report;
+    use crate::render::markdown::tests::small_report;
     use crate::report::model::{Report, Verdict};
 
     /// Parses JUnit XML with Python's ElementTree (expat, a conforming XML parser) and returns,

@@ -5,14 +5,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::plan::PlannedTarget;
-use super::targets::TargetEnd;
-use super::ExecOptions;
+use crate::exec::{Executor, PlannedTarget, RunStatus};
 use crate::fingerprint::result::TargetFingerprint;
 use crate::fingerprint::rounding::Rounding;
 use crate::fingerprint::{cache, probes, run, FingerprintOptions};
+use crate::outcome::TargetEnd;
 use crate::report::model::{AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, TargetReport};
-use crate::worker::RunStatus;
 
 /// Whether `compare` shows fingerprints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +31,7 @@ const COMPARE_PROBE_REPEAT: usize = 3;
 pub fn fingerprints(
     planned: &[PlannedTarget],
     ends: &[TargetEnd<'_>],
-    exec: &ExecOptions,
+    executor: &Executor,
     mode: FingerprintMode,
 ) -> (HashMap<String, TargetFingerprint>, Vec<String>) {
     let mut notes = Vec::new();
@@ -64,7 +62,7 @@ pub fn fingerprints(
                 refresh: false,
                 use_cache: true,
             };
-            match run::fingerprint(&ran, &probes::all(), exec, &opts) {
+            match run::fingerprint(&ran, &probes::all(), executor, &opts) {
                 Ok(f) => f,
                 Err(e) => {
                     notes.push(format!("fingerprints unavailable: {}", crate::error::one_line(&e)));
@@ -145,9 +143,7 @@ fn notable(fp: &TargetFingerprint, model: &ModelOps) -> Vec<String> {
                 return Some(format!("{} codes in steps of {step}", p.probe));
             }
             match p.verdict.as_str() {
-                "approximate" | "faithful" | "other" | "non_deterministic" => {
-                    Some(format!("{} {}", p.probe, crate::report::fingerprint::cell(p)))
-                }
+                "approximate" | "faithful" | "other" | "non_deterministic" => Some(format!("{} {}", p.probe, p.cell())),
                 "fp16" | "fp16_ftz" | "fp16_result" | "fp16_sequential" => Some(format!("{} {}", p.probe, p.verdict)),
                 _ => None,
             }
@@ -157,7 +153,7 @@ fn notable(fp: &TargetFingerprint, model: &ModelOps) -> Vec<String> {
 
 /// The reading of one target's code differences from the baseline on one output.
 pub fn explanation_text(
-    codes: &crate::compare::agreement::CodeDiffs,
+    codes: &crate::report::model::CodeDiffs,
     elements: u64,
     target: Option<&TargetFingerprint>,
     baseline: Option<&TargetFingerprint>,
@@ -241,8 +237,8 @@ pub fn attach(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::agreement::CodeDiffs;
     use crate::fingerprint::result::ProbeResult;
+    use crate::report::model::CodeDiffs;
 
     fn fp(requant: &str) -> TargetFingerprint {
         let probe: ProbeResult = serde_json::from_value(serde_json::json!({

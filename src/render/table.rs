@@ -10,8 +10,9 @@ use tabled::builder::Builder;
 use tabled::settings::object::Rows;
 use tabled::settings::{Alignment, Modify, Style as TableStyle};
 
-use super::model::{Num, OutputMetrics, Report, TargetReport, TargetRole, Verdict};
-use crate::worker::RunStatus;
+use crate::exec::RunStatus;
+use crate::report::model::{Num, OutputMetrics, Report, TargetReport, Verdict};
+use crate::target::TargetRole;
 
 fn paint(text: &str, style: Style) -> String {
     format!("{style}{text}{style:#}")
@@ -473,7 +474,7 @@ fn failures(s: &mut String, report: &Report) {
         );
         if t.status != RunStatus::Unavailable
             && t.ep != crate::placement::CPU_EP
-            && t.failed_at == Some(crate::worker::job::Phase::CreateSession)
+            && t.failed_at == Some(crate::exec::job::Phase::CreateSession)
         {
             let _ = writeln!(
                 s,

@@ -7,34 +7,6 @@ use tabled::builder::Builder;
 use tabled::settings::Style as TableStyle;
 
 use crate::fingerprint::result::{FingerprintReport, ProbeResult};
-use crate::fingerprint::rounding::Rounding;
-
-/// The short text of one table cell.
-pub fn cell(p: &ProbeResult) -> String {
-    let label = |name: &str| {
-        Rounding::ALL
-            .iter()
-            .find(|r| r.name() == name)
-            .map(|r| r.label().to_string())
-            .unwrap_or_else(|| name.replace('_', "-"))
-    };
-    match p.verdict.as_str() {
-        "faithful" => format!("±1 LSB {}/{}", p.off_by_one.unwrap_or(0), p.points),
-        "approximate" => format!(
-            "≤{} LSB {}/{}",
-            p.max_lsb.unwrap_or(0),
-            p.off_by_one.unwrap_or(0) + p.off_by_more.unwrap_or(0),
-            p.points
-        ),
-        "cpu_fallback" => "CPU fallback".into(),
-        "non_deterministic" => format!("non-det. ({})", p.repeat_differences),
-        v if v.contains('|') => v.split('|').map(label).collect::<Vec<_>>().join("|"),
-        v => match p.tie_window {
-            Some(w) => format!("{} ±{w:.3}", label(v)),
-            None => label(v),
-        },
-    }
-}
 
 /// Evidence numbers in full: codes as integers, ideals to six decimals, floats as the shortest
 /// f32 text (a last-bit difference must stay visible).
@@ -86,7 +58,7 @@ pub fn render(r: &FingerprintReport) -> String {
     for (id, op) in &ids {
         let mut row = vec![id.clone(), op.clone()];
         for t in &r.targets {
-            row.push(t.verdict(id).map(cell).unwrap_or_else(|| "-".into()));
+            row.push(t.verdict(id).map(ProbeResult::cell).unwrap_or_else(|| "-".into()));
         }
         b.push_record(row);
     }

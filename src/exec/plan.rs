@@ -1,12 +1,13 @@
-//! Which targets an audit runs, which of them must succeed, and the runtimes they need.
+//! Which targets a command runs, which of them must succeed, and the runtimes they need: the
+//! targets as requested, then provisioned into [`PlannedTarget`]s that jobs are built from.
 
 use std::collections::HashMap;
 
 use anyhow::Result;
 
-use crate::report::model::TargetRole;
+use super::PlannedTarget;
 use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, Runtime, TargetRuntime};
-use crate::target::{parse_targets, TargetSpec};
+use crate::target::{parse_targets, TargetRole, TargetSpec};
 
 /// A target asked for, with its role in the audit.
 #[derive(Debug, Clone)]
@@ -17,80 +18,12 @@ pub struct Requested {
     pub required: bool,
 }
 
-/// A target with its role in the audit and its runtimes.
-#[derive(Debug, Clone)]
-pub struct PlannedTarget {
-    pub spec: TargetSpec,
-    pub role: TargetRole,
-    /// Whether its failure fails the audit (exit code 3).
-    pub required: bool,
-    /// The runtimes, or why the target cannot run here.
-    pub runtime: Result<TargetRuntime, String>,
-}
-
 /// Every target this machine might run, for `compare` without `--target`.
 pub fn default_specs() -> Vec<TargetSpec> {
     crate::target::all_known()
         .into_iter()
         .filter(|s| platform_obstacle(&s.backend).is_none())
         .collect()
-}
-
-/// Whether an `--allow-failure` pattern (`all`, an id, or a glob such as `qnn:*`) names `id`.
-pub fn matches(pattern: &str, id: &str) -> bool {
-    match pattern {
-        "all" | "*" => true,
-        p => crate::layers::select::Pattern::parse(p).is_ok_and(|p| p.matches(id)),
-    }
-}
-
-/// `--shard i/n`: the i-th (1-based) of n parts of an audit's targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
-
-impl Shard {
-    /// Parses `i/n` with 1 <= i <= n.
-    pub fn parse(text: &str) -> Result<Shard> {
-        let bad = || crate::error::usage(format!("--shard '{text}' is not i/n with 1 <= i <= n (e.g. 2/4)"));
-        let (i, n) = text.split_once('/').ok_or_else(bad)?;
-        let (index, count) = (
-            i.trim().parse::<usize>().map_err(|_| bad())?,
-            n.trim().parse::<usize>().map_err(|_| bad())?,
-        );
-        if index == 0 || count == 0 || index > count {
-            return Err(bad());
-        }
-        Ok(Shard { index, count })
-    }
-
-    /// Keeps this shard's targets: the k-th target (in the order asked) goes to shard
-    /// `k mod n + 1`, so the split depends only on the target list. The baseline runs in every
-    /// shard (each target's excess over it and the per-layer comparison need it).
-    pub fn split(&self, all: Vec<Requested>) -> (Vec<Requested>, crate::report::model::ShardInfo) {
-        let all_targets = all.iter().map(|r| r.spec.id.clone()).collect();
-        let mut k = 0;
-        let mine: Vec<Requested> = all
-            .into_iter()
-            .filter(|r| {
-                if r.role == TargetRole::Baseline {
-                    return true;
-                }
-                k += 1;
-                (k - 1) % self.count == self.index - 1
-            })
-            .collect();
-        let info = crate::report::model::ShardInfo {
-            index: self.index,
-            count: self.count,
-            all_targets,
-            targets: mine.iter().map(|r| r.spec.id.clone()).collect(),
-            outputs_dir: None,
-        };
-        (mine, info)
-    }
 }
 
 /// The baseline's id: the CPU EP on the same quantized model without graph rewrites.
@@ -107,7 +40,7 @@ pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -
     let mut out: Vec<Requested> = specs
         .into_iter()
         .map(|spec| {
-            let required = explicit && !allow_failure.iter().any(|p| matches(p, &spec.id));
+            let required = explicit && !allow_failure.iter().any(|p| crate::pattern::names_target(p, &spec.id));
             Requested {
                 spec,
                 role: TargetRole::Target,

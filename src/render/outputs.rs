@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::model::Report;
-use super::{explorer, html, json, junit, markdown};
-use crate::audit::files::{check_writable_as, sanitize};
+use super::{explorer, html, junit, markdown};
 use crate::error::usage;
+use crate::exec::executor::sanitize;
+use crate::outfile::{check_writable_as, write_atomic};
+use crate::report::model::Report;
 
 /// The report files one command writes (`--out`, `--markdown`, `--junit`, `--html`,
 /// `--node-data`).
@@ -98,7 +99,7 @@ impl OutputPaths {
             std::fs::create_dir_all(dir).map_err(|e| usage(format!("--node-data {}: {e}", dir.display())))?;
         }
         for (path, text) in rendered {
-            json::write_atomic(&path, text.as_bytes())?;
+            write_atomic(&path, text.as_bytes())?;
         }
         Ok(())
     }

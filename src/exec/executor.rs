@@ -1,22 +1,43 @@
-//! Setting up and running the worker processes of one audit: the work directory, the model file
-//! they load, one job per target plus the golden run, parallelism and progress.
+//! The one way an audit runs sessions: the [`Executor`] owns the work directory, builds the job of
+//! a target or of the golden run, runs batches of jobs in worker processes (bounded parallelism,
+//! timeouts, a progress line) and counts the sessions it started.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::files::sanitize;
-use super::plan::PlannedTarget;
-use super::ExecOptions;
+use super::job::{EpSetup, Job};
+use super::pool::{run_all, Outcome, PoolConfig};
 use crate::error::environment;
-use crate::inputs::InputSet;
+use crate::inputs::{InputFile, InputSet};
 use crate::model::rewrite::{pin_input_shapes, write_model};
 use crate::model::LoadedModel;
-use crate::runtime::{ep_setup, Build, Provisioner, Runtime};
-use crate::target::OptLevel;
-use crate::worker::{run_all, EpSetup, InputFile, Job, Outcome, PoolConfig};
+use crate::runtime::{catalog, Build, Provisioner, Runtime, TargetRuntime};
+use crate::target::{Backend, OptLevel, TargetRole, TargetSpec};
+
+/// How workers are run.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    pub timeout: Duration,
+    pub jobs: Option<usize>,
+    pub threads: Option<usize>,
+    pub runtime_flags: Vec<String>,
+    pub keep_work: bool,
+}
+
+/// A target with its role in the audit and its runtimes: what a job is built from.
+#[derive(Debug, Clone)]
+pub struct PlannedTarget {
+    pub spec: TargetSpec,
+    pub role: TargetRole,
+    /// Whether its failure fails the audit (exit code 3).
+    pub required: bool,
+    /// The runtimes, or why the target cannot run here.
+    pub runtime: Result<TargetRuntime, String>,
+}
 
 /// The work directory of one audit; removed at the end unless asked to keep it.
 pub struct WorkDir {
@@ -54,8 +75,65 @@ impl Drop for WorkDir {
     }
 }
 
-/// Workers at once and intra-op threads per worker: by default as many workers as cores, and
-/// the cores shared among them.
+/// Runs the worker processes of one command in its own work directory.
+pub struct Executor {
+    options: ExecOptions,
+    work: WorkDir,
+    sessions: Cell<usize>,
+}
+
+impl Executor {
+    /// An executor with a new work directory.
+    pub fn new(options: &ExecOptions) -> Result<Executor> {
+        Ok(Executor {
+            work: WorkDir::new(options.keep_work)?,
+            options: options.clone(),
+            sessions: Cell::new(0),
+        })
+    }
+
+    /// The work directory (removed when the executor is dropped, unless `--keep-work`).
+    pub fn work(&self) -> &Path {
+        &self.work.path
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &ExecOptions {
+        &self.options
+    }
+
+    /// Worker sessions started so far.
+    pub fn sessions(&self) -> usize {
+        self.sessions.get()
+    }
+
+    /// Intra-op threads of each worker in a batch of `jobs`: as many workers as cores by default,
+    /// and the cores shared among them.
+    pub fn threads(&self, jobs: usize) -> usize {
+        pool_config(&self.options, jobs).1
+    }
+
+    /// Runs the jobs with a progress line on stderr (drawn only on a terminal) and returns their
+    /// outcomes in order.
+    pub fn run(&self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
+        self.sessions.set(self.sessions.get() + jobs.len());
+        let (config, _) = pool_config(&self.options, jobs.len());
+        let bar = ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} sessions  {msg}") {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        let outcomes = run_all(jobs, config, &|job, outcome| {
+            bar.inc(1);
+            bar.set_message(format!("{} {}", job.target_id, outcome.status.as_str()));
+        });
+        bar.finish_and_clear();
+        crate::interrupt::check()?;
+        Ok(outcomes)
+    }
+}
+
+/// Workers at once and intra-op threads per worker for a batch of `job_count` jobs.
 pub fn pool_config(exec: &ExecOptions, job_count: usize) -> (PoolConfig, usize) {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let parallel = exec.jobs.unwrap_or(cores).clamp(1, job_count.max(1));
@@ -67,6 +145,19 @@ pub fn pool_config(exec: &ExecOptions, job_count: usize) -> (PoolConfig, usize) 
         },
         threads,
     )
+}
+
+/// A target id as a file name (`qnn:sm8650` -> `qnn_sm8650`).
+pub fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// The model file workers load: the original, or a copy with its dynamic input dimensions
@@ -160,6 +251,34 @@ pub fn target_job(
     Some((job, dir))
 }
 
+/// How the worker attaches a target's EP, with the options the catalogue implies (QNN chipset)
+/// and the user's.
+pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
+    let mut options = spec.ep_options();
+    let ep_name = spec.backend.ep_name().to_string();
+    match &spec.backend {
+        Backend::Cpu => EpSetup::Cpu { options },
+        Backend::Qnn(_) => {
+            let library = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
+            if !options.iter().any(|(k, _)| k == "backend_path") {
+                let backend = library
+                    .parent()
+                    .map(|d| d.join(catalog::qnn_htp_backend_name()))
+                    .unwrap_or_default();
+                options.insert(0, ("backend_path".into(), backend.to_string_lossy().to_string()));
+            }
+            EpSetup::Plugin {
+                ep_name,
+                library,
+                options,
+            }
+        }
+        Backend::OpenVino { .. } | Backend::DirectMl | Backend::Cuda | Backend::TensorRt => {
+            EpSetup::BuiltIn { ep_name, options }
+        }
+    }
+}
+
 /// The CPU build, which every golden run needs.
 pub fn cpu_runtime(provisioner: &Provisioner) -> Result<Runtime> {
     let build = Build::get("cpu").context("no cpu build in the catalogue")?;
@@ -170,20 +289,4 @@ pub fn cpu_runtime(provisioner: &Provisioner) -> Result<Runtime> {
             crate::error::one_line(&e)
         ))
     })
-}
-
-/// Runs the jobs with a progress line on stderr (drawn only on a terminal).
-pub fn run_with_progress(jobs: &[(Job, PathBuf)], config: PoolConfig) -> Result<Vec<Outcome>> {
-    let bar = ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} sessions  {msg}") {
-        bar.set_style(style);
-    }
-    bar.enable_steady_tick(Duration::from_millis(200));
-    let outcomes = run_all(jobs, config, &|job, outcome| {
-        bar.inc(1);
-        bar.set_message(format!("{} {}", job.target_id, outcome.status.as_str()));
-    });
-    bar.finish_and_clear();
-    crate::interrupt::check()?;
-    Ok(outcomes)
 }

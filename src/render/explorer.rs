@@ -67,8 +67,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::model::{LayerReport, Num, Report, TargetRole};
-use crate::worker::RunStatus;
+use crate::exec::RunStatus;
+use crate::report::model::{LayerReport, Num, Report};
+use crate::target::TargetRole;
 
 /// SQNR values are clamped to ±this many dB (JSON has no infinity; an exact match is +inf dB).
 pub const SQNR_CAP_DB: f64 = 200.0;
@@ -196,7 +197,7 @@ fn document(name: &str, values: &BTreeMap<&str, f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::markdown::tests::small_report;
+    use crate::render::markdown::tests::small_report;
 
     fn parse(text: &str) -> Value {
         serde_json::from_str(text).expect("node data is JSON")

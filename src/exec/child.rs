@@ -105,12 +105,12 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     if job.inspect_placement {
         env.set_log_level(LogLevel::Error);
         std::env::set_current_dir(&job.output_dir)?;
-        result.runtime_graph = super::placement::read_layout_dump(&graph_dir);
+        result.runtime_graph = super::assignment::read_layout_dump(&graph_dir);
     }
     let mut session = committed?;
     result.session_create_ms = ms_since(start);
     result.output_types = session.outputs().iter().map(output_type).collect();
-    match super::placement::graph_assignment(&session) {
+    match super::assignment::graph_assignment(&session) {
         Ok(p) => result.placement = p,
         Err(e) => result.placement_error = Some(format!("{e:#}")),
     }
@@ -254,11 +254,11 @@ fn session_builder(job: &Job, env: &Environment) -> Result<SessionBuilder> {
         b = b.with_dimension_override(name, *value).map_err(ort_err)?;
     }
     b = b
-        .with_config_entry(super::placement::RECORD_ASSIGNMENT, "1")
+        .with_config_entry(super::assignment::RECORD_ASSIGNMENT, "1")
         .map_err(ort_err)?;
     if job.inspect_placement {
         b = b
-            .with_config_entry(super::placement::DUMP_LAYOUT_TRANSFORMATION, "1")
+            .with_config_entry(super::assignment::DUMP_LAYOUT_TRANSFORMATION, "1")
             .map_err(ort_err)?;
     }
     for (k, v) in &job.session_config {

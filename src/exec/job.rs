@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::inputs::InputFile;
 use crate::target::OptLevel;
 use crate::tensor::DType;
 
@@ -27,13 +28,6 @@ pub enum EpSetup {
         ep_name: String,
         options: Vec<(String, String)>,
     },
-}
-
-/// One input tensor of one sample, stored as `.npy`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct InputFile {
-    pub name: String,
-    pub path: PathBuf,
 }
 
 /// A complete description of one target run.
@@ -151,7 +145,7 @@ pub struct JobResult {
     pub devices: Vec<String>,
     /// Node placement as ONNX Runtime recorded it (empty when the runtime cannot say).
     #[serde(default)]
-    pub placement: Vec<super::placement::AssignedSubgraph>,
+    pub placement: Vec<super::assignment::AssignedSubgraph>,
     /// Why placement could not be read, if it could not.
     #[serde(default)]
     pub placement_error: Option<String>,

@@ -1,4 +1,4 @@
-//! Placement of every target: analysed from what its worker recorded; when crossing tensors have
+//! Placement of every target of an audit: analysed from what its worker recorded; when crossing tensors have
 //! no declared size, one CPU probe run of the model reports their shapes and the analysis is
 //! repeated with them.
 
@@ -7,19 +7,17 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::plan::PlannedTarget;
-use super::workers::{pool_config, run_with_progress};
-use super::ExecOptions;
+use super::{analyze, Analysis, Recorded, TensorSize};
+use crate::exec::{EpSetup, Executor, Job, Outcome, PlannedTarget};
+use crate::inputs::InputFile;
 use crate::model::pb::ModelProto;
 use crate::model::rewrite::write_model;
 use crate::model::slice::{value_info, MeasuredType};
 use crate::model::topology::{DeclaredType, Topology};
 use crate::model::LoadedModel;
-use crate::placement::{analyze, Recorded, TensorSize};
 use crate::report::model::PlacementSummary;
 use crate::runtime::Runtime;
 use crate::target::OptLevel;
-use crate::worker::{EpSetup, InputFile, Job, Outcome};
 
 /// Models above this size are not dumped by the runtime for placement inspection: the dump
 /// holds a copy of every weight, and protobuf cannot hold more than 2 GiB.
@@ -48,7 +46,7 @@ pub struct Probe<'a> {
     pub sample: &'a [InputFile],
     pub free_dims: &'a [(String, i64)],
     pub dir: &'a Path,
-    pub exec: &'a ExecOptions,
+    pub executor: &'a Executor,
 }
 
 /// The placement of every planned target (`job_of[i]` is target i's outcome), and a note when
@@ -68,7 +66,7 @@ pub fn placements(
                 .unwrap_or_default()
         })
         .collect();
-    let run = |probed: &HashMap<String, TensorSize>| -> Vec<Option<crate::placement::Analysis>> {
+    let run = |probed: &HashMap<String, TensorSize>| -> Vec<Option<Analysis>> {
         planned
             .iter()
             .zip(job_of)
@@ -149,8 +147,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
         compile_only: false,
         repeat: 1,
     };
-    let (config, _) = pool_config(probe.exec, 1);
-    let outcomes = run_with_progress(&[(job, probe.dir.to_path_buf())], config)?;
+    let outcomes = probe.executor.run(&[(job, probe.dir.to_path_buf())])?;
     let outcome = &outcomes[0];
     let result = outcome
         .result

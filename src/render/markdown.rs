@@ -12,9 +12,10 @@
 
 use std::fmt::Write as _;
 
-use super::model::{Num, Report, RuleResult, TargetReport, TargetRole, Verdict};
 use super::table::fmt_num;
-use crate::worker::RunStatus;
+use crate::exec::RunStatus;
+use crate::report::model::{Num, Report, RuleResult, TargetReport, Verdict};
+use crate::target::TargetRole;
 
 /// The most bytes the rendering takes (GitHub's comment limit is 65536 characters).
 pub const MAX_CHARS: usize = 60_000;

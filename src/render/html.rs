@@ -40,12 +40,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::markdown::rule_values;
-use super::model::{
-    AgreementEntry, LayerReport, OutputMetrics, Partition, PlacementSummary, Report, RuleResult, TargetReport,
-    TargetRole, Verdict,
-};
 use super::table::fmt_num;
-use crate::worker::RunStatus;
+use crate::exec::RunStatus;
+use crate::report::model::{
+    AgreementEntry, LayerReport, OutputMetrics, Partition, PlacementSummary, Report, RuleResult, TargetReport, Verdict,
+};
+use crate::target::TargetRole;
 
 /// Colours of the targets' curves, by position among the targets (the baseline is drawn in
 /// [`BASELINE_COLOUR`], dashed).
@@ -1784,7 +1784,7 @@ fn notes_section(s: &mut String, report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::markdown::tests::small_report;
+    use crate::render::markdown::tests::small_report;
     use crate::report::model::{FallbackNode, Partition};
     use serde_json::Value;
 

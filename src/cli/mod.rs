@@ -1,0 +1,64 @@
+//! The command line: argument definitions ([`args`]), what each command does with them
+//! ([`commands`]), and [`main`], which maps every outcome to a documented exit code.
+
+pub mod args;
+pub mod commands;
+
+use clap::Parser;
+
+use crate::error::{exit_code_of, one_line, ExitCode};
+use args::{Cli, Command};
+
+/// The whole program: parses the command line, runs the command (or a worker), prints one line
+/// per error, and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return report_cli_error(e),
+    };
+    if let Command::Worker { job } = &cli.command {
+        return crate::exec::child::run(job);
+    }
+    crate::interrupt::install();
+    let code = match commands::run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("npu-audit: error: {}", one_line(&e));
+            exit_code_of(&e)
+        }
+    };
+    code as i32
+}
+
+/// Prints a command-line error as one line (help and version requests as clap prints them) and
+/// returns the exit code.
+fn report_cli_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::Usage as i32
+        }
+        _ => {
+            // clap's message spans lines (the error, the expected values, a usage block); keep
+            // everything before the usage block, on one line.
+            let text = e.render().to_string();
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let message = message.join(" ");
+            eprintln!(
+                "npu-audit: error: {} (see --help)",
+                message.trim_start_matches("error: ")
+            );
+            ExitCode::Usage as i32
+        }
+    }
+}

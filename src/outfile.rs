@@ -1,0 +1,55 @@
+//! Files a command writes because the user named them: checked before any work, and written
+//! atomically (a temporary file in the same directory, renamed into place) so a failed run never
+//! leaves a half-written file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::error::usage;
+
+/// Fails early, before any work, when the report cannot be written where asked.
+pub fn check_writable(path: &Path) -> Result<()> {
+    check_writable_as("--out", path)
+}
+
+/// [`check_writable`] for the file of another flag, named in the error.
+pub fn check_writable_as(flag: &str, path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if path.is_dir() {
+        return Err(usage(format!("{flag} {} is a directory", path.display())));
+    }
+    if !parent.is_dir() {
+        return Err(usage(format!(
+            "{flag} {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
+        usage(format!(
+            "{flag} {}: cannot write into {}: {e}",
+            path.display(),
+            parent.display()
+        ))
+    })
+}
+
+/// Writes bytes to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    tmp.write_all(bytes)
+        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    tmp.persist(path)
+        .map_err(|e| usage(format!("cannot write {}: {}", path.display(), e.error)))?;
+    Ok(())
+}
