@@ -10,7 +10,7 @@ use crate::fingerprint::result::TargetFingerprint;
 use crate::fingerprint::rounding::Rounding;
 use crate::fingerprint::{cache, probes, run, FingerprintOptions};
 use crate::outcome::TargetEnd;
-use crate::report::model::{AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, TargetReport};
+use crate::report::model::{AgreementEntry, Determinism, DriftExplanation, FingerprintBrief};
 
 /// Whether `compare` shows fingerprints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,46 +192,75 @@ pub fn explanation_text(
     text
 }
 
-/// Adds fingerprints, determinism and explanations to the target rows.
-pub fn attach(
-    reports: &mut [TargetReport],
+/// What the fingerprints add to one target's row.
+#[derive(Debug, Clone, Default)]
+pub struct TargetDrift {
+    pub fingerprint: Option<FingerprintBrief>,
+    pub determinism: Option<Determinism>,
+    /// Per quantized output, its code differences from the baseline read with the fingerprints.
+    pub explanations: Vec<DriftExplanation>,
+}
+
+/// Fingerprint, determinism and explanations of every planned target.
+pub fn per_target(
+    planned: &[PlannedTarget],
     ends: &[TargetEnd<'_>],
     fingerprints: &HashMap<String, TargetFingerprint>,
     agreement: &[AgreementEntry],
     baseline_id: Option<&str>,
     repeat: usize,
     model: &ModelOps,
-) {
-    for (r, end) in reports.iter_mut().zip(ends) {
-        r.fingerprint = fingerprints.get(&r.id).map(brief);
-        r.determinism = determinism(end, repeat);
-        let Some(base) = baseline_id.filter(|b| *b != r.id) else {
+) -> Vec<TargetDrift> {
+    planned
+        .iter()
+        .zip(ends)
+        .map(|(t, end)| {
+            let id = t.spec.id.as_str();
+            TargetDrift {
+                fingerprint: fingerprints.get(id).map(brief),
+                determinism: determinism(end, repeat),
+                explanations: baseline_id
+                    .filter(|b| *b != id)
+                    .map(|base| explanations(id, base, fingerprints, agreement, model))
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// The code differences of target `id` from the baseline `base`, per output, with their reading.
+fn explanations(
+    id: &str,
+    base: &str,
+    fingerprints: &HashMap<String, TargetFingerprint>,
+    agreement: &[AgreementEntry],
+    model: &ModelOps,
+) -> Vec<DriftExplanation> {
+    let mut out = Vec::new();
+    for e in agreement {
+        let pair = (e.a == id && e.b == base) || (e.b == id && e.a == base);
+        let Some(codes) = e.code_differences.filter(|_| pair) else {
             continue;
         };
-        for e in agreement {
-            let pair = (e.a == r.id && e.b == base) || (e.b == r.id && e.a == base);
-            let Some(codes) = e.code_differences.filter(|_| pair) else {
-                continue;
-            };
-            if e.differing_elements == Some(0) || codes.off_by_one + codes.off_by_two + codes.off_by_more == 0 {
-                continue;
-            }
-            r.drift_explanations.push(DriftExplanation {
-                output: e.output.clone(),
-                against: base.to_string(),
-                elements: e.elements,
-                codes,
-                text: explanation_text(
-                    &codes,
-                    e.elements,
-                    fingerprints.get(&r.id),
-                    fingerprints.get(base),
-                    base,
-                    model,
-                ),
-            });
+        if e.differing_elements == Some(0) || codes.off_by_one + codes.off_by_two + codes.off_by_more == 0 {
+            continue;
         }
+        out.push(DriftExplanation {
+            output: e.output.clone(),
+            against: base.to_string(),
+            elements: e.elements,
+            codes,
+            text: explanation_text(
+                &codes,
+                e.elements,
+                fingerprints.get(id),
+                fingerprints.get(base),
+                base,
+                model,
+            ),
+        });
     }
+    out
 }
 
 #[cfg(test)]

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::audit::assemble::tolerances;
 use crate::compare::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
 use crate::error::usage;
 use crate::exec::executor::sanitize;
 use crate::exec::{OutputFile, RunStatus};
+use crate::gate::tolerance::tolerances;
 use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, Verdict};
 use crate::target::TargetRole;
 use crate::tensor::read_npz;

@@ -1,7 +1,19 @@
-//! Turning worker outcomes and comparison results into report pieces: per-target rows, the
-//! baseline (three-run) view, and the tolerances that would have passed.
+//! The Report stage of `compare`: each target's row, built once from everything the analyses
+//! found about it, and the report, built once from the plan, the analysis and the judgement.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 
 use anyhow::Result;
+
+use super::analyze::Analysis;
+use super::execute::Executed;
+use super::plan::AuditPlan;
+use crate::exec::plan::BASELINE_ID;
+use crate::exec::PlannedTarget;
+use crate::gate::tolerance::tolerances;
+use crate::gate::Judgement;
+use crate::hash::sha256_file;
 
 use crate::exec::job::Phase;
 use crate::exec::{Outcome, RunStatus};
@@ -10,7 +22,8 @@ use crate::inputs::InputSet;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    BaselineDelta, InputTensorInfo, ModelInfo, Num, OutputMetrics, RuntimeInfo, TargetReport, Timing, Tolerance,
+    ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, Report, RuntimeInfo, TargetReport, Timing, ToolInfo,
+    SCHEMA_VERSION,
 };
 use crate::runtime::{Runtime, TargetRuntime};
 
@@ -112,112 +125,130 @@ pub fn target_runtime_info(
     info
 }
 
-/// `a - b` for dB values that may be infinite: equal infinities differ by 0.
-fn db_difference(a: f64, b: f64) -> f64 {
-    if a == b {
-        0.0
-    } else {
-        a - b
-    }
-}
-
-/// Adds the baseline's error next to every other target's (the three-run view).
-pub fn attach_baseline(targets: &mut [TargetReport], baseline_id: &str) -> bool {
-    let Some(base) = targets
-        .iter()
-        .find(|t| t.id == baseline_id && t.status == RunStatus::Ok)
-    else {
-        return false;
+/// Each planned target's row: how it ended, its runtime and timing, its metrics, placement,
+/// fingerprint, drift reading and layers. `logs` holds the kept log of each target id.
+pub fn target_rows(
+    targets: &[PlannedTarget],
+    analysis: &mut Analysis<'_>,
+    logs: &HashMap<String, PathBuf>,
+) -> Vec<TargetReport> {
+    let mut hashes: HashMap<PathBuf, Option<String>> = HashMap::new();
+    let mut hash = |rt: &Runtime| -> Option<String> {
+        if rt.sha256.is_some() {
+            return rt.sha256.clone();
+        }
+        hashes
+            .entry(rt.library.clone())
+            .or_insert_with(|| sha256_file(&rt.library).ok())
+            .clone()
     };
-    let base_outputs: Vec<OutputMetrics> = base.outputs.clone();
-    for t in targets
-        .iter_mut()
-        .filter(|t| t.id != baseline_id && t.status == RunStatus::Ok)
-    {
-        for out in t.outputs.iter_mut() {
-            let Some(b) = base_outputs.iter().find(|b| b.name == out.name) else {
-                continue;
-            };
-            out.baseline = Some(BaselineDelta {
-                target: baseline_id.to_string(),
-                sqnr_db: b.sqnr_db,
-                max_abs: b.max_abs,
-                excess_db: Num(db_difference(b.sqnr_db.0, out.sqnr_db.0)),
-            });
-        }
+    let mut layers = analysis.layers.as_mut().map(|l| std::mem::take(&mut l.targets));
+    let mut rows = Vec::with_capacity(targets.len());
+    for (i, t) in targets.iter().enumerate() {
+        let end = &analysis.ends[i];
+        let outputs = match end.status {
+            RunStatus::Ok => analysis.comparison.metrics.remove(&t.spec.id).unwrap_or_default(),
+            _ => vec![],
+        };
+        let drift = std::mem::take(&mut analysis.drift[i]);
+        let layer = layers.as_mut().and_then(|l| l.get_mut(i)).and_then(Option::take);
+        let (layers, layer_summary) = match layer {
+            Some((l, s)) => (l, Some(s)),
+            None => (vec![], None),
+        };
+        rows.push(TargetReport {
+            id: t.spec.id.clone(),
+            ep: t.spec.backend.ep_name().into(),
+            role: t.role,
+            required: t.required,
+            chipset: t.spec.chipset().map(chipset_info),
+            options: target_options(t),
+            runtime: t
+                .runtime
+                .as_ref()
+                .ok()
+                .map(|rt| target_runtime_info(rt, end.outcome, &mut hash)),
+            status: end.status,
+            error: end.error.clone(),
+            failed_at: end
+                .outcome
+                .and_then(|o| o.result.as_ref())
+                .filter(|r| !r.ok)
+                .map(|r| r.phase),
+            timing: end.outcome.and_then(timing),
+            placement: end.placement.clone(),
+            log: logs.get(&t.spec.id).map(|p| p.display().to_string()),
+            fingerprint: drift.fingerprint,
+            determinism: drift.determinism,
+            drift_explanations: drift.explanations,
+            outputs,
+            layers,
+            layer_summary,
+        });
     }
-    true
+    rows
 }
 
-/// Rounds down to `decimals` decimal places (for minimums a gate can use).
-fn floor_to(v: f64, decimals: i32) -> f64 {
-    if !v.is_finite() {
-        return v;
-    }
-    // The decimal text parses to the double nearest it, which is never above `v` because `v`
-    // is a double at or above that decimal; and it prints back short (no 26.490000000000002).
-    let mut units = (v * 10f64.powi(decimals)).floor() as i64;
-    loop {
-        let r: f64 = format!("{units}e-{decimals}").parse().unwrap_or(v);
-        if r <= v {
-            return r;
-        }
-        units -= 1;
+fn chipset_info(c: crate::target::chipset::Chipset) -> ChipsetInfo {
+    ChipsetInfo {
+        sm: c.sm.to_uppercase(),
+        name: format!("Snapdragon {}", c.marketing),
+        soc_model: c.soc_model,
+        htp_arch: c.htp_arch,
     }
 }
 
-/// Rounds up to 3 significant digits (for maximums a gate can use).
-pub fn ceil_3_significant(v: f64) -> f64 {
-    if !v.is_finite() || v <= 0.0 {
-        return v;
-    }
-    // Three significant digits as an integer mantissa and a decimal exponent; parsing the decimal
-    // text gives the double nearest to it, which is never below `v` because `v` is a double at or
-    // below that decimal.
-    let exponent = v.log10().floor() as i32 - 2;
-    let mut mantissa = (v / 10f64.powi(exponent)).ceil() as u64;
-    loop {
-        let r: f64 = format!("{mantissa}e{exponent}").parse().unwrap_or(v);
-        if r >= v {
-            return r;
-        }
-        mantissa += 1;
-    }
+/// A target's EP options and session entries, as the report lists them.
+fn target_options(t: &PlannedTarget) -> BTreeMap<String, String> {
+    let mut options: BTreeMap<String, String> = t.spec.ep_options().into_iter().collect();
+    options.extend(
+        t.spec
+            .options
+            .iter()
+            .filter(|(k, _)| k.starts_with("session."))
+            .cloned(),
+    );
+    options
 }
 
-/// For each output, the loosest thresholds that every gated target that ran would have passed.
-pub fn tolerances(outputs: &[String], targets: &[TargetReport]) -> Vec<Tolerance> {
-    let gated: Vec<&TargetReport> = targets.iter().filter(|t| t.is_gated()).collect();
-    outputs
-        .iter()
-        .filter_map(|name| {
-            let metrics: Vec<(&str, &OutputMetrics)> = gated
-                .iter()
-                .filter_map(|t| {
-                    t.outputs
-                        .iter()
-                        .find(|o| &o.name == name && o.error.is_none())
-                        .map(|o| (t.id.as_str(), o))
-                })
-                .collect();
-            if metrics.is_empty() {
-                return None;
-            }
-            let min_sqnr = metrics.iter().map(|(_, o)| o.sqnr_db.0).fold(f64::INFINITY, f64::min);
-            let max_abs = metrics.iter().map(|(_, o)| o.max_abs.0).fold(0.0, f64::max);
-            let min_cos = metrics.iter().map(|(_, o)| o.cosine.0).fold(f64::INFINITY, f64::min);
-            let top1: Vec<f64> = metrics.iter().filter_map(|(_, o)| o.top1_agreement).collect();
-            Some(Tolerance {
-                output: name.clone(),
-                min_sqnr_db: Num(floor_to(min_sqnr, 2)),
-                max_abs: Num(ceil_3_significant(max_abs)),
-                min_cosine: Num(floor_to(min_cos, 6)),
-                min_top1_agreement: (!top1.is_empty()).then(|| top1.iter().copied().fold(1.0, f64::min)),
-                all_bit_exact: metrics.iter().all(|(_, o)| o.bit_identical == Some(o.elements)),
-                targets: metrics.iter().map(|(id, _)| id.to_string()).collect(),
-            })
-        })
-        .collect()
+/// The report, built once.
+pub fn report(
+    plan: AuditPlan,
+    executed: &Executed,
+    analysis: Analysis<'_>,
+    targets: Vec<TargetReport>,
+    judgement: Judgement,
+) -> Result<Report> {
+    let tolerances = tolerances(&plan.output_names, &targets);
+    let mut notes = plan.notes;
+    notes.extend(executed.notes.iter().cloned());
+    notes.extend(analysis.notes);
+    notes.extend(judgement.notes);
+    Ok(Report {
+        schema_version: SCHEMA_VERSION,
+        tool: ToolInfo {
+            name: "npu-audit".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        model: model_info(&plan.model, &plan.signature)?,
+        reference: analysis.reference_info,
+        inputs: InputsInfo {
+            provenance: plan.inputs.provenance.clone(),
+            tensors: plan.input_info,
+        },
+        baseline: analysis.has_baseline.then(|| BASELINE_ID.to_string()),
+        targets,
+        agreement: analysis.comparison.agreement,
+        bit_exact_groups: analysis.comparison.groups,
+        tolerances,
+        gate: judgement.gate,
+        metric_definitions: crate::report::definitions(),
+        layer_audit: analysis.layers.map(|l| l.info),
+        notes,
+        shard: plan.shard,
+        merged_from: Vec::new(),
+        exit_code: judgement.exit_code,
+    })
 }
 
 #[cfg(test)]
@@ -225,30 +256,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rounding_for_gates_never_tightens() {
-        for v in [0.0123, 0.0124999, 1.0, 7.77777, 123456.0, 3.3e-7] {
-            let r = ceil_3_significant(v);
-            assert!(r >= v, "{v} -> {r}");
-            assert!(r <= v * 1.01 + 1e-300, "{v} -> {r}");
-        }
-        assert_eq!(ceil_3_significant(0.01231), 0.0124);
-        assert_eq!(floor_to(23.456, 2), 23.45);
-        assert_eq!(floor_to(26.49, 2), 26.49);
-        assert_eq!(floor_to(-3.001, 2), -3.01);
-        assert_eq!(floor_to(0.99888109999, 6), 0.998881);
-        assert_eq!(floor_to(f64::INFINITY, 2), f64::INFINITY);
-    }
-
-    #[test]
     fn median_of_odd_and_even() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
-
-    #[test]
-    fn infinite_db_differences() {
-        assert_eq!(db_difference(f64::INFINITY, f64::INFINITY), 0.0);
-        assert_eq!(db_difference(f64::INFINITY, 30.0), f64::INFINITY);
-        assert_eq!(db_difference(40.0, 30.0), 10.0);
     }
 }

@@ -1,14 +1,20 @@
-//! Files an audit writes on request: checking the report path before any work, and the saved
-//! outputs of every run.
+//! Files an audit writes on request besides its report: the saved outputs of every run
+//! (`--save-outputs`) and each target's runtime log (`--logs`).
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 use crate::error::usage;
 use crate::exec::executor::sanitize;
-use crate::exec::OutputFile;
+use crate::exec::{Executor, OutputFile, RunStatus};
 use crate::tensor::{write_npz, Tensor};
+
+use super::analyze::Analysis;
+use super::execute::Executed;
+use super::plan::AuditPlan;
+use super::CompareOptions;
 
 /// `--save-outputs` must name a new or empty directory: outputs of an earlier audit left beside
 /// this one's would be mistaken for them.
@@ -51,9 +57,9 @@ pub fn save_outputs(dir: &Path, runs: &[(&str, &[Vec<OutputFile>])]) -> Result<(
 
 /// Copies each target's runtime log to `DIR/<target>.log` (written under a temporary name and
 /// renamed, so a log file is whole or absent). Returns the path kept for each target id.
-pub fn save_logs(dir: &Path, logs: &[(&str, &Path)]) -> Result<std::collections::HashMap<String, std::path::PathBuf>> {
+pub fn save_logs(dir: &Path, logs: &[(&str, &Path)]) -> Result<HashMap<String, PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut kept = std::collections::HashMap::new();
+    let mut kept = HashMap::new();
     for (id, log) in logs {
         if !log.exists() {
             continue;
@@ -65,4 +71,40 @@ pub fn save_logs(dir: &Path, logs: &[(&str, &Path)]) -> Result<std::collections:
         kept.insert(id.to_string(), dest);
     }
     Ok(kept)
+}
+
+/// Writes what the user asked to keep besides the report: every run's outputs and every
+/// target's log. Returns the kept log of each target id.
+pub fn persist(
+    opts: &CompareOptions,
+    plan: &AuditPlan,
+    executed: &Executed,
+    analysis: &Analysis<'_>,
+    executor: &Executor,
+) -> Result<HashMap<String, PathBuf>> {
+    if let Some(saved) = &opts.save_outputs {
+        let dir = &saved.dir;
+        let mut all: Vec<(&str, &[Vec<OutputFile>])> = vec![("golden", &analysis.golden_samples)];
+        for (t, end) in plan.targets.iter().zip(&analysis.ends) {
+            if let Some(r) = end
+                .outcome
+                .and_then(|o| o.result.as_ref())
+                .filter(|_| end.status == RunStatus::Ok)
+            {
+                all.push((t.spec.id.as_str(), &r.outputs));
+            }
+        }
+        save_outputs(dir, &all).map_err(|e| usage(format!("--save-outputs {}: {e:#}", dir.display())))?;
+    }
+    let logs: Vec<(&str, &Path)> = plan
+        .targets
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| executed.outcome(i).map(|o| (t.spec.id.as_str(), o.log.as_path())))
+        .collect();
+    Ok(match &opts.logs {
+        Some(dir) => save_logs(dir, &logs).map_err(|e| usage(format!("--logs {}: {e:#}", dir.display())))?,
+        None if executor.options().keep_work => logs.iter().map(|(id, p)| (id.to_string(), p.to_path_buf())).collect(),
+        None => HashMap::new(),
+    })
 }

@@ -11,8 +11,9 @@ use super::args::{
     CheckConfigArgs, Command, CompareArgs, ExecArgs, FingerprintArgs, FingerprintChoice, Format, GoldenCommand,
     InputArgs, LayerArgs, LayersChoice, ReportFiles, ReportFormat, RuntimeCommand,
 };
+use crate::audit::golden::{run_golden_create, GoldenOptions};
 use crate::audit::shard::Shard;
-use crate::audit::{run_compare, run_golden_create, CompareOptions, GoldenOptions};
+use crate::audit::{run_compare, CompareOptions, SavedOutputs};
 use crate::drift::FingerprintMode;
 use crate::error::{usage, ExitCode};
 use crate::exec::ExecOptions;
@@ -150,10 +151,20 @@ fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
     let shard = a.shard.as_deref().map(Shard::parse).transpose()?;
     // A shard keeps its outputs beside its report, so `merge` can compare targets of different
     // shards with each other.
-    let save_outputs = a
-        .save_outputs
-        .clone()
-        .or_else(|| shard.and(a.files.out.as_ref()).map(|o| logs_beside(o, "outputs")));
+    let save_outputs = match (&a.save_outputs, shard.and(a.files.out.as_ref())) {
+        (Some(dir), _) => Some(SavedOutputs {
+            dir: dir.clone(),
+            recorded_as: Some(dir.display().to_string()),
+        }),
+        // The default directory sits beside the report: recorded by name, so the two can move
+        // together (CI artifacts).
+        (None, Some(out)) => {
+            let dir = logs_beside(out, "outputs");
+            let recorded_as = dir.file_name().map(|n| n.to_string_lossy().to_string());
+            Some(SavedOutputs { dir, recorded_as })
+        }
+        (None, None) => None,
+    };
     let layers = layer_options(&a.layers, layers_command)?;
     let thresholds = Thresholds {
         min_sqnr_db: a.min_sqnr,
@@ -197,14 +208,9 @@ fn compare(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
         },
         layers,
     };
-    let mut report = run_compare(&opts)?;
+    let report = run_compare(&opts)?;
     // An interruption after the workers finished still means: write nothing.
     crate::interrupt::check()?;
-    if let (Some(info), None, Some(dir)) = (report.shard.as_mut(), &a.save_outputs, &opts.save_outputs) {
-        // The default directory sits beside the report: recorded by name, so the two can move
-        // together (CI artifacts).
-        info.outputs_dir = dir.file_name().map(|n| n.to_string_lossy().to_string());
-    }
     emit(&report, a.format, &files)?;
     // One line for all required targets that did not run; the report has the full errors.
     let failed: Vec<String> = report

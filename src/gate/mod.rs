@@ -2,6 +2,8 @@
 //! into rules with the measured value, the limit, where the limit was set and pass/fail; in
 //! baseline mode, regressions against a previous report; one verdict.
 
+pub mod tolerance;
+
 use crate::error::ExitCode;
 use crate::exec::RunStatus;
 use crate::policy::{Limit, Policy};
@@ -267,6 +269,25 @@ pub fn evaluate(
         },
         notes,
     )
+}
+
+/// The Judge stage's result: every rule with its verdict, the exit code the run ends with, and
+/// notes on rules that could not be formed.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    pub gate: GateReport,
+    pub exit_code: ExitCode,
+    pub notes: Vec<String>,
+}
+
+/// Judges the targets' rows against the policy (and the previous report of baseline mode).
+pub fn judge(policy: &Policy, targets: &[TargetReport], previous: Option<&Previous<'_>>) -> Judgement {
+    let (gate, notes) = evaluate(policy, targets, previous);
+    Judgement {
+        exit_code: exit_code(targets, gate.verdict),
+        gate,
+        notes,
+    }
 }
 
 /// The verdict of a gate: `none` without limits, else `pass` when every rule passes.

@@ -1,0 +1,117 @@
+//! The Execute stage of `compare`: the inputs and models written for the workers, the golden run
+//! (when the reference is a model) and one job per target that can run, all run by the
+//! [`Executor`].
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::plan::AuditPlan;
+use super::reference::ReferencePlan;
+use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
+use crate::exec::{Executor, Job, Outcome};
+use crate::inputs::InputFile;
+use crate::placement::targets::INSPECT_LIMIT_BYTES;
+use crate::runtime::Runtime;
+use crate::target::Backend;
+
+/// What ran.
+pub struct Executed {
+    /// Per sample, every input as the workers read it.
+    pub input_files: Vec<Vec<InputFile>>,
+    /// Every job's outcome: the golden run first (when there is one), then the targets'.
+    pub outcomes: Vec<Outcome>,
+    /// Whether `outcomes[0]` is the golden run.
+    pub golden_ran: bool,
+    /// Per planned target, the index of its outcome (`None`: its runtime is unavailable).
+    pub job_of: Vec<Option<usize>>,
+    /// The CPU build of the golden run.
+    pub cpu: Option<Runtime>,
+    pub notes: Vec<String>,
+}
+
+impl Executed {
+    /// The golden run's outcome, when the reference is a model.
+    pub fn golden(&self) -> Option<&Outcome> {
+        self.outcomes.first().filter(|_| self.golden_ran)
+    }
+
+    /// Target `i`'s outcome, when it ran.
+    pub fn outcome(&self, i: usize) -> Option<&Outcome> {
+        self.job_of.get(i).copied().flatten().map(|j| &self.outcomes[j])
+    }
+}
+
+/// Writes the inputs and models, then runs the golden run and every target at once.
+pub fn run(plan: &AuditPlan, executor: &Executor, repeat: usize) -> Result<Executed> {
+    let work = executor.work();
+    let mut notes = Vec::new();
+    let input_files = plan.inputs.write(&work.join("inputs"))?;
+    let audited = model_for_workers(&plan.model, &plan.inputs, work, "model.onnx", &mut notes)?;
+    let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
+    let cpu = match &plan.reference {
+        ReferencePlan::Model { model, .. } => {
+            let cpu = cpu_runtime(&plan.provisioner)?;
+            let path = model_for_workers(model, &plan.inputs, work, "reference.onnx", &mut Vec::new())?;
+            jobs.push(reference_job(
+                &cpu,
+                path,
+                &input_files,
+                &work.join("golden"),
+                &plan.inputs.free_dims,
+            ));
+            Some(cpu)
+        }
+        ReferencePlan::Stored { .. } => None,
+    };
+    let golden_ran = !jobs.is_empty();
+    let inspect = plan.model.total_bytes() < INSPECT_LIMIT_BYTES;
+    if !inspect {
+        notes.push(
+            "the model is over 1 GiB: placement is read from the assignment alone, without the runtime's partitioned graph"
+                .into(),
+        );
+    }
+    let job_of = target_jobs(plan, executor, &audited, &input_files, inspect, repeat, &mut jobs);
+    let outcomes = executor.run(&jobs)?;
+    Ok(Executed {
+        input_files,
+        outcomes,
+        golden_ran,
+        job_of,
+        cpu,
+        notes,
+    })
+}
+
+/// Adds one job per target that can run to `jobs`; returns each target's job index.
+fn target_jobs(
+    plan: &AuditPlan,
+    executor: &Executor,
+    model: &Path,
+    input_files: &[Vec<InputFile>],
+    inspect: bool,
+    repeat: usize,
+    jobs: &mut Vec<(Job, PathBuf)>,
+) -> Vec<Option<usize>> {
+    let threads = executor.threads(plan.targets.len() + jobs.len());
+    plan.targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (mut job, dir) = target_job(
+                i,
+                t,
+                model,
+                input_files,
+                executor.work(),
+                threads,
+                &plan.inputs.free_dims,
+            )?;
+            job.inspect_placement = inspect && !matches!(t.spec.backend, Backend::Cpu);
+            job.repeat = repeat.max(1);
+            jobs.push((job, dir));
+            Some(jobs.len() - 1)
+        })
+        .collect()
+}

@@ -1,0 +1,189 @@
+//! The Plan stage of `compare`: everything decided before anything runs. The targets (and this
+//! shard's share of them) with their runtimes, the audited model, the golden run's source, the
+//! inputs every target gets, the class axes, and the previous report of baseline mode, all
+//! checked, so that a bad flag or file fails before any session starts.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::reference::{self, ReferencePlan};
+use super::CompareOptions;
+use crate::compare::ClassAxisPolicy;
+use crate::error::usage;
+use crate::exec::plan::{self as targets, Requested};
+use crate::exec::PlannedTarget;
+use crate::inputs::{prepare, InputOptions, InputSet};
+use crate::model::{load_model, LoadedModel, Signature};
+use crate::report::model::{InputTensorInfo, Report, ShardInfo};
+use crate::runtime::Provisioner;
+use crate::target::TargetRole;
+
+/// What `compare` will do, decided and checked.
+pub struct AuditPlan {
+    pub model: LoadedModel,
+    pub signature: Signature,
+    /// The audited model's output names, in its order.
+    pub output_names: Vec<String>,
+    pub reference: ReferencePlan,
+    pub inputs: InputSet,
+    /// Every input tensor with the hash of its encoding (the report's `inputs.tensors`).
+    pub input_info: Vec<InputTensorInfo>,
+    /// Baseline mode: the previous report and how rules name it.
+    pub previous: Option<(Report, String)>,
+    pub classes: ClassAxisPolicy,
+    /// This job's targets (all of them, or its shard's), with their runtimes.
+    pub targets: Vec<PlannedTarget>,
+    pub shard: Option<ShardInfo>,
+    pub provisioner: Provisioner,
+    pub notes: Vec<String>,
+}
+
+impl AuditPlan {
+    /// Plans an audit. The order of the checks is the order of their cost: flags and target
+    /// names first, then the model, the reference, the inputs, the previous report, and last the
+    /// runtimes (which may be fetched).
+    pub fn new(opts: &CompareOptions) -> Result<AuditPlan> {
+        if let Some(saved) = &opts.save_outputs {
+            super::files::check_save_dir(&saved.dir)?;
+        }
+        let mut notes = Vec::new();
+        let (requested, shard) = requested_targets(opts, &mut notes)?;
+        let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
+        let model = load_model(&opts.model)?;
+        let signature = Signature::of(&model)?;
+        let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
+        opts.policy.check_outputs(&output_names)?;
+        let reference = reference::plan(
+            &model,
+            opts.reference.as_ref(),
+            opts.golden.as_ref(),
+            opts.allow_golden_mismatch,
+            &mut notes,
+        )?;
+        let inputs = audit_inputs(&reference, &signature, &opts.inputs)?;
+        let input_info = super::assemble::input_tensor_info(&inputs)?;
+        // The previous report of baseline mode is checked before anything runs.
+        let previous = match &opts.policy.baseline_report {
+            Some((path, at)) => Some(previous_report(path, at, &input_info)?),
+            None => None,
+        };
+        let classes = class_axes(&opts.class_axis, &signature, &reference)?;
+        let targets = targets::provision(requested, &provisioner)?;
+        Ok(AuditPlan {
+            model,
+            signature,
+            output_names,
+            reference,
+            inputs,
+            input_info,
+            previous,
+            classes,
+            targets,
+            shard: shard.map(|mut info| {
+                info.outputs_dir = opts.save_outputs.as_ref().and_then(|s| s.recorded_as.clone());
+                info
+            }),
+            provisioner,
+            notes,
+        })
+    }
+}
+
+/// The targets asked for (a typo there should not wait for the model to load), this shard's
+/// share of them, and a note when none was named.
+fn requested_targets(opts: &CompareOptions, notes: &mut Vec<String>) -> Result<(Vec<Requested>, Option<ShardInfo>)> {
+    let all = targets::targets(&opts.targets, &opts.allow_failure, !opts.no_baseline)?;
+    let (requested, shard) = match &opts.shard {
+        Some(s) => {
+            let (mine, info) = s.split(all);
+            (mine, Some(info))
+        }
+        None => (all, None),
+    };
+    if opts.targets.is_empty() {
+        let ids: Vec<&str> = requested
+            .iter()
+            .filter(|r| r.role == TargetRole::Target)
+            .map(|r| r.spec.id.as_str())
+            .collect();
+        notes.push(format!(
+            "no --target given: auditing every target this machine can run ({})",
+            ids.join(", ")
+        ));
+    }
+    Ok((requested, shard))
+}
+
+/// The class axis of each output: flags, else the Softmax axes of the audited model and of the
+/// reference.
+fn class_axes(flags: &[String], signature: &Signature, reference: &ReferencePlan) -> Result<ClassAxisPolicy> {
+    let mut softmax: HashMap<String, i64> = signature.softmax_axes.clone();
+    if let ReferencePlan::Model { signature: ref_sig, .. } = reference {
+        for (k, v) in &ref_sig.softmax_axes {
+            softmax.entry(k.clone()).or_insert(*v);
+        }
+    }
+    ClassAxisPolicy::parse(flags, softmax, &signature.outputs)
+}
+
+/// Checks that the reference model accepts every sample fed to the audited model.
+fn check_reference_accepts(reference: &Signature, inputs: &InputSet) -> Result<()> {
+    for sample in &inputs.samples {
+        for info in &reference.inputs {
+            let Some(nt) = sample.iter().find(|nt| nt.name == info.name) else {
+                return Err(usage(format!(
+                    "the reference model takes an input '{}' that the audited model does not have (audited inputs: {})",
+                    info.name,
+                    sample.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            };
+            crate::inputs::check_tensor(info, &nt.tensor, None)
+                .map_err(|e| usage(format!("the reference model does not accept the inputs: {e:#}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// The inputs of an audit: a golden run's, or loaded/generated and checked against both models.
+fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOptions) -> Result<InputSet> {
+    match reference {
+        ReferencePlan::Stored { golden, .. } => {
+            let given = !opts.npz.is_empty() || !opts.npy.is_empty() || !opts.gen.is_empty() || !opts.shapes.is_empty();
+            if given || opts.samples != 1 || opts.seed != 0 {
+                return Err(usage(
+                    "--golden supplies the inputs: drop --inputs, --input, --gen, --seed, --samples and --input-shape",
+                ));
+            }
+            golden
+                .inputs(signature)
+                .map_err(|e| usage(format!("the golden run's inputs do not fit the model: {e:#}")))
+        }
+        ReferencePlan::Model { signature: ref_sig, .. } => {
+            let inputs = prepare(signature, opts)?;
+            check_reference_accepts(ref_sig, &inputs)?;
+            Ok(inputs)
+        }
+    }
+}
+
+/// Reads the previous report of baseline mode and checks it was made on the same inputs: a
+/// regression measured on other data would mean nothing.
+fn previous_report(path: &Path, at: &str, inputs: &[InputTensorInfo]) -> Result<(Report, String)> {
+    let report = crate::report::json::read(path).map_err(|e| usage(format!("{at}: previous report {e:#}")))?;
+    let label = path.display().to_string();
+    let key = |t: &InputTensorInfo| (t.sample, t.name.clone(), t.sha256.clone());
+    let now: Vec<_> = inputs.iter().map(key).collect();
+    let then: Vec<_> = report.inputs.tensors.iter().map(key).collect();
+    if now != then {
+        let what = match now.iter().zip(&then).find(|(a, b)| a != b) {
+            Some((a, _)) => format!("sample {} input '{}' differs", a.0, a.1),
+            None => format!("{} input tensors now, {} then", now.len(), then.len()),
+        };
+        return Err(usage(format!(
+            "{at}: the previous report {label} was made on other inputs ({what}); regressions need the same inputs (use a stored golden run)"
+        )));
+    }
+    Ok((report, label))
+}
