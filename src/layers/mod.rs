@@ -8,9 +8,12 @@
 //! does not grow with the depth of the model. Bisection cuts the graph instead of tapping it.
 
 pub mod bisect;
+mod cumulative;
 pub mod effects;
+mod isolated;
 pub mod matching;
 pub mod measure;
+mod plan;
 pub mod points;
 pub mod run;
 pub mod select;

@@ -1,0 +1,414 @@
+//! The runs of the tapped audit, one after the other: Execute (the whole model with one run's
+//! taps on every target, and the reference's matching tensors on the CPU or from a stored golden
+//! run; a failing session retried in halves), Analyze (each tapped tensor against the golden
+//! activation and the baseline's, accumulated), then the isolated runs of the same layers;
+//! after the last run, Report (each target's layers and summary).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::effects::EffectsAcc;
+use super::isolated;
+use super::measure::LayerAcc;
+use super::plan::{plan_units, runs_of, Feed, Planned};
+use super::run::{read_any, result_of, write, Context, PerTarget, State};
+use super::split::{retry_in_halves, retryable, Retried};
+use super::tap::{self, GraphIndex};
+use crate::exec::executor::reference_job;
+use crate::exec::{Job, JobResult, Outcome};
+use crate::inputs::InputFile;
+use crate::report::model::{LayerAuditInfo, TargetLayerSummary};
+use crate::tensor::Tensor;
+
+/// What every target that ran has accumulated so far, per selected layer.
+pub(super) struct Accumulators {
+    pub(super) cumulative: BTreeMap<usize, Vec<LayerAcc>>,
+    pub(super) isolated: BTreeMap<usize, Vec<LayerAcc>>,
+    effects: BTreeMap<usize, EffectsAcc>,
+    /// The first session failure of each target, as its summary says it.
+    pub(super) failures: BTreeMap<usize, String>,
+}
+
+impl Accumulators {
+    fn new(state: &State<'_>, selected: &[usize], units: &[Planned], isolate: bool) -> Accumulators {
+        let new_accs = |target: usize| -> Vec<LayerAcc> {
+            selected
+                .iter()
+                .map(|&p| {
+                    let point = &state.points[p];
+                    LayerAcc::new(
+                        state.reference_name(&point.float_name).is_some(),
+                        state.ctx.baseline.is_some() && !state.is_baseline(target),
+                        point.quant.is_some(),
+                    )
+                })
+                .collect()
+        };
+        let mut isolated: BTreeMap<usize, Vec<LayerAcc>> = state.ran.iter().map(|&t| (t, new_accs(t))).collect();
+        for (k, u) in units.iter().enumerate() {
+            if let (Some(e), true) = (&u.unit_error, isolate) {
+                for accs in isolated.values_mut() {
+                    accs[k].error = Some(format!("not run alone: {e}"));
+                }
+            }
+        }
+        Accumulators {
+            cumulative: state.ran.iter().map(|&t| (t, new_accs(t))).collect(),
+            isolated,
+            effects: state
+                .ran
+                .iter()
+                .filter_map(|&t| Some((t, EffectsAcc::new(state.ctx.untapped[t]?))))
+                .collect(),
+            failures: BTreeMap::new(),
+        }
+    }
+
+    /// Marks layers `items` of `target` as not measured by this kind of session (`cumulative`
+    /// or isolated), and records the target's first failure.
+    pub(super) fn fail(&mut self, cumulative: bool, target: usize, items: &[(usize, String)], summary: String) {
+        let accs = if cumulative {
+            &mut self.cumulative
+        } else {
+            &mut self.isolated
+        };
+        if let Some(accs) = accs.get_mut(&target) {
+            for (k, err) in items {
+                accs[*k].error = Some(err.clone());
+            }
+        }
+        self.failures.entry(target).or_insert(summary);
+    }
+}
+
+/// The tensors one run exposes.
+struct RunTaps {
+    /// Each layer's tensor (codes for a quantized layer): what every target returns.
+    taps: Vec<String>,
+    /// The same with the float values before rounding: what the baseline returns (tie evidence).
+    with_floats: Vec<String>,
+    /// The reference's counterparts, and what the isolated runs of these layers are fed.
+    reference: Vec<String>,
+}
+
+impl RunTaps {
+    fn new(state: &State<'_>, selected: &[usize], run: &[usize], units: &[Planned], isolate: bool) -> RunTaps {
+        let point = |k: usize| &state.points[selected[k]];
+        let taps = run.iter().map(|&k| point(k).tensor.clone()).collect();
+        let with_floats = run
+            .iter()
+            .flat_map(|&k| {
+                let p = point(k);
+                std::iter::once(p.tensor.clone()).chain(p.quant.map(|_| p.float_name.clone()))
+            })
+            .collect();
+        let mut reference: Vec<String> = run
+            .iter()
+            .filter_map(|&k| state.reference_name(&point(k).float_name).map(String::from))
+            .collect();
+        if isolate {
+            for (_, feeds) in run.iter().filter_map(|&k| units[k].unit.as_ref()) {
+                for f in feeds {
+                    if let Feed::Codes(r, _) | Feed::Float(r) = f {
+                        reference.push(r.clone());
+                    }
+                }
+            }
+        }
+        reference.sort();
+        reference.dedup();
+        RunTaps {
+            taps,
+            with_floats,
+            reference,
+        }
+    }
+}
+
+/// What one run returned: the golden activations and, per target, its results (several when
+/// the session was retried in halves).
+pub(super) struct RunResults {
+    pub(super) golden: Option<JobResult>,
+    pub(super) targets: BTreeMap<usize, Vec<JobResult>>,
+}
+
+/// Cumulative and isolated runs of every selected point, run by run.
+pub(super) fn tap_all(
+    state: &mut State<'_>,
+    selected: &[usize],
+    index: &GraphIndex,
+    info: &mut LayerAuditInfo,
+) -> Result<PerTarget> {
+    let ctx = state.ctx;
+    let units = plan_units(state, selected, index);
+    let isolate = state.opts.isolate && ctx.reference.is_some();
+    info.isolated = isolate;
+    let mut accs = Accumulators::new(state, selected, &units, isolate);
+    let runs = runs_of(state, selected);
+    info.tap_runs = runs.len();
+    for (n, run) in runs.iter().enumerate() {
+        crate::interrupt::check()?;
+        let dir = ctx.work.join("layers").join(format!("run{n}"));
+        let taps = RunTaps::new(state, selected, run, &units, isolate);
+        let results = execute_run(state, selected, run, &taps, &dir, n, &mut accs)?;
+        measure_run(state, selected, run, &results, &mut accs);
+        if isolate {
+            isolated::run(state, selected, run, &units, results.golden.as_ref(), &dir, &mut accs)?;
+        }
+        drop(results);
+        if !ctx.executor.options().keep_work {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    Ok(finish(state, selected, accs, isolate))
+}
+
+/// Execute: the tapped sessions of one run on every target and the reference (or the stored
+/// golden activations), with failing sessions retried in halves.
+fn execute_run(
+    state: &mut State<'_>,
+    selected: &[usize],
+    run: &[usize],
+    taps: &RunTaps,
+    dir: &Path,
+    n: usize,
+    accs: &mut Accumulators,
+) -> Result<RunResults> {
+    let ctx = state.ctx;
+    let q_path = write(
+        &tap::tapped(&state.q_proto, &taps.taps),
+        ctx.model,
+        &dir.join("model.onnx"),
+    )?;
+    let base_path = write(
+        &tap::tapped(&state.q_proto, &taps.with_floats),
+        ctx.model,
+        &dir.join("model-baseline.onnx"),
+    )?;
+    let threads = state.threads(state.ran.len() + 1);
+    let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
+    let mut job_target: Vec<Option<usize>> = Vec::new();
+    let stored = golden_job(state, taps, dir, n, &mut jobs, &mut job_target)?;
+    for &t in &state.ran {
+        let path = if state.is_baseline(t) { &base_path } else { &q_path };
+        if let Some(j) = state.target_job(t, path, ctx.input_files, dir, threads) {
+            jobs.push(j);
+            job_target.push(Some(t));
+        }
+    }
+    let outcomes = state.run_jobs(&jobs)?;
+    let mut results = RunResults {
+        golden: stored,
+        targets: BTreeMap::new(),
+    };
+    for (o, t) in outcomes.iter().zip(&job_target) {
+        match (t, result_of(o)) {
+            (None, Ok(r)) => results.golden = Some(r.clone()),
+            (None, Err(e)) => state
+                .problems
+                .push(format!("the tapped reference run failed ({e}): no SQNR for run {n}")),
+            (Some(t), Ok(r)) => {
+                results.targets.insert(*t, vec![r.clone()]);
+            }
+            (Some(t), Err(e)) => {
+                let retried = retry_failed(state, selected, run, *t, o, &e, dir, accs)?;
+                results.targets.insert(*t, retried);
+            }
+        }
+    }
+    let outputs = model_outputs(ctx);
+    for (&t, rs) in &results.targets {
+        if let (Some(e), Some(u)) = (accs.effects.get_mut(&t), ctx.untapped[t]) {
+            for r in rs {
+                e.add(u, r, &outputs);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The golden side of a run: the stored activations (returned), or a job of the tapped
+/// reference on the CPU (added to `jobs`).
+fn golden_job(
+    state: &mut State<'_>,
+    taps: &RunTaps,
+    dir: &Path,
+    n: usize,
+    jobs: &mut Vec<(Job, PathBuf)>,
+    job_target: &mut Vec<Option<usize>>,
+) -> Result<Option<JobResult>> {
+    let ctx = state.ctx;
+    if let (Some(g), Some(_)) = (ctx.stored, &state.r_proto) {
+        let read = (0..ctx.inputs.samples.len())
+            .map(|k| g.activations(k, &taps.reference, &dir.join("golden")))
+            .collect::<Result<Vec<_>>>();
+        return Ok(match read {
+            Ok(outputs) => Some(JobResult::stored(outputs)),
+            Err(e) => {
+                state.problems.push(format!(
+                    "the stored activations could not be read ({e:#}): no SQNR for run {n}"
+                ));
+                None
+            }
+        });
+    }
+    if let (Some(r_proto), Some(reference), Some(cpu)) = (&state.r_proto, ctx.reference, ctx.cpu) {
+        let path = write(
+            &tap::tapped(r_proto, &taps.reference),
+            reference,
+            &dir.join("reference.onnx"),
+        )?;
+        jobs.push(reference_job(
+            cpu,
+            path,
+            ctx.input_files,
+            &dir.join("golden"),
+            &ctx.inputs.free_dims,
+        ));
+        job_target.push(None);
+    }
+    Ok(None)
+}
+
+/// The model's own outputs, which every tapped run also returns (compared with the untapped run).
+fn model_outputs(ctx: &Context<'_>) -> Vec<String> {
+    ctx.model
+        .proto
+        .graph
+        .as_ref()
+        .map(|g| g.output.iter().filter_map(|o| o.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// A target's failed tapped session: retried in halves when the failure may come from one
+/// tensor, else every layer of the run is marked. Returns the results of the sessions that ran.
+#[allow(clippy::too_many_arguments)]
+fn retry_failed(
+    state: &mut State<'_>,
+    selected: &[usize],
+    run: &[usize],
+    t: usize,
+    outcome: &Outcome,
+    error: &str,
+    dir: &Path,
+    accs: &mut Accumulators,
+) -> Result<Vec<JobResult>> {
+    let ctx = state.ctx;
+    if !retryable(outcome) {
+        let items: Vec<(usize, String)> = run
+            .iter()
+            .map(|&k| (k, format!("the tapped session failed: {error}")))
+            .collect();
+        accs.fail(true, t, &items, format!("a tapped session failed: {error}"));
+        return Ok(Vec::new());
+    }
+    let floats = state.is_baseline(t);
+    let q_proto = state.q_proto.clone();
+    let points = state.points.clone();
+    let mut build = |subset: &[usize], d: &Path| -> Result<(PathBuf, Vec<Vec<InputFile>>)> {
+        let taps: Vec<String> = subset
+            .iter()
+            .flat_map(|&k| {
+                let p = &points[selected[k]];
+                std::iter::once(p.tensor.clone()).chain(p.quant.filter(|_| floats).map(|_| p.float_name.clone()))
+            })
+            .collect();
+        let path = write(&tap::tapped(&q_proto, &taps), ctx.model, &d.join("model.onnx"))?;
+        Ok((path, ctx.input_files.to_vec()))
+    };
+    let retried = retry_in_halves(state, t, run, error, &mut build, &dir.join(format!("retry{t}")))?;
+    let items: Vec<(usize, String)> = retried
+        .failed
+        .iter()
+        .map(|(k, err)| (*k, format!("the tapped session fails with this tensor exposed: {err}")))
+        .collect();
+    let summary = split_failure("a tapped session", error, &retried, run.len());
+    accs.fail(true, t, &items, summary);
+    Ok(retried.results)
+}
+
+/// The summary line of a session that failed and was retried in halves.
+pub(super) fn split_failure(what: &str, error: &str, retried: &Retried, items: usize) -> String {
+    if retried.localised && !retried.failed.is_empty() {
+        format!(
+            "{what} failed ({error}); retried in halves: {} of {items} layer(s) make it fail, the others were measured",
+            retried.failed.len()
+        )
+    } else if retried.failed.is_empty() {
+        format!("{what} failed ({error}); retried in halves, every layer was then measured")
+    } else {
+        format!(
+            "{what} failed ({error}); retried in halves without isolating a cause: {} of {items} layer(s) not measured",
+            retried.failed.len()
+        )
+    }
+}
+
+/// A golden activation: returned by the tapped reference run, or a graph input (the sample).
+pub(super) fn golden_tensor(ctx: &Context<'_>, golden: &JobResult, sample: usize, name: &str) -> Result<Tensor> {
+    if let Some(t) = super::run::read(Some(golden), sample, name) {
+        return Ok(t);
+    }
+    ctx.inputs
+        .samples
+        .get(sample)
+        .and_then(|s| s.iter().find(|nt| nt.name == name))
+        .map(|nt| nt.tensor.clone())
+        .ok_or_else(|| anyhow::anyhow!("the reference run returned no {name}"))
+}
+
+/// Analyze: every tapped tensor of one run against the golden activation and the baseline's.
+fn measure_run(state: &State<'_>, selected: &[usize], run: &[usize], results: &RunResults, accs: &mut Accumulators) {
+    let ctx = state.ctx;
+    let baseline: &[JobResult] = ctx
+        .baseline
+        .and_then(|b| results.targets.get(&b))
+        .map_or(&[], |v| v.as_slice());
+    for s in 0..ctx.input_files.len() {
+        for &k in run {
+            let p = &state.points[selected[k]];
+            let gold = state
+                .reference_name(&p.float_name)
+                .and_then(|r| results.golden.as_ref().and_then(|g| golden_tensor(ctx, g, s, r).ok()));
+            let base = read_any(baseline, s, &p.tensor);
+            let base_float = p.quant.and_then(|_| read_any(baseline, s, &p.float_name));
+            for (&t, rs) in &results.targets {
+                let Some(accs) = accs.cumulative.get_mut(&t) else {
+                    continue;
+                };
+                if accs[k].error.is_some() {
+                    continue;
+                }
+                match read_any(rs, s, &p.tensor) {
+                    Some(x) => accs[k].add(&x, p.quant.as_ref(), gold.as_ref(), base.as_ref(), base_float.as_ref()),
+                    None => accs[k].error = Some(format!("{} missing from the tapped run", p.tensor)),
+                }
+            }
+        }
+    }
+}
+
+/// Report: each target's layers and summary.
+fn finish(state: &State<'_>, selected: &[usize], mut accs: Accumulators, isolate: bool) -> PerTarget {
+    let mut out = Vec::new();
+    for &t in &state.ran {
+        let layers = super::reports(
+            &state.points,
+            selected,
+            &state.matches,
+            &accs.cumulative[&t],
+            isolate.then(|| accs.isolated[&t].as_slice()),
+        );
+        let summary = TargetLayerSummary {
+            first_divergence: super::first_divergence(&layers, state.opts.tolerance_lsb),
+            layers_not_compared: super::not_compared(&layers, state.is_baseline(t) || state.ctx.baseline.is_none()),
+            tap_effects: accs.effects.remove(&t).and_then(EffectsAcc::finish),
+            bisect: None,
+            error: accs.failures.remove(&t),
+        };
+        out.push((t, (layers, summary)));
+    }
+    out
+}
