@@ -161,11 +161,11 @@ impl Bisector<'_> {
     }
 }
 
-/// Bisects one target. `full_error` is the full model's failure.
-fn bisect(b: &mut Bisector<'_>, full_error: Option<String>) -> Result<Explanation> {
+/// The last unit of the shortest failing prefix, or `None` when every prefix compiles (the
+/// failure depends on the graph as a whole).
+fn shortest_failing_prefix(b: &mut Bisector<'_>) -> Result<Option<usize>> {
     let n = b.units.len();
-    let id = b.target.spec.id.clone();
-    // Shortest failing prefix: prefix(lo) compiles, prefix(hi) fails.
+    // prefix(lo) compiles, prefix(hi) fails.
     let (mut lo, mut hi) = (0usize, n);
     while hi - lo > 1 {
         let mid = (lo + hi) / 2;
@@ -176,54 +176,47 @@ fn bisect(b: &mut Bisector<'_>, full_error: Option<String>) -> Result<Explanatio
         }
     }
     if hi == n && !b.fails("prefix", 0, n - 1)? {
-        // The full model fails but the same nodes rebuilt as a sub-model compile: the failure
-        // depends on something the slicing changes (outputs, graph I/O), not on a node.
-        return Ok(Explanation {
-            target: id.clone(),
-            outcome: "inconclusive".into(),
-            full_model_error: full_error,
-            trigger: None,
-            window: vec![],
-            fails_alone: None,
-            window_error: None,
-            steps: std::mem::take(&mut b.steps),
-            summary: format!(
-                "{id} refuses the model, but every node rebuilt as a sub-model (all intermediate tensors exposed) compiles: \
-                 the failure depends on the graph as a whole, not on one node"
-            ),
-        });
+        return Ok(None);
     }
-    let last = hi - 1;
-    let trigger = b.units[last].1.clone();
-    // Shortest failing window ending at the trigger: window(s_fail) fails, window(s_ok) compiles.
-    let alone = b.fails("window", last, last)?;
-    let first = if alone {
-        last
-    } else {
-        let (mut s_fail, mut s_ok) = (0usize, last);
-        while s_ok - s_fail > 1 {
-            let mid = (s_fail + s_ok) / 2;
-            if b.fails("window", mid, last)? {
-                s_fail = mid;
-            } else {
-                s_ok = mid;
-            }
+    Ok(Some(hi - 1))
+}
+
+/// The first unit of the shortest failing window ending at `last`, and whether `last` fails
+/// alone.
+fn shortest_failing_window(b: &mut Bisector<'_>, last: usize) -> Result<(usize, bool)> {
+    if b.fails("window", last, last)? {
+        return Ok((last, true));
+    }
+    // window(s_fail) fails, window(s_ok) compiles.
+    let (mut s_fail, mut s_ok) = (0usize, last);
+    while s_ok - s_fail > 1 {
+        let mid = (s_fail + s_ok) / 2;
+        if b.fails("window", mid, last)? {
+            s_fail = mid;
+        } else {
+            s_ok = mid;
         }
-        s_fail
-    };
-    let window: Vec<NodeRef> = b.units[first..=last].iter().map(|(_, r)| r.clone()).collect();
-    let window_error = b
-        .steps
+    }
+    Ok((s_fail, false))
+}
+
+/// The error of the smallest failing sub-model ending at `last`.
+fn window_error(steps: &[Step], first: usize, last: usize) -> Option<String> {
+    steps
         .iter()
         .rev()
         .find(|s| s.first == first && s.last == last && s.status != "ok" && s.status != "not_built")
         .or_else(|| {
-            b.steps
+            steps
                 .iter()
                 .find(|s| s.kind == "prefix" && s.last == last && s.status != "ok")
         })
-        .and_then(|s| s.error.clone());
-    let summary = if alone {
+        .and_then(|s| s.error.clone())
+}
+
+/// The one-sentence finding.
+fn finding(id: &str, trigger: &NodeRef, first: usize, last: usize, alone: bool) -> String {
+    if alone {
         format!(
             "node #{} '{}' ({}) triggers it: a model of that node alone fails to compile on {id}",
             trigger.index, trigger.name, trigger.op_type
@@ -244,18 +237,75 @@ fn bisect(b: &mut Bisector<'_>, full_error: Option<String>) -> Result<Explanatio
             first,
             last
         )
+    }
+}
+
+/// An explanation without a trigger.
+fn blank(
+    target: &str,
+    outcome: &str,
+    full_model_error: Option<String>,
+    steps: Vec<Step>,
+    summary: String,
+) -> Explanation {
+    Explanation {
+        target: target.to_string(),
+        outcome: outcome.into(),
+        full_model_error,
+        trigger: None,
+        window: vec![],
+        fails_alone: None,
+        window_error: None,
+        steps,
+        summary,
+    }
+}
+
+/// Bisects one target. `full_error` is the full model's failure.
+fn bisect(b: &mut Bisector<'_>, full_error: Option<String>) -> Result<Explanation> {
+    let id = b.target.spec.id.clone();
+    let Some(last) = shortest_failing_prefix(b)? else {
+        // The full model fails but the same nodes rebuilt as a sub-model compile: the failure
+        // depends on something the slicing changes (outputs, graph I/O), not on a node.
+        let summary = format!(
+            "{id} refuses the model, but every node rebuilt as a sub-model (all intermediate tensors exposed) compiles: \
+             the failure depends on the graph as a whole, not on one node"
+        );
+        return Ok(blank(
+            &id,
+            "inconclusive",
+            full_error,
+            std::mem::take(&mut b.steps),
+            summary,
+        ));
     };
+    let trigger = b.units[last].1.clone();
+    let (first, alone) = shortest_failing_window(b, last)?;
+    let window: Vec<NodeRef> = b.units[first..=last].iter().map(|(_, r)| r.clone()).collect();
     Ok(Explanation {
+        summary: finding(&id, &trigger, first, last, alone),
         target: id,
         outcome: "explained".into(),
         full_model_error: full_error,
         trigger: Some(trigger),
         window,
         fails_alone: Some(alone),
-        window_error,
+        window_error: window_error(&b.steps, first, last),
         steps: std::mem::take(&mut b.steps),
-        summary,
     })
+}
+
+/// What every target's bisection shares: the model as the workers load it, its compilable
+/// units, the inputs, and the types of intermediate tensors (measured once, when needed).
+struct Shared {
+    model: LoadedModel,
+    proto: crate::model::pb::ModelProto,
+    model_path: PathBuf,
+    topology: Topology,
+    units: Vec<(usize, NodeRef)>,
+    inputs: crate::inputs::InputSet,
+    input_files: Vec<Vec<crate::inputs::InputFile>>,
+    types: Option<HashMap<String, MeasuredType>>,
 }
 
 /// Runs `explain-failure` for every requested target.
@@ -283,75 +333,92 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     if units.is_empty() {
         return Err(usage(format!("{} has no nodes", opts.model.display())));
     }
-    let mut types: Option<HashMap<String, MeasuredType>> = None;
+    let mut shared = Shared {
+        model,
+        proto,
+        model_path,
+        topology,
+        units,
+        inputs,
+        input_files,
+        types: None,
+    };
     let mut out = Vec::new();
     for (k, target) in planned.iter().enumerate() {
-        if let Err(reason) = &target.runtime {
-            out.push(unavailable(&target.spec.id, reason));
-            continue;
-        }
-        let dir = work.join(format!("t{k}"));
-        std::fs::create_dir_all(&dir)?;
-        let mut b = Bisector {
-            target,
-            model: &model,
-            proto: &proto,
-            units: &units,
-            types: &HashMap::new(),
-            free_dims: &inputs.free_dims,
-            dir,
-            executor: &executor,
-            steps: Vec::new(),
-            cache: HashMap::new(),
-        };
-        let (status, error) = b.compile(&model_path, 0)?;
-        b.steps.push(Step {
-            kind: "full".into(),
-            first: 0,
-            last: units.len() - 1,
-            status: status.as_str().into(),
-            error: error.clone(),
+        out.push(match &target.runtime {
+            Err(reason) => unavailable(&target.spec.id, reason),
+            Ok(_) => explain_target(&mut shared, target, k, &executor, &provisioner)?,
         });
-        if status == RunStatus::Ok {
-            out.push(Explanation {
-                target: target.spec.id.clone(),
-                outcome: "accepted".into(),
-                full_model_error: None,
-                trigger: None,
-                window: vec![],
-                fails_alone: None,
-                window_error: None,
-                steps: b.steps,
-                summary: format!("{} compiles the whole model: nothing to explain", target.spec.id),
-            });
-            continue;
-        }
-        // Window inputs are intermediate tensors: measure every tensor's type once, on the CPU.
-        if types.is_none() {
-            let all: BTreeSet<String> = units
-                .iter()
-                .flat_map(|(i, _)| topology.nodes[*i].outputs.iter().filter(|o| !o.is_empty()).cloned())
-                .collect();
-            let measured = measure(
-                &Probe {
-                    model: &model,
-                    proto: &proto,
-                    cpu: cpu_runtime(&provisioner).ok(),
-                    sample: input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
-                    free_dims: &inputs.free_dims,
-                    dir: &work.join("probe"),
-                    executor: &executor,
-                },
-                &all,
-            )
-            .unwrap_or_default();
-            types = Some(measured);
-        }
-        let types_ref = types.as_ref().map(|t| t as &HashMap<String, MeasuredType>);
-        b.types = types_ref.unwrap_or(b.types);
-        out.push(bisect(&mut b, error)?);
     }
     Ok(out)
+}
+
+/// Compiles the whole model on one target and, when it fails, bisects it.
+fn explain_target(
+    shared: &mut Shared,
+    target: &PlannedTarget,
+    k: usize,
+    executor: &Executor,
+    provisioner: &Provisioner,
+) -> Result<Explanation> {
+    let dir = executor.work().join(format!("t{k}"));
+    std::fs::create_dir_all(&dir)?;
+    let empty = HashMap::new();
+    let mut b = Bisector {
+        target,
+        model: &shared.model,
+        proto: &shared.proto,
+        units: &shared.units,
+        types: &empty,
+        free_dims: &shared.inputs.free_dims,
+        dir,
+        executor,
+        steps: Vec::new(),
+        cache: HashMap::new(),
+    };
+    let (status, error) = b.compile(&shared.model_path, 0)?;
+    b.steps.push(Step {
+        kind: "full".into(),
+        first: 0,
+        last: shared.units.len() - 1,
+        status: status.as_str().into(),
+        error: error.clone(),
+    });
+    if status == RunStatus::Ok {
+        let summary = format!("{} compiles the whole model: nothing to explain", target.spec.id);
+        return Ok(blank(&target.spec.id, "accepted", None, b.steps, summary));
+    }
+    // Window inputs are intermediate tensors: measure every tensor's type once, on the CPU.
+    if shared.types.is_none() {
+        let all: BTreeSet<String> = shared
+            .units
+            .iter()
+            .flat_map(|(i, _)| {
+                shared.topology.nodes[*i]
+                    .outputs
+                    .iter()
+                    .filter(|o| !o.is_empty())
+                    .cloned()
+            })
+            .collect();
+        let probe = Probe {
+            model: &shared.model,
+            proto: &shared.proto,
+            cpu: cpu_runtime(provisioner).ok(),
+            sample: shared.input_files.first().map(|s| s.as_slice()).unwrap_or(&[]),
+            free_dims: &shared.inputs.free_dims,
+            dir: &executor.work().join("probe"),
+            executor,
+        };
+        shared.types = Some(measure(&probe, &all).unwrap_or_default());
+    }
+    let steps = std::mem::take(&mut b.steps);
+    let mut b = Bisector {
+        types: shared.types.as_ref().unwrap_or(&empty),
+        steps,
+        ..b
+    };
+    bisect(&mut b, error)
 }
 
 fn unavailable(id: &str, reason: &str) -> Explanation {

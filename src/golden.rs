@@ -430,38 +430,7 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         .unwrap_or_else(|| PathBuf::from("."));
     let staging =
         tempfile::tempdir_in(&parent).map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
-    let mut samples = Vec::new();
-    for (k, (ins, outs)) in g.inputs.iter().zip(g.outputs).enumerate() {
-        let inputs = ins
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                copy_entry(
-                    &TensorFile {
-                        name: &f.name,
-                        path: &f.path,
-                    },
-                    staging.path(),
-                    format!("inputs/s{k}/i{i}.npy"),
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let outputs = outs
-            .iter()
-            .enumerate()
-            .map(|(o, f)| {
-                copy_entry(
-                    &TensorFile {
-                        name: &f.name,
-                        path: &f.path,
-                    },
-                    staging.path(),
-                    format!("outputs/s{k}/o{o}.npy"),
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        samples.push(SampleEntry { inputs, outputs });
-    }
+    let samples = stage_samples(staging.path(), &g)?;
     let activations = match g.activations {
         Some(samples) => Some(write_activation_store(staging.path(), &g, samples)?),
         None => None,
@@ -489,20 +458,44 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         staging.path().join("manifest.json"),
         serde_json::to_vec_pretty(&manifest)?,
     )?;
+    move_into_place(staging, &dest, &parent)
+}
+
+/// Copies every sample's inputs and outputs into the staging directory.
+fn stage_samples(staging: &Path, g: &GoldenWrite<'_>) -> Result<Vec<SampleEntry>> {
+    let copy = |name: &str, path: &Path, rel: String| copy_entry(&TensorFile { name, path }, staging, rel);
+    let mut samples = Vec::new();
+    for (k, (ins, outs)) in g.inputs.iter().zip(g.outputs).enumerate() {
+        let inputs = ins
+            .iter()
+            .enumerate()
+            .map(|(i, f)| copy(&f.name, &f.path, format!("inputs/s{k}/i{i}.npy")))
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = outs
+            .iter()
+            .enumerate()
+            .map(|(o, f)| copy(&f.name, &f.path, format!("outputs/s{k}/o{o}.npy")))
+            .collect::<Result<Vec<_>>>()?;
+        samples.push(SampleEntry { inputs, outputs });
+    }
+    Ok(samples)
+}
+
+/// Moves the complete staging directory to `dest`. An existing run is moved aside first and
+/// removed only once the new one is in place; if moving the new one in fails, it goes back.
+fn move_into_place(staging: tempfile::TempDir, dest: &Path, parent: &Path) -> Result<()> {
     // Until the new run is in place, `staging` still removes it on any error.
     if dest.exists() {
-        // Move the old run aside first; only once the new one is in place is the old one removed,
-        // and if moving the new one in fails, the old one goes back.
         let old = parent.join(format!(".golden-old-{}", std::process::id()));
-        std::fs::rename(&dest, &old).with_context(|| format!("cannot move {} aside", dest.display()))?;
-        if let Err(e) = std::fs::rename(staging.path(), &dest) {
-            let _ = std::fs::rename(&old, &dest);
+        std::fs::rename(dest, &old).with_context(|| format!("cannot move {} aside", dest.display()))?;
+        if let Err(e) = std::fs::rename(staging.path(), dest) {
+            let _ = std::fs::rename(&old, dest);
             return Err(e).with_context(|| format!("cannot move the golden run into {}", dest.display()));
         }
         let _ = staging.keep();
         std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove the previous run {}", old.display()))?;
     } else {
-        std::fs::rename(staging.path(), &dest)
+        std::fs::rename(staging.path(), dest)
             .with_context(|| format!("cannot move the golden run into {}", dest.display()))?;
         let _ = staging.keep();
     }

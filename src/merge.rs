@@ -31,6 +31,16 @@ impl Part {
 
 /// Refuses reports that are not parts of one audit, naming the report and what differs.
 fn check_parts(parts: &[Part]) -> Result<()> {
+    check_same_audit(parts)?;
+    match &parts[0].report.shard {
+        Some(first_shard) => check_shard_set(parts, first_shard.count),
+        None => Ok(()),
+    }
+}
+
+/// Every report must be of the same model, golden run, tool, inputs, policy, baseline,
+/// per-layer audit and target list.
+fn check_same_audit(parts: &[Part]) -> Result<()> {
     let first = &parts[0];
     let same = |what: &str, get: &dyn Fn(&Report) -> String| -> Result<()> {
         let expected = get(&first.report);
@@ -79,31 +89,31 @@ fn check_parts(parts: &[Part]) -> Result<()> {
         Some(s) => format!("{}", s.count),
         None => "not sharded".into(),
     })?;
-    let Some(first_shard) = &first.report.shard else {
-        return Ok(());
-    };
     same("the target list", &|r| {
         r.shard.as_ref().map(|s| s.all_targets.join(", ")).unwrap_or_default()
-    })?;
-    let mut seen: Vec<Option<&Part>> = vec![None; first_shard.count];
+    })
+}
+
+/// Every shard of `count` exactly once.
+fn check_shard_set(parts: &[Part], count: usize) -> Result<()> {
+    let mut seen: Vec<Option<&Part>> = vec![None; count];
     for p in parts {
         let index = p.report.shard.as_ref().map(|s| s.index).unwrap_or(0);
         let slot = seen
             .get_mut(index.wrapping_sub(1))
-            .ok_or_else(|| usage(format!("{}: shard {index} of {}", p.name(), first_shard.count)))?;
+            .ok_or_else(|| usage(format!("{}: shard {index} of {count}", p.name())))?;
         if let Some(other) = slot {
             return Err(usage(format!(
-                "{}: shard {index}/{} is also {}",
+                "{}: shard {index}/{count} is also {}",
                 p.name(),
-                first_shard.count,
                 other.name()
             )));
         }
         *slot = Some(p);
     }
-    let missing: Vec<String> = (1..=first_shard.count)
+    let missing: Vec<String> = (1..=count)
         .filter(|i| seen[i - 1].is_none())
-        .map(|i| format!("{i}/{}", first_shard.count))
+        .map(|i| format!("{i}/{count}"))
         .collect();
     if !missing.is_empty() {
         return Err(usage(format!(

@@ -34,43 +34,7 @@ pub fn plan(
     notes: &mut Vec<String>,
 ) -> Result<ReferencePlan> {
     if let Some(dir) = golden {
-        let golden = Golden::load(dir)?;
-        if let Some(path) = reference {
-            let model = load_model(path)?;
-            let recorded = &golden.manifest.reference_model;
-            let external = model.external_data_hashes()?;
-            if model.sha256 != recorded.sha256 || external != recorded.external_data {
-                let what = if model.sha256 != recorded.sha256 {
-                    "model file"
-                } else {
-                    "external data"
-                };
-                let message = format!(
-                    "--reference {} is not the model the golden run {} was made with ({}, sha256 {}): its {what} differs",
-                    path.display(),
-                    dir.display(),
-                    recorded.file,
-                    recorded.sha256
-                );
-                if !allow_mismatch {
-                    return Err(usage(format!("{message} (--allow-golden-mismatch compares anyway)")));
-                }
-                notes.push(format!("{message}; compared anyway (--allow-golden-mismatch)"));
-            }
-        }
-        let m = &golden.manifest;
-        let description = format!(
-            "stored golden run {} of {} on {} {} (graph optimizations {})",
-            dir.display(),
-            m.reference_model.file,
-            m.runtime.package,
-            m.runtime.version,
-            m.runtime.optimization
-        );
-        return Ok(ReferencePlan::Stored {
-            golden: Box::new(golden),
-            description,
-        });
+        return stored(dir, reference, allow_mismatch, notes);
     }
     if let Some(path) = reference {
         let model = load_model(path)?;
@@ -87,32 +51,61 @@ pub fn plan(
             removed_pairs: None,
         });
     }
+    derived(audited, notes)
+}
+
+/// A stored golden run, checked against `--reference` when both are given.
+fn stored(
+    dir: &PathBuf,
+    reference: Option<&PathBuf>,
+    allow_mismatch: bool,
+    notes: &mut Vec<String>,
+) -> Result<ReferencePlan> {
+    let golden = Golden::load(dir)?;
+    if let Some(path) = reference {
+        let model = load_model(path)?;
+        let recorded = &golden.manifest.reference_model;
+        let external = model.external_data_hashes()?;
+        if model.sha256 != recorded.sha256 || external != recorded.external_data {
+            let what = if model.sha256 != recorded.sha256 {
+                "model file"
+            } else {
+                "external data"
+            };
+            let message = format!(
+                "--reference {} is not the model the golden run {} was made with ({}, sha256 {}): its {what} differs",
+                path.display(),
+                dir.display(),
+                recorded.file,
+                recorded.sha256
+            );
+            if !allow_mismatch {
+                return Err(usage(format!("{message} (--allow-golden-mismatch compares anyway)")));
+            }
+            notes.push(format!("{message}; compared anyway (--allow-golden-mismatch)"));
+        }
+    }
+    let m = &golden.manifest;
+    let description = format!(
+        "stored golden run {} of {} on {} {} (graph optimizations {})",
+        dir.display(),
+        m.reference_model.file,
+        m.runtime.package,
+        m.runtime.version,
+        m.runtime.optimization
+    );
+    Ok(ReferencePlan::Stored {
+        golden: Box::new(golden),
+        description,
+    })
+}
+
+/// The float reference derived from the audited model (activation Q/DQ pairs become clips), or
+/// the model itself when it has no such pairs.
+fn derived(audited: &LoadedModel, notes: &mut Vec<String>) -> Result<ReferencePlan> {
     let derived = derive_float_reference(audited);
     if derived.removed_pairs == 0 {
-        if !derived.qoperator_nodes.is_empty() {
-            return Err(usage(format!(
-                "{} uses quantized operators ({}{}) that cannot be turned back into float; give the fp32 model with --reference",
-                audited.path.display(),
-                derived.qoperator_nodes.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
-                if derived.qoperator_nodes.len() > 3 { ", ..." } else { "" }
-            )));
-        }
-        notes.push(format!(
-            "{} has no activation QuantizeLinear/DequantizeLinear pairs, so the golden run is the model itself on the CPU with graph optimizations off",
-            audited.path.display()
-        ));
-        let description = format!(
-            "the model itself ({}) on the CPU, graph optimizations off",
-            audited.path.display()
-        );
-        let signature = Signature::of(audited)?;
-        return Ok(ReferencePlan::Model {
-            model: Box::new(audited.clone()),
-            signature,
-            kind: "model",
-            description,
-            removed_pairs: None,
-        });
+        return itself(audited, &derived.qoperator_nodes, notes);
     }
     let mut model = audited.clone();
     model.proto = derived.proto;
@@ -138,5 +131,34 @@ pub fn plan(
         kind: "derived",
         description,
         removed_pairs: Some(derived.removed_pairs),
+    })
+}
+
+/// A model without activation Q/DQ pairs is its own reference; one with quantized operators
+/// (QOperator format) cannot be turned back into float.
+fn itself(audited: &LoadedModel, qoperator_nodes: &[String], notes: &mut Vec<String>) -> Result<ReferencePlan> {
+    if !qoperator_nodes.is_empty() {
+        return Err(usage(format!(
+            "{} uses quantized operators ({}{}) that cannot be turned back into float; give the fp32 model with --reference",
+            audited.path.display(),
+            qoperator_nodes.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            if qoperator_nodes.len() > 3 { ", ..." } else { "" }
+        )));
+    }
+    notes.push(format!(
+        "{} has no activation QuantizeLinear/DequantizeLinear pairs, so the golden run is the model itself on the CPU with graph optimizations off",
+        audited.path.display()
+    ));
+    let description = format!(
+        "the model itself ({}) on the CPU, graph optimizations off",
+        audited.path.display()
+    );
+    let signature = Signature::of(audited)?;
+    Ok(ReferencePlan::Model {
+        model: Box::new(audited.clone()),
+        signature,
+        kind: "model",
+        description,
+        removed_pairs: None,
     })
 }

@@ -44,6 +44,154 @@ struct Cell {
     shape_mismatch: bool,
 }
 
+/// Running figures of every (target, output) and every (pair of targets, output).
+struct Accumulation {
+    /// Per target, per output.
+    cells: Vec<Vec<Option<Cell>>>,
+    pairs: Vec<(usize, usize)>,
+    /// Per pair, per output; `broken` when the pair could not be compared on some sample.
+    pair_stats: Vec<Vec<Agreement>>,
+    pair_broken: Vec<Vec<bool>>,
+}
+
+impl Accumulation {
+    fn new(targets: usize, lsbs: &[Option<f64>], outputs: usize) -> Accumulation {
+        let pairs: Vec<(usize, usize)> = (0..targets)
+            .flat_map(|a| (a + 1..targets).map(move |b| (a, b)))
+            .collect();
+        Accumulation {
+            cells: (0..targets).map(|_| (0..outputs).map(|_| None).collect()).collect(),
+            pair_stats: pairs
+                .iter()
+                .map(|_| {
+                    (0..outputs)
+                        .map(|k| Agreement::with_lsb(lsbs.get(k).copied().flatten()))
+                        .collect()
+                })
+                .collect(),
+            pair_broken: pairs.iter().map(|_| vec![false; outputs]).collect(),
+            pairs,
+        }
+    }
+
+    /// Adds output `k` (`name`) of sample `s` of every target: against the golden tensor, and
+    /// pair by pair.
+    fn add(
+        &mut self,
+        s: usize,
+        k: usize,
+        name: &str,
+        gold: &Tensor,
+        axis: Option<usize>,
+        targets: &[RunOutputs<'_>],
+    ) -> Result<()> {
+        let mut loaded: Vec<Option<Tensor>> = Vec::with_capacity(targets.len());
+        for (t, target) in targets.iter().enumerate() {
+            let cell = self.cells[t][k].get_or_insert_with(|| Cell::new(axis));
+            let Some(file) = target.samples.get(s).and_then(|files| find(files, name)) else {
+                cell.error
+                    .get_or_insert_with(|| format!("the target returned no output '{name}'"));
+                loaded.push(None);
+                continue;
+            };
+            let out = Tensor::read_npy(&file.path)?;
+            cell.add(s, &out, gold, axis);
+            loaded.push(Some(out));
+        }
+        for (p, &(a, b)) in self.pairs.iter().enumerate() {
+            match (&loaded[a], &loaded[b]) {
+                (Some(x), Some(y)) if x.shape == y.shape => self.pair_stats[p][k].update(&x.data, &y.data),
+                _ => self.pair_broken[p][k] = true,
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, outputs: &[String], targets: &[RunOutputs<'_>]) -> Comparison {
+        let metrics = self
+            .cells
+            .into_iter()
+            .zip(targets)
+            .map(|(row, t)| {
+                let row: Vec<OutputMetrics> = row
+                    .into_iter()
+                    .zip(outputs)
+                    .map(|(cell, name)| summarize(name, cell))
+                    .collect();
+                (t.id.to_string(), row)
+            })
+            .collect();
+        let mut agreement = Vec::new();
+        for (p, &(a, b)) in self.pairs.iter().enumerate() {
+            for (k, name) in outputs.iter().enumerate() {
+                let st = &self.pair_stats[p][k];
+                let (elements, differing, max_abs, codes) = if self.pair_broken[p][k] {
+                    (0, None, f64::NAN, None)
+                } else {
+                    (st.elements, st.differing, st.max_abs, st.codes)
+                };
+                agreement.push(AgreementEntry {
+                    a: targets[a].id.to_string(),
+                    b: targets[b].id.to_string(),
+                    output: name.clone(),
+                    elements,
+                    differing_elements: differing,
+                    max_abs: Num(max_abs),
+                    code_differences: codes,
+                });
+            }
+        }
+        let ids: Vec<&str> = targets.iter().map(|t| t.id).collect();
+        let groups = outputs
+            .iter()
+            .map(|name| BitExactGroups {
+                output: name.clone(),
+                groups: bit_exact_groups(name, &ids, &agreement),
+            })
+            .collect();
+        Comparison {
+            metrics,
+            agreement,
+            groups,
+        }
+    }
+}
+
+impl Cell {
+    fn new(axis: Option<usize>) -> Cell {
+        Cell {
+            stats: ErrorStats::new(false, false),
+            topk: None,
+            dtype: String::new(),
+            shape: Vec::new(),
+            axis,
+            error: None,
+            shape_mismatch: false,
+        }
+    }
+
+    /// Adds one sample's output against the golden one (the first sample fixes the type).
+    fn add(&mut self, s: usize, out: &Tensor, gold: &Tensor, axis: Option<usize>) {
+        if s == 0 {
+            let same = out.dtype() == gold.dtype();
+            self.stats = ErrorStats::new(same, same && out.dtype().is_float());
+            self.dtype = out.dtype().name().to_string();
+            self.shape = out.shape.clone();
+            self.topk = axis.map(|a| TopKStats::new(gold.shape[a]));
+        }
+        if out.shape != gold.shape {
+            self.shape_mismatch = true;
+            self.error
+                .get_or_insert_with(|| format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape));
+        } else if self.error.is_none() {
+            self.stats.update(&out.data, &gold.data);
+            if let (Some(tk), Some(a)) = (self.topk.as_mut(), axis) {
+                tk.update(&out.data, &gold.data, &gold.shape, a);
+            }
+        }
+    }
+}
+
 /// Compares `targets` against `golden`. `outputs[k]` is the name of the audited model's k-th output
 /// and `golden_names[k]` the name of its counterpart in the golden run; `lsbs[k]` its quantization
 /// step, when it has one (target pairs then count differences in steps).
@@ -55,119 +203,17 @@ pub fn compare(
     targets: &[RunOutputs<'_>],
     classes: &ClassAxisPolicy,
 ) -> Result<Comparison> {
-    let n_samples = golden.samples.len();
-    let mut cells: Vec<Vec<Option<Cell>>> = targets.iter().map(|_| outputs.iter().map(|_| None).collect()).collect();
-    let pairs: Vec<(usize, usize)> = (0..targets.len())
-        .flat_map(|a| (a + 1..targets.len()).map(move |b| (a, b)))
-        .collect();
-    let mut pair_stats: Vec<Vec<Agreement>> = pairs
-        .iter()
-        .map(|_| {
-            (0..outputs.len())
-                .map(|k| Agreement::with_lsb(lsbs.get(k).copied().flatten()))
-                .collect()
-        })
-        .collect();
-    let mut pair_broken: Vec<Vec<bool>> = pairs.iter().map(|_| vec![false; outputs.len()]).collect();
-
-    for s in 0..n_samples {
+    let mut acc = Accumulation::new(targets.len(), lsbs, outputs.len());
+    for s in 0..golden.samples.len() {
         for (k, name) in outputs.iter().enumerate() {
             let gold_file = find(&golden.samples[s], &golden_names[k])
                 .with_context(|| format!("the golden run has no output '{}' for sample {s}", golden_names[k]))?;
             let gold = Tensor::read_npy(&gold_file.path)?;
             let axis = classes.resolve(name, &gold.shape, gold.dtype());
-            let mut loaded: Vec<Option<Tensor>> = Vec::with_capacity(targets.len());
-            for (t, target) in targets.iter().enumerate() {
-                let cell = cells[t][k].get_or_insert_with(|| Cell {
-                    stats: ErrorStats::new(false, false),
-                    topk: None,
-                    dtype: String::new(),
-                    shape: Vec::new(),
-                    axis,
-                    error: None,
-                    shape_mismatch: false,
-                });
-                let file = target.samples.get(s).and_then(|files| find(files, name));
-                let Some(file) = file else {
-                    cell.error
-                        .get_or_insert_with(|| format!("the target returned no output '{name}'"));
-                    loaded.push(None);
-                    continue;
-                };
-                let out = Tensor::read_npy(&file.path)?;
-                if s == 0 {
-                    let same = out.dtype() == gold.dtype();
-                    cell.stats = ErrorStats::new(same, same && out.dtype().is_float());
-                    cell.dtype = out.dtype().name().to_string();
-                    cell.shape = out.shape.clone();
-                    cell.topk = axis.map(|a| TopKStats::new(gold.shape[a]));
-                }
-                if out.shape != gold.shape {
-                    cell.shape_mismatch = true;
-                    cell.error.get_or_insert_with(|| {
-                        format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape)
-                    });
-                } else if cell.error.is_none() {
-                    cell.stats.update(&out.data, &gold.data);
-                    if let (Some(tk), Some(a)) = (cell.topk.as_mut(), axis) {
-                        tk.update(&out.data, &gold.data, &gold.shape, a);
-                    }
-                }
-                loaded.push(Some(out));
-            }
-            for (p, &(a, b)) in pairs.iter().enumerate() {
-                match (&loaded[a], &loaded[b]) {
-                    (Some(x), Some(y)) if x.shape == y.shape => pair_stats[p][k].update(&x.data, &y.data),
-                    _ => pair_broken[p][k] = true,
-                }
-            }
+            acc.add(s, k, name, &gold, axis, targets)?;
         }
     }
-
-    let metrics = cells
-        .into_iter()
-        .zip(targets)
-        .map(|(row, t)| {
-            let row: Vec<OutputMetrics> = row
-                .into_iter()
-                .zip(outputs)
-                .map(|(cell, name)| summarize(name, cell))
-                .collect();
-            (t.id.to_string(), row)
-        })
-        .collect();
-    let mut agreement = Vec::new();
-    for (p, &(a, b)) in pairs.iter().enumerate() {
-        for (k, name) in outputs.iter().enumerate() {
-            let st = &pair_stats[p][k];
-            let (elements, differing, max_abs, codes) = if pair_broken[p][k] {
-                (0, None, f64::NAN, None)
-            } else {
-                (st.elements, st.differing, st.max_abs, st.codes)
-            };
-            agreement.push(AgreementEntry {
-                a: targets[a].id.to_string(),
-                b: targets[b].id.to_string(),
-                output: name.clone(),
-                elements,
-                differing_elements: differing,
-                max_abs: Num(max_abs),
-                code_differences: codes,
-            });
-        }
-    }
-    let groups = outputs
-        .iter()
-        .map(|name| BitExactGroups {
-            output: name.clone(),
-            groups: bit_exact_groups(name, &targets.iter().map(|t| t.id).collect::<Vec<_>>(), &agreement),
-        })
-        .collect();
-    Ok(Comparison {
-        metrics,
-        agreement,
-        groups,
-    })
+    Ok(acc.finish(outputs, targets))
 }
 
 fn find<'f>(files: &'f [OutputFile], name: &str) -> Option<&'f OutputFile> {

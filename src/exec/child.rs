@@ -60,6 +60,21 @@ fn ort_err<T>(e: ort::Error<T>) -> anyhow::Error {
 }
 
 fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
+    let env = load_runtime(job, result)?;
+    result.phase = Phase::CreateSession;
+    let mut session = create_session(job, &env, result)?;
+    if !job.compile_only {
+        run_samples(job, &mut session, result)?;
+    }
+    // The process ends right after the result is written: tearing the session and the
+    // environment down (QNN releases its whole backend) would only delay the audit.
+    std::mem::forget(session);
+    std::mem::forget(env);
+    Ok(())
+}
+
+/// Loads the ONNX Runtime library, creates its environment and registers a plugin EP.
+fn load_runtime(job: &Job, result: &mut JobResult) -> Result<Environment> {
     let start = Instant::now();
     let env_builder = ort::init_from(&job.ort_library).map_err(|e| anyhow!("cannot load ONNX Runtime: {e}"))?;
     result.ort_version = library_version(&job.ort_library);
@@ -89,8 +104,12 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
             )
         })
         .collect();
+    Ok(env)
+}
 
-    result.phase = Phase::CreateSession;
+/// Creates the session (the EP compiles its partitions), with a verbose log and the runtime's
+/// partitioned graph when placement is inspected, and records the assignment and output types.
+fn create_session(job: &Job, env: &Environment, result: &mut JobResult) -> Result<Session> {
     let graph_dir = job.output_dir.join("runtime-graph");
     if job.inspect_placement {
         // EPs explain rejected nodes only at verbose level; ONNX Runtime writes its layout
@@ -100,26 +119,26 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         std::env::set_current_dir(&graph_dir)?;
     }
     let start = Instant::now();
-    let builder = session_builder(job, &env)?;
+    let builder = session_builder(job, env)?;
     let committed = builder_commit(builder, &job.model);
     if job.inspect_placement {
         env.set_log_level(LogLevel::Error);
         std::env::set_current_dir(&job.output_dir)?;
         result.runtime_graph = super::assignment::read_layout_dump(&graph_dir);
     }
-    let mut session = committed?;
+    let session = committed?;
     result.session_create_ms = ms_since(start);
     result.output_types = session.outputs().iter().map(output_type).collect();
     match super::assignment::graph_assignment(&session) {
         Ok(p) => result.placement = p,
         Err(e) => result.placement_error = Some(format!("{e:#}")),
     }
-    if job.compile_only {
-        std::mem::forget(session);
-        std::mem::forget(env);
-        return Ok(());
-    }
+    Ok(session)
+}
 
+/// Runs every sample (`repeat` times, the repeats compared bit for bit with the first run) and
+/// writes the first run's outputs.
+fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Result<()> {
     let output_names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
     if let Some(name) = super::pool::refused_output(&job.target_id).filter(|n| output_names.contains(n)) {
         result.phase = Phase::Run;
@@ -131,31 +150,13 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
         for input in sample {
             tensors.push((input.name.clone(), Tensor::read_npy(&input.path)?));
         }
-        let inputs = || -> Result<Vec<(String, SessionInputValue<'static>)>> {
-            tensors
-                .iter()
-                .map(|(name, t)| Ok((name.clone(), to_ort(t).map_err(ort_err)?.into())))
-                .collect()
-        };
         let start = Instant::now();
-        let outputs = session.run(inputs()?).map_err(ort_err)?;
+        let first = run_once(session, &tensors, &output_names)?;
         result.run_ms.push(ms_since(start));
-        let mut first: Vec<Tensor> = Vec::with_capacity(output_names.len());
-        for name in &output_names {
-            let value = outputs
-                .get(name.as_str())
-                .with_context(|| format!("output '{name}' missing"))?;
-            first.push(from_ort(value).with_context(|| format!("output '{name}'"))?);
-        }
-        drop(outputs);
         for run in 1..job.repeat.max(1) {
-            let again = session.run(inputs()?).map_err(ort_err)?;
-            for (name, reference) in output_names.iter().zip(&first) {
-                let value = again
-                    .get(name.as_str())
-                    .with_context(|| format!("output '{name}' missing"))?;
-                let tensor = from_ort(value).with_context(|| format!("output '{name}'"))?;
-                let differing = differing_bits(reference, &tensor);
+            let again = run_once(session, &tensors, &output_names)?;
+            for ((name, reference), tensor) in output_names.iter().zip(&first).zip(&again) {
+                let differing = differing_bits(reference, tensor);
                 if differing > 0 {
                     result.repeat_differences.push(RepeatDifference {
                         sample: si,
@@ -167,28 +168,49 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
                 }
             }
         }
-
         result.phase = Phase::WriteOutputs;
-        let dir = job.output_dir.join(format!("s{si}"));
-        std::fs::create_dir_all(&dir)?;
-        let mut files = Vec::with_capacity(output_names.len());
-        for (oi, (name, tensor)) in output_names.iter().zip(first).enumerate() {
-            let path = dir.join(format!("o{oi}.npy"));
-            tensor.write_npy(&path)?;
-            files.push(OutputFile {
-                name: name.clone(),
-                dtype: tensor.dtype(),
-                shape: tensor.shape.clone(),
-                path,
-            });
-        }
-        result.outputs.push(files);
+        result.outputs.push(write_outputs(
+            &job.output_dir.join(format!("s{si}")),
+            &output_names,
+            first,
+        )?);
     }
-    // The process ends right after the result is written: tearing the session and the
-    // environment down (QNN releases its whole backend) would only delay the audit.
-    std::mem::forget(session);
-    std::mem::forget(env);
     Ok(())
+}
+
+/// One run of the session on `inputs`: every output, in `names` order.
+fn run_once(session: &mut Session, inputs: &[(String, Tensor)], names: &[String]) -> Result<Vec<Tensor>> {
+    let values = inputs
+        .iter()
+        .map(|(name, t)| Ok((name.clone(), SessionInputValue::from(to_ort(t).map_err(ort_err)?))))
+        .collect::<Result<Vec<(String, SessionInputValue<'static>)>>>()?;
+    let outputs = session.run(values).map_err(ort_err)?;
+    names
+        .iter()
+        .map(|name| {
+            let value = outputs
+                .get(name.as_str())
+                .with_context(|| format!("output '{name}' missing"))?;
+            from_ort(value).with_context(|| format!("output '{name}'"))
+        })
+        .collect()
+}
+
+/// Writes one sample's outputs as `dir/o{k}.npy`.
+fn write_outputs(dir: &Path, names: &[String], tensors: Vec<Tensor>) -> Result<Vec<OutputFile>> {
+    std::fs::create_dir_all(dir)?;
+    let mut files = Vec::with_capacity(names.len());
+    for (oi, (name, tensor)) in names.iter().zip(tensors).enumerate() {
+        let path = dir.join(format!("o{oi}.npy"));
+        tensor.write_npy(&path)?;
+        files.push(OutputFile {
+            name: name.clone(),
+            dtype: tensor.dtype(),
+            shape: tensor.shape.clone(),
+            path,
+        });
+    }
+    Ok(files)
 }
 
 /// The declared type of one session output.

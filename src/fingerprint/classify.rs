@@ -192,7 +192,9 @@ fn spread<T: Clone>(rows: &[T]) -> Vec<T> {
         .collect()
 }
 
-fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
+/// Counts, for every candidate rule, the points it predicts; returns the counts and the
+/// deciding points (where the rules disagree).
+fn score_rules(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) -> ([u64; Rounding::ALL.len()], Vec<Point>) {
     let mut matching = [0u64; Rounding::ALL.len()];
     let mut deciding: Vec<Point> = Vec::new();
     for p @ (_, _, v, range, obs) in code_points(probe, observed) {
@@ -214,6 +216,18 @@ fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
             matching: n,
         })
         .collect();
+    (matching, deciding)
+}
+
+fn deciding_matches(deciding: &[Point], m: Rounding) -> u64 {
+    deciding
+        .iter()
+        .filter(|(_, _, v, range, obs)| range.code(*v, m) == *obs)
+        .count() as u64
+}
+
+fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
+    let (matching, deciding) = score_rules(probe, observed, r);
     let full: Vec<Rounding> = Rounding::ALL
         .iter()
         .zip(matching)
@@ -221,63 +235,14 @@ fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
         .map(|(m, _)| *m)
         .collect();
     distances(probe, observed, r);
-    let (best, best_n) = Rounding::ALL
-        .iter()
-        .zip(matching)
-        .max_by_key(|(_, n)| *n)
-        .map(|(m, n)| (*m, n))
-        .unwrap_or((Rounding::HalfEven, 0));
-    let deciding_matches = |m: Rounding| {
-        deciding
-            .iter()
-            .filter(|(_, _, v, range, obs)| range.code(*v, m) == *obs)
-            .count() as u64
-    };
-    let shown: Vec<Point>;
-    match full.as_slice() {
+    let shown: Vec<Point> = match full.as_slice() {
         [one] => {
             r.verdict = one.name().into();
-            r.agreeing = deciding_matches(*one);
+            r.agreeing = deciding_matches(&deciding, *one);
             r.summary = format!("{} {}/{}", one.label(), r.agreeing, r.discriminating);
-            shown = spread(&deciding);
+            spread(&deciding)
         }
-        [] => {
-            let misses: Vec<_> = code_points(probe, observed)
-                .filter(|(_, _, v, range, obs)| range.code(*v, best) != *obs)
-                .collect();
-            r.agreeing = deciding_matches(best);
-            match tie_window(&misses, best) {
-                Some((window, as_tie)) => {
-                    r.verdict = best.name().into();
-                    r.tie_window = Some(window);
-                    let how = if as_tie {
-                        "rounded as ties"
-                    } else {
-                        "rounded either way"
-                    };
-                    r.summary = format!(
-                        "{} {}/{}, values within {window:.4} LSB of a tie {how}",
-                        best.label(),
-                        r.agreeing,
-                        r.discriminating
-                    );
-                }
-                None => {
-                    r.verdict = "other".into();
-                    r.summary = format!(
-                        "other: nearest {} {}/{}, max {} LSB{}",
-                        best.label(),
-                        best_n,
-                        r.points,
-                        r.max_lsb.unwrap_or(0),
-                        r.code_step
-                            .map(|s| format!(", every code a multiple of {s}"))
-                            .unwrap_or_default()
-                    );
-                }
-            }
-            shown = spread(&misses);
-        }
+        [] => no_rule_fits(probe, observed, &matching, &deciding, r),
         several => {
             r.verdict = several.iter().map(|m| m.name()).collect::<Vec<_>>().join("|");
             r.agreeing = r.discriminating;
@@ -285,15 +250,67 @@ fn rounding(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
                 "{} (probe cannot tell)",
                 several.iter().map(|m| m.label()).collect::<Vec<_>>().join(" or ")
             );
-            shown = spread(&deciding);
+            spread(&deciding)
         }
-    }
+    };
     r.evidence = code_evidence(probe, &shown, |v, range| {
         Rounding::ALL
             .iter()
             .map(|&m| (m.name().to_string(), range.code(v, m) as f64))
             .collect()
     });
+}
+
+/// No rule predicts every point: the nearest rule with the window around ties it misses, or
+/// `other`. Returns the points shown as evidence (the misses).
+fn no_rule_fits(
+    probe: &Probe,
+    observed: &[Tensor],
+    matching: &[u64],
+    deciding: &[Point],
+    r: &mut ProbeResult,
+) -> Vec<Point> {
+    let (best, best_n) = Rounding::ALL
+        .iter()
+        .zip(matching.iter().copied())
+        .max_by_key(|(_, n)| *n)
+        .map(|(m, n)| (*m, n))
+        .unwrap_or((Rounding::HalfEven, 0));
+    let misses: Vec<_> = code_points(probe, observed)
+        .filter(|(_, _, v, range, obs)| range.code(*v, best) != *obs)
+        .collect();
+    r.agreeing = deciding_matches(deciding, best);
+    match tie_window(&misses, best) {
+        Some((window, as_tie)) => {
+            r.verdict = best.name().into();
+            r.tie_window = Some(window);
+            let how = if as_tie {
+                "rounded as ties"
+            } else {
+                "rounded either way"
+            };
+            r.summary = format!(
+                "{} {}/{}, values within {window:.4} LSB of a tie {how}",
+                best.label(),
+                r.agreeing,
+                r.discriminating
+            );
+        }
+        None => {
+            r.verdict = "other".into();
+            r.summary = format!(
+                "other: nearest {} {}/{}, max {} LSB{}",
+                best.label(),
+                best_n,
+                r.points,
+                r.max_lsb.unwrap_or(0),
+                r.code_step
+                    .map(|s| format!(", every code a multiple of {s}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    spread(&misses)
 }
 
 fn saturation(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
@@ -392,15 +409,25 @@ fn float_tolerance(candidate: f32) -> f64 {
     (candidate.abs() as f64 * 2f64.powi(-10)).max(2f64.powi(-24))
 }
 
-fn float_candidates(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
-    let mut scores: Vec<(String, u64)> = Vec::new();
-    let mut deviation: Vec<f64> = Vec::new();
-    let mut deciding: Vec<(usize, usize)> = Vec::new();
+/// Points of a float probe each candidate explains, the largest relative deviation of the
+/// points it explains, and the deciding points (output, element).
+struct FloatScores {
+    scores: Vec<(String, u64)>,
+    deviation: Vec<f64>,
+    deciding: Vec<(usize, usize)>,
+}
+
+fn score_floats(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) -> FloatScores {
+    let mut f = FloatScores {
+        scores: Vec::new(),
+        deviation: Vec::new(),
+        deciding: Vec::new(),
+    };
     for (k, (e, t)) in probe.expect.iter().zip(observed).enumerate() {
         let Expect::Floats { candidates } = e else { continue };
-        if scores.is_empty() {
-            scores = candidates.iter().map(|(n, _)| (n.to_string(), 0)).collect();
-            deviation = vec![0.0; candidates.len()];
+        if f.scores.is_empty() {
+            f.scores = candidates.iter().map(|(n, _)| (n.to_string(), 0)).collect();
+            f.deviation = vec![0.0; candidates.len()];
         }
         for i in 0..t.len() {
             r.points += 1;
@@ -420,10 +447,10 @@ fn float_candidates(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
             let nearest = dist.iter().cloned().fold(f64::INFINITY, f64::min);
             for (c, (_, values)) in candidates.iter().enumerate() {
                 if dist[c] == nearest && dist[c] <= float_tolerance(values[i]) {
-                    scores[c].1 += 1;
+                    f.scores[c].1 += 1;
                     if dist[c] > 0.0 {
                         let rel = dist[c] / (values[i].abs() as f64).max(f64::MIN_POSITIVE);
-                        deviation[c] = deviation[c].max(rel);
+                        f.deviation[c] = f.deviation[c].max(rel);
                     }
                 }
             }
@@ -432,37 +459,48 @@ fn float_candidates(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
                 .any(|(_, v)| v[i].to_bits() != candidates[0].1[i].to_bits())
             {
                 r.discriminating += 1;
-                deciding.push((k, i));
+                f.deciding.push((k, i));
             }
         }
     }
-    r.candidates = scores
+    f
+}
+
+fn float_candidates(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
+    let f = score_floats(probe, observed, r);
+    r.candidates = f
+        .scores
         .iter()
         .map(|(n, m)| CandidateScore {
             candidate: n.clone(),
             matching: *m,
         })
         .collect();
-    match scores.iter().position(|(_, m)| *m == r.points) {
+    match f.scores.iter().position(|(_, m)| *m == r.points) {
         Some(c) => {
-            let name = &scores[c].0;
+            let name = &f.scores[c].0;
             r.verdict = name.clone();
             r.agreeing = r.discriminating;
-            let close = if deviation[c] == 0.0 {
+            let close = if f.deviation[c] == 0.0 {
                 String::new()
             } else {
-                format!(", off by up to {:.1e} relative", deviation[c])
+                format!(", off by up to {:.1e} relative", f.deviation[c])
             };
             r.summary = format!("{} {}/{}{close}", name.replace('_', "-"), r.agreeing, r.discriminating);
         }
         None => {
             r.verdict = "other".into();
-            let (best, n) = scores.iter().max_by_key(|(_, m)| *m).cloned().unwrap_or_default();
+            let (best, n) = f.scores.iter().max_by_key(|(_, m)| *m).cloned().unwrap_or_default();
             r.agreeing = n;
             r.summary = format!("other: nearest {} {n}/{}", best.replace('_', "-"), r.points);
         }
     }
-    r.evidence = spread(&deciding)
+    r.evidence = float_evidence(probe, observed, &f.deciding);
+}
+
+/// Some deciding points of a float probe, with every candidate's value.
+fn float_evidence(probe: &Probe, observed: &[Tensor], deciding: &[(usize, usize)]) -> Vec<Evidence> {
+    spread(deciding)
         .into_iter()
         .filter_map(|(k, i)| {
             let Expect::Floats { candidates } = &probe.expect[k] else {
@@ -481,7 +519,7 @@ fn float_candidates(probe: &Probe, observed: &[Tensor], r: &mut ProbeResult) {
                 observed: observed[k].data.get_f64(i),
             })
         })
-        .collect();
+        .collect()
 }
 
 #[cfg(test)]

@@ -245,95 +245,36 @@ fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
     })
 }
 
+/// How one input of every sample is produced: from the files, or by a generator at a shape.
+type Recipe = Option<(GenSpec, Vec<usize>)>;
+
 /// Loads or generates the inputs and checks them against `sig`.
 pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     let shapes = parse_shape_flags(&opts.shapes, sig)?;
     let (default_gen, per_input_gen) = parse_gen_flags(&opts.gen, sig)?;
-    let FileInputs {
-        samples: file_samples,
-        per_input: per_input_files,
-        files,
-    } = load_files(sig, opts)?;
+    let loaded = load_files(sig, opts)?;
     let from_files =
-        |name: &str| per_input_files.contains_key(name) || file_samples.iter().any(|s| s.contains_key(name));
+        |name: &str| loaded.per_input.contains_key(name) || loaded.samples.iter().any(|s| s.contains_key(name));
     if let Some(name) = per_input_gen.keys().find(|n| from_files(n)) {
         return Err(usage(format!("--gen {name}=... but input '{name}' comes from a file")));
     }
     if default_gen.is_some() && !sig.inputs.is_empty() && sig.inputs.iter().all(|i| from_files(&i.name)) {
         return Err(usage("--gen is given but every input comes from a file"));
     }
-    let any_files = !files.is_empty();
-    let n_samples = if !file_samples.is_empty() {
-        if opts.samples > 1 && opts.samples != file_samples.len() {
-            return Err(usage(format!(
-                "--samples {} disagrees with the {} --inputs files given (each file is one sample)",
-                opts.samples,
-                file_samples.len()
-            )));
-        }
-        file_samples.len()
-    } else {
-        opts.samples.max(1)
-    };
-
-    // How each input is produced, decided once: from the files, or a generator and a shape.
+    let n_samples = sample_count(&loaded, opts)?;
     let mut generators = Vec::new();
-    let mut recipes: Vec<Option<(GenSpec, Vec<usize>)>> = Vec::with_capacity(sig.inputs.len());
+    let mut recipes: Vec<Recipe> = Vec::with_capacity(sig.inputs.len());
     for info in &sig.inputs {
-        let in_every_file = per_input_files.contains_key(&info.name)
-            || (!file_samples.is_empty() && file_samples.iter().all(|s| s.contains_key(&info.name)));
-        if in_every_file {
-            recipes.push(None);
-            continue;
+        let recipe = recipe(sig, info, &loaded, (default_gen, &per_input_gen), &shapes)?;
+        if let Some((spec, _)) = &recipe {
+            generators.push(format!("{}={spec}", info.name));
         }
-        if file_samples.iter().any(|s| s.contains_key(&info.name)) {
-            return Err(usage(format!(
-                "input '{}' is in some --inputs files but not in others",
-                info.name
-            )));
-        }
-        let spec = match (per_input_gen.get(&info.name), default_gen, any_files) {
-            (Some(s), _, _) => *s,
-            (None, Some(s), _) => s,
-            (None, None, false) => GenSpec::DEFAULT,
-            (None, None, true) => {
-                let sample = file_samples.iter().find(|s| !s.contains_key(&info.name));
-                return Err(usage(format!(
-                    "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
-                    info.name,
-                    supplied_names(sample, &per_input_files),
-                    input_names(sig),
-                    info.name
-                )));
-            }
-        };
-        spec.check_for(info.dtype)
-            .map_err(|e| usage(format!("--gen for input '{}': {e}", info.name)))?;
-        let shape = generation_shape(info, shapes.get(&info.name))?;
-        generators.push(format!("{}={spec}", info.name));
-        recipes.push(Some((spec, shape)));
+        recipes.push(recipe);
     }
-    let mut samples = Vec::with_capacity(n_samples);
-    for k in 0..n_samples {
-        let mut sample = Vec::with_capacity(sig.inputs.len());
-        for (i, (info, recipe)) in sig.inputs.iter().zip(&recipes).enumerate() {
-            let tensor = match recipe {
-                Some((spec, shape)) => spec.generate(info.dtype, shape, opts.seed, k as u64, i as u64),
-                None => file_samples
-                    .get(k)
-                    .and_then(|s| s.get(&info.name))
-                    .or_else(|| per_input_files.get(&info.name))
-                    .cloned()
-                    .ok_or_else(|| usage(format!("input '{}' is missing from sample {k}", info.name)))?,
-            };
-            check_tensor(info, &tensor, shapes.get(&info.name))?;
-            sample.push(NamedTensor {
-                name: info.name.clone(),
-                tensor,
-            });
-        }
-        samples.push(sample);
-    }
+    let samples = (0..n_samples)
+        .map(|k| build_sample(sig, k, &recipes, &loaded, &shapes, opts.seed))
+        .collect::<Result<Vec<_>>>()?;
+    let any_files = !loaded.files.is_empty();
     let source = match (any_files, generators.is_empty()) {
         (true, true) => "files",
         (true, false) => "mixed",
@@ -344,9 +285,94 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
         samples: n_samples,
         seed: (!generators.is_empty()).then_some(opts.seed),
         generators,
-        files,
+        files: loaded.files,
     };
     InputSet::for_model(sig, samples, provenance)
+}
+
+/// Samples: one per `--inputs` file, else `--samples`.
+fn sample_count(loaded: &FileInputs, opts: &InputOptions) -> Result<usize> {
+    if loaded.samples.is_empty() {
+        return Ok(opts.samples.max(1));
+    }
+    if opts.samples > 1 && opts.samples != loaded.samples.len() {
+        return Err(usage(format!(
+            "--samples {} disagrees with the {} --inputs files given (each file is one sample)",
+            opts.samples,
+            loaded.samples.len()
+        )));
+    }
+    Ok(loaded.samples.len())
+}
+
+/// How input `info` is produced: from the files (`None`), or a generator and a shape.
+fn recipe(
+    sig: &Signature,
+    info: &TensorInfo,
+    loaded: &FileInputs,
+    (default_gen, per_input_gen): (Option<GenSpec>, &HashMap<String, GenSpec>),
+    shapes: &HashMap<String, Vec<usize>>,
+) -> Result<Recipe> {
+    let in_every_file = loaded.per_input.contains_key(&info.name)
+        || (!loaded.samples.is_empty() && loaded.samples.iter().all(|s| s.contains_key(&info.name)));
+    if in_every_file {
+        return Ok(None);
+    }
+    if loaded.samples.iter().any(|s| s.contains_key(&info.name)) {
+        return Err(usage(format!(
+            "input '{}' is in some --inputs files but not in others",
+            info.name
+        )));
+    }
+    let spec = match (per_input_gen.get(&info.name), default_gen, !loaded.files.is_empty()) {
+        (Some(s), _, _) => *s,
+        (None, Some(s), _) => s,
+        (None, None, false) => GenSpec::DEFAULT,
+        (None, None, true) => {
+            let sample = loaded.samples.iter().find(|s| !s.contains_key(&info.name));
+            return Err(usage(format!(
+                "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
+                info.name,
+                supplied_names(sample, &loaded.per_input),
+                input_names(sig),
+                info.name
+            )));
+        }
+    };
+    spec.check_for(info.dtype)
+        .map_err(|e| usage(format!("--gen for input '{}': {e}", info.name)))?;
+    let shape = generation_shape(info, shapes.get(&info.name))?;
+    Ok(Some((spec, shape)))
+}
+
+/// Sample `k`: every input generated or taken from the files, and checked.
+fn build_sample(
+    sig: &Signature,
+    k: usize,
+    recipes: &[Recipe],
+    loaded: &FileInputs,
+    shapes: &HashMap<String, Vec<usize>>,
+    seed: u64,
+) -> Result<Vec<NamedTensor>> {
+    let mut sample = Vec::with_capacity(sig.inputs.len());
+    for (i, (info, recipe)) in sig.inputs.iter().zip(recipes).enumerate() {
+        let tensor = match recipe {
+            Some((spec, shape)) => spec.generate(info.dtype, shape, seed, k as u64, i as u64),
+            None => loaded
+                .samples
+                .get(k)
+                .and_then(|s| s.get(&info.name))
+                .or_else(|| loaded.per_input.get(&info.name))
+                .cloned()
+                .ok_or_else(|| usage(format!("input '{}' is missing from sample {k}", info.name)))?,
+        };
+        check_tensor(info, &tensor, shapes.get(&info.name))?;
+        sample.push(NamedTensor {
+            name: info.name.clone(),
+            tensor,
+        });
+    }
+    Ok(sample)
 }
 
 fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<String, Tensor>) -> String {

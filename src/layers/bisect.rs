@@ -9,7 +9,7 @@
 //! steps are reported so the user can see what was tried.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 
@@ -18,7 +18,7 @@ use super::run::{read, result_of, write, PerTarget, State};
 use super::tap;
 use crate::exec::{Job, JobResult};
 use crate::model::topology::Topology;
-use crate::report::model::{BisectReport, BisectStep, TargetLayerSummary};
+use crate::report::model::{BisectReport, BisectStep, LayerReport, TargetLayerSummary};
 
 /// The result of comparing one cut on one target with the baseline.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,6 @@ fn probe(
 ) -> Result<Vec<Probe>> {
     let ctx = state.ctx;
     let dir = ctx.work.join("layers").join(format!("bisect{round}"));
-    let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     let mut models: BTreeMap<usize, PathBuf> = BTreeMap::new();
     for &(_, i) in asked {
         if let std::collections::btree_map::Entry::Vacant(e) = models.entry(i) {
@@ -48,19 +47,16 @@ fn probe(
         }
     }
     let threads = state.threads(asked.len() + 1);
+    let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     let mut base_jobs: Vec<usize> = Vec::new();
-    for (&i, path) in &models {
-        if !base_cache.contains_key(&i) {
-            let bdir = dir.join(format!("base{i}"));
-            if let Some(j) = state.target_job(baseline, path, ctx.input_files, &bdir, threads) {
-                jobs.push(j);
-                base_jobs.push(i);
-            }
+    for (&i, path) in models.iter().filter(|(i, _)| !base_cache.contains_key(i)) {
+        if let Some(j) = state.target_job(baseline, path, ctx.input_files, &dir.join(format!("base{i}")), threads) {
+            jobs.push(j);
+            base_jobs.push(i);
         }
     }
     for (n, &(t, i)) in asked.iter().enumerate() {
-        let tdir = dir.join(format!("probe{n}"));
-        if let Some(j) = state.target_job(t, &models[&i], ctx.input_files, &tdir, threads) {
+        if let Some(j) = state.target_job(t, &models[&i], ctx.input_files, &dir.join(format!("probe{n}")), threads) {
             jobs.push(j);
         }
     }
@@ -71,47 +67,119 @@ fn probe(
     let (base_outcomes, target_outcomes) = outcomes.split_at(base_jobs.len());
     for (o, &i) in base_outcomes.iter().zip(&base_jobs) {
         let r = result_of(o).map_err(|e| anyhow!("the baseline's run of the model cut at {} failed: {e}", cuts[i]))?;
-        // Keep the baseline's codes for later rounds: copy the result out of the round's dir.
-        let keep = ctx.work.join("layers").join("bisect-baseline").join(format!("cut{i}"));
-        std::fs::create_dir_all(&keep)?;
-        let mut kept = r.clone();
-        for (s, files) in kept.outputs.iter_mut().enumerate() {
-            for f in files.iter_mut() {
-                let dest = keep.join(format!("s{s}.npy"));
-                std::fs::copy(&f.path, &dest)?;
-                f.path = dest;
-            }
-        }
-        std::fs::write(keep.join("result.json"), serde_json::to_vec(&kept)?)?;
-        base_cache.insert(i, keep.join("result.json"));
+        base_cache.insert(i, keep_baseline(ctx, r, i)?);
     }
-    let mut probes = Vec::new();
-    for (o, &(t, i)) in target_outcomes.iter().zip(asked) {
-        let r = result_of(o).map_err(|e| {
-            anyhow!(
-                "{}: the run of the model cut at {} failed: {e}",
-                state.ctx.planned[t].spec.id,
-                cuts[i]
-            )
-        })?;
-        let base: JobResult = serde_json::from_slice(&std::fs::read(&base_cache[&i])?)?;
-        let mut acc = LayerAcc::new(false, true, true);
-        for s in 0..ctx.input_files.len() {
-            match (read(Some(r), s, &cuts[i]), read(Some(&base), s, &cuts[i])) {
-                (Some(x), Some(b)) => acc.add(&x, None, None, Some(&b), None),
-                _ => return Err(anyhow!("{} missing from the run cut there", cuts[i])),
-            }
-        }
-        let c = super::code_comparison(&acc).ok_or_else(|| anyhow!("no comparison"))?;
-        probes.push(Probe {
-            departs: super::departs(&c, true, state.opts.tolerance_lsb),
-            max_steps: c.max_steps,
-        });
-    }
+    let probes = target_outcomes
+        .iter()
+        .zip(asked)
+        .map(|(o, &(t, i))| {
+            let r = result_of(o).map_err(|e| {
+                anyhow!(
+                    "{}: the run of the model cut at {} failed: {e}",
+                    ctx.planned[t].spec.id,
+                    cuts[i]
+                )
+            })?;
+            compare_cut(state, r, &base_cache[&i], &cuts[i])
+        })
+        .collect::<Result<Vec<_>>>()?;
     if !ctx.executor.options().keep_work {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(probes)
+}
+
+/// Keeps the baseline's codes at cut `i` for later rounds: copies the result out of the round's
+/// directory and returns the path of its result file.
+fn keep_baseline(ctx: &super::run::Context<'_>, r: &JobResult, i: usize) -> Result<PathBuf> {
+    let keep = ctx.work.join("layers").join("bisect-baseline").join(format!("cut{i}"));
+    std::fs::create_dir_all(&keep)?;
+    let mut kept = r.clone();
+    for (s, files) in kept.outputs.iter_mut().enumerate() {
+        for f in files.iter_mut() {
+            let dest = keep.join(format!("s{s}.npy"));
+            std::fs::copy(&f.path, &dest)?;
+            f.path = dest;
+        }
+    }
+    std::fs::write(keep.join("result.json"), serde_json::to_vec(&kept)?)?;
+    Ok(keep.join("result.json"))
+}
+
+/// A target's codes at a cut against the baseline's.
+fn compare_cut(state: &State<'_>, r: &JobResult, base: &Path, cut: &str) -> Result<Probe> {
+    let base: JobResult = serde_json::from_slice(&std::fs::read(base)?)?;
+    let mut acc = LayerAcc::new(false, true, true);
+    for s in 0..state.ctx.input_files.len() {
+        match (read(Some(r), s, cut), read(Some(&base), s, cut)) {
+            (Some(x), Some(b)) => acc.add(&x, None, None, Some(&b), None),
+            _ => return Err(anyhow!("{cut} missing from the run cut there")),
+        }
+    }
+    let c = super::code_comparison(&acc).ok_or_else(|| anyhow!("no comparison"))?;
+    Ok(Probe {
+        departs: super::departs(&c, true, state.opts.tolerance_lsb),
+        max_steps: c.max_steps,
+    })
+}
+
+/// The bisection of every target so far: the cuts tried, sessions spent, the interval that
+/// holds its first departing cut, and why a target could not be bisected.
+#[derive(Default)]
+struct Search {
+    steps: BTreeMap<usize, Vec<BisectStep>>,
+    sessions: BTreeMap<usize, usize>,
+    /// (lo, hi): the first departing cut is in [lo, hi]; hi is known to depart.
+    bounds: BTreeMap<usize, (usize, usize)>,
+    errors: BTreeMap<usize, String>,
+}
+
+impl Search {
+    /// Records a probe of cut `i` on target `t`; returns the next cut to try, if any.
+    fn advance(&mut self, t: usize, i: usize, p: &Probe, cuts: &[String], spent: usize) -> Option<usize> {
+        let last = cuts.len() - 1;
+        *self.sessions.entry(t).or_default() += spent;
+        self.steps.entry(t).or_default().push(BisectStep {
+            tensor: cuts[i].clone(),
+            departs: p.departs,
+            max_steps: p.max_steps,
+        });
+        let (lo, hi) = *self.bounds.get(&t).unwrap_or(&(0, last));
+        let (lo, hi) = match (self.bounds.contains_key(&t), p.departs) {
+            (false, false) => {
+                self.errors.insert(
+                    t,
+                    format!("the last cut ({}) does not depart: nothing to localise", cuts[i]),
+                );
+                return None;
+            }
+            (false, true) => (lo, hi),
+            (true, true) => (lo, i),
+            (true, false) => (i + 1, hi),
+        };
+        self.bounds.insert(t, (lo, hi));
+        (lo < hi).then_some((lo + hi) / 2)
+    }
+}
+
+/// The selected quantized tensors every path goes through, in execution order.
+fn cut_tensors(state: &State<'_>, selected: &[usize]) -> Result<Vec<String>> {
+    let topo = Topology::of_model(&state.q_proto);
+    let chosen: Vec<&str> = selected
+        .iter()
+        .filter(|&&p| state.points[p].quant.is_some())
+        .map(|&p| state.points[p].tensor.as_str())
+        .collect();
+    let cuts: Vec<String> = tap::cut_tensors(&topo)
+        .into_iter()
+        .filter(|c| chosen.contains(&c.as_str()))
+        .collect();
+    if cuts.is_empty() {
+        return Err(anyhow!(
+            "no selected quantized tensor is one every path goes through: nothing to cut at"
+        ));
+    }
+    Ok(cuts)
 }
 
 /// Bisects every target that is not the baseline.
@@ -120,103 +188,73 @@ pub(super) fn run(state: &mut State<'_>, selected: &[usize]) -> Result<PerTarget
         .ctx
         .baseline
         .ok_or_else(|| anyhow!("bisection compares with the baseline (cpu:noopt), which did not run"))?;
-    let topo = Topology::of_model(&state.q_proto);
-    let all_cuts = tap::cut_tensors(&topo);
-    let chosen: Vec<&str> = selected
-        .iter()
-        .filter(|&&p| state.points[p].quant.is_some())
-        .map(|&p| state.points[p].tensor.as_str())
-        .collect();
-    let cuts: Vec<String> = all_cuts.into_iter().filter(|c| chosen.contains(&c.as_str())).collect();
-    if cuts.is_empty() {
-        return Err(anyhow!(
-            "no selected quantized tensor is one every path goes through: nothing to cut at"
-        ));
-    }
+    let cuts = cut_tensors(state, selected)?;
     let targets: Vec<usize> = state.ran.iter().copied().filter(|&t| t != baseline).collect();
     let mut base_cache: HashMap<usize, PathBuf> = HashMap::new();
-    let mut steps: BTreeMap<usize, Vec<BisectStep>> = BTreeMap::new();
-    let mut sessions: BTreeMap<usize, usize> = BTreeMap::new();
-    // (lo, hi): the first departing cut is in [lo, hi]; hi is known to depart.
-    let mut bounds: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
-    let mut errors: BTreeMap<usize, String> = BTreeMap::new();
-    let last = cuts.len() - 1;
-    let mut asked: Vec<(usize, usize)> = targets.iter().map(|&t| (t, last)).collect();
+    let mut search = Search::default();
+    let mut asked: Vec<(usize, usize)> = targets.iter().map(|&t| (t, cuts.len() - 1)).collect();
     let mut round = 0;
     while !asked.is_empty() {
         let before = state.sessions;
         let probes = probe(state, &cuts, &asked, baseline, &mut base_cache, round)?;
-        let spent = state.sessions - before;
+        let spent = (state.sessions - before).div_ceil(asked.len());
         round += 1;
-        let mut next = Vec::new();
-        for (&(t, i), p) in asked.iter().zip(&probes) {
-            *sessions.entry(t).or_default() += spent.div_ceil(asked.len());
-            steps.entry(t).or_default().push(BisectStep {
-                tensor: cuts[i].clone(),
-                departs: p.departs,
-                max_steps: p.max_steps,
-            });
-            let (lo, hi) = *bounds.get(&t).unwrap_or(&(0, last));
-            let (lo, hi) = match (bounds.contains_key(&t), p.departs) {
-                (false, false) => {
-                    errors.insert(
-                        t,
-                        format!("the last cut ({}) does not depart: nothing to localise", cuts[i]),
-                    );
-                    continue;
-                }
-                (false, true) => (lo, hi),
-                (true, true) => (lo, i),
-                (true, false) => (i + 1, hi),
-            };
-            bounds.insert(t, (lo, hi));
-            if lo < hi {
-                next.push((t, (lo + hi) / 2));
-            }
-        }
-        asked = next;
-    }
-    // Name the layer: tap every selected point between the last agreeing cut and the first
-    // departing one, in one session per target.
-    let mut out: PerTarget = Vec::new();
-    for &t in &targets {
-        let mut summary = TargetLayerSummary {
-            first_divergence: None,
-            layers_not_compared: 0,
-            tap_effects: None,
-            bisect: Some(BisectReport {
-                cuts: cuts.len(),
-                steps: steps.remove(&t).unwrap_or_default(),
-                sessions: sessions.get(&t).copied().unwrap_or(0),
-            }),
-            error: errors.remove(&t),
-        };
-        let Some(&(first, _)) = bounds.get(&t) else {
-            out.push((t, (Vec::new(), summary)));
-            continue;
-        };
-        let start = if first == 0 {
-            0
-        } else {
-            selected
-                .iter()
-                .position(|&p| state.points[p].tensor == cuts[first - 1])
-                .map_or(0, |k| k + 1)
-        };
-        let end = selected
+        asked = asked
             .iter()
-            .position(|&p| state.points[p].tensor == cuts[first])
-            .unwrap_or(selected.len() - 1);
-        let segment: Vec<usize> = selected[start..=end].to_vec();
-        let layers = segment_layers(state, t, baseline, &segment)?;
-        if let Some(b) = summary.bisect.as_mut() {
-            b.sessions += 2;
-        }
-        summary.first_divergence = super::first_divergence(&layers, state.opts.tolerance_lsb);
-        summary.layers_not_compared = super::not_compared(&layers, false);
-        out.push((t, (layers, summary)));
+            .zip(&probes)
+            .filter_map(|(&(t, i), p)| search.advance(t, i, p, &cuts, spent).map(|next| (t, next)))
+            .collect();
     }
-    Ok(out)
+    targets
+        .iter()
+        .map(|&t| name_layer(state, selected, &cuts, &mut search, t, baseline))
+        .collect()
+}
+
+/// Names the layer: taps every selected point between the last agreeing cut and the first
+/// departing one, in one session on the target and one on the baseline.
+fn name_layer(
+    state: &mut State<'_>,
+    selected: &[usize],
+    cuts: &[String],
+    search: &mut Search,
+    t: usize,
+    baseline: usize,
+) -> Result<(usize, (Vec<LayerReport>, TargetLayerSummary))> {
+    let mut summary = TargetLayerSummary {
+        first_divergence: None,
+        layers_not_compared: 0,
+        tap_effects: None,
+        bisect: Some(BisectReport {
+            cuts: cuts.len(),
+            steps: search.steps.remove(&t).unwrap_or_default(),
+            sessions: search.sessions.get(&t).copied().unwrap_or(0),
+        }),
+        error: search.errors.remove(&t),
+    };
+    let Some(&(first, _)) = search.bounds.get(&t) else {
+        return Ok((t, (Vec::new(), summary)));
+    };
+    let start = if first == 0 {
+        0
+    } else {
+        selected
+            .iter()
+            .position(|&p| state.points[p].tensor == cuts[first - 1])
+            .map_or(0, |k| k + 1)
+    };
+    let end = selected
+        .iter()
+        .position(|&p| state.points[p].tensor == cuts[first])
+        .unwrap_or(selected.len() - 1);
+    let segment: Vec<usize> = selected[start..=end].to_vec();
+    let layers = segment_layers(state, t, baseline, &segment)?;
+    if let Some(b) = summary.bisect.as_mut() {
+        b.sessions += 2;
+    }
+    summary.first_divergence = super::first_divergence(&layers, state.opts.tolerance_lsb);
+    summary.layers_not_compared = super::not_compared(&layers, false);
+    Ok((t, (layers, summary)))
 }
 
 /// The layers of one segment, tapped in one session on the target and one on the baseline.
@@ -225,7 +263,7 @@ fn segment_layers(
     target: usize,
     baseline: usize,
     segment: &[usize],
-) -> Result<Vec<crate::report::model::LayerReport>> {
+) -> Result<Vec<LayerReport>> {
     let ctx = state.ctx;
     let dir = ctx.work.join("layers").join(format!("segment{target}"));
     let taps: Vec<String> = segment.iter().map(|&p| state.points[p].tensor.clone()).collect();

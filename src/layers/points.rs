@@ -90,47 +90,16 @@ fn quant_of(
     })
 }
 
-/// Every point of a graph, in execution order; `dir` is the model's directory (external data).
-pub fn points(graph: &GraphProto, dir: Option<&Path>) -> Vec<Point> {
-    let topo = Topology::of_graph(graph);
-    let consts = constants(graph);
-    let order = topo.topological_order();
-    let constant = topo.constant_nodes(&order);
-    let producers = topo.producers();
-    let consumers = topo.consumers();
-    let mut out: Vec<Point> = Vec::new();
-    // Float-domain tensor -> point, and code tensor -> point: how inputs are resolved.
-    let mut by_float: BTreeMap<String, usize> = BTreeMap::new();
-    let mut by_code: BTreeMap<String, usize> = BTreeMap::new();
-    let producer_of = |t: &str| -> (String, String, Option<usize>) {
-        match producers.get(t) {
-            Some(&p) => (topo.nodes[p].name.clone(), topo.nodes[p].op_type.clone(), Some(p)),
-            None => (t.to_string(), "Input".to_string(), None),
-        }
-    };
-    // The points a node reads: through DequantizeLinear back to the codes' point, or directly.
-    let input_points = |n: usize, by_float: &BTreeMap<String, usize>, by_code: &BTreeMap<String, usize>| {
-        let mut v: Vec<usize> = Vec::new();
-        for t in topo.nodes[n].inputs.iter().filter(|t| topo.is_dynamic(t)) {
-            let p = by_float.get(t.as_str()).copied().or_else(|| {
-                let &dq = producers.get(t.as_str())?;
-                let d = &topo.nodes[dq];
-                (d.op_type == "DequantizeLinear")
-                    .then(|| by_code.get(d.inputs.first()?.as_str()).copied())
-                    .flatten()
-            });
-            if let Some(p) = p {
-                if !v.contains(&p) {
-                    v.push(p);
-                }
-            }
-        }
-        v
-    };
-    // Nodes computed from tensor shapes only (Shape -> ... -> Range, grids and anchors): with the
-    // input shapes pinned, runtimes fold them into constants, so they are not activations.
+/// Nodes computed from tensor shapes only (Shape -> ... -> Range, grids and anchors): with the
+/// input shapes pinned, runtimes fold them into constants, so they are not activations.
+fn shape_only_nodes(
+    topo: &Topology,
+    order: &[usize],
+    constant: &[bool],
+    producers: &HashMap<&str, usize>,
+) -> Vec<bool> {
     let mut shape_only = vec![false; topo.nodes.len()];
-    for &i in &order {
+    for &i in order {
         let n = &topo.nodes[i];
         let dynamic: Vec<&String> = n.inputs.iter().filter(|t| topo.is_dynamic(t)).collect();
         shape_only[i] = matches!(n.op_type.as_str(), "Shape" | "Size")
@@ -140,60 +109,94 @@ pub fn points(graph: &GraphProto, dir: Option<&Path>) -> Vec<Point> {
                     .iter()
                     .all(|t| producers.get(t.as_str()).is_some_and(|&p| shape_only[p] || constant[p])));
     }
-    for &i in &order {
-        let n = &topo.nodes[i];
-        if constant[i] || shape_only[i] || n.op_type == "Constant" {
-            continue;
-        }
-        if n.op_type == "QuantizeLinear" {
-            let (Some(input), Some(output)) = (n.inputs.first(), n.outputs.first()) else {
-                continue;
-            };
-            let Some(quant) = quant_of(graph, &consts, dir, i) else {
-                continue;
-            };
-            if producers.get(input.as_str()).is_some_and(|&p| shape_only[p]) {
-                continue;
-            }
-            let (node, op_type, node_index) = match producers.get(input.as_str()) {
-                Some(_) => producer_of(input),
-                None => (n.name.clone(), "QuantizeLinear".to_string(), Some(i)),
-            };
-            let inputs = match node_index.filter(|&p| p != i) {
-                Some(p) => input_points(p, &by_float, &by_code),
-                None => Vec::new(),
-            };
-            by_code.insert(output.clone(), out.len());
-            by_float.entry(input.clone()).or_insert(out.len());
-            out.push(Point {
-                tensor: output.clone(),
-                float_name: input.clone(),
-                node,
-                op_type,
-                node_index,
-                q_index: Some(i),
-                quant: Some(quant),
-                inputs,
+    shape_only
+}
+
+/// The points found so far, and how a tensor resolves to the point that observes it.
+struct Collector<'g> {
+    topo: &'g Topology,
+    producers: HashMap<&'g str, usize>,
+    consumers: HashMap<&'g str, Vec<usize>>,
+    shape_only: Vec<bool>,
+    out: Vec<Point>,
+    /// Float-domain tensor -> point, and code tensor -> point.
+    by_float: BTreeMap<String, usize>,
+    by_code: BTreeMap<String, usize>,
+}
+
+impl Collector<'_> {
+    /// The points a node reads: through DequantizeLinear back to the codes' point, or directly.
+    fn input_points(&self, n: usize) -> Vec<usize> {
+        let mut v: Vec<usize> = Vec::new();
+        for t in self.topo.nodes[n].inputs.iter().filter(|t| self.topo.is_dynamic(t)) {
+            let p = self.by_float.get(t.as_str()).copied().or_else(|| {
+                let &dq = self.producers.get(t.as_str())?;
+                let d = &self.topo.nodes[dq];
+                (d.op_type == "DequantizeLinear")
+                    .then(|| self.by_code.get(d.inputs.first()?.as_str()).copied())
+                    .flatten()
             });
-            continue;
+            if let Some(p) = p.filter(|p| !v.contains(p)) {
+                v.push(p);
+            }
         }
-        if is_qdq(&n.op_type) {
-            continue;
+        v
+    }
+
+    /// The point of an activation QuantizeLinear `i`: its codes, attributed to the node that
+    /// computes its input.
+    fn quantized(&mut self, i: usize, quant: Quant) {
+        let n = &self.topo.nodes[i];
+        let (Some(input), Some(output)) = (n.inputs.first(), n.outputs.first()) else {
+            return;
+        };
+        let producer = self.producers.get(input.as_str()).copied();
+        if producer.is_some_and(|p| self.shape_only[p]) {
+            return;
         }
-        // A float result no QuantizeLinear reads is observed as it is.
+        let (node, op_type, node_index) = match producer {
+            Some(p) => (
+                self.topo.nodes[p].name.clone(),
+                self.topo.nodes[p].op_type.clone(),
+                Some(p),
+            ),
+            None => (n.name.clone(), "QuantizeLinear".to_string(), Some(i)),
+        };
+        let inputs = match node_index.filter(|&p| p != i) {
+            Some(p) => self.input_points(p),
+            None => Vec::new(),
+        };
+        self.by_code.insert(output.clone(), self.out.len());
+        self.by_float.entry(input.clone()).or_insert(self.out.len());
+        self.out.push(Point {
+            tensor: output.clone(),
+            float_name: input.clone(),
+            node,
+            op_type,
+            node_index,
+            q_index: Some(i),
+            quant: Some(quant),
+            inputs,
+        });
+    }
+
+    /// The float results of node `i` that no QuantizeLinear reads, observed as they are.
+    fn floats(&mut self, i: usize) {
+        let n = &self.topo.nodes[i];
         for o in n.outputs.iter().filter(|o| !o.is_empty()) {
-            let quantized_later = consumers
+            let quantized_later = self
+                .consumers
                 .get(o.as_str())
-                .is_some_and(|c| c.iter().any(|&c| topo.nodes[c].op_type == "QuantizeLinear"));
+                .is_some_and(|c| c.iter().any(|&c| self.topo.nodes[c].op_type == "QuantizeLinear"));
             // Unread results (LayerNormalization's Mean, an LSTM's unused state) are not
             // exposed: runtimes prune them, and an extra output would change the session.
-            let read = consumers.contains_key(o.as_str()) || topo.outputs.contains(o);
+            let read = self.consumers.contains_key(o.as_str()) || self.topo.outputs.contains(o);
             if quantized_later || !read {
                 continue;
             }
-            let inputs = input_points(i, &by_float, &by_code);
-            by_float.insert(o.clone(), out.len());
-            out.push(Point {
+            let inputs = self.input_points(i);
+            self.by_float.insert(o.clone(), self.out.len());
+            self.out.push(Point {
                 tensor: o.clone(),
                 float_name: o.clone(),
                 node: n.name.clone(),
@@ -205,7 +208,39 @@ pub fn points(graph: &GraphProto, dir: Option<&Path>) -> Vec<Point> {
             });
         }
     }
-    out
+}
+
+/// Every point of a graph, in execution order; `dir` is the model's directory (external data).
+pub fn points(graph: &GraphProto, dir: Option<&Path>) -> Vec<Point> {
+    let topo = Topology::of_graph(graph);
+    let consts = constants(graph);
+    let order = topo.topological_order();
+    let constant = topo.constant_nodes(&order);
+    let producers = topo.producers();
+    let shape_only = shape_only_nodes(&topo, &order, &constant, &producers);
+    let mut c = Collector {
+        topo: &topo,
+        consumers: topo.consumers(),
+        producers,
+        shape_only,
+        out: Vec::new(),
+        by_float: BTreeMap::new(),
+        by_code: BTreeMap::new(),
+    };
+    for &i in &order {
+        let n = &topo.nodes[i];
+        if constant[i] || c.shape_only[i] || n.op_type == "Constant" {
+            continue;
+        }
+        if n.op_type == "QuantizeLinear" {
+            if let Some(quant) = quant_of(graph, &consts, dir, i) {
+                c.quantized(i, quant);
+            }
+        } else if !is_qdq(&n.op_type) {
+            c.floats(i);
+        }
+    }
+    c.out
 }
 
 #[cfg(test)]

@@ -98,6 +98,127 @@ fn scalar(name: String, value: f64, data_type: i32) -> TensorProto {
     }
 }
 
+/// The activation pairs to replace: the index of each pair's DequantizeLinear with its clip,
+/// the scalar initializers the clips read, and how many activation pairs were kept.
+struct Clips {
+    by_dq: HashMap<usize, NodeProto>,
+    initializers: Vec<TensorProto>,
+    kept_activation_pairs: usize,
+}
+
+/// The activation QuantizeLinear (index) feeding DequantizeLinear `node`, with the float tensor
+/// it quantizes; `None` for weights and anything that is not an activation pair.
+fn activation_pair<'g>(
+    graph: &'g GraphProto,
+    node: &NodeProto,
+    producer: &HashMap<String, usize>,
+    constant: &HashSet<String>,
+) -> Option<(&'g NodeProto, &'g String)> {
+    if op(node) != "DequantizeLinear" || !is_qdq_domain(node) {
+        return None;
+    }
+    let q = &graph.node[*producer.get(node.input.first()?)?];
+    if op(q) != "QuantizeLinear" || !is_qdq_domain(q) {
+        return None;
+    }
+    let float_in = q.input.first()?;
+    // A fake-quantised weight stays quantised.
+    (!constant.contains(float_in)).then_some((q, float_in))
+}
+
+/// A Clip from `float_in` to the DequantizeLinear's output, bounded by `lo` and `hi` (inputs from
+/// opset 11, attributes before).
+fn clip_node(
+    node: &NodeProto,
+    float_in: &str,
+    (lo, hi, float_type): (f64, f64, i32),
+    opset: i64,
+    clips: &mut Clips,
+) -> NodeProto {
+    let dq_out = &node.output[0];
+    let base = format!("{dq_out}_npu_audit_range");
+    let mut clip = NodeProto {
+        input: vec![float_in.to_string()],
+        output: vec![dq_out.clone()],
+        name: Some(format!("{}_npu_audit_clip", node.name.as_deref().unwrap_or(dq_out))),
+        op_type: Some("Clip".into()),
+        ..Default::default()
+    };
+    if opset >= 11 {
+        clip.input.push(format!("{base}_lo"));
+        clip.input.push(format!("{base}_hi"));
+        clips.initializers.push(scalar(format!("{base}_lo"), lo, float_type));
+        clips.initializers.push(scalar(format!("{base}_hi"), hi, float_type));
+    } else {
+        let attr = |name: &str, v: f64| AttributeProto {
+            name: Some(name.into()),
+            f: Some(v as f32),
+            r#type: Some(1),
+            ..Default::default()
+        };
+        clip.attribute = vec![attr("min", lo), attr("max", hi)];
+    }
+    clip
+}
+
+/// Every activation pair of `graph` that becomes a clip.
+fn find_clips(graph: &GraphProto, opset: i64) -> Clips {
+    let constant = constant_tensors(graph);
+    let producer: HashMap<String, usize> = graph
+        .node
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.clone(), i)))
+        .collect();
+    let values = constants(graph);
+    let mut clips = Clips {
+        by_dq: HashMap::new(),
+        initializers: Vec::new(),
+        kept_activation_pairs: 0,
+    };
+    for (i, node) in graph.node.iter().enumerate() {
+        let Some((q, float_in)) = node
+            .output
+            .first()
+            .and_then(|_| activation_pair(graph, node, &producer, &constant))
+        else {
+            continue;
+        };
+        let Some(range) = pair_range(q, &values) else {
+            clips.kept_activation_pairs += 1;
+            continue;
+        };
+        let clip = clip_node(node, float_in, range, opset, &mut clips);
+        clips.by_dq.insert(i, clip);
+    }
+    clips
+}
+
+/// Drops QuantizeLinear nodes nothing reads any more (repeatedly: one may feed another).
+fn drop_dead_quantizers(mut nodes: Vec<NodeProto>, graph_outputs: &HashSet<String>) -> Vec<NodeProto> {
+    loop {
+        let mut consumed: HashSet<&str> = graph_outputs.iter().map(String::as_str).collect();
+        for n in &nodes {
+            consumed.extend(n.input.iter().map(String::as_str));
+        }
+        let dead: HashSet<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| op(n) == "QuantizeLinear" && n.output.iter().all(|o| !consumed.contains(o.as_str())))
+            .map(|(i, _)| i)
+            .collect();
+        if dead.is_empty() {
+            return nodes;
+        }
+        nodes = nodes
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !dead.contains(i))
+            .map(|(_, n)| n)
+            .collect();
+    }
+}
+
 /// Replaces activation Q/DQ pairs of a QDQ model by clips to their range.
 pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
     let opset = model.opset();
@@ -110,106 +231,22 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
             qoperator_nodes: vec![],
         };
     };
-    let constant = constant_tensors(graph);
-    let producer: HashMap<String, usize> = graph
-        .node
-        .iter()
-        .enumerate()
-        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.clone(), i)))
-        .collect();
-
-    let mut clips: HashMap<usize, NodeProto> = HashMap::new();
-    let mut new_initializers: Vec<TensorProto> = Vec::new();
-    let mut kept_activation_pairs = 0;
-    {
-        let values = constants(graph);
-        for (i, node) in graph.node.iter().enumerate() {
-            if op(node) != "DequantizeLinear" || !is_qdq_domain(node) {
-                continue;
-            }
-            let (Some(q_out), Some(dq_out)) = (node.input.first(), node.output.first()) else {
-                continue;
-            };
-            let Some(&q_idx) = producer.get(q_out) else {
-                continue;
-            };
-            let q = &graph.node[q_idx];
-            if op(q) != "QuantizeLinear" || !is_qdq_domain(q) {
-                continue;
-            }
-            let Some(float_in) = q.input.first() else {
-                continue;
-            };
-            if constant.contains(float_in) {
-                continue; // fake-quantised weight: keep it quantised
-            }
-            let Some((lo, hi, float_type)) = pair_range(q, &values) else {
-                kept_activation_pairs += 1;
-                continue;
-            };
-            let base = format!("{dq_out}_npu_audit_range");
-            let mut clip = NodeProto {
-                input: vec![float_in.clone()],
-                output: vec![dq_out.clone()],
-                name: Some(format!("{}_npu_audit_clip", node.name.as_deref().unwrap_or(dq_out))),
-                op_type: Some("Clip".into()),
-                ..Default::default()
-            };
-            if opset >= 11 {
-                clip.input.push(format!("{base}_lo"));
-                clip.input.push(format!("{base}_hi"));
-                new_initializers.push(scalar(format!("{base}_lo"), lo, float_type));
-                new_initializers.push(scalar(format!("{base}_hi"), hi, float_type));
-            } else {
-                let attr = |name: &str, v: f64| AttributeProto {
-                    name: Some(name.into()),
-                    f: Some(v as f32),
-                    r#type: Some(1),
-                    ..Default::default()
-                };
-                clip.attribute = vec![attr("min", lo), attr("max", hi)];
-            }
-            clips.insert(i, clip);
-        }
-    }
-
-    let removed_pairs = clips.len();
+    let mut clips = find_clips(graph, opset);
+    let removed_pairs = clips.by_dq.len();
     let graph_outputs: HashSet<String> = graph.output.iter().filter_map(|v| v.name.clone()).collect();
-    let mut new_nodes: Vec<NodeProto> = graph
+    let replaced: Vec<NodeProto> = graph
         .node
         .iter()
         .enumerate()
-        .map(|(i, n)| clips.remove(&i).unwrap_or_else(|| n.clone()))
+        .map(|(i, n)| clips.by_dq.remove(&i).unwrap_or_else(|| n.clone()))
         .collect();
-    // Drop QuantizeLinear nodes nothing reads any more.
-    loop {
-        let mut consumed: HashSet<&str> = graph_outputs.iter().map(String::as_str).collect();
-        for n in &new_nodes {
-            consumed.extend(n.input.iter().map(String::as_str));
-        }
-        let dead: HashSet<usize> = new_nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| op(n) == "QuantizeLinear" && n.output.iter().all(|o| !consumed.contains(o.as_str())))
-            .map(|(i, _)| i)
-            .collect();
-        if dead.is_empty() {
-            break;
-        }
-        new_nodes = new_nodes
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| !dead.contains(i))
-            .map(|(_, n)| n)
-            .collect();
-    }
-
+    let new_nodes = drop_dead_quantizers(replaced, &graph_outputs);
     let produced: HashSet<String> = new_nodes.iter().flat_map(|n| n.output.iter().cloned()).collect();
     graph
         .value_info
         .retain(|v| v.name.as_ref().is_some_and(|n| produced.contains(n)));
     graph.quantization_annotation.clear();
-    graph.initializer.extend(new_initializers);
+    graph.initializer.extend(clips.initializers);
     let qoperator_nodes = new_nodes
         .iter()
         .filter(|n| {
@@ -221,7 +258,7 @@ pub fn derive_float_reference(model: &LoadedModel) -> DerivedReference {
     DerivedReference {
         proto,
         removed_pairs,
-        kept_activation_pairs,
+        kept_activation_pairs: clips.kept_activation_pairs,
         qoperator_nodes,
     }
 }

@@ -39,10 +39,157 @@ pub struct Analysis {
     pub missing_sizes: BTreeSet<String>,
 }
 
-/// Analyses one target's placement against `model` (the audited model as fed, input shapes
-/// pinned), with tensor sizes measured by a probe in `probed`. `None` when the runtime recorded
-/// nothing at all.
-pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, TensorSize>) -> Option<Analysis> {
+/// One target's graph with each node's EP, and the facts about its nodes every part of the
+/// analysis reads.
+struct Placed<'g> {
+    graph: &'g Topology,
+    eps: Vec<Option<String>>,
+    /// Model nodes the assignment does not name, placed from their neighbours.
+    inferred_nodes: usize,
+    order: Vec<usize>,
+    producers: HashMap<&'g str, usize>,
+    consumers: HashMap<&'g str, Vec<usize>>,
+    /// Graph-input QuantizeLinear or graph-output DequantizeLinear.
+    boundary: Vec<bool>,
+    /// Computes from constants alone.
+    constant: Vec<bool>,
+    /// Made by the runtime (only known on the runtime's graph).
+    inserted: Vec<bool>,
+}
+
+impl<'g> Placed<'g> {
+    fn new(graph: &'g Topology, assignment: &[AssignedSubgraph], model: &Topology, runtime_graph: bool) -> Placed<'g> {
+        let (eps, inferred_nodes) = node_eps(graph, assignment);
+        let order = graph.topological_order();
+        let model_names: HashSet<&str> = model.nodes.iter().map(|n| n.name.as_str()).collect();
+        let inserted = graph
+            .nodes
+            .iter()
+            .map(|n| {
+                runtime_graph && !model_names.contains(n.name.as_str()) && !model_names.contains(base_name(&n.name))
+            })
+            .collect();
+        let boundary = graph
+            .nodes
+            .iter()
+            .map(|node| match node.op_type.as_str() {
+                "QuantizeLinear" => node.inputs.first().is_some_and(|t| graph.inputs.contains(t)),
+                "DequantizeLinear" => {
+                    !node.outputs.is_empty() && node.outputs.iter().all(|t| graph.outputs.contains(t))
+                }
+                _ => false,
+            })
+            .collect();
+        Placed {
+            constant: graph.constant_nodes(&order),
+            producers: graph.producers(),
+            consumers: graph.consumers(),
+            graph,
+            eps,
+            inferred_nodes,
+            order,
+            boundary,
+            inserted,
+        }
+    }
+
+    fn ep_of(&self, i: usize) -> &str {
+        self.eps[i].as_deref().unwrap_or("unknown")
+    }
+
+    /// Nodes per EP, op types on the CPU EP (for a non-CPU target), runtime-made nodes per EP.
+    fn counts(&self, cpu_target: bool) -> [BTreeMap<String, usize>; 3] {
+        let (mut by_ep, mut cpu_ops, mut inserted) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        for (i, node) in self.graph.nodes.iter().enumerate() {
+            *by_ep.entry(self.ep_of(i).to_string()).or_default() += 1;
+            if self.ep_of(i) == CPU_EP && !cpu_target {
+                *cpu_ops.entry(node.op_type.clone()).or_default() += 1;
+            }
+            if self.inserted[i] {
+                *inserted.entry(self.ep_of(i).to_string()).or_default() += 1;
+            }
+        }
+        [by_ep, cpu_ops, inserted]
+    }
+
+    /// Tensors produced on one EP and read on another, once per consuming EP.
+    fn crossings(&self, sizes: &sizes::Sizes<'_>) -> Vec<Crossing> {
+        let graph = self.graph;
+        let mut crossings = Vec::new();
+        for &p in &self.order {
+            let Some(from) = self.eps[p].as_deref() else { continue };
+            for t in graph.nodes[p].outputs.iter().filter(|t| !t.is_empty()) {
+                let mut by_ep: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+                for &c in self.consumers.get(t.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
+                    if let Some(to) = self.eps[c].as_deref().filter(|to| *to != from) {
+                        by_ep.entry(to).or_default().push(c);
+                    }
+                }
+                for (to, cs) in by_ep {
+                    let size = sizes.of(t);
+                    let touches_boundary = self.boundary[p] || cs.iter().all(|&c| self.boundary[c]);
+                    crossings.push(Crossing {
+                        tensor: t.clone(),
+                        from_ep: from.to_string(),
+                        to_ep: to.to_string(),
+                        producer: graph.nodes[p].name.clone(),
+                        consumers: cs.iter().map(|&c| graph.nodes[c].name.clone()).collect(),
+                        dtype: size.map(|s| DType::onnx_name(s.elem_type).to_string()),
+                        elements: size.map(|s| s.elements),
+                        bytes: size.and_then(|s| s.bytes()),
+                        kind: if touches_boundary { "boundary" } else { "mid_graph" }.into(),
+                    });
+                }
+            }
+        }
+        crossings
+    }
+
+    /// Every node of a non-CPU target the CPU EP ran, classified, with the EP's logged reason.
+    fn fallback(&self, rec: &Recorded<'_>) -> Vec<FallbackNode> {
+        let reasons = log::rejection_reasons(rec.log);
+        let inserted = |i: usize| self.inserted[i];
+        let facts = NodeFacts {
+            boundary: &self.boundary,
+            constant: &self.constant,
+            inserted: &inserted,
+        };
+        let graph = self.graph;
+        classify_fallback(
+            graph,
+            &self.eps,
+            rec.target_ep,
+            &self.order,
+            &self.producers,
+            &self.consumers,
+            &facts,
+        )
+        .into_iter()
+        .map(|(i, kind, position)| {
+            let name = &graph.nodes[i].name;
+            FallbackNode {
+                name: name.clone(),
+                op_type: graph.nodes[i].op_type.clone(),
+                kind: kind.into(),
+                position: position.into(),
+                reason: reasons.get(name).or_else(|| reasons.get(base_name(name))).cloned(),
+            }
+        })
+        .collect()
+    }
+}
+
+/// Where the assignment comes from (`ort_api`, else the verbose log's "Node placements"), the
+/// graph it names (`runtime` or `model`), and for a logged one the fused nodes per EP.
+type Choice = (
+    &'static str,
+    Vec<AssignedSubgraph>,
+    Topology,
+    &'static str,
+    HashMap<String, usize>,
+);
+
+fn choose(rec: &Recorded<'_>, model: &Topology) -> Option<Choice> {
     let (source, mut assignment) = if !rec.assignment.is_empty() {
         ("ort_api", rec.assignment.to_vec())
     } else {
@@ -57,91 +204,32 @@ pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, Te
         Some(g) if source == "ort_api" && !g.nodes.is_empty() => (g.without_constant_nodes(), "runtime"),
         _ => (model.without_constant_nodes(), "model"),
     };
-    let graph = &graph;
     let fused_count = if source == "ort_log" {
-        complete_logged(&mut assignment, graph)
+        complete_logged(&mut assignment, &graph)
     } else {
         HashMap::new()
     };
-    let (eps, inferred_nodes) = node_eps(graph, &assignment);
-    let n = graph.nodes.len();
-    let order = graph.topological_order();
-    let mut position = vec![0usize; n];
-    for (p, &i) in order.iter().enumerate() {
-        position[i] = p;
-    }
-    let producers = graph.producers();
-    let consumers = graph.consumers();
-    let model_names: HashSet<&str> = model.nodes.iter().map(|n| n.name.as_str()).collect();
-    let is_cpu_target = rec.target_ep == CPU_EP;
-    let ep_of = |i: usize| eps[i].as_deref().unwrap_or("unknown");
+    Some((source, assignment, graph, graph_kind, fused_count))
+}
 
-    let mut nodes_by_ep: BTreeMap<String, usize> = BTreeMap::new();
-    let mut cpu_op_types: BTreeMap<String, usize> = BTreeMap::new();
-    let mut inserted_by_ep: BTreeMap<String, usize> = BTreeMap::new();
-    let inserted = |i: usize| {
-        graph_kind == "runtime"
-            && !model_names.contains(graph.nodes[i].name.as_str())
-            && !model_names.contains(base_name(&graph.nodes[i].name))
-    };
-    for (i, node) in graph.nodes.iter().enumerate() {
-        *nodes_by_ep.entry(ep_of(i).to_string()).or_default() += 1;
-        if ep_of(i) == CPU_EP && !is_cpu_target {
-            *cpu_op_types.entry(node.op_type.clone()).or_default() += 1;
-        }
-        if inserted(i) {
-            *inserted_by_ep.entry(ep_of(i).to_string()).or_default() += 1;
-        }
-    }
-
-    let boundary: Vec<bool> = graph
-        .nodes
-        .iter()
-        .map(|node| match node.op_type.as_str() {
-            "QuantizeLinear" => node.inputs.first().is_some_and(|t| graph.inputs.contains(t)),
-            "DequantizeLinear" => !node.outputs.is_empty() && node.outputs.iter().all(|t| graph.outputs.contains(t)),
-            _ => false,
-        })
-        .collect();
-
-    let constant = graph.constant_nodes(&order);
-    let partitions = partitions(graph, &eps, &order, &producers, &constant);
-    let ep_partitions = if rec.target_ep == CPU_EP {
+/// Analyses one target's placement against `model` (the audited model as fed, input shapes
+/// pinned), with tensor sizes measured by a probe in `probed`. `None` when the runtime recorded
+/// nothing at all.
+pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, TensorSize>) -> Option<Analysis> {
+    let (source, assignment, graph, graph_kind, fused_count) = choose(rec, model)?;
+    let placed = Placed::new(&graph, &assignment, model, graph_kind == "runtime");
+    let cpu_target = rec.target_ep == CPU_EP;
+    let [nodes_by_ep, cpu_op_types, inserted_by_ep] = placed.counts(cpu_target);
+    let partitions = partitions(&graph, &placed.eps, &placed.order, &placed.producers, &placed.constant);
+    let ep_partitions = if cpu_target {
         partitions.iter().filter(|p| p.ep == CPU_EP).count()
     } else if source == "ort_api" {
         assignment.iter().filter(|sg| sg.ep == rec.target_ep).count()
     } else {
         fused_count.get(rec.target_ep).copied().unwrap_or(0)
     };
-
-    let sizes = sizes::Sizes::new(graph, model, probed);
-    let mut crossings = Vec::new();
-    for &p in &order {
-        let Some(from) = eps[p].as_deref() else { continue };
-        for t in graph.nodes[p].outputs.iter().filter(|t| !t.is_empty()) {
-            let mut by_ep: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for &c in consumers.get(t.as_str()).map(|v| v.as_slice()).unwrap_or(&[]) {
-                if let Some(to) = eps[c].as_deref().filter(|to| *to != from) {
-                    by_ep.entry(to).or_default().push(c);
-                }
-            }
-            for (to, cs) in by_ep {
-                let size = sizes.of(t);
-                let touches_boundary = boundary[p] || cs.iter().all(|&c| boundary[c]);
-                crossings.push(Crossing {
-                    tensor: t.clone(),
-                    from_ep: from.to_string(),
-                    to_ep: to.to_string(),
-                    producer: graph.nodes[p].name.clone(),
-                    consumers: cs.iter().map(|&c| graph.nodes[c].name.clone()).collect(),
-                    dtype: size.map(|s| DType::onnx_name(s.elem_type).to_string()),
-                    elements: size.map(|s| s.elements),
-                    bytes: size.and_then(|s| s.bytes()),
-                    kind: if touches_boundary { "boundary" } else { "mid_graph" }.into(),
-                });
-            }
-        }
-    }
+    let sizes = sizes::Sizes::new(&graph, model, probed);
+    let crossings = placed.crossings(&sizes);
     let total = |only_mid: bool| -> Option<u64> {
         crossings
             .iter()
@@ -149,36 +237,12 @@ pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, Te
             .map(|c| c.bytes)
             .sum()
     };
-
-    let fallback = if is_cpu_target {
-        Vec::new()
-    } else {
-        let reasons = log::rejection_reasons(rec.log);
-        let facts = NodeFacts {
-            boundary: &boundary,
-            constant: &constant,
-            inserted: &inserted,
-        };
-        classify_fallback(graph, &eps, rec.target_ep, &order, &producers, &consumers, &facts)
-            .into_iter()
-            .map(|(i, kind, position)| {
-                let name = &graph.nodes[i].name;
-                FallbackNode {
-                    name: name.clone(),
-                    op_type: graph.nodes[i].op_type.clone(),
-                    kind: kind.into(),
-                    position: position.into(),
-                    reason: reasons.get(name).or_else(|| reasons.get(base_name(name))).cloned(),
-                }
-            })
-            .collect()
-    };
-    let compute_fallback_nodes = fallback.iter().filter(|f: &&FallbackNode| f.kind == "compute").count();
+    let fallback = if cpu_target { Vec::new() } else { placed.fallback(rec) };
     let summary = PlacementSummary {
         source: source.into(),
         graph: graph_kind.into(),
         target_ep_nodes: nodes_by_ep.get(rec.target_ep).copied().unwrap_or(0),
-        total_nodes: n,
+        total_nodes: graph.nodes.len(),
         nodes_by_ep,
         cpu_op_types,
         ep_partitions,
@@ -187,11 +251,11 @@ pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, Te
         crossing_bytes: total(false),
         mid_graph_crossing_count: crossings.iter().filter(|c| c.kind == "mid_graph").count(),
         mid_graph_crossing_bytes: total(true),
+        compute_fallback_nodes: fallback.iter().filter(|f| f.kind == "compute").count(),
         crossings,
         fallback,
-        compute_fallback_nodes,
         inserted_by_ep,
-        inferred_nodes,
+        inferred_nodes: placed.inferred_nodes,
     };
     let missing_sizes = sizes.missing.into_inner();
     Some(Analysis { summary, missing_sizes })

@@ -289,71 +289,8 @@ impl Policy {
         }
         let known = known_ids();
         let mut policy = Policy::empty();
-        for t in &raw.targets {
-            TargetSpec::parse_many(t.get_ref()).map_err(|e| loc.error(t.span(), format!("{e:#}")))?;
-            policy.targets.push(t.get_ref().trim().to_string());
-        }
-        for a in &raw.allow_failure {
-            target_pattern(&loc, a, &known)?;
-            policy.allow_failure.push(a.get_ref().trim().to_string());
-        }
-        if let Some(m) = &raw.mode {
-            policy.mode = match m.get_ref().as_str() {
-                "absolute" => Mode::Absolute,
-                "baseline" => Mode::Baseline,
-                "both" => Mode::Both,
-                other => {
-                    return Err(loc.error(
-                        m.span(),
-                        format!("mode '{other}' is not one of absolute, baseline, both"),
-                    ))
-                }
-            };
-            policy.mode_origin = loc.at(m.span());
-        }
-        let mut groups: Vec<(String, Vec<Pattern>, Vec<String>)> = Vec::new();
-        for (name, members) in &raw.groups {
-            let n = name.get_ref().trim();
-            if n.is_empty() || n.contains(['*', '?', ':', '/', ',']) || TargetSpec::parse_many(n).is_ok() {
-                return Err(loc.error(
-                    name.span(),
-                    format!("group name '{n}' must be a plain word that is not a target id"),
-                ));
-            }
-            if members.is_empty() {
-                return Err(loc.error(name.span(), format!("group '{n}' has no targets")));
-            }
-            let patterns = members
-                .iter()
-                .map(|m| target_pattern(&loc, m, &known))
-                .collect::<Result<Vec<_>>>()?;
-            let texts = members.iter().map(|m| m.get_ref().trim().to_string()).collect();
-            groups.push((n.to_string(), patterns, texts));
-        }
-        let add_section = |policy: &mut Policy, selector: Selector, section: &TargetSection| -> Result<()> {
-            policy.layers.push(Layer {
-                selector: selector.clone(),
-                output: None,
-                limits: target_limits(&loc, section)?,
-            });
-            let mut outputs: Vec<_> = section.outputs.iter().collect();
-            outputs.sort_by_key(|(k, _)| k.span().start);
-            for (name, limits) in outputs {
-                let n = name.get_ref().trim();
-                if n.is_empty() {
-                    return Err(loc.error(name.span(), "an output name must not be empty"));
-                }
-                let mut limits = output_limits(&loc, limits)?;
-                limits.mark_per_output();
-                policy.output_refs.push((n.to_string(), loc.at(name.span())));
-                policy.layers.push(Layer {
-                    selector: selector.clone(),
-                    output: Some(n.to_string()),
-                    limits,
-                });
-            }
-            Ok(())
-        };
+        top_level(&loc, &raw, &known, &mut policy)?;
+        let groups = groups(&loc, &raw, &known)?;
         if let Some(d) = &raw.defaults {
             if let Some(a) = &d.allow_failure {
                 return Err(loc.error(
@@ -361,7 +298,7 @@ impl Policy {
                     "allow_failure in [defaults] would allow every target to fail; use the top-level allow_failure = [\"all\"]",
                 ));
             }
-            add_section(&mut policy, Selector::All, d)?;
+            add_section(&loc, &mut policy, Selector::All, d)?;
         }
         // File order decides which of two matching sections wins.
         let mut sections: Vec<_> = raw.target.iter().collect();
@@ -375,7 +312,7 @@ impl Policy {
             if section.allow_failure.as_ref().is_some_and(|a| *a.get_ref()) {
                 policy.allow_failure.extend(texts);
             }
-            add_section(&mut policy, Selector::Targets(patterns), section)?;
+            add_section(&loc, &mut policy, Selector::Targets(patterns), section)?;
         }
         if let Some(b) = &raw.baseline {
             let rel = b.report.get_ref().trim();
@@ -518,6 +455,87 @@ impl Policy {
         }
         out
     }
+}
+
+/// The top-level keys: `targets`, `allow_failure`, `mode`.
+fn top_level(loc: &Locator<'_>, raw: &PolicyFile, known: &[String], policy: &mut Policy) -> Result<()> {
+    for t in &raw.targets {
+        TargetSpec::parse_many(t.get_ref()).map_err(|e| loc.error(t.span(), format!("{e:#}")))?;
+        policy.targets.push(t.get_ref().trim().to_string());
+    }
+    for a in &raw.allow_failure {
+        target_pattern(loc, a, known)?;
+        policy.allow_failure.push(a.get_ref().trim().to_string());
+    }
+    if let Some(m) = &raw.mode {
+        policy.mode = match m.get_ref().as_str() {
+            "absolute" => Mode::Absolute,
+            "baseline" => Mode::Baseline,
+            "both" => Mode::Both,
+            other => {
+                return Err(loc.error(
+                    m.span(),
+                    format!("mode '{other}' is not one of absolute, baseline, both"),
+                ))
+            }
+        };
+        policy.mode_origin = loc.at(m.span());
+    }
+    Ok(())
+}
+
+/// A `[groups]` entry: its name, its members as patterns, and as written.
+type Group = (String, Vec<Pattern>, Vec<String>);
+
+/// The `[groups]` table, each name checked to be a plain word that is not a target id.
+fn groups(loc: &Locator<'_>, raw: &PolicyFile, known: &[String]) -> Result<Vec<Group>> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (name, members) in &raw.groups {
+        let n = name.get_ref().trim();
+        if n.is_empty() || n.contains(['*', '?', ':', '/', ',']) || TargetSpec::parse_many(n).is_ok() {
+            return Err(loc.error(
+                name.span(),
+                format!("group name '{n}' must be a plain word that is not a target id"),
+            ));
+        }
+        if members.is_empty() {
+            return Err(loc.error(name.span(), format!("group '{n}' has no targets")));
+        }
+        let patterns = members
+            .iter()
+            .map(|m| target_pattern(loc, m, known))
+            .collect::<Result<Vec<_>>>()?;
+        let texts = members.iter().map(|m| m.get_ref().trim().to_string()).collect();
+        groups.push((n.to_string(), patterns, texts));
+    }
+    Ok(groups)
+}
+
+/// Adds a section's limits (and those of its `outputs.NAME` tables, in file order) for the
+/// targets `selector` names.
+fn add_section(loc: &Locator<'_>, policy: &mut Policy, selector: Selector, section: &TargetSection) -> Result<()> {
+    policy.layers.push(Layer {
+        selector: selector.clone(),
+        output: None,
+        limits: target_limits(loc, section)?,
+    });
+    let mut outputs: Vec<_> = section.outputs.iter().collect();
+    outputs.sort_by_key(|(k, _)| k.span().start);
+    for (name, limits) in outputs {
+        let n = name.get_ref().trim();
+        if n.is_empty() {
+            return Err(loc.error(name.span(), "an output name must not be empty"));
+        }
+        let mut limits = output_limits(loc, limits)?;
+        limits.mark_per_output();
+        policy.output_refs.push((n.to_string(), loc.at(name.span())));
+        policy.layers.push(Layer {
+            selector: selector.clone(),
+            output: Some(n.to_string()),
+            limits,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -85,20 +85,7 @@ impl TargetSpec {
     pub fn parse_many(text: &str) -> Result<Vec<TargetSpec>> {
         let mut parts = text.split(',');
         let head = parts.next().unwrap_or("").trim();
-        let mut options = Vec::new();
-        for part in parts {
-            let (k, v) = part
-                .split_once('=')
-                .ok_or_else(|| usage(format!("target '{text}': option '{part}' is not key=value")))?;
-            let (k, v) = (k.trim(), v.trim());
-            if k.is_empty() {
-                return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
-            }
-            if options.iter().any(|(existing, _)| existing == k) {
-                return Err(usage(format!("target '{text}': option '{k}' is given twice")));
-            }
-            options.push((k.to_string(), v.to_string()));
-        }
+        let options = parse_options(text, parts)?;
         let (kind, variant) = match head.split_once(':') {
             Some((k, v)) => (k.trim().to_ascii_lowercase(), Some(v.trim())),
             None => (head.to_ascii_lowercase(), None),
@@ -110,80 +97,27 @@ impl TargetSpec {
             "trt" => "tensorrt".to_string(),
             _ => kind,
         };
-        let unknown = || usage(format!("unknown target '{text}' (known: {TARGET_SYNTAX})"));
-        let make = |backend: Backend, opt: OptLevel, variant_id: Option<String>| {
-            let head = match &variant_id {
-                Some(v) => format!("{kind}:{v}"),
-                None => kind.clone(),
-            };
-            TargetSpec {
-                id: spec_id(head, &options),
-                backend,
-                opt,
-                options: options.clone(),
-            }
+        let p = Parsed {
+            text,
+            kind: &kind,
+            variant,
+            options,
         };
-        let specs = match kind.as_str() {
-            "cpu" => {
-                let (opt, v) = match variant.map(str::to_ascii_lowercase).as_deref() {
-                    None | Some("") | Some("default") | Some("all") => (OptLevel::All, None),
-                    Some("noopt") | Some("disable") => (OptLevel::Disable, Some("noopt")),
-                    Some("basic") => (OptLevel::Basic, Some("basic")),
-                    Some("extended") => (OptLevel::Extended, Some("extended")),
-                    Some(_) => return Err(unknown()),
-                };
-                vec![make(Backend::Cpu, opt, v.map(str::to_string))]
-            }
-            "qnn" => {
-                let Some(v) = variant.filter(|v| !v.is_empty()) else {
-                    return Err(usage(format!(
-                        "target '{text}' needs a chipset: qnn:<chipset> (e.g. qnn:sm8650, qnn:\"8 Gen 3\") or qnn:all"
-                    )));
-                };
-                if let Some((k, _)) = options.iter().find(|(k, _)| k == "soc_model" || k == "htp_arch") {
-                    return Err(usage(format!(
-                        "target '{text}': '{k}' is set by the chipset; choose the chipset with qnn:<chipset> instead"
-                    )));
-                }
-                if v.eq_ignore_ascii_case("all") {
-                    CHIPSETS.iter().map(|c| qnn_spec(*c, &options)).collect()
-                } else {
-                    let chip = Chipset::find(v).ok_or_else(|| {
-                        let known: Vec<_> = CHIPSETS.iter().map(|c| c.sm).collect();
-                        usage(format!(
-                            "target '{text}': unknown Snapdragon chipset '{v}' (known: {})",
-                            known.join(", ")
-                        ))
-                    })?;
-                    vec![qnn_spec(chip, &options)]
-                }
-            }
-            "openvino" => {
-                let device = variant.filter(|v| !v.is_empty()).unwrap_or("cpu").to_ascii_lowercase();
-                if !matches!(device.as_str(), "cpu" | "gpu" | "npu") {
-                    return Err(unknown());
-                }
-                let v = (device != "cpu").then(|| device.clone());
-                vec![make(
-                    Backend::OpenVino {
-                        device: device.to_ascii_uppercase(),
-                    },
-                    OptLevel::All,
-                    v,
-                )]
-            }
-            "dml" if variant.is_none() => {
+        match (kind.as_str(), variant) {
+            ("cpu", _) => p.cpu(),
+            ("qnn", _) => p.qnn(),
+            ("openvino", _) => p.openvino(),
+            ("dml", None) => {
                 // ort's DirectML binding takes no free-form options: refuse rather than drop them.
-                if let Some((k, _)) = options.iter().find(|(k, _)| !k.starts_with("session.")) {
+                if let Some((k, _)) = p.options.iter().find(|(k, _)| !k.starts_with("session.")) {
                     return Err(usage(format!("target '{text}': DirectML takes no EP option '{k}'")));
                 }
-                vec![make(Backend::DirectMl, OptLevel::All, None)]
+                Ok(vec![p.make(Backend::DirectMl, OptLevel::All, None)])
             }
-            "cuda" if variant.is_none() => vec![make(Backend::Cuda, OptLevel::All, None)],
-            "tensorrt" if variant.is_none() => vec![make(Backend::TensorRt, OptLevel::All, None)],
-            _ => return Err(unknown()),
-        };
-        Ok(specs)
+            ("cuda", None) => Ok(vec![p.make(Backend::Cuda, OptLevel::All, None)]),
+            ("tensorrt", None) => Ok(vec![p.make(Backend::TensorRt, OptLevel::All, None)]),
+            _ => Err(p.unknown()),
+        }
     }
 
     /// The EP options this target implies (QNN: the chipset's `htp_arch` and `soc_model`;
@@ -248,6 +182,105 @@ pub fn parse_targets(values: &[String]) -> Result<Vec<TargetSpec>> {
         }
     }
     Ok(out)
+}
+
+/// The `,key=value` options of a target, checked.
+fn parse_options<'t>(text: &str, parts: impl Iterator<Item = &'t str>) -> Result<Vec<(String, String)>> {
+    let mut options: Vec<(String, String)> = Vec::new();
+    for part in parts {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| usage(format!("target '{text}': option '{part}' is not key=value")))?;
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() {
+            return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
+        }
+        if options.iter().any(|(existing, _)| existing == k) {
+            return Err(usage(format!("target '{text}': option '{k}' is given twice")));
+        }
+        options.push((k.to_string(), v.to_string()));
+    }
+    Ok(options)
+}
+
+/// A target spec split into its parts, before its backend is known.
+struct Parsed<'t> {
+    text: &'t str,
+    /// The kind, lowercase, aliases resolved (`htp` is `qnn`).
+    kind: &'t str,
+    variant: Option<&'t str>,
+    options: Vec<(String, String)>,
+}
+
+impl Parsed<'_> {
+    fn unknown(&self) -> anyhow::Error {
+        usage(format!("unknown target '{}' (known: {TARGET_SYNTAX})", self.text))
+    }
+
+    fn make(&self, backend: Backend, opt: OptLevel, variant_id: Option<String>) -> TargetSpec {
+        let head = match &variant_id {
+            Some(v) => format!("{}:{v}", self.kind),
+            None => self.kind.to_string(),
+        };
+        TargetSpec {
+            id: spec_id(head, &self.options),
+            backend,
+            opt,
+            options: self.options.clone(),
+        }
+    }
+
+    fn cpu(&self) -> Result<Vec<TargetSpec>> {
+        let (opt, v) = match self.variant.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("") | Some("default") | Some("all") => (OptLevel::All, None),
+            Some("noopt") | Some("disable") => (OptLevel::Disable, Some("noopt")),
+            Some("basic") => (OptLevel::Basic, Some("basic")),
+            Some("extended") => (OptLevel::Extended, Some("extended")),
+            Some(_) => return Err(self.unknown()),
+        };
+        Ok(vec![self.make(Backend::Cpu, opt, v.map(str::to_string))])
+    }
+
+    fn qnn(&self) -> Result<Vec<TargetSpec>> {
+        let text = self.text;
+        let Some(v) = self.variant.filter(|v| !v.is_empty()) else {
+            return Err(usage(format!(
+                "target '{text}' needs a chipset: qnn:<chipset> (e.g. qnn:sm8650, qnn:\"8 Gen 3\") or qnn:all"
+            )));
+        };
+        if let Some((k, _)) = self.options.iter().find(|(k, _)| k == "soc_model" || k == "htp_arch") {
+            return Err(usage(format!(
+                "target '{text}': '{k}' is set by the chipset; choose the chipset with qnn:<chipset> instead"
+            )));
+        }
+        if v.eq_ignore_ascii_case("all") {
+            return Ok(CHIPSETS.iter().map(|c| qnn_spec(*c, &self.options)).collect());
+        }
+        let chip = Chipset::find(v).ok_or_else(|| {
+            let known: Vec<_> = CHIPSETS.iter().map(|c| c.sm).collect();
+            usage(format!(
+                "target '{text}': unknown Snapdragon chipset '{v}' (known: {})",
+                known.join(", ")
+            ))
+        })?;
+        Ok(vec![qnn_spec(chip, &self.options)])
+    }
+
+    fn openvino(&self) -> Result<Vec<TargetSpec>> {
+        let device = self
+            .variant
+            .filter(|v| !v.is_empty())
+            .unwrap_or("cpu")
+            .to_ascii_lowercase();
+        if !matches!(device.as_str(), "cpu" | "gpu" | "npu") {
+            return Err(self.unknown());
+        }
+        let v = (device != "cpu").then(|| device.clone());
+        let backend = Backend::OpenVino {
+            device: device.to_ascii_uppercase(),
+        };
+        Ok(vec![self.make(backend, OptLevel::All, v)])
+    }
 }
 
 #[cfg(test)]
