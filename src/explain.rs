@@ -314,7 +314,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
         return Err(usage("explain-failure needs at least one --target"));
     }
     let requested = plan::targets(&opts.targets, &["all".to_string()], false)?;
-    let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
+    let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
@@ -433,29 +433,4 @@ fn unavailable(id: &str, reason: &str) -> Explanation {
         steps: vec![],
         summary: format!("{id} cannot run here: {reason}"),
     }
-}
-
-/// The terminal rendering.
-pub fn render(list: &[Explanation]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    for e in list {
-        let _ = writeln!(s, "{}  {}", e.target, e.outcome);
-        if let Some(err) = &e.full_model_error {
-            let _ = writeln!(s, "  full model: {}", crate::error::one_line_str(err));
-        }
-        let compiled = e.steps.iter().filter(|s| s.status != "not_built").count();
-        for st in &e.steps {
-            let _ = writeln!(s, "  {:<7} #{}..#{}  {}", st.kind, st.first, st.last, st.status);
-        }
-        if !e.window.is_empty() {
-            let names: Vec<String> = e.window.iter().map(|n| format!("{} ({})", n.name, n.op_type)).collect();
-            let _ = writeln!(s, "  failing window: {}", names.join(", "));
-        }
-        if let Some(err) = &e.window_error {
-            let _ = writeln!(s, "  its error: {}", crate::error::one_line_str(err));
-        }
-        let _ = writeln!(s, "  => {} ({compiled} sessions compiled)\n", e.summary);
-    }
-    s
 }

@@ -3,11 +3,9 @@
 
 use anyhow::Result;
 use serde::Serialize;
-use tabled::builder::Builder;
-use tabled::settings::Style;
 
 use crate::error::usage;
-use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, BUILDS};
+use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, RuntimeChoice, BUILDS};
 use crate::target::TargetSpec;
 
 /// One row of `npu-audit targets`.
@@ -54,8 +52,8 @@ fn runtime_state(p: &Provisioner, b: &'static Build) -> Result<(String, Option<S
 }
 
 /// Availability of every known target on this machine (no runtime is downloaded).
-pub fn availability(runtime_flags: &[String]) -> Result<Vec<TargetAvailability>> {
-    let p = Provisioner::new(runtime_flags)?;
+pub fn availability(runtimes: &RuntimeChoice) -> Result<Vec<TargetAvailability>> {
+    let p = Provisioner::new(runtimes)?;
     let mut rows = Vec::new();
     for spec in crate::target::all_known() {
         let (host, plugin) = builds_for(&spec.backend);
@@ -90,24 +88,6 @@ pub fn availability(runtime_flags: &[String]) -> Result<Vec<TargetAvailability>>
     Ok(rows)
 }
 
-/// Renders `targets` as a table.
-pub fn targets_table(rows: &[TargetAvailability]) -> String {
-    let mut b = Builder::default();
-    b.push_record(["target", "can run", "runtime", "what", "why not / where"]);
-    for r in rows {
-        b.push_record([
-            r.target.clone(),
-            if r.available { "yes".into() } else { "no".into() },
-            r.runtime.clone().unwrap_or_else(|| "-".into()),
-            r.description.clone(),
-            r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
-        ]);
-    }
-    let mut t = b.build();
-    t.with(Style::rounded());
-    t.to_string()
-}
-
 /// One row of `runtime list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct RuntimeRow {
@@ -122,7 +102,7 @@ pub struct RuntimeRow {
 
 /// The catalogue with where each build is on this machine.
 pub fn runtime_rows() -> Result<Vec<RuntimeRow>> {
-    let p = Provisioner::new(&[])?;
+    let p = Provisioner::new(&RuntimeChoice::default())?;
     let mut rows = Vec::new();
     for b in BUILDS {
         let supported = b.supports_this_platform();
@@ -142,24 +122,6 @@ pub fn runtime_rows() -> Result<Vec<RuntimeRow>> {
         });
     }
     Ok(rows)
-}
-
-/// Renders `runtime list` as a table.
-pub fn runtime_table(rows: &[RuntimeRow]) -> String {
-    let mut b = Builder::default();
-    b.push_record(["key", "package", "version", "state", "library"]);
-    for r in rows {
-        b.push_record([
-            r.key.clone(),
-            r.package.clone(),
-            r.version.clone(),
-            r.state.clone(),
-            r.library.clone().unwrap_or_default(),
-        ]);
-    }
-    let mut t = b.build();
-    t.with(Style::rounded());
-    t.to_string()
 }
 
 /// Resolves `runtime install|path` keys (`all` = every build usable here). Naming a build this

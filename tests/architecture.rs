@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 /// layers (docs/ARCHITECTURE.md): foundation, data, execution, report model, analyses, judge,
 /// commands, renderers, command line.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("foundation", &["error", "hash", "interrupt", "pattern", "outfile"]),
+    (
+        "foundation",
+        &["error", "hash", "console", "interrupt", "pattern", "userfile"],
+    ),
     ("data", &["tensor", "model", "target", "inputs"]),
     ("execution", &["runtime", "exec", "golden"]),
     ("report model", &["report"]),

@@ -32,7 +32,7 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
     golden::check_destination(&opts.out, opts.force)?;
-    let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
+    let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let cpu = cpu_runtime(&provisioner)?;
     let executor = Executor::new(&opts.exec)?;
     let work = executor.work();
@@ -96,7 +96,7 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
         opts.force,
     )?;
     for n in notes {
-        eprintln!("npu-audit: {n}");
+        crate::console::note(n);
     }
     Ok(opts.out.clone())
 }

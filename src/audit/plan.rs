@@ -50,7 +50,7 @@ impl AuditPlan {
         }
         let mut notes = Vec::new();
         let (requested, shard) = requested_targets(opts, &mut notes)?;
-        let provisioner = Provisioner::new(&opts.exec.runtime_flags)?;
+        let provisioner = Provisioner::new(&opts.exec.runtimes)?;
         let model = load_model(&opts.model)?;
         let signature = Signature::of(&model)?;
         let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();

@@ -56,7 +56,7 @@ pub fn plan(
 
 /// A stored golden run, checked against `--reference` when both are given.
 fn stored(
-    dir: &PathBuf,
+    dir: &std::path::Path,
     reference: Option<&PathBuf>,
     allow_mismatch: bool,
     notes: &mut Vec<String>,

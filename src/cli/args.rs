@@ -11,6 +11,37 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global")]
+pub struct GlobalArgs {
+    /// Colour on the terminal: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+    /// Only errors on stderr: no progress, no notes.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More on stderr: each session as it ends, where each runtime was found.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    /// Where runtimes and fingerprints are cached (default: the user's cache directory).
+    #[arg(long = "cache-dir", value_name = "DIR", env = "NPU_AUDIT_CACHE", global = true)]
+    pub cache_dir: Option<PathBuf>,
+    /// The Python interpreter that fetches ONNX Runtime wheels (default: python3, else python).
+    #[arg(long, value_name = "PATH", env = "NPU_AUDIT_PYTHON", global = true)]
+    pub python: Option<String>,
+}
+
+/// When to colour the terminal output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 /// Exit codes, printed in `--help`.
@@ -48,6 +79,17 @@ pub enum Command {
     Merge(MergeArgs),
     /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
     Render(RenderArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one page per command into DIR.
+    Man {
+        /// Write `npu-audit.1` and `npu-audit-COMMAND.1` for every command into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Internal: run one target in this process (used by the audit's worker processes).
     #[command(name = "__worker", hide = true)]
     Worker { job: PathBuf },
@@ -71,17 +113,18 @@ pub enum ReportFormat {
 
 /// Files a compare report is written to, each atomically and only once everything rendered.
 #[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Reports")]
 pub struct ReportFiles {
-    /// Write the JSON report to this file.
+    /// Write the JSON report to this file (`-`: stdout, instead of the --format report).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Write a Markdown summary (pull-request comment, $GITHUB_STEP_SUMMARY).
+    /// Write a Markdown summary (pull-request comment, $GITHUB_STEP_SUMMARY; `-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
-    /// Write JUnit XML: one test case per rule per target.
+    /// Write JUnit XML: one test case per rule per target (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
-    /// Write one self-contained HTML file with plots.
+    /// Write one self-contained HTML file with plots (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Write per-node drift for Google's Model Explorer, one node-data file per target, into DIR.
@@ -92,9 +135,10 @@ pub struct ReportFiles {
 /// Flags of `check-config`.
 #[derive(Debug, Args)]
 pub struct CheckConfigArgs {
-    /// The policy file.
-    #[arg(default_value = "npu-audit.toml")]
-    pub file: PathBuf,
+    /// The policy file (`-`: stdin). Default: NPU_AUDIT_CONFIG, else npu-audit.toml in the
+    /// current directory or the nearest parent, up to the repository's root.
+    #[arg(env = "NPU_AUDIT_CONFIG")]
+    pub file: Option<PathBuf>,
     /// Show the limits these targets get (default: the file's `targets`, else every known one).
     #[arg(long = "target", short = 't', value_name = "TARGET")]
     pub targets: Vec<String>,
@@ -116,7 +160,7 @@ pub struct MergeArgs {
 /// Flags of `render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// A JSON report (`compare --out`, `merge --out`).
+    /// A JSON report (`compare --out`, `merge --out`; `-`: stdin).
     pub report: PathBuf,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
@@ -135,8 +179,9 @@ pub enum FingerprintChoice {
 
 /// Flags that choose the inputs.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Inputs")]
 pub struct InputArgs {
-    /// Inputs as an .npz archive (one sample per file; repeatable).
+    /// Inputs as an .npz archive (one sample per file; repeatable; `-`: stdin).
     #[arg(long = "inputs", value_name = "FILE.npz")]
     pub npz: Vec<PathBuf>,
     /// One input as an .npy file (repeatable).
@@ -158,6 +203,7 @@ pub struct InputArgs {
 
 /// Flags that control the worker processes.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Execution")]
 pub struct ExecArgs {
     /// Seconds a target may take (session creation and every sample) before it is killed.
     #[arg(long, default_value_t = 900.0, value_name = "SECONDS", allow_hyphen_values = true)]
@@ -171,16 +217,100 @@ pub struct ExecArgs {
     /// Use this ONNX Runtime library (or directory) for a build: cpu, qnn, openvino, directml, gpu.
     #[arg(long = "runtime", value_name = "KEY=PATH")]
     pub runtime: Vec<String>,
+    #[command(flatten)]
+    pub runtime_env: RuntimeEnv,
     /// Keep the work directory (inputs, outputs and each worker's log) and print its path.
     #[arg(long)]
     pub keep_work: bool,
 }
 
-/// Flags of `compare`.
+/// An ONNX Runtime build given by its environment variable (or the equivalent flag).
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Execution")]
+pub struct RuntimeEnv {
+    /// The ONNX Runtime library (or directory) of the `cpu` build.
+    #[arg(
+        long = "runtime-cpu",
+        value_name = "PATH",
+        env = "NPU_AUDIT_RUNTIME_CPU",
+        hide_short_help = true
+    )]
+    pub cpu: Option<PathBuf>,
+    /// The QNN plugin library (or directory) of the `qnn` build.
+    #[arg(
+        long = "runtime-qnn",
+        value_name = "PATH",
+        env = "NPU_AUDIT_RUNTIME_QNN",
+        hide_short_help = true
+    )]
+    pub qnn: Option<PathBuf>,
+    /// The ONNX Runtime library (or directory) of the `openvino` build.
+    #[arg(
+        long = "runtime-openvino",
+        value_name = "PATH",
+        env = "NPU_AUDIT_RUNTIME_OPENVINO",
+        hide_short_help = true
+    )]
+    pub openvino: Option<PathBuf>,
+    /// The ONNX Runtime library (or directory) of the `directml` build.
+    #[arg(
+        long = "runtime-directml",
+        value_name = "PATH",
+        env = "NPU_AUDIT_RUNTIME_DIRECTML",
+        hide_short_help = true
+    )]
+    pub directml: Option<PathBuf>,
+    /// The ONNX Runtime library (or directory) of the `gpu` build.
+    #[arg(
+        long = "runtime-gpu",
+        value_name = "PATH",
+        env = "NPU_AUDIT_RUNTIME_GPU",
+        hide_short_help = true
+    )]
+    pub gpu: Option<PathBuf>,
+}
+
+impl RuntimeEnv {
+    /// The builds given, as (key, path).
+    pub fn given(&self) -> Vec<(&'static str, PathBuf)> {
+        [
+            ("cpu", &self.cpu),
+            ("qnn", &self.qnn),
+            ("openvino", &self.openvino),
+            ("directml", &self.directml),
+            ("gpu", &self.gpu),
+        ]
+        .into_iter()
+        .filter_map(|(k, p)| p.clone().filter(|p| !p.as_os_str().is_empty()).map(|p| (k, p)))
+        .collect()
+    }
+}
+
+/// Flags of `compare` (and `layers`, which shares them).
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The quantized ONNX model to audit.
     pub model: PathBuf,
+    #[command(flatten)]
+    pub reference: ReferenceArgs,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+    #[command(flatten)]
+    pub layers: LayerArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+}
+
+/// Where the golden run comes from.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Reference")]
+pub struct ReferenceArgs {
     /// The fp32 model whose CPU run is the golden run (default: derived from MODEL). With
     /// --golden, it is checked to be the golden run's model.
     #[arg(long)]
@@ -192,6 +322,12 @@ pub struct CompareArgs {
     /// golden run was made with (said in the report's notes).
     #[arg(long, requires = "golden_dir")]
     pub allow_golden_mismatch: bool,
+}
+
+/// Which targets run, and what is measured on them besides the outputs.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Targets")]
+pub struct TargetArgs {
     /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
     /// tensorrt; extra options as ,key=value. Default: every target this machine can run.
     #[arg(long = "target", short = 't', value_name = "TARGET")]
@@ -202,11 +338,23 @@ pub struct CompareArgs {
     /// Do not add the cpu:noopt baseline (the reference integer implementation).
     #[arg(long)]
     pub no_baseline: bool,
-    #[command(flatten)]
-    pub inputs: InputArgs,
     /// Class axis for top-k agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS")]
     pub class_axis: Vec<String>,
+    /// Run every sample N times on every target and report targets whose outputs are not
+    /// bit-identical across the runs.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub repeat: u64,
+    /// Each target's arithmetic fingerprint in its row, and the reading of its drift: auto
+    /// (cached, measured when missing), cached (only what `npu-audit fingerprint` cached), off.
+    #[arg(long, value_enum, default_value_t = FingerprintChoice::Auto)]
+    pub fingerprint: FingerprintChoice,
+}
+
+/// The release gate: limits from flags and from the policy file.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Gate")]
+pub struct GateArgs {
     /// Fail (exit 1) when any output of any target is below this SQNR in dB.
     #[arg(long, value_name = "DB", allow_hyphen_values = true)]
     pub min_sqnr: Option<f64>,
@@ -230,33 +378,24 @@ pub struct CompareArgs {
     /// Fail (exit 1) when any compute node of a non-CPU target falls back to the CPU EP.
     #[arg(long)]
     pub fail_on_fallback: bool,
-    /// Keep each target's runtime log as DIR/<target>.log (default with --out FILE: FILE's name
-    /// with the extension .logs).
-    #[arg(long, value_name = "DIR")]
-    pub logs: Option<PathBuf>,
-    /// Run every sample N times on every target and report targets whose outputs are not
-    /// bit-identical across the runs.
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub repeat: u64,
-    /// Each target's arithmetic fingerprint in its row, and the reading of its drift: auto
-    /// (cached, measured when missing), cached (only what `npu-audit fingerprint` cached), off.
-    #[arg(long, value_enum, default_value_t = FingerprintChoice::Auto)]
-    pub fingerprint: FingerprintChoice,
     /// The release policy: limits per target, group and output, targets allowed to fail,
-    /// baseline mode (default: ./npu-audit.toml when it exists; flags override it).
-    #[arg(long, value_name = "FILE")]
+    /// baseline mode (`-`: stdin). Default: npu-audit.toml in the current directory or the
+    /// nearest parent up to the repository's root; flags override it.
+    #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Do not read ./npu-audit.toml.
+    /// Read no policy file.
     #[arg(long, conflicts_with = "config")]
     pub no_config: bool,
     /// Baseline mode: fail only where drift got worse than in this previous JSON report
     /// (by more than the policy's margins).
     #[arg(long, value_name = "FILE")]
     pub baseline_report: Option<PathBuf>,
-    /// Run the i-th of n parts of the targets (k-th target to part k mod n + 1; the baseline in
-    /// every part); join the parts with `npu-audit merge`.
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
+}
+
+/// What the report is written as, and what is kept besides it.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Reports")]
+pub struct ReportArgs {
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
@@ -265,10 +404,14 @@ pub struct CompareArgs {
     /// Save the golden run's and every target's outputs as DIR/<target>/s<k>.npz.
     #[arg(long, value_name = "DIR")]
     pub save_outputs: Option<PathBuf>,
-    #[command(flatten)]
-    pub layers: LayerArgs,
-    #[command(flatten)]
-    pub exec: ExecArgs,
+    /// Keep each target's runtime log as DIR/<target>.log (default with --out FILE: FILE's name
+    /// with the extension .logs).
+    #[arg(long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
+    /// Run the i-th of n parts of the targets (k-th target to part k mod n + 1; the baseline in
+    /// every part); join the parts with `npu-audit merge`.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
 }
 
 /// How the per-layer audit localises drift.
@@ -284,6 +427,7 @@ pub enum LayersChoice {
 
 /// Flags of the per-layer audit (`compare --layers`, `layers`).
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Layers")]
 pub struct LayerArgs {
     /// Per-layer drift: all (tap the layers), bisect (cut the graph), none. Default: none for
     /// compare (all when a selection flag is given), all for `layers`.
@@ -393,6 +537,8 @@ pub struct TargetsArgs {
     /// Use this ONNX Runtime library (or directory) for a build.
     #[arg(long = "runtime", value_name = "KEY=PATH")]
     pub runtime: Vec<String>,
+    #[command(flatten)]
+    pub runtime_env: RuntimeEnv,
 }
 
 /// `runtime` subcommands.
@@ -409,11 +555,15 @@ pub enum RuntimeCommand {
         /// Builds to install.
         #[arg(default_value = "all")]
         keys: Vec<String>,
+        #[command(flatten)]
+        runtime_env: RuntimeEnv,
     },
     /// Print the library path of a build, fetching it if needed.
     Path {
         /// The build: cpu, qnn, openvino, directml, gpu.
         key: String,
+        #[command(flatten)]
+        runtime_env: RuntimeEnv,
     },
 }
 

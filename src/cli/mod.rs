@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod commands;
+mod compare;
 
 use clap::Parser;
 
@@ -19,6 +20,7 @@ pub fn main() -> i32 {
     if let Command::Worker { job } = &cli.command {
         return crate::exec::child::run(job);
     }
+    commands::configure(&cli.global);
     crate::interrupt::install();
     let code = match commands::run(cli.command) {
         Ok(code) => code,

@@ -24,7 +24,8 @@ pub struct ExecOptions {
     pub timeout: Duration,
     pub jobs: Option<usize>,
     pub threads: Option<usize>,
-    pub runtime_flags: Vec<String>,
+    /// The runtimes the user pointed at.
+    pub runtimes: crate::runtime::RuntimeChoice,
     pub keep_work: bool,
 }
 
@@ -54,7 +55,7 @@ impl WorkDir {
             .map_err(|e| environment(format!("cannot create a work directory: {e}")))?;
         let path = dir.path().to_path_buf();
         if keep {
-            eprintln!("npu-audit: keeping the work directory {}", path.display());
+            crate::console::note(format!("keeping the work directory {}", path.display()));
             Ok(WorkDir {
                 path: dir.keep(),
                 dir: None,
@@ -118,7 +119,12 @@ impl Executor {
     pub fn run(&self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
         self.sessions.set(self.sessions.get() + jobs.len());
         let (config, _) = pool_config(&self.options, jobs.len());
-        let bar = ProgressBar::with_draw_target(Some(jobs.len() as u64), ProgressDrawTarget::stderr());
+        let target = if crate::console::progress() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(Some(jobs.len() as u64), target);
         if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} sessions  {msg}") {
             bar.set_style(style);
         }
@@ -126,6 +132,14 @@ impl Executor {
         let outcomes = run_all(jobs, config, &|job, outcome| {
             bar.inc(1);
             bar.set_message(format!("{} {}", job.target_id, outcome.status.as_str()));
+            bar.suspend(|| {
+                crate::console::detail(format!(
+                    "session {} {} in {:.0} ms",
+                    job.target_id,
+                    outcome.status.as_str(),
+                    outcome.wall_ms
+                ))
+            });
         });
         bar.finish_and_clear();
         crate::interrupt::check()?;

@@ -64,7 +64,7 @@ pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
         return Err(usage("--repeat must be at least 1"));
     }
     let probes = select(&cmd.probes)?;
-    let provisioner = Provisioner::new(&cmd.exec.runtime_flags)?;
+    let provisioner = Provisioner::new(&cmd.exec.runtimes)?;
     let planned = provision(targets(&cmd.targets, &[], false)?, &provisioner)?;
     let rows = run::fingerprint(&planned, &probes, &Executor::new(&cmd.exec)?, &cmd.options)?;
     Ok(FingerprintReport {

@@ -120,11 +120,11 @@ pub fn fingerprint(
         };
         if opts.use_cache && complete_set && all_finished {
             if let Err(e) = cache::store(&t.spec, rt, opts.repeat, &fp) {
-                eprintln!(
-                    "npu-audit: cannot cache the fingerprint of {}: {}",
+                crate::console::note(format!(
+                    "cannot cache the fingerprint of {}: {}",
                     t.spec.id,
                     crate::error::one_line(&e)
-                );
+                ));
             }
         }
         rows[ti] = Some(fp);

@@ -14,7 +14,7 @@ pub use generate::GenSpec;
 
 use crate::error::usage;
 use crate::model::{Dim, Signature, TensorInfo};
-use crate::tensor::{checked_len, read_npz, Tensor, MAX_ELEMENTS};
+use crate::tensor::{checked_len, read_npz, read_npz_bytes, Tensor, MAX_ELEMENTS};
 
 /// One input tensor of one sample, stored as `.npy`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -168,13 +168,13 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         .map(|d| d.to_string())
         .collect();
     if !dynamic.is_empty() {
-        eprintln!(
-            "npu-audit: input '{}' {} has dynamic dimensions ({}); generating with 1 for each. Pin them with --input-shape {}:...",
+        crate::console::note(format!(
+            "input '{}' {} has dynamic dimensions ({}); generating with 1 for each. Pin them with --input-shape {}:...",
             info.name,
             info.shape_text(),
             dynamic.join(", "),
             info.name
-        );
+        ));
     }
     let shape: Vec<usize> = dims
         .iter()
@@ -203,8 +203,18 @@ struct FileInputs {
 fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
     let mut samples: Vec<HashMap<String, Tensor>> = Vec::new();
     let mut files = Vec::new();
+    if opts.npz.iter().filter(|p| crate::userfile::is_stdio(p)).count() > 1 {
+        return Err(usage("--inputs - (standard input) can be given once"));
+    }
     for path in &opts.npz {
-        let arrays = read_npz(path).map_err(|e| usage(format!("--inputs {}: {e:#}", path.display())))?;
+        let arrays = if crate::userfile::is_stdio(path) {
+            crate::userfile::read_user_file(path)
+                .map_err(anyhow::Error::from)
+                .and_then(read_npz_bytes)
+        } else {
+            read_npz(path)
+        }
+        .map_err(|e| usage(format!("--inputs {}: {e:#}", crate::userfile::shown(path))))?;
         files.push(path.display().to_string());
         let mut sample = HashMap::new();
         for (name, t) in arrays {

@@ -19,6 +19,9 @@ use crate::inputs::InputFile;
 use crate::model::slice::MeasuredType;
 use crate::tensor::Tensor;
 
+/// Types and shapes of the tensors fed to the isolated layers, by name.
+type Types = HashMap<String, MeasuredType>;
+
 /// The units of one run that can run alone: (position in the selection, unit, feeds).
 type Units<'u> = Vec<(usize, &'u Unit, &'u Vec<Feed>)>;
 
@@ -70,7 +73,7 @@ fn write_feeds(
     iso: &Units<'_>,
     golden: &JobResult,
     dir: &Path,
-) -> Result<(Vec<Vec<InputFile>>, HashMap<String, MeasuredType>)> {
+) -> Result<(Vec<Vec<InputFile>>, Types)> {
     let ctx = state.ctx;
     let mut samples: Vec<Vec<InputFile>> = Vec::new();
     let mut types = state.types.clone();

@@ -446,49 +446,6 @@ fn classify_fallback(
         .collect()
 }
 
-/// The one-line placement summary of a target: `41/43 nodes on QNN, 3 partitions, 2 compute
-/// ops on CPU: LayerNormalization x2`.
-pub fn summary_line(p: &PlacementSummary, target_ep: &str) -> String {
-    let short = target_ep.strip_suffix("ExecutionProvider").unwrap_or(target_ep);
-    let mut line = format!("{}/{} nodes on {short}", p.target_ep_nodes, p.total_nodes);
-    if target_ep == CPU_EP {
-        return line;
-    }
-    line.push_str(&format!(
-        ", {} partition{}",
-        p.ep_partitions,
-        if p.ep_partitions == 1 { "" } else { "s" }
-    ));
-    let mut compute: BTreeMap<&str, usize> = BTreeMap::new();
-    for f in p.fallback.iter().filter(|f| f.kind == "compute") {
-        *compute.entry(f.op_type.as_str()).or_default() += 1;
-    }
-    if compute.is_empty() {
-        line.push_str(", no compute op on CPU");
-    } else {
-        let list: Vec<String> = compute.iter().map(|(op, k)| format!("{op} x{k}")).collect();
-        line.push_str(&format!(
-            ", {} compute op{} on CPU: {}",
-            p.compute_fallback_nodes,
-            if p.compute_fallback_nodes == 1 { "" } else { "s" },
-            list.join(", ")
-        ));
-    }
-    match p.crossing_bytes {
-        Some(b) => line.push_str(&format!(", {} crossings ({})", p.crossing_count, human_bytes(b))),
-        None => line.push_str(&format!(", {} crossings (size unknown)", p.crossing_count)),
-    }
-    line
-}
-
-/// Bytes as `19200 B` (exact below 1 MiB) or `3.2 MiB`.
-pub fn human_bytes(b: u64) -> String {
-    if b < 1024 * 1024 {
-        format!("{b} B")
-    } else {
-        format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
-    }
-}
 /// A target whose execution provider took no node ran entirely on the CPU: that is a failure of
 /// the target, not a result for it.
 pub fn silent_fallback(summary: &PlacementSummary, ep: &str, log: &Path) -> Option<String> {

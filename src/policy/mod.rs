@@ -254,16 +254,20 @@ impl Policy {
 
     /// Reads and checks a policy file.
     pub fn load(path: &Path) -> Result<Policy> {
-        let bytes = std::fs::read(path).map_err(|e| usage(format!("{}: cannot read: {e}", path.display())))?;
+        let shown = crate::userfile::shown(path);
+        let bytes = crate::userfile::read_user_file(path).map_err(|e| usage(format!("{shown}: cannot read: {e}")))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             usage(format!(
-                "{}: not UTF-8 text (byte {})",
-                path.display(),
+                "{shown}: not UTF-8 text (byte {})",
                 e.utf8_error().valid_up_to()
             ))
         })?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let mut policy = Policy::parse(&text, &path.display().to_string(), &base)?;
+        // A policy read from standard input names paths relative to the current directory.
+        let base = match path.parent() {
+            Some(p) if !crate::userfile::is_stdio(path) => p.to_path_buf(),
+            _ => std::path::PathBuf::new(),
+        };
+        let mut policy = Policy::parse(&text, &shown, &base)?;
         policy.source = Some(PolicySource {
             path: path.to_path_buf(),
             sha256: crate::hash::sha256_hex(text.as_bytes()),

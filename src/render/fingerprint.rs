@@ -6,20 +6,8 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 use tabled::settings::Style as TableStyle;
 
+use super::present::{exact_num, shorten};
 use crate::fingerprint::result::{FingerprintReport, ProbeResult};
-
-/// Evidence numbers in full: codes as integers, ideals to six decimals, floats as the shortest
-/// f32 text (a last-bit difference must stay visible).
-fn exact_num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e9 {
-        format!("{v:.0}")
-    } else if (1e-3..1e7).contains(&v.abs()) {
-        let s = format!("{v:.6}");
-        s.trim_end_matches('0').to_string()
-    } else {
-        format!("{:e}", v as f32)
-    }
-}
 
 /// Whether a control came out other than a working harness must make it (a control the target
 /// refused or left to the CPU says nothing about the harness).
@@ -43,12 +31,31 @@ pub fn render(r: &FingerprintReport) -> String {
         "FINGERPRINT  probe set v{}, {} run(s) per probe",
         r.probe_set_version, r.repeat
     );
+    let _ = writeln!(out, "{}", verdict_table(r));
+    failed_controls(&mut out, r);
+    not_run(&mut out, r);
+    let evidence = evidence(r);
+    if !evidence.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nEVIDENCE (points where the candidates disagree, or the target missed)"
+        );
+        out.push_str(&evidence);
+    }
+    let _ = writeln!(
+        out,
+        "\nRULES  half-even: ties to even (ONNX QuantizeLinear); half-away: ties away from zero; half-up: ties toward +inf;\n       floor: toward -inf; truncation: toward zero. A rule is named only when it predicts every point; n/m counts\n       the points where the rules disagree (the deciding ones) that it got right. exact / ±1 LSB / ≤k LSB: codes of a\n       nonlinear function against the correctly rounded ones. fp32 / fp16 / fp16-ftz: the float arithmetic that\n       reproduces every output (ftz: subnormals flushed to zero)."
+    );
+    out
+}
+
+/// Probes by targets, each cell the verdict in short, and where each target's fingerprint came
+/// from.
+fn verdict_table(r: &FingerprintReport) -> String {
     let mut ids: Vec<(String, String)> = Vec::new();
-    for t in &r.targets {
-        for p in &t.probes {
-            if !ids.iter().any(|(id, _)| *id == p.probe) {
-                ids.push((p.probe.clone(), p.op.clone()));
-            }
+    for p in r.targets.iter().flat_map(|t| &t.probes) {
+        if !ids.iter().any(|(id, _)| *id == p.probe) {
+            ids.push((p.probe.clone(), p.op.clone()));
         }
     }
     let mut b = Builder::default();
@@ -73,8 +80,11 @@ pub fn render(r: &FingerprintReport) -> String {
         }
     }));
     b.push_record(status);
-    let _ = writeln!(out, "{}", b.build().with(TableStyle::psql()));
+    b.build().with(TableStyle::psql()).to_string()
+}
 
+/// Targets that could not be fingerprinted, and controls that came out wrong.
+fn failed_controls(out: &mut String, r: &FingerprintReport) {
     for t in &r.targets {
         if let Some(e) = &t.error {
             let _ = writeln!(out, "\n{}: {}", t.target, e);
@@ -89,14 +99,22 @@ pub fn render(r: &FingerprintReport) -> String {
             }
         }
     }
+}
 
+/// Probes a target refused, crashed on or timed out on, with the first line of the error.
+fn not_run(out: &mut String, r: &FingerprintReport) {
     let mut refused: Vec<String> = Vec::new();
     for t in &r.targets {
         for p in &t.probes {
             if let Some(e) = &p.error {
                 let first = e.lines().next().unwrap_or("");
-                let short: String = first.chars().take(160).collect();
-                refused.push(format!("  {} {} ({}): {short}", t.target, p.probe, p.verdict));
+                refused.push(format!(
+                    "  {} {} ({}): {}",
+                    t.target,
+                    p.probe,
+                    p.verdict,
+                    shorten(first, 160)
+                ));
             }
         }
     }
@@ -106,7 +124,11 @@ pub fn render(r: &FingerprintReport) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+}
 
+/// The evidence of every verdict a reader needs to see: each candidate's prediction and what the
+/// target returned, at the deciding points.
+fn evidence(r: &FingerprintReport) -> String {
     let mut evidence = String::new();
     for t in &r.targets {
         for p in t.probes.iter().filter(|p| needs_evidence(p)) {
@@ -143,16 +165,5 @@ pub fn render(r: &FingerprintReport) -> String {
             }
         }
     }
-    if !evidence.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nEVIDENCE (points where the candidates disagree, or the target missed)"
-        );
-        out.push_str(&evidence);
-    }
-    let _ = writeln!(
-        out,
-        "\nRULES  half-even: ties to even (ONNX QuantizeLinear); half-away: ties away from zero; half-up: ties toward +inf;\n       floor: toward -inf; truncation: toward zero. A rule is named only when it predicts every point; n/m counts\n       the points where the rules disagree (the deciding ones) that it got right. exact / ±1 LSB / ≤k LSB: codes of a\n       nonlinear function against the correctly rounded ones. fp32 / fp16 / fp16-ftz: the float arithmetic that\n       reproduces every output (ftz: subnormals flushed to zero)."
-    );
-    out
+    evidence
 }

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::table::{bold, fmt_db_opt, fmt_num, table};
-use crate::report::model::{CodeComparison, LayerReport, Num, Report, TargetReport};
+use super::present::{attribution, db_opt, divergence_at, num};
+use super::table::{bold, table_indented};
+use crate::report::model::{CodeComparison, LayerReport, Num, Report, TapEffects, TargetLayerSummary, TargetReport};
 
 /// Orders layers worst first: the largest SQNR drop, then the most codes differing from the
 /// baseline, then the lowest SQNR.
@@ -30,7 +31,7 @@ fn codes_cell(c: Option<&CodeComparison>, quantized: bool) -> String {
         return "0".into();
     }
     if !quantized {
-        return format!("{} (max {})", c.differing, fmt_num(c.max_abs.0));
+        return format!("{} (max {})", c.differing, num(c.max_abs.0));
     }
     let ties = c.ties.map(|t| format!(", {t} on .5")).unwrap_or_default();
     format!(
@@ -59,15 +60,15 @@ fn layer_table(layers: &[&LayerReport]) -> String {
             l.op_type.clone(),
             l.node.clone(),
             l.tensor.clone(),
-            fmt_db_opt(l.sqnr_db),
-            fmt_db_opt(l.sqnr_drop_db),
-            l.max_abs.map_or("-".into(), |v: Num| fmt_num(v.0)),
+            db_opt(l.sqnr_db),
+            db_opt(l.sqnr_drop_db),
+            l.max_abs.map_or("-".into(), |v: Num| num(v.0)),
             codes_cell(l.vs_baseline.as_ref(), l.quantized),
-            fmt_db_opt(l.introduced_sqnr_db),
+            db_opt(l.introduced_sqnr_db),
             codes_cell(l.introduced_vs_baseline.as_ref(), l.quantized),
         ]);
     }
-    table(b)
+    table_indented(b, 4)
 }
 
 fn target_section(s: &mut String, t: &TargetReport, top: usize, baseline: Option<&str>) {
@@ -76,57 +77,11 @@ fn target_section(s: &mut String, t: &TargetReport, top: usize, baseline: Option
     if let Some(e) = &summary.error {
         let _ = writeln!(s, "    {e}");
     }
-    match (&summary.first_divergence, baseline) {
-        (_, Some(b)) if b == t.id => {
-            let _ = writeln!(s, "    the baseline: other targets' codes are compared with these");
-        }
-        (Some(f), _) => {
-            let attribution = match f.introduced {
-                Some(true) => "; alone on golden inputs it differs too: introduced here",
-                Some(false) => "; alone on golden inputs it agrees: inherited from its inputs",
-                None => "",
-            };
-            let _ = writeln!(
-                s,
-                "    first divergence: #{} {} ({}) at {}: {} codes differ, max {} LSB{attribution}",
-                f.index, f.node, f.op_type, f.tensor, f.differing, f.max_steps
-            );
-        }
-        (None, Some(_)) if summary.layers_not_compared > 0 => {
-            let _ = writeln!(
-                s,
-                "    first divergence: none among the layers compared; {} layer(s) could not be compared with the baseline",
-                summary.layers_not_compared
-            );
-        }
-        (None, Some(_)) => {
-            let _ = writeln!(
-                s,
-                "    first divergence: none (every tapped layer within tolerance of the baseline)"
-            );
-        }
-        (None, None) => {}
+    if let Some(line) = divergence_line(t, summary, baseline) {
+        let _ = writeln!(s, "    {line}");
     }
     if let Some(e) = &summary.tap_effects {
-        let outputs = if e.outputs_identical {
-            "final outputs bit-identical to the untapped run"
-        } else {
-            "final outputs DIFFER from the untapped run: tapping changed the computation"
-        };
-        let nodes = if e.nodes_changed_count == 0 {
-            "placement unchanged".to_string()
-        } else {
-            format!(
-                "{} node(s) placed or fused differently (e.g. {})",
-                e.nodes_changed_count,
-                e.nodes_changed.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-            )
-        };
-        let _ = writeln!(
-            s,
-            "    tapping: {nodes}; partitions {} untapped, {} tapped; {outputs}",
-            e.partitions_untapped, e.partitions_tapped
-        );
+        let _ = writeln!(s, "    {}", tapping_line(e));
     }
     if let Some(b) = &summary.bisect {
         let steps: Vec<String> = b
@@ -155,6 +110,42 @@ fn target_section(s: &mut String, t: &TargetReport, top: usize, baseline: Option
         t.layers.len(),
         indent(&layer_table(&worst), 4)
     );
+}
+
+/// Where the target first departs from the baseline (nothing without a baseline).
+fn divergence_line(t: &TargetReport, summary: &TargetLayerSummary, baseline: Option<&str>) -> Option<String> {
+    Some(match (&summary.first_divergence, baseline) {
+        (_, Some(b)) if b == t.id => "the baseline: other targets' codes are compared with these".into(),
+        (Some(f), _) => format!("first divergence: {}{}", divergence_at(f), attribution(f)),
+        (None, Some(_)) if summary.layers_not_compared > 0 => format!(
+            "first divergence: none among the layers compared; {} layer(s) could not be compared with the baseline",
+            summary.layers_not_compared
+        ),
+        (None, Some(_)) => "first divergence: none (every tapped layer within tolerance of the baseline)".into(),
+        (None, None) => return None,
+    })
+}
+
+/// What tapping did to the target's session.
+fn tapping_line(e: &TapEffects) -> String {
+    let outputs = if e.outputs_identical {
+        "final outputs bit-identical to the untapped run"
+    } else {
+        "final outputs DIFFER from the untapped run: tapping changed the computation"
+    };
+    let nodes = if e.nodes_changed_count == 0 {
+        "placement unchanged".to_string()
+    } else {
+        format!(
+            "{} node(s) placed or fused differently (e.g. {})",
+            e.nodes_changed_count,
+            e.nodes_changed.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        )
+    };
+    format!(
+        "tapping: {nodes}; partitions {} untapped, {} tapped; {outputs}",
+        e.partitions_untapped, e.partitions_tapped
+    )
 }
 
 fn indent(text: &str, n: usize) -> String {

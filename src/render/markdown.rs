@@ -12,9 +12,9 @@
 
 use std::fmt::Write as _;
 
-use super::table::fmt_num;
+use super::present::{db, divergence_cell, num, pct, plural_s, rule_value, rule_values, shorten, signed_db};
 use crate::exec::RunStatus;
-use crate::report::model::{Num, Report, RuleResult, TargetReport, Verdict};
+use crate::report::model::{Report, RuleResult, TargetReport, Verdict};
 use crate::target::TargetRole;
 
 /// The most bytes the rendering takes (GitHub's comment limit is 65536 characters).
@@ -58,7 +58,7 @@ pub fn render(report: &Report) -> String {
             s,
             "\n<details><summary>{} passing rule{}</summary>\n",
             passing.len(),
-            plural(passing.len())
+            plural_s(passing.len())
         );
         rule_table(&mut s, &passing, PASSING_BUDGET);
         s.push_str("\n</details>\n");
@@ -68,48 +68,17 @@ pub fn render(report: &Report) -> String {
     enforce_limit(s)
 }
 
-/// A rule's measured value or limit: dB rules with two decimals, others with about four
-/// significant digits; a value that could not be measured says so.
-pub fn rule_value(rule: &str, v: Num) -> String {
-    let x = v.0;
-    if x.is_nan() {
-        return "not measured".into();
-    }
-    if x.is_finite() && rule.ends_with("_db") {
-        return format!("{x:.2}");
-    }
-    if x.is_finite() && x == x.trunc() && x.abs() < 1e15 {
-        // Counts (fallback nodes, partitions, ran, bit_exact) read best without decimals.
-        return format!("{x:.0}");
-    }
-    fmt_num(x)
-}
-
-/// A rule's measured value and limit, as [`rule_value`] writes them, with every digit when
-/// the short forms would read equal although the values differ (a rule failing by a hair).
-pub fn rule_values(rule: &str, measured: Num, limit: Num) -> (String, String) {
-    let (m, l) = (rule_value(rule, measured), rule_value(rule, limit));
-    if m == l && measured.0 != limit.0 && measured.0.is_finite() && limit.0.is_finite() {
-        return (format!("{}", measured.0), format!("{}", limit.0));
-    }
-    (m, l)
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
 fn heading(s: &mut String, report: &Report) {
     let verdict = match report.gate.verdict {
         Verdict::Pass => "✅ PASS",
         Verdict::Fail => "❌ FAIL",
         Verdict::None => "➖ no gate",
     };
-    let _ = writeln!(s, "### {verdict} · npu-audit · {}", code(&cut(&report.model.path, 200)));
+    let _ = writeln!(
+        s,
+        "### {verdict} · npu-audit · {}",
+        code(&shorten(&report.model.path, 200))
+    );
     let ran = report.targets.iter().filter(|t| t.status == RunStatus::Ok).count();
     let failing = report.gate.rules.iter().filter(|r| !r.pass).count();
     let short_sha: String = report.model.sha256.chars().take(12).collect();
@@ -117,10 +86,10 @@ fn heading(s: &mut String, report: &Report) {
         s,
         "\nmodel sha256 {} · golden: {} · {ran}/{} targets ran · {} rule{}, {failing} failing · exit code {}",
         code(&short_sha),
-        escape(&cut(&report.reference.description, LINE_CHARS)),
+        escape(&shorten(&report.reference.description, LINE_CHARS)),
         report.targets.len(),
         report.gate.rules.len(),
-        plural(report.gate.rules.len()),
+        plural_s(report.gate.rules.len()),
         report.exit_code as i32,
     );
 }
@@ -175,7 +144,7 @@ fn push_table(
         let line = format!(
             "| {} |\n",
             row.iter()
-                .map(|c| escape(&cut(c, CELL_CHARS)))
+                .map(|c| escape(&shorten(c, CELL_CHARS)))
                 .collect::<Vec<_>>()
                 .join(" | ")
         );
@@ -254,7 +223,7 @@ fn target_row(report: &Report, t: &TargetReport, multi_output: bool) -> Vec<Stri
         status.push_str(" (allowed)");
     }
     if failing > 0 {
-        status.push_str(&format!(", {failing} failing rule{}", plural(failing)));
+        status.push_str(&format!(", {failing} failing rule{}", plural_s(failing)));
     }
     let mut id = t.id.clone();
     if t.role == TargetRole::Baseline {
@@ -283,13 +252,13 @@ fn target_row(report: &Report, t: &TargetReport, multi_output: bool) -> Vec<Stri
         .map(|o| o.max_abs.0)
         .filter(|v| !v.is_nan())
         .max_by(f64::total_cmp)
-        .map_or("-".into(), fmt_num);
+        .map_or("-".into(), num);
     let top1 = t
         .outputs
         .iter()
         .filter_map(|o| o.top1_agreement)
         .min_by(f64::total_cmp)
-        .map_or("-".into(), |v| format!("{:.1}%", v * 100.0));
+        .map_or("-".into(), |v| pct(Some(v)));
     let excess = if baseline {
         "(baseline)".into()
     } else {
@@ -298,16 +267,7 @@ fn target_row(report: &Report, t: &TargetReport, multi_output: bool) -> Vec<Stri
             .filter_map(|o| o.baseline.as_ref().map(|b| b.excess_db.0))
             .filter(|v| !v.is_nan())
             .max_by(f64::total_cmp)
-            .map_or(
-                "-".into(),
-                |v| {
-                    if v.is_finite() {
-                        format!("{v:+.2}")
-                    } else {
-                        fmt_num(v)
-                    }
-                },
-            )
+            .map_or("-".into(), signed_db)
     };
     let fallback = t.placement.as_ref().map_or("-".into(), |p| {
         format!("{} / {}", p.compute_fallback_nodes, p.ep_partitions)
@@ -320,44 +280,8 @@ fn target_row(report: &Report, t: &TargetReport, multi_output: bool) -> Vec<Stri
         top1,
         excess,
         fallback,
-        divergence(t, baseline),
+        divergence_cell(t, baseline),
     ]
-}
-
-fn db(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:.2}")
-    } else {
-        fmt_num(v)
-    }
-}
-
-/// The first layer departing from the baseline, from `layer_summary`.
-fn divergence(t: &TargetReport, baseline: bool) -> String {
-    let Some(summary) = &t.layer_summary else {
-        return "-".into();
-    };
-    if baseline {
-        return "(baseline)".into();
-    }
-    match &summary.first_divergence {
-        Some(f) => {
-            let how = match f.introduced {
-                Some(true) => ", introduced",
-                Some(false) => ", inherited",
-                None => "",
-            };
-            format!(
-                "#{} {} ({}): {} differ, max {} LSB{how}",
-                f.index, f.node, f.op_type, f.differing, f.max_steps
-            )
-        }
-        None if summary.layers_not_compared > 0 => {
-            format!("none ({} not compared)", summary.layers_not_compared)
-        }
-        None if summary.error.is_some() => "error".into(),
-        None => "none".into(),
-    }
 }
 
 fn not_run_section(s: &mut String, report: &Report) {
@@ -376,14 +300,14 @@ fn not_run_section(s: &mut String, report: &Report) {
             .unwrap_or("no error text");
         let line = format!(
             "- {} {}{}: {}\n",
-            code(&cut(&t.id, CELL_CHARS)),
+            code(&shorten(&t.id, CELL_CHARS)),
             t.status.as_str(),
             if t.required {
                 " (required)"
             } else {
                 " (allowed to fail)"
             },
-            escape(&cut(error.trim(), LINE_CHARS))
+            escape(&shorten(error.trim(), LINE_CHARS))
         );
         if s.len() - start + line.len() > NOT_RUN_BUDGET {
             break;
@@ -404,7 +328,7 @@ fn notes_section(s: &mut String, report: &Report) {
     let start = s.len();
     let mut shown = 0;
     for n in report.notes.iter().take(MAX_NOTES) {
-        let line = format!("- {}\n", escape(&cut(n, LINE_CHARS)));
+        let line = format!("- {}\n", escape(&shorten(n, LINE_CHARS)));
         if s.len() - start + line.len() > NOTES_BUDGET {
             break;
         }
@@ -437,16 +361,6 @@ fn enforce_limit(mut s: String) -> String {
         s.push_str("\n</details>\n");
     }
     s
-}
-
-/// At most `max` characters, with `…` when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// Escapes text for a table cell or inline Markdown: `|` (which ends a cell even inside code),
@@ -502,11 +416,6 @@ fn code(text: &str) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::report::model::{Report, RuleResult};
-
-    fn load(name: &str) -> Option<Report> {
-        let text = std::fs::read_to_string(format!("/tmp/reports/{name}.json")).ok()?;
-        Some(serde_json::from_str(&text).expect("report parses"))
-    }
 
     /// A small report written by hand: `qnn:sm8650` ran (two outputs, one named with a pipe
     /// and a newline; two layers, one bit-exact), `openvino` was required and failed, and the
@@ -625,23 +534,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn rule_values_read_naturally() {
-        assert_eq!(rule_value("min_sqnr_db", Num(25.0561)), "25.06");
-        assert_eq!(rule_value("max_fallback_nodes", Num(1.0)), "1");
-        assert_eq!(rule_value("max_abs", Num(0.030261)), "0.03026");
-        assert_eq!(rule_value("min_sqnr_db", Num(f64::INFINITY)), "inf");
-        assert_eq!(rule_value("max_fallback_nodes", Num(f64::NAN)), "not measured");
-        assert_eq!(
-            rule_values("min_sqnr_db", Num(32.499853), Num(32.5)),
-            ("32.499853".to_string(), "32.5".to_string())
-        );
-        assert_eq!(
-            rule_values("min_sqnr_db", Num(32.0), Num(32.5)),
-            ("32.00".to_string(), "32.50".to_string())
-        );
-    }
-
-    #[test]
     fn small_report_lists_failing_rules_targets_and_errors() {
         let r = small_report();
         let md = render(&r);
@@ -704,23 +596,5 @@ pub(crate) mod tests {
         let out = enforce_limit(s);
         assert!(out.len() <= MAX_CHARS);
         assert!(out.ends_with("</details>\n"));
-    }
-
-    #[test]
-    fn real_reports_render() {
-        for name in ["cnn", "fallback", "transformer"] {
-            let Some(r) = load(name) else { continue };
-            let md = render(&r);
-            let first = md.lines().next().unwrap_or_default();
-            match r.gate.verdict {
-                Verdict::Pass => assert!(first.contains("✅ PASS")),
-                Verdict::Fail => assert!(first.contains("❌ FAIL")),
-                Verdict::None => assert!(first.contains("no gate")),
-            }
-            assert!(first.contains(&r.model.path));
-            let failing = r.gate.rules.iter().filter(|x| !x.pass).count();
-            assert_eq!(table_rows(&md, "**Failing rules**").len(), failing, "{name}\n{md}");
-            assert_eq!(table_rows(&md, "**Targets**").len(), r.targets.len(), "{name}");
-        }
     }
 }

@@ -1,11 +1,14 @@
 //! Renderers: one report, rendered (never recomputed) for a terminal, Markdown, JUnit XML, HTML
 //! and Model Explorer node data, and written as files all together or not at all.
 
+pub mod explain;
 pub mod explorer;
 pub mod fingerprint;
 pub mod html;
 pub mod junit;
 pub mod layers;
+pub mod listing;
 pub mod markdown;
 pub mod outputs;
+pub mod present;
 pub mod table;

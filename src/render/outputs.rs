@@ -9,8 +9,8 @@ use anyhow::Result;
 use super::{explorer, html, junit, markdown};
 use crate::error::usage;
 use crate::exec::executor::sanitize;
-use crate::outfile::{check_writable_as, write_atomic};
 use crate::report::model::Report;
+use crate::userfile::{check_writable_as, is_stdio, write_atomic};
 
 /// The report files one command writes (`--out`, `--markdown`, `--junit`, `--html`,
 /// `--node-data`).
@@ -37,12 +37,23 @@ impl OutputPaths {
         .collect()
     }
 
-    /// Checks every path can be written, and that no two flags name the same file.
+    /// Checks every path can be written, that no two flags name the same file, and that at most
+    /// one is standard output (`-`).
     pub fn check(&self) -> Result<()> {
         let files = self.files();
+        let stdout: Vec<&str> = files.iter().filter(|(_, p)| is_stdio(p)).map(|(f, _)| *f).collect();
+        if stdout.len() > 1 {
+            return Err(usage(format!(
+                "{} all name standard output (-): only one can",
+                stdout.join(", ")
+            )));
+        }
+        if self.node_data.as_deref().is_some_and(is_stdio) {
+            return Err(usage("--node-data names a directory; it cannot be standard output"));
+        }
         for (i, (flag, path)) in files.iter().enumerate() {
             check_writable_as(flag, path)?;
-            if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path) {
+            if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path && !is_stdio(p)) {
                 return Err(usage(format!(
                     "{other} and {flag} name the same file {}",
                     path.display()
@@ -66,8 +77,9 @@ impl OutputPaths {
         Ok(())
     }
 
-    /// Renders every requested format, then writes each file atomically.
-    pub fn write(&self, report: &Report, json_text: &str) -> Result<()> {
+    /// Renders every requested format, then writes each file atomically. Returns the text of
+    /// the one named `-`, for standard output.
+    pub fn write(&self, report: &Report, json_text: &str) -> Result<Option<String>> {
         let mut rendered: Vec<(PathBuf, String)> = Vec::new();
         if let Some(p) = &self.json {
             rendered.push((p.clone(), json_text.to_string()));
@@ -98,9 +110,14 @@ impl OutputPaths {
             }
             std::fs::create_dir_all(dir).map_err(|e| usage(format!("--node-data {}: {e}", dir.display())))?;
         }
+        let mut stdout = None;
         for (path, text) in rendered {
-            write_atomic(&path, text.as_bytes())?;
+            if is_stdio(&path) {
+                stdout = Some(text);
+            } else {
+                write_atomic(&path, text.as_bytes())?;
+            }
         }
-        Ok(())
+        Ok(stdout)
     }
 }

@@ -8,10 +8,11 @@ use std::fmt::Write as _;
 use anstyle::{AnsiColor, Style};
 use tabled::builder::Builder;
 use tabled::settings::object::Rows;
-use tabled::settings::{Alignment, Modify, Style as TableStyle};
+use tabled::settings::{Alignment, Modify, Style as TableStyle, Width};
 
+use super::present::{bytes, cosine, db, ep_short, num, pct, placement_line, printable, runtime_text, signed_db};
 use crate::exec::RunStatus;
-use crate::report::model::{Num, OutputMetrics, Report, TargetReport, Verdict};
+use crate::report::model::{OutputMetrics, Report, TargetReport, Verdict};
 use crate::target::TargetRole;
 
 fn paint(text: &str, style: Style) -> String {
@@ -31,49 +32,32 @@ fn status_style(s: RunStatus) -> Style {
     }
 }
 
-/// Formats a metric with about 4 significant digits.
-pub fn fmt_num(v: f64) -> String {
-    if v.is_nan() {
-        return "-".into();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if v == 0.0 {
-        return "0".into();
-    }
-    let a = v.abs();
-    if !(1e-3..1e5).contains(&a) {
-        format!("{v:.3e}")
-    } else {
-        let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
-        format!("{v:.decimals$}")
-    }
-}
-
-fn fmt_db(v: Num) -> String {
-    if v.0.is_finite() {
-        format!("{:.2}", v.0)
-    } else {
-        fmt_num(v.0)
-    }
-}
-
-/// A dB figure, or `-` when there is none.
-pub fn fmt_db_opt(v: Option<Num>) -> String {
-    v.map_or("-".into(), fmt_db)
-}
-
-fn fmt_pct(v: Option<f64>) -> String {
-    v.map(|x| format!("{:.1}%", x * 100.0)).unwrap_or_else(|| "-".into())
-}
-
-/// A rounded table with right-aligned cells below the header.
+/// A rounded table with right-aligned cells below the header, wrapped to fit the terminal.
 pub fn table(builder: Builder) -> String {
+    table_indented(builder, 0)
+}
+
+/// [`table`] for a table printed `indent` columns in.
+pub fn table_indented(builder: Builder, indent: usize) -> String {
     let mut t = builder.build();
     t.with(TableStyle::rounded())
         .with(Modify::new(Rows::new(1..)).with(Alignment::right()));
+    if let Some(width) = terminal_width() {
+        // Cells wrap at word boundaries; a table narrower than the terminal is left as it is.
+        t.with(Width::wrap(width.saturating_sub(indent).max(40)).keep_words(true));
+    }
     t.to_string()
+}
+
+/// The width to fit tables to: `COLUMNS`, else the terminal's, when stdout is a terminal.
+/// Piped output (files, CI logs, tests) is never wrapped.
+fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok());
+    columns.or_else(|| terminal_size::terminal_size().map(|(w, _)| w.0 as usize))
 }
 
 fn targets_table(report: &Report) -> String {
@@ -90,17 +74,7 @@ fn targets_table(report: &Report) -> String {
         "fingerprint",
     ]);
     for t in &report.targets {
-        let runtime = t
-            .runtime
-            .as_ref()
-            .map(|r| {
-                let mut s = format!("{} {}", r.package, r.version);
-                if let Some(p) = &r.plugin {
-                    s = format!("{} {} on {s}", p.package, p.version);
-                }
-                s
-            })
-            .unwrap_or_else(|| "-".into());
+        let runtime = t.runtime.as_ref().map_or_else(|| "-".into(), runtime_text);
         let ran = t.status == RunStatus::Ok;
         let (create, run, wall) = t
             .timing
@@ -237,25 +211,17 @@ fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<S
     let mut row = vec![
         t.id.clone(),
         bits,
-        fmt_num(o.max_abs.0),
-        fmt_num(o.mean_abs.0),
-        fmt_num(o.rmse.0),
+        num(o.max_abs.0),
+        num(o.mean_abs.0),
+        num(o.rmse.0),
         o.max_ulp.map(|u| u.to_string()).unwrap_or_else(|| "-".into()),
-        if o.cosine.0.is_finite() {
-            format!("{:.6}", o.cosine.0)
-        } else {
-            fmt_num(o.cosine.0)
-        },
-        fmt_db(o.sqnr_db),
+        cosine(o.cosine.0),
+        db(o.sqnr_db.0),
     ];
     if with_baseline {
         row.push(match &o.baseline {
             Some(d) => {
-                let text = if d.excess_db.0.is_finite() {
-                    format!("{:+.2}", d.excess_db.0)
-                } else {
-                    fmt_num(d.excess_db.0)
-                };
+                let text = signed_db(d.excess_db.0);
                 if d.excess_db.0 > 1.0 {
                     paint(&text, AnsiColor::Red.on_default())
                 } else {
@@ -265,8 +231,8 @@ fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<S
             None => "(baseline)".into(),
         });
     }
-    row.push(fmt_pct(o.top1_agreement));
-    row.push(fmt_pct(o.top5_agreement));
+    row.push(pct(o.top1_agreement));
+    row.push(pct(o.top5_agreement));
     row.push(format!("{}/{}", o.nan_count, o.inf_count));
     row
 }
@@ -315,20 +281,6 @@ fn indent_continuation(text: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join("\n      ")
-}
-
-/// Model-controlled text (tensor names) with control characters shown escaped, so a name cannot
-/// move the cursor or break the table.
-fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 /// Renders the whole report for a terminal, section by section.
@@ -414,8 +366,8 @@ fn outputs(s: &mut String, report: &Report) {
         };
         let mut line = format!(
             "loosest gate every target passes: --min-sqnr {} --max-abs {}  (cosine >= {:.6}",
-            fmt_db(tol.min_sqnr_db),
-            fmt_num(tol.max_abs.0),
+            db(tol.min_sqnr_db.0),
+            num(tol.max_abs.0),
             tol.min_cosine.0
         );
         if let Some(t1) = tol.min_top1_agreement {
@@ -507,9 +459,9 @@ fn placement(s: &mut String, report: &Report) {
             "  {}  {}  {}",
             bold(&t.id),
             paint(t.status.as_str(), status_style(t.status)),
-            crate::placement::summary_line(p, &t.ep)
+            placement_line(p, &t.ep)
         );
-        let short = |ep: &str| ep.strip_suffix("ExecutionProvider").unwrap_or(ep).to_string();
+        let short = |ep: &str| ep_short(ep).to_string();
         let strip: Vec<String> = p
             .partitions
             .iter()
@@ -550,11 +502,7 @@ fn placement(s: &mut String, report: &Report) {
         }
         for c in p.crossings.iter().filter(|c| c.kind == "mid_graph") {
             let size = match (c.bytes, &c.dtype) {
-                (Some(b), Some(d)) => format!(
-                    "{} x {d} = {}",
-                    c.elements.unwrap_or(0),
-                    crate::placement::human_bytes(b)
-                ),
+                (Some(b), Some(d)) => format!("{} x {d} = {}", c.elements.unwrap_or(0), bytes(b)),
                 _ => "size unknown".into(),
             };
             let _ = writeln!(
@@ -604,9 +552,9 @@ fn verdict(s: &mut String, report: &Report) {
                 r.target,
                 r.output,
                 r.rule,
-                fmt_num(r.measured.0),
-                r.previous.map(|p| fmt_num(p.0)).unwrap_or_default(),
-                fmt_num(r.limit.0)
+                num(r.measured.0),
+                r.previous.map(|p| num(p.0)).unwrap_or_default(),
+                num(r.limit.0)
             ),
             "bit_exact" => format!("{} {} bit_exact: {} elements differ", r.target, r.output, r.measured.0),
             _ if r.output == crate::gate::PLACEMENT_SCOPE && r.measured.0.is_nan() => format!(
@@ -621,25 +569,10 @@ fn verdict(s: &mut String, report: &Report) {
                 r.target,
                 r.output,
                 r.rule,
-                fmt_num(r.measured.0),
-                fmt_num(r.limit.0)
+                num(r.measured.0),
+                num(r.limit.0)
             ),
         };
         let _ = writeln!(s, "  failed: {line}  [{}]", r.origin);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_short_and_honest() {
-        assert_eq!(fmt_num(0.0), "0");
-        assert_eq!(fmt_num(0.1258), "0.1258");
-        assert_eq!(fmt_num(12.3456), "12.35");
-        assert_eq!(fmt_num(1.5e-5), "1.500e-5");
-        assert_eq!(fmt_num(f64::INFINITY), "inf");
-        assert_eq!(fmt_num(f64::NAN), "-");
     }
 }

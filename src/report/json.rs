@@ -16,8 +16,14 @@ pub fn to_string(report: &Report) -> Result<String> {
 /// Reads a report another run wrote (`merge`, `render`, baseline mode). Errors name the file
 /// and, for malformed JSON or a field of the wrong kind, the line and column.
 pub fn read(path: &Path) -> Result<Report> {
-    let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| usage(format!("{shown}: cannot read: {e}")))?;
+    let shown = crate::userfile::shown(path);
+    let bytes = crate::userfile::read_user_file(path).map_err(|e| usage(format!("{shown}: cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        usage(format!(
+            "{shown}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| usage(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
     if value.get("tool").and_then(|t| t.get("name")).and_then(|n| n.as_str()) != Some("npu-audit") {

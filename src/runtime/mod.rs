@@ -7,7 +7,32 @@ pub mod python;
 pub mod wheel;
 
 pub use catalog::{Build, BUILDS};
-pub use provision::{Provisioner, Runtime, Source};
+pub use provision::{Provisioner, Runtime, RuntimeChoice, Source};
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// How this process finds runtimes and caches: set once by the command line, read by the
+/// provisioner and the fingerprint cache.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// The cache of runtimes and fingerprints (`--cache-dir`, `NPU_AUDIT_CACHE`).
+    pub cache_dir: Option<PathBuf>,
+    /// The Python interpreter that fetches wheels (`--python`, `NPU_AUDIT_PYTHON`).
+    pub python: Option<String>,
+}
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// Sets this process's settings (the first call wins; later ones are ignored).
+pub fn configure(settings: Settings) {
+    let _ = SETTINGS.set(settings);
+}
+
+/// This process's settings (defaults when never configured).
+pub fn settings() -> &'static Settings {
+    SETTINGS.get_or_init(Settings::default)
+}
 
 use crate::target::Backend;
 

@@ -67,23 +67,34 @@ pub struct CacheManifest {
 /// Locates and fetches runtimes for one invocation of the tool.
 pub struct Provisioner {
     overrides: HashMap<String, PathBuf>,
+    env: HashMap<String, PathBuf>,
     cache_root: PathBuf,
     python: OnceLock<HashMap<String, InstalledPackage>>,
 }
 
-/// The per-user cache: `NPU_AUDIT_CACHE`, else the platform cache directory + `npu-audit`.
+/// Where the user pointed the tool at runtimes: `--runtime KEY=PATH` flags, and the builds given
+/// by their environment variable `NPU_AUDIT_RUNTIME_<KEY>` (or its flag `--runtime-<key>`).
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeChoice {
+    pub flags: Vec<String>,
+    /// (build key, path) from the environment.
+    pub env: Vec<(String, PathBuf)>,
+}
+
+/// The per-user cache: the configured directory (`--cache-dir`, `NPU_AUDIT_CACHE`), else the
+/// platform cache directory + `npu-audit`.
 pub fn cache_root() -> PathBuf {
-    match std::env::var_os("NPU_AUDIT_CACHE") {
-        Some(p) if !p.is_empty() => PathBuf::from(p),
+    match super::settings().cache_dir.clone() {
+        Some(p) if !p.as_os_str().is_empty() => p,
         _ => dirs::cache_dir().unwrap_or_else(std::env::temp_dir).join("npu-audit"),
     }
 }
 
 impl Provisioner {
-    /// `flags` are `--runtime KEY=PATH` values.
-    pub fn new(flags: &[String]) -> Result<Provisioner> {
+    /// A provisioner that honours the user's choice of runtimes.
+    pub fn new(choice: &RuntimeChoice) -> Result<Provisioner> {
         let mut overrides = HashMap::new();
-        for f in flags {
+        for f in &choice.flags {
             let (k, v) = f.split_once('=').ok_or_else(|| {
                 usage(format!(
                     "--runtime '{f}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)"
@@ -98,6 +109,7 @@ impl Provisioner {
         }
         Ok(Provisioner {
             overrides,
+            env: choice.env.iter().cloned().collect(),
             cache_root: cache_root(),
             python: OnceLock::new(),
         })
@@ -130,9 +142,8 @@ impl Provisioner {
                 .map_err(|e| usage(format!("--runtime {}={}: {e}", build.key, path.display())))?;
             return Ok(Some(user_runtime(build, lib, Source::Flag)));
         }
-        if let Some(path) = std::env::var_os(build.env_var).filter(|p| !p.is_empty()) {
-            let path = PathBuf::from(path);
-            let lib = resolve_user_path(build, &path)
+        if let Some(path) = self.env.get(build.key) {
+            let lib = resolve_user_path(build, path)
                 .map_err(|e| usage(format!("{}={}: {e}", build.env_var, path.display())))?;
             return Ok(Some(user_runtime(build, lib, Source::Env)));
         }
@@ -162,6 +173,12 @@ impl Provisioner {
             return Err(environment(format!("{} is not available here: {why}", build.label())));
         }
         if let Some(rt) = self.find(build)? {
+            crate::console::detail(format!(
+                "{}: {} ({})",
+                build.label(),
+                rt.library.display(),
+                rt.source.describe()
+            ));
             return Ok(rt);
         }
         self.fetch(build)
@@ -185,11 +202,11 @@ impl Provisioner {
         if let Some(manifest) = read_manifest(&dir) {
             return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
         }
-        eprintln!(
-            "npu-audit: fetching {} from the Python package index (first use; cached in {})",
+        crate::console::note(format!(
+            "fetching {} from the Python package index (first use; cached in {})",
             build.label(),
             dir.display()
-        );
+        ));
         let download = tempfile::tempdir_in(parent)
             .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
         let wheel = pip_download(build.package, build.version, build.env_var, download.path())?;
@@ -226,13 +243,13 @@ impl Provisioner {
             .map_err(|e| environment(format!("cannot move the runtime into {}: {e}", dir.display())))?;
         let _ = staging.keep();
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
-        eprintln!(
-            "npu-audit: installed {} ({} libraries, {:.0} MB, wheel sha256 {})",
+        crate::console::note(format!(
+            "installed {} ({} libraries, {:.0} MB, wheel sha256 {})",
             build.label(),
             manifest.files.len(),
             total as f64 / 1e6,
             &manifest.wheel_sha256[..16]
-        );
+        ));
         Ok(cached_runtime(build, &dir, &manifest, Source::Fetched))
     }
 

@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::environment;
 
-/// Interpreters to try, in order: `NPU_AUDIT_PYTHON`, else `python3`, else `python`.
+/// Interpreters to try, in order: the configured one (`--python`, `NPU_AUDIT_PYTHON`), else
+/// `python3`, else `python`.
 fn candidates() -> Vec<String> {
-    match std::env::var("NPU_AUDIT_PYTHON") {
-        Ok(p) if !p.is_empty() => vec![p],
+    match &super::settings().python {
+        Some(p) if !p.is_empty() => vec![p.clone()],
         _ => vec!["python3".into(), "python".into()],
     }
 }

@@ -5,7 +5,7 @@ mod npy;
 
 pub use float16::f64_to_f16_bits;
 
-pub use npy::{read_npy_header, read_npz, read_npz_entries, write_npz};
+pub use npy::{read_npy_header, read_npz, read_npz_bytes, read_npz_entries, write_npz};
 
 use std::fmt;
 

@@ -185,6 +185,11 @@ pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
     read_npz_from(BufReader::new(file)).with_context(|| format!("{}", path.display()))
 }
 
+/// [`read_npz`] of an archive held in memory (read from standard input).
+pub fn read_npz_bytes(bytes: Vec<u8>) -> Result<Vec<(String, Tensor)>> {
+    read_npz_from(std::io::Cursor::new(bytes))
+}
+
 fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
     let mut archive = zip::ZipArchive::new(reader).map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
     let mut out = Vec::with_capacity(archive.len());

@@ -1,6 +1,6 @@
-//! Files a command writes because the user named them: checked before any work, and written
-//! atomically (a temporary file in the same directory, renamed into place) so a failed run never
-//! leaves a half-written file.
+//! Files the user named: read (`-` is standard input), or written because the user asked for
+//! them, checked before any work and written atomically (a temporary file in the same directory,
+//! renamed into place) so a failed run never leaves a half-written file; `-` is standard output.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,6 +16,9 @@ pub fn check_writable(path: &Path) -> Result<()> {
 
 /// [`check_writable`] for the file of another flag, named in the error.
 pub fn check_writable_as(flag: &str, path: &Path) -> Result<()> {
+    if is_stdio(path) {
+        return Ok(());
+    }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -52,4 +55,28 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.persist(path)
         .map_err(|e| usage(format!("cannot write {}: {}", path.display(), e.error)))?;
     Ok(())
+}
+
+/// Whether a path names standard input or output (`-`).
+pub fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// The bytes of a file the user named, or of standard input for `-`.
+pub fn read_user_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    if is_stdio(path) {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
+        return Ok(bytes);
+    }
+    std::fs::read(path)
+}
+
+/// How a path is named in messages: `standard input` for `-`.
+pub fn shown(path: &Path) -> String {
+    if is_stdio(path) {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
 }

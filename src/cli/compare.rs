@@ -1,0 +1,246 @@
+//! `compare` and `layers`: the flags (and the policy file they point to) turned into the
+//! audit's options, checked before anything runs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::args::{CompareArgs, FingerprintChoice, GateArgs, LayerArgs, LayersChoice, ReportArgs};
+use super::commands::{exec_options, input_options, output_paths};
+use crate::audit::shard::Shard;
+use crate::audit::{CompareOptions, SavedOutputs};
+use crate::drift::FingerprintMode;
+use crate::error::usage;
+use crate::layers::select::Selection;
+use crate::layers::{LayerMode, LayerOptions};
+use crate::pattern::Pattern;
+use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
+use crate::render::outputs::OutputPaths;
+use crate::userfile::is_stdio;
+
+/// The audit's options and where its report goes, from `compare`'s (or `layers`') flags.
+pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, OutputPaths)> {
+    let files = output_paths(&a.reports.files);
+    files.check()?;
+    let thresholds = thresholds(&a.gate)?;
+    let stdin_users = [a.gate.config.as_deref(), a.gate.baseline_report.as_deref()]
+        .into_iter()
+        .flatten()
+        .chain(a.inputs.npz.iter().map(PathBuf::as_path))
+        .filter(|p| is_stdio(p))
+        .count();
+    if stdin_users > 1 {
+        return Err(usage(
+            "only one of --config, --baseline-report and --inputs can read standard input (-)",
+        ));
+    }
+    let logs = a.reports.logs.clone().or_else(|| {
+        a.reports
+            .files
+            .out
+            .as_ref()
+            .filter(|o| !is_stdio(o))
+            .map(|o| beside(o, "logs"))
+    });
+    if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
+        return Err(usage(format!("the log directory {} is a file", dir.display())));
+    }
+    let shard = a.reports.shard.as_deref().map(Shard::parse).transpose()?;
+    let save_outputs = saved_outputs(&a.reports, shard.is_some());
+    let layers = layer_options(&a.layers, layers_command)?;
+    let policy = policy_file(a.gate.config.as_deref(), a.gate.no_config)?.with_flags(
+        &thresholds,
+        &a.targets.allow_failure,
+        a.gate.baseline_report.as_deref(),
+    )?;
+    let targets = if a.targets.targets.is_empty() {
+        policy.targets.clone()
+    } else {
+        a.targets.targets
+    };
+    let opts = CompareOptions {
+        model: a.model,
+        reference: a.reference.reference,
+        golden: a.reference.golden_dir,
+        allow_golden_mismatch: a.reference.allow_golden_mismatch,
+        targets,
+        allow_failure: policy.allow_failure.clone(),
+        no_baseline: a.targets.no_baseline,
+        inputs: input_options(&a.inputs),
+        class_axis: a.targets.class_axis,
+        policy,
+        shard,
+        exec: exec_options(&a.exec)?,
+        save_outputs,
+        logs,
+        repeat: a.targets.repeat as usize,
+        fingerprint: match a.targets.fingerprint {
+            FingerprintChoice::Auto => FingerprintMode::Auto,
+            FingerprintChoice::Cached => FingerprintMode::Cached,
+            FingerprintChoice::Off => FingerprintMode::Off,
+        },
+        layers,
+    };
+    Ok((opts, files))
+}
+
+/// The limits given as flags, checked.
+fn thresholds(g: &GateArgs) -> Result<Thresholds> {
+    if let Some(v) = g.min_sqnr.filter(|v| v.is_nan()) {
+        return Err(usage(format!("--min-sqnr {v} is not a number")));
+    }
+    if g.max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
+        return Err(usage("--max-abs must be a non-negative number"));
+    }
+    if g.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        return Err(usage("--min-top1 must be a fraction between 0 and 1"));
+    }
+    Ok(Thresholds {
+        min_sqnr_db: g.min_sqnr,
+        max_abs: g.max_abs,
+        min_top1: g.min_top1,
+        require_bit_exact: g.require_bit_exact,
+        max_fallback_nodes: g.max_fallback_nodes,
+        max_partitions: g.max_partitions,
+        fail_on_fallback: g.fail_on_fallback,
+    })
+}
+
+/// `report.json` -> `report.logs` (or another extension); never the report itself.
+fn beside(out: &Path, extension: &str) -> PathBuf {
+    let dir = out.with_extension(extension);
+    if dir == out {
+        let mut name = out.as_os_str().to_os_string();
+        name.push(".d");
+        PathBuf::from(name)
+    } else {
+        dir
+    }
+}
+
+/// Where every run's outputs are kept: `--save-outputs DIR`, or for a shard with `--out FILE`
+/// beside the report, so `merge` can compare targets of different shards with each other.
+fn saved_outputs(r: &ReportArgs, sharded: bool) -> Option<SavedOutputs> {
+    match (
+        &r.save_outputs,
+        r.files.out.as_ref().filter(|o| sharded && !is_stdio(o)),
+    ) {
+        (Some(dir), _) => Some(SavedOutputs {
+            dir: dir.clone(),
+            recorded_as: Some(dir.display().to_string()),
+        }),
+        // The default directory sits beside the report: recorded by name, so the two can move
+        // together (CI artifacts).
+        (None, Some(out)) => {
+            let dir = beside(out, "outputs");
+            let recorded_as = dir.file_name().map(|n| n.to_string_lossy().to_string());
+            Some(SavedOutputs { dir, recorded_as })
+        }
+        (None, None) => None,
+    }
+}
+
+/// The policy file found by looking for `npu-audit.toml` in `start` and its parents, up to the
+/// repository root (the directory holding `.git`); outside a repository only `start` is looked at.
+pub fn find_policy(start: &Path) -> Option<PathBuf> {
+    let in_repository = start.ancestors().any(|d| d.join(".git").exists());
+    for dir in start.ancestors() {
+        let candidate = dir.join(DEFAULT_POLICY_FILE);
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        if !in_repository || dir.join(".git").exists() {
+            break;
+        }
+    }
+    None
+}
+
+/// The policy: `--config` (or `NPU_AUDIT_CONFIG`), else the nearest `npu-audit.toml` (unless
+/// `--no-config`).
+fn policy_file(config: Option<&Path>, no_config: bool) -> Result<Policy> {
+    match config {
+        Some(path) if !is_stdio(path) && !path.is_file() => {
+            Err(usage(format!("--config {}: no such file", path.display())))
+        }
+        Some(path) => Policy::load(path),
+        None if no_config => Ok(Policy::empty()),
+        None => match std::env::current_dir().ok().as_deref().and_then(find_policy) {
+            Some(found) => {
+                crate::console::detail(format!("policy file {}", found.display()));
+                Policy::load(&found)
+            }
+            None => Ok(Policy::empty()),
+        },
+    }
+}
+
+/// The per-layer audit asked for: `layers` always, `compare` with --layers or a selection flag.
+fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOptions>> {
+    let selection = Selection {
+        ops: a
+            .ops
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        nodes: a.nodes.clone(),
+        tensors: a.tensors.clone(),
+        list: a.tap_list.clone(),
+    };
+    for p in a.nodes.iter().chain(&a.tensors) {
+        Pattern::parse(p).map_err(|e| usage(format!("--node/--tensor: {e:#}")))?;
+    }
+    if let Some(list) = a.tap_list.as_ref().filter(|l| !l.is_file()) {
+        return Err(usage(format!("--tap-list {}: no such file", list.display())));
+    }
+    let default = if layers_command || !selection.is_all() {
+        LayersChoice::All
+    } else {
+        LayersChoice::None
+    };
+    let mode = match a.layers.unwrap_or(default) {
+        LayersChoice::None if !selection.is_all() => {
+            return Err(usage(
+                "--op, --node, --tensor and --tap-list select layers: drop --layers none",
+            ))
+        }
+        LayersChoice::None => return Ok(None),
+        LayersChoice::All => LayerMode::Tap,
+        LayersChoice::Bisect => LayerMode::Bisect,
+    };
+    Ok(Some(LayerOptions {
+        mode,
+        selection,
+        tolerance_lsb: a.tolerance,
+        isolate: !a.no_isolate,
+        isolate_window: a.isolate_window as usize,
+        tap_budget_bytes: a.tap_memory,
+        top: a.top,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_is_found_upward_within_the_repository_only() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let repo = root.path().join("repo");
+        let deep = repo.join("a").join("b");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        std::fs::create_dir_all(repo.join(".git")).expect("mkdir");
+        // A policy above the repository is never picked up.
+        std::fs::write(root.path().join(DEFAULT_POLICY_FILE), "").expect("write");
+        assert_eq!(find_policy(&deep), None);
+        std::fs::write(repo.join(DEFAULT_POLICY_FILE), "").expect("write");
+        assert_eq!(find_policy(&deep), Some(repo.join(DEFAULT_POLICY_FILE)));
+        std::fs::write(deep.join(DEFAULT_POLICY_FILE), "").expect("write");
+        assert_eq!(find_policy(&deep), Some(deep.join(DEFAULT_POLICY_FILE)));
+        // Outside a repository only the directory itself counts.
+        let loose = root.path().join("loose").join("x");
+        std::fs::create_dir_all(&loose).expect("mkdir");
+        assert_eq!(find_policy(&loose), None);
+    }
+}

@@ -1,0 +1,321 @@
+//! How every renderer writes numbers and the sentences they share, so that the terminal,
+//! Markdown, JUnit, HTML and node data never disagree about a figure: metrics with about four
+//! significant digits, dB with two decimals, percentages with one, counts with their noun, and
+//! the wording of a first divergence, a runtime, a placement summary.
+
+use crate::report::model::{LayerPointer, Num, PlacementSummary, RuntimeInfo, TargetReport};
+use crate::target::TargetRole;
+
+/// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
+pub fn num(v: f64) -> String {
+    if v.is_nan() {
+        return "-".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if v == 0.0 {
+        return "0".into();
+    }
+    let a = v.abs();
+    if !(1e-3..1e5).contains(&a) {
+        format!("{v:.3e}")
+    } else {
+        let decimals = (3 - a.log10().floor() as i32).max(0) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+/// A dB figure: two decimals when finite.
+pub fn db(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        num(v)
+    }
+}
+
+/// A dB figure that may be missing.
+pub fn db_opt(v: Option<Num>) -> String {
+    v.map_or("-".into(), |v| db(v.0))
+}
+
+/// A dB difference with its sign (`+6.10`).
+pub fn signed_db(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:+.2}")
+    } else {
+        num(v)
+    }
+}
+
+/// A fraction in [0, 1] as a percentage with one decimal, or `-`.
+pub fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0))
+}
+
+/// A cosine similarity: six decimals when finite.
+pub fn cosine(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.6}")
+    } else {
+        num(v)
+    }
+}
+
+/// `s` when `n` is not one.
+pub fn plural_s(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A count with its noun: `1 rule`, `3 rules`.
+pub fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", plural_s(n))
+}
+
+/// At most `max` characters of `text`, with `…` when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Text taken from a model or a runtime (tensor names, errors) with control characters shown
+/// escaped, so it can neither move a terminal's cursor nor break a table or a line.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// Escapes text for HTML or XML content and quoted attribute values.
+pub fn escape_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// An execution provider's name without the `ExecutionProvider` suffix.
+pub fn ep_short(ep: &str) -> &str {
+    ep.strip_suffix("ExecutionProvider").unwrap_or(ep)
+}
+
+/// `onnxruntime 1.31.1`, or a plugin on its host: `onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1`.
+pub fn runtime_text(r: &RuntimeInfo) -> String {
+    match &r.plugin {
+        Some(p) => format!("{} {} on {} {}", p.package, p.version, r.package, r.version),
+        None => format!("{} {}", r.package, r.version),
+    }
+}
+
+/// Bytes as `19200 B` (exact below 1 MiB) or `3.2 MiB`.
+pub fn bytes(b: u64) -> String {
+    if b < 1024 * 1024 {
+        format!("{b} B")
+    } else {
+        format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// A number in evidence tables in full: codes as integers, ideals to six decimals, floats as the
+/// shortest f32 text (a last-bit difference must stay visible).
+pub fn exact_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e9 {
+        format!("{v:.0}")
+    } else if (1e-3..1e7).contains(&v.abs()) {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').to_string()
+    } else {
+        format!("{:e}", v as f32)
+    }
+}
+
+/// A gate rule's measured value or limit: dB rules with two decimals, counts without decimals,
+/// others with about four significant digits; a value that could not be measured says so.
+pub fn rule_value(rule: &str, v: Num) -> String {
+    let x = v.0;
+    if x.is_nan() {
+        return "not measured".into();
+    }
+    if x.is_finite() && rule.ends_with("_db") {
+        return format!("{x:.2}");
+    }
+    if x.is_finite() && x == x.trunc() && x.abs() < 1e15 {
+        // Counts (fallback nodes, partitions, ran, bit_exact) read best without decimals.
+        return format!("{x:.0}");
+    }
+    num(x)
+}
+
+/// A rule's measured value and limit as [`rule_value`] writes them, with every digit when the
+/// short forms would read equal although the values differ (a rule failing by a hair).
+pub fn rule_values(rule: &str, measured: Num, limit: Num) -> (String, String) {
+    let (m, l) = (rule_value(rule, measured), rule_value(rule, limit));
+    if m == l && measured.0 != limit.0 && measured.0.is_finite() && limit.0.is_finite() {
+        return (format!("{}", measured.0), format!("{}", limit.0));
+    }
+    (m, l)
+}
+
+/// Where a layer first departs: `#3 conv_c (Conv) at c_Q: 258 codes differ, max 1 LSB`.
+pub fn divergence_at(d: &LayerPointer) -> String {
+    format!(
+        "#{} {} ({}) at {}: {} codes differ, max {} LSB",
+        d.index, d.node, d.op_type, d.tensor, d.differing, d.max_steps
+    )
+}
+
+/// Whether the departing layer introduced the drift (it departs alone on golden inputs too) or
+/// inherited it, as a clause to append; empty when it was not run alone.
+pub fn attribution(d: &LayerPointer) -> &'static str {
+    match d.introduced {
+        Some(true) => "; alone on golden inputs it differs too: introduced here",
+        Some(false) => "; alone on golden inputs it agrees: inherited from its inputs",
+        None => "",
+    }
+}
+
+/// One line on where a target first departs from the baseline, or why no layer is named.
+pub fn divergence_sentence(t: &TargetReport) -> String {
+    let Some(summary) = &t.layer_summary else {
+        return "no per-layer summary".into();
+    };
+    match &summary.first_divergence {
+        Some(d) => format!("first divergence: {}{}", divergence_at(d), attribution(d)),
+        None if t.role == TargetRole::Baseline => "the baseline: other targets' codes are compared with these".into(),
+        None if summary.layers_not_compared > 0 => format!(
+            "first divergence: none among the layers compared; {} layer(s) could not be compared with the baseline",
+            summary.layers_not_compared
+        ),
+        None => "first divergence: none (every tapped layer within tolerance of the baseline)".into(),
+    }
+}
+
+/// The first divergence in a table cell: `#3 conv_c (Conv): 258 differ, max 1 LSB, introduced`.
+pub fn divergence_cell(t: &TargetReport, baseline: bool) -> String {
+    let Some(summary) = &t.layer_summary else {
+        return "-".into();
+    };
+    if baseline {
+        return "(baseline)".into();
+    }
+    match &summary.first_divergence {
+        Some(f) => {
+            let how = match f.introduced {
+                Some(true) => ", introduced",
+                Some(false) => ", inherited",
+                None => "",
+            };
+            format!(
+                "#{} {} ({}): {} differ, max {} LSB{how}",
+                f.index, f.node, f.op_type, f.differing, f.max_steps
+            )
+        }
+        None if summary.layers_not_compared > 0 => format!("none ({} not compared)", summary.layers_not_compared),
+        None if summary.error.is_some() => "error".into(),
+        None => "none".into(),
+    }
+}
+
+/// One line on a target's placement: nodes on its EP and, for a non-CPU target, partitions,
+/// compute ops left to the CPU, crossings and their bytes.
+pub fn placement_line(p: &PlacementSummary, target_ep: &str) -> String {
+    let mut line = format!(
+        "{}/{} nodes on {}",
+        p.target_ep_nodes,
+        p.total_nodes,
+        ep_short(target_ep)
+    );
+    if target_ep == crate::placement::CPU_EP {
+        return line;
+    }
+    line.push_str(&format!(", {}", count(p.ep_partitions, "partition")));
+    let mut compute: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for f in p.fallback.iter().filter(|f| f.kind == "compute") {
+        *compute.entry(f.op_type.as_str()).or_default() += 1;
+    }
+    if compute.is_empty() {
+        line.push_str(", no compute op on CPU");
+    } else {
+        let list: Vec<String> = compute.iter().map(|(op, k)| format!("{op} x{k}")).collect();
+        line.push_str(&format!(
+            ", {} on CPU: {}",
+            count(p.compute_fallback_nodes, "compute op"),
+            list.join(", ")
+        ));
+    }
+    let size = p.crossing_bytes.map_or_else(|| "size unknown".into(), bytes);
+    line.push_str(&format!(", {} crossings ({size})", p.crossing_count));
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_short_and_honest() {
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(0.1258), "0.1258");
+        assert_eq!(num(12.3456), "12.35");
+        assert_eq!(num(1.5e-5), "1.500e-5");
+        assert_eq!(num(f64::INFINITY), "inf");
+        assert_eq!(num(f64::NAN), "-");
+        assert_eq!(db(25.0561), "25.06");
+        assert_eq!(signed_db(6.1), "+6.10");
+        assert_eq!(signed_db(f64::NEG_INFINITY), "-inf");
+        assert_eq!(pct(Some(0.9876)), "98.8%");
+        assert_eq!(count(1, "rule"), "1 rule");
+        assert_eq!(count(0, "rule"), "0 rules");
+        assert_eq!(bytes(19200), "19200 B");
+        assert_eq!(bytes(3 << 20), "3.0 MiB");
+    }
+
+    #[test]
+    fn rule_values_read_naturally() {
+        assert_eq!(rule_value("min_sqnr_db", Num(25.0561)), "25.06");
+        assert_eq!(rule_value("max_fallback_nodes", Num(1.0)), "1");
+        assert_eq!(rule_value("max_abs", Num(0.030261)), "0.03026");
+        assert_eq!(rule_value("min_sqnr_db", Num(f64::INFINITY)), "inf");
+        assert_eq!(rule_value("max_fallback_nodes", Num(f64::NAN)), "not measured");
+        assert_eq!(
+            rule_values("min_sqnr_db", Num(32.499853), Num(32.5)),
+            ("32.499853".to_string(), "32.5".to_string())
+        );
+        assert_eq!(
+            rule_values("min_sqnr_db", Num(32.0), Num(32.5)),
+            ("32.00".to_string(), "32.50".to_string())
+        );
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(printable("a\u{1b}[31mb\nc"), "a\\u{1b}[31mb\\nc");
+        assert_eq!(
+            escape_markup(r#"a<b & "c" 'd'>"#),
+            "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;"
+        );
+    }
+}
