@@ -27,6 +27,19 @@ impl serde::Serialize for ExitCode {
     }
 }
 
+impl schemars::JsonSchema for ExitCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ExitCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "The documented process exit code the run ends with (README, \"Exit codes\").",
+            "enum": [0, 1, 2, 3, 4, 130]
+        })
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for ExitCode {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ExitCode, D::Error> {
         let code = i32::deserialize(d)?;

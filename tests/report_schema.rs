@@ -1,4 +1,5 @@
-//! docs/report.schema.json against real reports of the binary: a few end-to-end runs that
+//! docs/report.schema.json is the schema derived from the report's types (`npu-audit schema`),
+//! and holds against real reports of the binary: a few end-to-end runs that
 //! between them produce nearly every optional part of the report (per-layer audit, bisection,
 //! placement, QNN chipsets, failed, crashed and unavailable targets, gate rules from flags and
 //! from a policy file with baseline mode, `--repeat`, shards and `merge`) must validate, and a
@@ -164,6 +165,30 @@ fn all_reports(r: &Reports) -> Vec<(&'static str, &Value)> {
         ("merged", &r.merged),
         ("policy", &r.policy),
     ]
+}
+
+#[test]
+fn the_committed_schema_is_the_one_derived_from_the_report_types() {
+    let out = bin().arg("schema").output().expect("run npu-audit schema");
+    assert_eq!(out.status.code(), Some(0));
+    let derived = String::from_utf8(out.stdout).expect("utf-8");
+    let committed = std::fs::read_to_string(repo("docs/report.schema.json")).expect("read");
+    assert!(
+        derived == committed,
+        "docs/report.schema.json differs from the schema derived from the report types: run \
+         `cargo run -- schema > docs/report.schema.json` and describe the change in docs/report-schema.md"
+    );
+}
+
+#[test]
+fn the_committed_reports_validate() {
+    let v = validator();
+    for entry in std::fs::read_dir(repo("fixtures/reports")).expect("fixtures/reports") {
+        let path = entry.expect("entry").path();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        let errs = errors(&v, &report);
+        assert!(errs.is_empty(), "{}:\n{}", path.display(), errs.join("\n"));
+    }
 }
 
 #[test]

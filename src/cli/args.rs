@@ -79,6 +79,8 @@ pub enum Command {
     Merge(MergeArgs),
     /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
     Render(RenderArgs),
+    /// Print the JSON Schema of the report (derived from the report's types).
+    Schema,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.

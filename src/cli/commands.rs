@@ -344,6 +344,10 @@ pub fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::Success)
         }
         Command::Man { dir } => man(dir.as_deref()),
+        Command::Schema => {
+            print_stdout(&crate::report::schema::report_schema_text())?;
+            Ok(ExitCode::Success)
+        }
         Command::Worker { .. } => Ok(ExitCode::Success),
     }
 }

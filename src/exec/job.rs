@@ -88,7 +88,7 @@ impl Job {
 }
 
 /// How far a worker got (in order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     LoadRuntime,
@@ -206,13 +206,16 @@ pub struct OutputType {
 }
 
 /// One output of one repeated run that differed from the first run of the same sample.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RepeatDifference {
+    /// The sample (0-based).
     pub sample: usize,
     /// The run (1-based after the first, which is run 0).
     pub run: usize,
+    /// The output that differed.
     pub output: String,
     /// Elements whose bits differ (every element when the shapes differ).
     pub differing: u64,
+    /// Elements of the output.
     pub elements: u64,
 }

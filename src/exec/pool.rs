@@ -14,7 +14,7 @@ use wait_timeout::ChildExt;
 use super::job::{Job, JobResult};
 
 /// How a target's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Every sample ran and outputs were written.

@@ -46,16 +46,19 @@ pub struct NamedTensor {
 }
 
 /// Where the inputs came from, for reports.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InputProvenance {
     /// `files`, `generated`, `mixed` or `golden`.
     pub source: String,
+    /// Samples fed to every target.
     pub samples: usize,
     /// Generator per generated input, e.g. `image=uniform:-1,1`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generators: Vec<String>,
+    /// The generator's seed, when an input was generated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The `--inputs`/`--input` files, when inputs came from files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
 }

@@ -96,10 +96,11 @@ impl LoadedModel {
 }
 
 /// One external data file of a model, with its hash.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ExternalFile {
     /// Relative to the model's directory, as the model names it.
     pub file: String,
+    /// The file's SHA-256.
     pub sha256: String,
 }
 

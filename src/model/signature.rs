@@ -57,9 +57,11 @@ impl TensorInfo {
 }
 
 /// Serialisable summary of a tensor for reports.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct TensorSummary {
+    /// The tensor.
     pub name: String,
+    /// Its element type.
     pub dtype: String,
     /// Declared dimensions: a number when fixed, the symbol (or `"?"`) when dynamic; `null` when
     /// the model declares no shape.

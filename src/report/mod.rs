@@ -4,6 +4,7 @@
 
 pub mod json;
 pub mod model;
+pub mod schema;
 
 use std::collections::BTreeMap;
 

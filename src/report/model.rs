@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::ExitCode;
@@ -34,6 +35,19 @@ impl Serialize for Num {
     }
 }
 
+impl JsonSchema for Num {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Num".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A number that may be infinite or NaN: a JSON number when finite, else the string \"inf\", \"-inf\" or \"nan\".",
+            "anyOf": [{ "type": "number" }, { "enum": ["inf", "-inf", "nan"] }]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Num {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
         #[derive(Deserialize)]
@@ -55,7 +69,7 @@ impl<'de> Deserialize<'de> for Num {
 }
 
 /// The overall result of the gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Pass,
@@ -65,15 +79,21 @@ pub enum Verdict {
 }
 
 /// Top-level report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Report {
+    /// The version of this layout; bumped on any incompatible change.
     pub schema_version: u32,
+    /// The tool that wrote the report.
     pub tool: ToolInfo,
+    /// The audited model.
     pub model: ModelInfo,
+    /// The golden run.
     pub reference: ReferenceInfo,
+    /// The inputs fed to every target.
     pub inputs: InputsInfo,
     /// Id of the target whose error is the "reference integer implementation" baseline.
     pub baseline: Option<String>,
+    /// Every target, in the order asked (the baseline last).
     pub targets: Vec<TargetReport>,
     /// Target-versus-target bit agreement, one entry per pair of targets that ran and per output.
     pub agreement: Vec<AgreementEntry>,
@@ -81,12 +101,14 @@ pub struct Report {
     pub bit_exact_groups: Vec<BitExactGroups>,
     /// Per output: the loosest gate every target that ran would have passed.
     pub tolerances: Vec<Tolerance>,
+    /// The gate: rules and verdict.
     pub gate: GateReport,
     /// Metric definitions, printed once.
     pub metric_definitions: BTreeMap<String, String>,
     /// With `--layers`: what was tapped and matched, and what could not be.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer_audit: Option<LayerAuditInfo>,
+    /// What the user should know about this run, one sentence each.
     pub notes: Vec<String>,
     /// With `--shard i/n`: which part of the targets this report holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,14 +116,16 @@ pub struct Report {
     /// For a report made by `npu-audit merge`: the shard reports it joined.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<String>,
+    /// The exit code the run ended with.
     pub exit_code: ExitCode,
 }
 
 /// One shard of a sharded audit.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ShardInfo {
     /// 1-based.
     pub index: usize,
+    /// The number of shards.
     pub count: usize,
     /// Every target of the whole audit in order (the baseline last), so a merge restores the
     /// order of a single run.
@@ -114,28 +138,33 @@ pub struct ShardInfo {
 }
 
 /// The per-layer audit of a compare run, common to every target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct LayerAuditInfo {
     /// `all`, `selected` (filters given) or `bisect`.
     pub mode: String,
     /// Observation points in the audited graph (QuantizeLinear outputs and float results no
     /// QuantizeLinear reads) and how many the selection took.
     pub points: usize,
+    /// Points the selection took (and that are activations).
     pub selected: usize,
     /// Selected points paired with a reference tensor, by how (`name`, `convention`,
     /// `structure`), and the float tensors of those that were not.
     pub matched: usize,
+    /// Selected points paired with the reference, by how: `name`, `convention`, `structure`.
     pub matched_by: BTreeMap<String, usize>,
+    /// Float tensors of the selected points that have no counterpart in the reference.
     pub unmatched: Vec<String>,
     /// A layer departs from the baseline when a code differs by more than this many LSB.
     pub tolerance_lsb: u64,
     /// Tapped runs the selection was split into (each its own session per target), and worker
     /// sessions the per-layer audit started in all.
     pub tap_runs: usize,
+    /// Worker sessions the per-layer audit started in all.
     pub sessions: usize,
     /// Whether each layer was also run alone on golden inputs (isolated attribution), and how
     /// many levels of layers (itself, and those it reads N - 1 levels back) each run holds.
     pub isolated: bool,
+    /// Levels of layers each isolated run holds (the layer and N − 1 upstream).
     pub isolate_window: usize,
     /// Wall time of the per-layer audit.
     pub seconds: f64,
@@ -146,22 +175,28 @@ pub struct LayerAuditInfo {
 }
 
 /// A per-layer figure set of one target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct LayerReport {
     /// Execution order of the point in the audited graph.
     pub index: usize,
+    /// The op type of the node that computes it.
     pub op_type: String,
+    /// The node that computes it.
     pub node: String,
     /// The tapped tensor (codes for a quantized layer).
     pub tensor: String,
     /// Its float-domain tensor and the reference's counterpart.
     pub float_tensor: String,
+    /// The reference's counterpart of the float tensor, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reference_tensor: Option<String>,
+    /// Whether the tapped tensor holds codes (an activation QuantizeLinear output).
     pub quantized: bool,
+    /// Elements compared, over every sample.
     pub elements: u64,
     /// Cumulative (the whole model ran): against the golden activation.
     pub sqnr_db: Option<Num>,
+    /// Cumulative: the largest absolute error against the golden activation.
     pub max_abs: Option<Num>,
     /// Lowest SQNR among the layers this one reads minus its own: dB this layer cost.
     pub sqnr_drop_db: Option<Num>,
@@ -171,31 +206,39 @@ pub struct LayerReport {
     /// Isolated (the layer alone on golden inputs): SQNR of its output against the golden
     /// output, i.e. what this layer introduces by itself.
     pub introduced_sqnr_db: Option<Num>,
+    /// Isolated: the largest absolute error against the golden output.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub introduced_max_abs: Option<Num>,
     /// Isolated: codes against the baseline's run of the same isolated layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub introduced_vs_baseline: Option<CodeComparison>,
+    /// Why the layer (or part of its figures) could not be measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// A tensor of one target against the baseline's: counts of elements off by 1, 2 and more LSB
 /// (codes), and for one-LSB differences how many sat on a .5 tie of the baseline's value.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CodeComparison {
+    /// Elements that differ from the baseline's (bit for bit for floats).
     pub differing: u64,
+    /// Codes one step away (a rounding difference).
     pub off_by_one: u64,
+    /// Codes two steps away.
     pub off_by_two: u64,
+    /// Codes more than two steps away (different arithmetic).
     pub off_by_more: u64,
+    /// The largest difference in steps (0 for float tensors).
     pub max_steps: u64,
     /// `None` when the value before rounding was not available.
     pub ties: Option<u64>,
+    /// The largest absolute difference from the baseline's value.
     pub max_abs: Num,
 }
 
 /// Where a target first departs, and what tapping did to its session.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TargetLayerSummary {
     /// The first layer (execution order) whose codes differ from the baseline's by more than
     /// the tolerance; `None` when none does (or without a baseline).
@@ -206,20 +249,28 @@ pub struct TargetLayerSummary {
     /// Placement and results of the tapped sessions against the untapped one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tap_effects: Option<TapEffects>,
+    /// With `--layers bisect`: the cuts tried.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bisect: Option<BisectReport>,
+    /// Why some of the per-layer audit of this target failed, in one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// A layer named in a summary.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct LayerPointer {
+    /// The layer's position in execution order.
     pub index: usize,
+    /// The node that computes it.
     pub node: String,
+    /// Its op type.
     pub op_type: String,
+    /// The tapped tensor (codes for a quantized layer).
     pub tensor: String,
+    /// Elements that differ from the baseline's.
     pub differing: u64,
+    /// The largest difference, in LSB.
     pub max_steps: u64,
     /// Whether the layer alone, on golden inputs, already differs from the baseline (it
     /// introduced the drift rather than inherited it); `None` when not run in isolation.
@@ -227,15 +278,17 @@ pub struct LayerPointer {
 }
 
 /// What adding outputs changed: an extra output can stop an EP from fusing nodes.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TapEffects {
     /// Partitions (assigned subgraphs) of the untapped session and the most any tapped one had.
     pub partitions_untapped: usize,
+    /// The most partitions any tapped session had.
     pub partitions_tapped: usize,
     /// Nodes whose count on an EP differs between the untapped session and some tapped one
     /// (`name on EP: before -> after`, runtime-made nodes by their base name; first 20): moved
     /// to another EP, fused differently, or added for the extra outputs.
     pub nodes_changed: Vec<String>,
+    /// How many nodes changed EP or fusion (all of them; `nodes_changed` lists 20).
     pub nodes_changed_count: usize,
     /// Whether every tapped run returned the model's outputs bit-identical to the untapped run
     /// (the final outputs in the report always come from the untapped run).
@@ -243,7 +296,7 @@ pub struct TapEffects {
 }
 
 /// A localisation by cutting the graph instead of tapping everything.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct BisectReport {
     /// Tensors every path goes through, among the selected points.
     pub cuts: usize,
@@ -254,81 +307,108 @@ pub struct BisectReport {
 }
 
 /// One cut tried.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct BisectStep {
+    /// The tensor the model was cut at.
     pub tensor: String,
+    /// Whether the target's codes there depart from the baseline's beyond the tolerance.
     pub departs: bool,
+    /// The largest difference there from the baseline's codes, in LSB.
     pub max_steps: u64,
 }
 
 /// The tool that wrote the report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ToolInfo {
+    /// Always `npu-audit`.
     pub name: String,
+    /// The version of the tool.
     pub version: String,
 }
 
 /// The audited model.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ModelInfo {
+    /// The model file as given.
     pub path: String,
+    /// The model file's SHA-256.
     pub sha256: String,
+    /// The model file's size.
     pub size_bytes: u64,
     /// External data files with their SHA-256 (the model file's hash does not cover them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub external_data: Vec<crate::model::load::ExternalFile>,
+    /// The ONNX IR version.
     pub ir_version: i64,
+    /// The default-domain opset.
     pub opset: i64,
+    /// The producer name and version the model states.
     pub producer: String,
+    /// The model's inputs as declared.
     pub inputs: Vec<TensorSummary>,
+    /// The model's outputs as declared.
     pub outputs: Vec<TensorSummary>,
 }
 
 /// The golden run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReferenceInfo {
     /// `model` (a float model given with --reference), `derived` (activation Q/DQ removed from the
     /// audited model), or `golden` (a stored golden run).
     pub kind: String,
+    /// The reference model (or golden directory) as given.
     pub path: String,
+    /// Its SHA-256 (of the encoding, for a derived reference).
     pub sha256: String,
     /// One line saying what the golden run is, repeated in every rendering.
     pub description: String,
+    /// For a derived reference: the activation Q/DQ pairs replaced by clips.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removed_qdq_pairs: Option<usize>,
+    /// The runtime of the golden run (absent for a stored golden run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeInfo>,
+    /// The golden run's times.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
 }
 
 /// The inputs fed to every target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct InputsInfo {
     #[serde(flatten)]
     pub provenance: crate::inputs::InputProvenance,
+    /// Every input tensor of every sample, with the hash of its encoding.
     pub tensors: Vec<InputTensorInfo>,
 }
 
 /// One input tensor of one sample.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct InputTensorInfo {
+    /// The sample (0-based).
     pub sample: usize,
+    /// The model input it feeds.
     pub name: String,
+    /// Its element type (`float32`, ...).
     pub dtype: String,
+    /// Its shape as fed.
     pub shape: Vec<usize>,
     /// SHA-256 of the tensor's `.npy` encoding.
     pub sha256: String,
 }
 
 /// A runtime build as loaded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RuntimeInfo {
+    /// The Python package the build ships in.
     pub package: String,
     /// Version the loaded library reports (or the pinned version of a plugin).
     pub version: String,
+    /// Where it was found: flag, environment variable, installed package, cache, fetched now.
     pub source: String,
+    /// The library loaded.
     pub library: String,
+    /// The library's SHA-256.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
     /// For plugin EPs: the plugin package on top of the host runtime.
@@ -337,7 +417,7 @@ pub struct RuntimeInfo {
 }
 
 /// Times measured inside the worker, plus the worker's wall time.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Timing {
     /// Loading the ONNX Runtime library and creating its environment.
     pub load_ms: Option<f64>,
@@ -347,38 +427,51 @@ pub struct Timing {
     pub session_create_ms: Option<f64>,
     /// Median of the per-sample run times; `null` when no run completed.
     pub run_ms: Option<f64>,
+    /// The sum of the per-sample run times.
     pub run_ms_total: Option<f64>,
     /// Spawn to exit of the worker process.
     pub wall_ms: f64,
 }
 
 /// The HTP chipset of a QNN target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ChipsetInfo {
+    /// The Snapdragon part number (`SM8650`).
     pub sm: String,
+    /// Its marketing name (`Snapdragon 8 Gen 3`).
     pub name: String,
+    /// QNN's SoC model id passed to the EP (`soc_model`).
     pub soc_model: u32,
+    /// The HTP architecture version passed to the EP (`htp_arch`, e.g. 75).
     pub htp_arch: u32,
 }
 
 /// One target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TargetReport {
+    /// The target id (canonical: `qnn:sm8650`, `cpu:noopt`, options after a comma).
     pub id: String,
+    /// The execution provider it asks for.
     pub ep: String,
     /// `target`, or `baseline` for the reference integer implementation the audit added itself.
     pub role: TargetRole,
     /// A required target that does not end `ok` makes the audit exit with code 3.
     pub required: bool,
+    /// For a QNN target: the HTP chipset.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chipset: Option<ChipsetInfo>,
+    /// The EP options and session entries the target runs with (the chipset's included).
     pub options: BTreeMap<String, String>,
+    /// The runtime it ran on (null when unavailable).
     pub runtime: Option<RuntimeInfo>,
+    /// How it ended: ok, failed, crashed, timeout, unavailable.
     pub status: RunStatus,
+    /// The runtime's full error when it did not end ok.
     pub error: Option<String>,
     /// How far the worker got before it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_at: Option<Phase>,
+    /// The worker's times.
     pub timing: Option<Timing>,
     /// Where ONNX Runtime placed the graph's nodes, when the runtime records it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -396,16 +489,18 @@ pub struct TargetReport {
     /// fingerprints say about it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift_explanations: Vec<DriftExplanation>,
+    /// Per model output, the metrics against the golden run (empty unless ok).
     pub outputs: Vec<OutputMetrics>,
     /// With `--layers`: every tapped layer in execution order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<LayerReport>,
+    /// With `--layers`: where it first departs and what tapping did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer_summary: Option<TargetLayerSummary>,
 }
 
 /// The part of a target's fingerprint a compare report carries.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct FingerprintBrief {
     /// One line: requantization rounding, float arithmetic, non-deterministic probes.
     pub summary: String,
@@ -416,9 +511,11 @@ pub struct FingerprintBrief {
 }
 
 /// Repeated runs of the same inputs on one target.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Determinism {
+    /// Runs of every sample.
     pub repeats: usize,
+    /// Whether every run of every sample returned the bits of its first run.
     pub bit_identical: bool,
     /// Every (sample, run, output) that differed from the sample's first run.
     pub differences: Vec<crate::exec::job::RepeatDifference>,
@@ -426,14 +523,17 @@ pub struct Determinism {
 
 /// How a target's codes differ from the baseline's on one quantized output, and the reading of
 /// it the fingerprints support.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DriftExplanation {
+    /// The quantized output.
     pub output: String,
     /// The target compared with (the baseline).
     pub against: String,
     /// Elements compared, over every sample.
     pub elements: u64,
+    /// The target's codes against the baseline's, counted in steps.
     pub codes: CodeDiffs,
+    /// The reading, in one sentence.
     pub text: String,
 }
 
@@ -447,7 +547,7 @@ impl TargetReport {
 
 /// Where ONNX Runtime placed the graph's nodes for one target, where the graph was cut, what
 /// crosses the cuts, and which nodes fell back to the CPU and why.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PlacementSummary {
     /// Where the node-to-EP assignment came from: `ort_api` (the session's recorded assignment)
     /// or `ort_log` (ONNX Runtime's verbose "Node placements" lines, for runtimes without the API).
@@ -459,6 +559,7 @@ pub struct PlacementSummary {
     pub nodes_by_ep: BTreeMap<String, usize>,
     /// Nodes on the target's own execution provider.
     pub target_ep_nodes: usize,
+    /// Nodes of the graph the assignment refers to.
     pub total_nodes: usize,
     /// Op types that ran on the CPU EP in a non-CPU target, with counts.
     pub cpu_op_types: BTreeMap<String, usize>,
@@ -468,11 +569,13 @@ pub struct PlacementSummary {
     pub partitions: Vec<Partition>,
     /// Tensors produced on one EP and consumed on another (each tensor once per consuming EP).
     pub crossings: Vec<Crossing>,
+    /// Crossings, each tensor once per consuming EP.
     pub crossing_count: usize,
     /// Bytes crossing per inference (one sample); `null` when a tensor's size is unknown.
     pub crossing_bytes: Option<u64>,
     /// Crossings that do not touch a graph-boundary node.
     pub mid_graph_crossing_count: usize,
+    /// Bytes per inference of the mid-graph crossings; null when a size is unknown.
     pub mid_graph_crossing_bytes: Option<u64>,
     /// Every node of a non-CPU target that the CPU EP ran, classified.
     pub fallback: Vec<FallbackNode>,
@@ -486,31 +589,42 @@ pub struct PlacementSummary {
 }
 
 /// A connected run of nodes on one execution provider.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Partition {
+    /// The execution provider.
     pub ep: String,
+    /// Nodes in the run.
     pub nodes: usize,
     /// First and last node in execution order.
     pub first_node: String,
+    /// The last node, in execution order.
     pub last_node: String,
     /// Positions in the graph's execution order (0-based, inclusive).
     pub first_index: usize,
+    /// The last node's position in execution order.
     pub last_index: usize,
     /// Op types with counts.
     pub op_types: BTreeMap<String, usize>,
 }
 
 /// One tensor crossing from one execution provider to another.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Crossing {
+    /// The tensor that crosses.
     pub tensor: String,
+    /// The execution provider that produces it.
     pub from_ep: String,
+    /// The execution provider that reads it.
     pub to_ep: String,
+    /// The node that produces it.
     pub producer: String,
+    /// The nodes on `to_ep` that read it.
     pub consumers: Vec<String>,
     /// ONNX element type name (`uint8`, `float`, ...).
     pub dtype: Option<String>,
+    /// Its elements per inference, when known.
     pub elements: Option<u64>,
+    /// Its bytes per inference, when known.
     pub bytes: Option<u64>,
     /// `boundary` when it touches a graph-input QuantizeLinear or graph-output DequantizeLinear
     /// (unavoidable), `mid_graph` otherwise (a cost of fallback).
@@ -518,9 +632,11 @@ pub struct Crossing {
 }
 
 /// A node of a non-CPU target that the CPU EP ran.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct FallbackNode {
+    /// The node.
     pub name: String,
+    /// Its op type.
     pub op_type: String,
     /// `boundary` (graph-input Q, graph-output DQ), `inserted` (added by the runtime),
     /// `shape` (computes on shapes), `constant` (reads only constants), `quantization` (a Q/DQ
@@ -534,23 +650,39 @@ pub struct FallbackNode {
 }
 
 /// Metrics of one output of one target against the golden run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct OutputMetrics {
+    /// The output.
     pub name: String,
+    /// The target's element type for it.
     pub dtype: String,
+    /// The target's shape for it.
     pub shape: Vec<usize>,
+    /// Elements compared, over every sample.
     pub elements: u64,
+    /// Elements bit-identical to the golden run's; null when the element types differ.
     pub bit_identical: Option<u64>,
+    /// max |o − r| (docs/metrics.md).
     pub max_abs: Num,
+    /// Σ|o − r| / n.
     pub mean_abs: Num,
+    /// sqrt(Σ(o − r)² / n).
     pub rmse: Num,
+    /// The largest distance in units in the last place (same float type only).
     pub max_ulp: Option<u64>,
+    /// Cosine similarity with the golden output.
     pub cosine: Num,
+    /// 10·log10(Σr² / Σ(o − r)²); +inf for an exact match.
     pub sqnr_db: Num,
+    /// Fraction of rows whose top-1 class matches the golden run's, along the class axis.
     pub top1_agreement: Option<f64>,
+    /// Fraction of rows where the golden run's class is among the target's 5 largest.
     pub top5_agreement: Option<f64>,
+    /// NaN elements in the target's output.
     pub nan_count: u64,
+    /// Infinite elements in the target's output.
     pub inf_count: u64,
+    /// Positions where exactly one side is not finite, or the two differ in non-finite kind.
     pub nonfinite_mismatch: u64,
     /// The class axis top-k was computed along.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -567,24 +699,32 @@ pub struct OutputMetrics {
 }
 
 /// The target's error against fp32 next to the baseline's error on the same quantized model.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct BaselineDelta {
+    /// The baseline target (`cpu:noopt`).
     pub target: String,
+    /// The baseline's SQNR against the golden run on this output.
     pub sqnr_db: Num,
+    /// The baseline's max absolute error on this output.
     pub max_abs: Num,
     /// `baseline.sqnr_db - target.sqnr_db`: dB lost beyond the reference integer implementation.
     pub excess_db: Num,
 }
 
 /// Bit agreement between two targets on one output.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AgreementEntry {
+    /// One target of the pair.
     pub a: String,
+    /// The other target of the pair.
     pub b: String,
+    /// The output compared.
     pub output: String,
+    /// Elements compared, over every sample (0 when the outputs cannot be compared).
     pub elements: u64,
     /// `None` when the two outputs have different element types or shapes.
     pub differing_elements: Option<u64>,
+    /// max |a − b| over positions where both are finite.
     pub max_abs: Num,
     /// For a quantized output: differences counted in quantization steps.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -592,21 +732,26 @@ pub struct AgreementEntry {
 }
 
 /// Targets that agree bit-exactly with each other on one output.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct BitExactGroups {
+    /// The output.
     pub output: String,
+    /// Targets grouped by bit-identical outputs; every target that ran is in exactly one group.
     pub groups: Vec<Vec<String>>,
 }
 
 /// The loosest thresholds every target that ran would have passed on one output.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Tolerance {
+    /// The output.
     pub output: String,
     /// Lowest SQNR, rounded down to 0.01 dB.
     pub min_sqnr_db: Num,
     /// Highest max-abs error, rounded up to 3 significant digits.
     pub max_abs: Num,
+    /// Lowest cosine similarity, rounded down to 6 decimals.
     pub min_cosine: Num,
+    /// Lowest top-1 agreement, when the output has a class axis.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_top1_agreement: Option<f64>,
     /// Whether every target matched the golden run bit for bit.
@@ -616,10 +761,11 @@ pub struct Tolerance {
 }
 
 /// Gate rules and the verdict.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct GateReport {
     /// `pass`, `fail`, or `none` when no threshold was set.
     pub verdict: Verdict,
+    /// Every rule, in the order evaluated.
     pub rules: Vec<RuleResult>,
     /// The policy file the limits came from, and the previous report of baseline mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -627,16 +773,18 @@ pub struct GateReport {
 }
 
 /// Where a gate's limits came from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PolicyInfo {
     /// The policy file (`npu-audit.toml`), `null` when the limits came from flags only.
     pub file: Option<String>,
+    /// The policy file's SHA-256.
     pub sha256: Option<String>,
     /// `absolute` (limits), `baseline` (only regressions against a previous report) or `both`.
     pub mode: String,
     /// The previous report baseline mode compares with, and its model's SHA-256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_report: Option<String>,
+    /// The SHA-256 of the previous report's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_model_sha256: Option<String>,
     /// Targets whose failure does not fail the gate (patterns, from flags and the policy).
@@ -645,17 +793,21 @@ pub struct PolicyInfo {
 }
 
 /// One rule evaluated on one target and output.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RuleResult {
     /// `min_sqnr_db`, `max_abs`, `min_top1_agreement`, `bit_exact`, `max_fallback_nodes`,
     /// `fail_on_fallback`, `max_partitions`, `ran`, or a baseline rule (`sqnr_regression_db`,
     /// `max_abs_regression`, `top1_regression`, `fallback_regression`, `partitions_regression`).
     pub rule: String,
+    /// The target the rule is about.
     pub target: String,
     /// The output, or `(placement)` / `(run)` for rules about the whole target.
     pub output: String,
+    /// The measured value (for a regression rule: the change since the previous report).
     pub measured: Num,
+    /// The limit (or the margin of a regression rule).
     pub limit: Num,
+    /// Whether the rule passes.
     pub pass: bool,
     /// Where the limit was set: `--min-sqnr`, `npu-audit.toml:12`, `required` (a target that
     /// must run), or for a regression rule the margin's origin and the previous report.
@@ -668,13 +820,17 @@ pub struct RuleResult {
 
 /// How many elements of two quantized outputs differ by one step (a rounding difference), and
 /// by more (different arithmetic).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct CodeDiffs {
     /// The output's quantization step: 1 for integer outputs, the scale of the
     /// DequantizeLinear that produces a float output.
     pub lsb: f64,
+    /// Elements one quantization step apart (a rounding difference).
     pub off_by_one: u64,
+    /// Elements two steps apart.
     pub off_by_two: u64,
+    /// Elements more than two steps apart (or one side not finite).
     pub off_by_more: u64,
+    /// The largest difference in steps.
     pub max_steps: u64,
 }

@@ -13,7 +13,7 @@ pub use chipset::{Chipset, CHIPSETS};
 use crate::error::usage;
 
 /// Why a target is in the audit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TargetRole {
     /// Asked for (or chosen by default).
