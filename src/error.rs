@@ -1,5 +1,7 @@
-//! Error kinds that decide the process exit code, so every failure path ends with one clear line
-//! and a documented code (see README "Exit codes").
+//! The errors of each subsystem, as types (`thiserror`), and the one place that decides which
+//! documented exit code each ends the process with ([`exit_code_of`]; README "Exit codes").
+//! They live here, at the bottom of the layering, so that every module can raise its own and
+//! the mapping can see them all. Every error renders as one line ([`one_line`]).
 
 use std::fmt;
 
@@ -14,8 +16,8 @@ pub enum ExitCode {
     Usage = 2,
     /// A required target did not run to completion (failed, crashed, timed out, unavailable).
     TargetFailed = 3,
-    /// The audit itself could not run: no ONNX Runtime could be provisioned, or the golden
-    /// reference run failed.
+    /// The audit itself could not run: no ONNX Runtime could be provisioned, the golden
+    /// reference run failed, or the machine ran out of something (disk, work directory).
     Environment = 4,
     /// Interrupted by Ctrl-C, SIGTERM or SIGHUP.
     Interrupted = 130,
@@ -64,61 +66,203 @@ impl ExitCode {
     }
 }
 
-/// An error that carries the exit code it must end the process with.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: ExitCode,
-    pub message: String,
+/// A flag, or a value given on the command line, that the tool cannot use (a target spec, a
+/// shard, a class axis, a probe, a tap selection).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FlagError(pub String);
+
+/// A model that cannot be audited: missing, not ONNX, truncated, refused by ONNX Runtime, or
+/// not the model a reference or golden run belongs to.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(pub String);
+
+/// Inputs that cannot be fed: unreadable files, arrays the model does not take, shapes or types
+/// that do not fit, generators that make no sense for an input.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// A golden directory that cannot be used or written: missing, altered (a hash differs), or a
+/// destination that is not a golden run.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct GoldenError(pub String);
+
+/// A policy file (`npu-audit.toml`) that cannot be used, named at `file:line:col`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyError(pub String);
+
+/// A report read back (`merge`, `render`, baseline mode) that cannot be used: not a report of
+/// this tool, another schema version, or shards that are not parts of one audit.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ReportError(pub String);
+
+/// A file or directory the user asked to be written that cannot be, or must not be.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The destination is unusable (a directory, a device, one of the run's inputs).
+    #[error("{0}")]
+    Destination(String),
+    /// The machine ran out of room while writing it.
+    #[error("{0}")]
+    NoSpace(String),
 }
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+/// An ONNX Runtime build that cannot be found or fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The user pointed at a runtime that is not one (`--runtime`, `NPU_AUDIT_RUNTIME_*`).
+    #[error("{0}")]
+    BadChoice(String),
+    /// None could be found or fetched on this machine.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The audit could not run on this machine: the golden run crashed, the work directory cannot
+/// be made or filled.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RunError(pub String);
+
+/// The user interrupted the audit (Ctrl-C, SIGTERM, SIGHUP).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// The exit code an error ends the process with: the first typed error in its chain decides;
+/// an error of no known type (a bug, or a failure nobody classified) is an environment error.
+pub fn exit_code_of(err: &anyhow::Error) -> ExitCode {
+    for cause in err.chain() {
+        let usage = cause.is::<FlagError>()
+            || cause.is::<ModelError>()
+            || cause.is::<InputError>()
+            || cause.is::<GoldenError>()
+            || cause.is::<PolicyError>()
+            || cause.is::<ReportError>()
+            || matches!(cause.downcast_ref::<OutputError>(), Some(OutputError::Destination(_)))
+            || matches!(cause.downcast_ref::<RuntimeError>(), Some(RuntimeError::BadChoice(_)));
+        if usage {
+            return ExitCode::Usage;
+        }
+        if cause.is::<Interrupted>() {
+            return ExitCode::Interrupted;
+        }
+        let environment = cause.is::<RunError>() || cause.is::<OutputError>() || cause.is::<RuntimeError>();
+        if environment {
+            return ExitCode::Environment;
+        }
     }
+    ExitCode::Environment
 }
 
-impl std::error::Error for Failure {}
-
-/// A usage or input error (exit code 2).
-pub fn usage(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Failure {
-        code: ExitCode::Usage,
-        message: message.into(),
-    })
+/// A flag the tool cannot use (exit code 2).
+pub fn bad_flag(message: impl Into<String>) -> anyhow::Error {
+    FlagError(message.into()).into()
 }
 
-/// An environment error (exit code 4).
-pub fn environment(message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Failure {
-        code: ExitCode::Environment,
-        message: message.into(),
-    })
+/// A model the tool cannot audit (exit code 2).
+pub fn bad_model(message: impl Into<String>) -> anyhow::Error {
+    ModelError(message.into()).into()
+}
+
+/// Inputs the tool cannot feed (exit code 2).
+pub fn bad_input(message: impl Into<String>) -> anyhow::Error {
+    InputError(message.into()).into()
+}
+
+/// A golden directory the tool cannot use or write (exit code 2).
+pub fn bad_golden(message: impl Into<String>) -> anyhow::Error {
+    GoldenError(message.into()).into()
+}
+
+/// A policy file the tool cannot use (exit code 2).
+pub fn bad_policy(message: impl Into<String>) -> anyhow::Error {
+    PolicyError(message.into()).into()
+}
+
+/// A report read back that the tool cannot use (exit code 2).
+pub fn bad_report(message: impl Into<String>) -> anyhow::Error {
+    ReportError(message.into()).into()
+}
+
+/// An output destination that cannot or must not be written (exit code 2).
+pub fn bad_output(message: impl Into<String>) -> anyhow::Error {
+    OutputError::Destination(message.into()).into()
+}
+
+/// A runtime the user pointed at that is not one (exit code 2).
+pub fn bad_runtime_choice(message: impl Into<String>) -> anyhow::Error {
+    RuntimeError::BadChoice(message.into()).into()
+}
+
+/// No runtime could be found or fetched here (exit code 4).
+pub fn runtime_unavailable(message: impl Into<String>) -> anyhow::Error {
+    RuntimeError::Unavailable(message.into()).into()
+}
+
+/// The audit could not run here (exit code 4).
+pub fn run_error(message: impl Into<String>) -> anyhow::Error {
+    RunError(message.into()).into()
 }
 
 /// The audit was interrupted (exit code 130).
 pub fn interrupted() -> anyhow::Error {
-    anyhow::Error::new(Failure {
-        code: ExitCode::Interrupted,
-        message: "interrupted".into(),
-    })
+    Interrupted.into()
 }
 
-/// The exit code an error should end the process with; unclassified errors are environment
-/// errors.
-pub fn exit_code_of(err: &anyhow::Error) -> ExitCode {
-    err.chain()
-        .find_map(|e| e.downcast_ref::<Failure>())
-        .map(|f| f.code)
-        .unwrap_or(ExitCode::Environment)
-}
-
-/// Renders an error chain on one line (runtime messages can contain newlines).
 /// Any text on one line (runtime errors span several).
 pub fn one_line_str(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Renders an error chain on one line (runtime messages can contain newlines).
 pub fn one_line(err: &anyhow::Error) -> String {
-    let text = format!("{err:#}");
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    one_line_str(&format!("{err:#}"))
+}
+
+impl fmt::Display for ExitCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", *self as i32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn every_kind_of_error_maps_to_its_documented_code() {
+        assert_eq!(exit_code_of(&bad_flag("x")), ExitCode::Usage);
+        assert_eq!(exit_code_of(&bad_model("x")), ExitCode::Usage);
+        assert_eq!(exit_code_of(&bad_input("x")), ExitCode::Usage);
+        assert_eq!(exit_code_of(&bad_golden("x")), ExitCode::Usage);
+        assert_eq!(exit_code_of(&bad_policy("x")), ExitCode::Usage);
+        assert_eq!(exit_code_of(&bad_report("x")), ExitCode::Usage);
+        assert_eq!(exit_code_of(&bad_output("x")), ExitCode::Usage);
+        assert_eq!(
+            exit_code_of(&OutputError::NoSpace("x".into()).into()),
+            ExitCode::Environment
+        );
+        assert_eq!(
+            exit_code_of(&RuntimeError::BadChoice("x".into()).into()),
+            ExitCode::Usage
+        );
+        assert_eq!(
+            exit_code_of(&RuntimeError::Unavailable("x".into()).into()),
+            ExitCode::Environment
+        );
+        assert_eq!(exit_code_of(&run_error("x")), ExitCode::Environment);
+        assert_eq!(exit_code_of(&interrupted()), ExitCode::Interrupted);
+        assert_eq!(exit_code_of(&anyhow::anyhow!("unclassified")), ExitCode::Environment);
+        // Context added on the way up does not hide the kind.
+        let wrapped = Err::<(), _>(bad_input("bad")).context("while reading").unwrap_err();
+        assert_eq!(exit_code_of(&wrapped), ExitCode::Usage);
+        assert_eq!(one_line(&wrapped), "while reading: bad");
+    }
 }

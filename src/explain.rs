@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::error::usage;
+use crate::error::{bad_flag, bad_model};
 use crate::exec::executor::{cpu_runtime, model_for_workers, target_job};
 use crate::exec::plan;
 use crate::exec::{ExecOptions, Executor, Job, PlannedTarget, RunStatus};
@@ -311,7 +311,7 @@ struct Shared {
 /// Runs `explain-failure` for every requested target.
 pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     if opts.targets.is_empty() {
-        return Err(usage("explain-failure needs at least one --target"));
+        return Err(bad_flag("explain-failure needs at least one --target"));
     }
     let requested = plan::targets(&opts.targets, &["all".to_string()], false)?;
     let provisioner = Provisioner::new(&opts.exec.runtimes)?;
@@ -331,7 +331,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     let topology = Topology::of_model(&proto);
     let units = units(&topology);
     if units.is_empty() {
-        return Err(usage(format!("{} has no nodes", opts.model.display())));
+        return Err(bad_model(format!("{} has no nodes", opts.model.display())));
     }
     let mut shared = Shared {
         model,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::error::usage;
+use crate::error::bad_golden;
 use crate::exec::OutputFile;
 use crate::hash::{copy_and_hash, sha256_file};
 use crate::inputs::InputFile;
@@ -98,17 +98,17 @@ fn verify_file(dir: &Path, file: &str, sha256: &str) -> Result<PathBuf> {
     let rel = Path::new(file);
     let inside = rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
     if !inside {
-        return Err(usage(format!(
+        return Err(bad_golden(format!(
             "--golden {shown}: {file} points outside the golden directory"
         )));
     }
     let path = dir.join(rel);
     if !path.is_file() {
-        return Err(usage(format!("--golden {shown}: {file} is missing")));
+        return Err(bad_golden(format!("--golden {shown}: {file} is missing")));
     }
     let actual = sha256_file(&path)?;
     if actual != sha256 {
-        return Err(usage(format!(
+        return Err(bad_golden(format!(
             "--golden {shown}: {file} was altered (sha256 {actual}, the manifest says {sha256})"
         )));
     }
@@ -128,31 +128,32 @@ impl Golden {
         let shown = dir.display();
         let manifest_path = dir.join("manifest.json");
         let bytes = std::fs::read(&manifest_path)
-            .map_err(|e| usage(format!("--golden {shown}: cannot read manifest.json: {e}")))?;
+            .map_err(|e| bad_golden(format!("--golden {shown}: cannot read manifest.json: {e}")))?;
         let manifest: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| usage(format!("--golden {shown}: manifest.json is not a golden manifest: {e}")))?;
+            .map_err(|e| bad_golden(format!("--golden {shown}: manifest.json is not a golden manifest: {e}")))?;
         if manifest.schema_version != GOLDEN_SCHEMA_VERSION {
-            return Err(usage(format!(
+            return Err(bad_golden(format!(
                 "--golden {shown}: manifest schema version {} is not the supported {GOLDEN_SCHEMA_VERSION}",
                 manifest.schema_version
             )));
         }
         if manifest.samples.is_empty() {
-            return Err(usage(format!("--golden {shown}: the manifest lists no samples")));
+            return Err(bad_golden(format!("--golden {shown}: the manifest lists no samples")));
         }
         let names = |entries: &[TensorEntry]| entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
         let (first_inputs, first_outputs) = (names(&manifest.samples[0].inputs), names(&manifest.samples[0].outputs));
         for (k, sample) in manifest.samples.iter().enumerate() {
             if names(&sample.inputs) != first_inputs || names(&sample.outputs) != first_outputs {
-                return Err(usage(format!(
+                return Err(bad_golden(format!(
                     "--golden {shown}: sample {k} lists other tensors than sample 0; the manifest is inconsistent"
                 )));
             }
             for entry in sample.inputs.iter().chain(&sample.outputs) {
                 let path = verify_file(dir, &entry.file, &entry.sha256)?;
-                let (dtype, shape) = read_npy_header(&path).map_err(|e| usage(format!("--golden {shown}: {e:#}")))?;
+                let (dtype, shape) =
+                    read_npy_header(&path).map_err(|e| bad_golden(format!("--golden {shown}: {e:#}")))?;
                 if dtype != entry.dtype || shape != entry.shape {
-                    return Err(usage(format!(
+                    return Err(bad_golden(format!(
                         "--golden {shown}: {} holds {dtype} {shape:?}, the manifest says {} {:?}",
                         entry.file, entry.dtype, entry.shape
                     )));
@@ -161,7 +162,7 @@ impl Golden {
         }
         if let Some(a) = &manifest.activations {
             if a.files.len() != manifest.samples.len() {
-                return Err(usage(format!(
+                return Err(bad_golden(format!(
                     "--golden {shown}: {} activation archives for {} samples; the manifest is inconsistent",
                     a.files.len(),
                     manifest.samples.len()
@@ -375,43 +376,45 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<PathBuf> {
     let shown = dest.display();
     let absolute = if dest.exists() {
         dest.canonicalize()
-            .map_err(|e| usage(format!("cannot resolve {shown}: {e}")))?
+            .map_err(|e| bad_golden(format!("cannot resolve {shown}: {e}")))?
     } else {
         let name = dest
             .file_name()
-            .ok_or_else(|| usage(format!("{shown} is not a directory name")))?;
+            .ok_or_else(|| bad_golden(format!("{shown} is not a directory name")))?;
         let parent = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        std::fs::create_dir_all(&parent).map_err(|e| usage(format!("cannot create {}: {e}", parent.display())))?;
+        std::fs::create_dir_all(&parent).map_err(|e| bad_golden(format!("cannot create {}: {e}", parent.display())))?;
         parent
             .canonicalize()
-            .map_err(|e| usage(format!("cannot resolve {}: {e}", parent.display())))?
+            .map_err(|e| bad_golden(format!("cannot resolve {}: {e}", parent.display())))?
             .join(name)
     };
     if let Ok(cwd) = std::env::current_dir().and_then(|c| c.canonicalize()) {
         if cwd.starts_with(&absolute) {
-            return Err(usage(format!(
+            return Err(bad_golden(format!(
                 "{shown} is the current directory or one of its parents; choose a new directory"
             )));
         }
     }
     if absolute.is_file() {
-        return Err(usage(format!("{shown} is a file, not a golden directory")));
+        return Err(bad_golden(format!("{shown} is a file, not a golden directory")));
     }
     if absolute.is_dir() {
         let empty = absolute.read_dir().map(|mut d| d.next().is_none()).unwrap_or(false);
         if !empty {
             if !force {
-                return Err(usage(format!("{shown} already exists; pass --force to replace it")));
+                return Err(bad_golden(format!(
+                    "{shown} already exists; pass --force to replace it"
+                )));
             }
             let is_golden = std::fs::read(absolute.join("manifest.json"))
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
                 .is_some();
             if !is_golden {
-                return Err(usage(format!(
+                return Err(bad_golden(format!(
                     "{shown} is not a golden run (no golden manifest.json); refusing to replace it"
                 )));
             }
@@ -428,8 +431,8 @@ pub fn write(dest: &Path, g: GoldenWrite<'_>, force: bool) -> Result<()> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    let staging =
-        tempfile::tempdir_in(&parent).map_err(|e| usage(format!("cannot write into {}: {e}", parent.display())))?;
+    let staging = tempfile::tempdir_in(&parent)
+        .map_err(|e| bad_golden(format!("cannot write into {}: {e}", parent.display())))?;
     let samples = stage_samples(staging.path(), &g)?;
     let activations = match g.activations {
         Some(samples) => Some(write_activation_store(staging.path(), &g, samples)?),

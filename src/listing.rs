@@ -4,7 +4,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::error::usage;
+use crate::error::bad_flag;
 use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, RuntimeChoice, BUILDS};
 use crate::target::TargetSpec;
 
@@ -133,12 +133,12 @@ pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
     keys.iter()
         .map(|k| {
             let b = Build::get(k).ok_or_else(|| {
-                usage(format!(
+                bad_flag(format!(
                     "unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu, all)"
                 ))
             })?;
             match b.obstacle() {
-                Some(why) => Err(usage(format!("{} is of no use on this machine: {why}", b.label()))),
+                Some(why) => Err(bad_flag(format!("{} is of no use on this machine: {why}", b.label()))),
                 None => Ok(b),
             }
         })

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::compare::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
-use crate::error::usage;
+use crate::error::bad_report;
 use crate::exec::executor::sanitize;
 use crate::exec::{OutputFile, RunStatus};
 use crate::gate::tolerance::tolerances;
@@ -47,7 +47,7 @@ fn check_same_audit(parts: &[Part]) -> Result<()> {
         for p in &parts[1..] {
             let found = get(&p.report);
             if found != expected {
-                return Err(usage(format!(
+                return Err(bad_report(format!(
                     "{}: {what}: {found}; {}: {expected}; these are not shards of one audit",
                     p.name(),
                     first.name()
@@ -101,9 +101,9 @@ fn check_shard_set(parts: &[Part], count: usize) -> Result<()> {
         let index = p.report.shard.as_ref().map(|s| s.index).unwrap_or(0);
         let slot = seen
             .get_mut(index.wrapping_sub(1))
-            .ok_or_else(|| usage(format!("{}: shard {index} of {count}", p.name())))?;
+            .ok_or_else(|| bad_report(format!("{}: shard {index} of {count}", p.name())))?;
         if let Some(other) = slot {
-            return Err(usage(format!(
+            return Err(bad_report(format!(
                 "{}: shard {index}/{count} is also {}",
                 p.name(),
                 other.name()
@@ -116,7 +116,7 @@ fn check_shard_set(parts: &[Part], count: usize) -> Result<()> {
         .map(|i| format!("{i}/{count}"))
         .collect();
     if !missing.is_empty() {
-        return Err(usage(format!(
+        return Err(bad_report(format!(
             "shard(s) {} missing: pass every shard's report",
             missing.join(", ")
         )));
@@ -150,11 +150,13 @@ fn targets_in_order(parts: &[Part]) -> Result<Vec<TargetReport>> {
             .filter_map(|p| p.report.targets.iter().find(|t| &t.id == id).map(|t| (p, t)))
             .collect();
         let Some(&(first_part, first)) = copies.first() else {
-            return Err(usage(format!("target {id} of the audit is in none of the reports")));
+            return Err(bad_report(format!(
+                "target {id} of the audit is in none of the reports"
+            )));
         };
         for &(p, t) in &copies[1..] {
             if t.role == TargetRole::Target {
-                return Err(usage(format!(
+                return Err(bad_report(format!(
                     "{}: target {id} is also in {}; each target belongs to one shard",
                     p.name(),
                     first_part.name()
@@ -162,7 +164,7 @@ fn targets_in_order(parts: &[Part]) -> Result<Vec<TargetReport>> {
             }
             let a = serde_json::to_value(&first.outputs)?;
             if serde_json::to_value(&t.outputs)? != a {
-                return Err(usage(format!(
+                return Err(bad_report(format!(
                     "{}: the baseline {id} has other results than in {} (a non-deterministic runtime?)",
                     p.name(),
                     first_part.name()

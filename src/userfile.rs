@@ -2,12 +2,11 @@
 //! them, checked before any work and written atomically (a temporary file in the same directory,
 //! renamed into place) so a failed run never leaves a half-written file; `-` is standard output.
 
+use crate::error::bad_output;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-
-use crate::error::usage;
 
 /// Fails early, before any work, when the report cannot be written where asked.
 pub fn check_writable(path: &Path) -> Result<()> {
@@ -24,17 +23,17 @@ pub fn check_writable_as(flag: &str, path: &Path) -> Result<()> {
         _ => PathBuf::from("."),
     };
     if path.is_dir() {
-        return Err(usage(format!("{flag} {} is a directory", path.display())));
+        return Err(bad_output(format!("{flag} {} is a directory", path.display())));
     }
     if !parent.is_dir() {
-        return Err(usage(format!(
+        return Err(bad_output(format!(
             "{flag} {}: directory {} does not exist",
             path.display(),
             parent.display()
         )));
     }
     tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
-        usage(format!(
+        bad_output(format!(
             "{flag} {}: cannot write into {}: {e}",
             path.display(),
             parent.display()
@@ -48,12 +47,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp =
-        tempfile::NamedTempFile::new_in(dir).map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| bad_output(format!("cannot write {}: {e}", path.display())))?;
     tmp.write_all(bytes)
-        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| bad_output(format!("cannot write {}: {e}", path.display())))?;
     tmp.persist(path)
-        .map_err(|e| usage(format!("cannot write {}: {}", path.display(), e.error)))?;
+        .map_err(|e| bad_output(format!("cannot write {}: {}", path.display(), e.error)))?;
     Ok(())
 }
 

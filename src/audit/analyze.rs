@@ -12,7 +12,7 @@ use super::reference::ReferencePlan;
 use super::CompareOptions;
 use crate::compare::{compare as compare_outputs, Comparison, RunOutputs};
 use crate::drift::TargetDrift;
-use crate::error::{environment, usage};
+use crate::error::{bad_model, run_error};
 use crate::exec::job::Phase;
 use crate::exec::plan::BASELINE_ID;
 use crate::exec::{Executor, JobResult, Outcome, OutputFile, RunStatus};
@@ -249,12 +249,14 @@ fn layer_audit(
 pub fn golden_result(outcome: &Outcome) -> Result<&JobResult> {
     match (&outcome.status, &outcome.result) {
         (RunStatus::Ok, Some(r)) => Ok(r),
-        (RunStatus::Failed, Some(r)) if matches!(r.phase, Phase::CreateSession | Phase::Run) => Err(usage(format!(
-            "ONNX Runtime {} cannot run the reference model: {}",
-            r.ort_version.clone().unwrap_or_default(),
-            outcome.error.clone().unwrap_or_default()
-        ))),
-        _ => Err(environment(format!(
+        (RunStatus::Failed, Some(r)) if matches!(r.phase, Phase::CreateSession | Phase::Run) => {
+            Err(bad_model(format!(
+                "ONNX Runtime {} cannot run the reference model: {}",
+                r.ort_version.clone().unwrap_or_default(),
+                outcome.error.clone().unwrap_or_default()
+            )))
+        }
+        _ => Err(run_error(format!(
             "the golden reference run {}: {}",
             outcome.status.as_str(),
             outcome.error.clone().unwrap_or_default()
@@ -340,7 +342,7 @@ fn golden_output_names(audited: &[String], golden: &[String], notes: &mut Vec<St
         ));
         return Ok(golden.to_vec());
     }
-    Err(usage(format!(
+    Err(bad_model(format!(
         "the model's outputs ({}) do not match the golden run's ({})",
         audited.join(", "),
         golden.join(", ")
@@ -353,7 +355,7 @@ fn check_output_shapes(outputs: &[String], metrics: &HashMap<String, Vec<OutputM
     for (k, name) in outputs.iter().enumerate() {
         let cells: Vec<_> = metrics.values().filter_map(|m| m.get(k)).collect();
         if !cells.is_empty() && cells.iter().all(|c| c.shape_mismatch) {
-            return Err(usage(format!(
+            return Err(bad_model(format!(
                 "output '{name}': {} for every target; the reference does not compute this model's output",
                 cells[0].error.clone().unwrap_or_default()
             )));

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::error::usage;
+use crate::error::bad_output;
 use crate::exec::executor::sanitize;
 use crate::exec::{Executor, OutputFile, RunStatus};
 use crate::tensor::{write_npz, Tensor};
@@ -20,10 +20,10 @@ use super::CompareOptions;
 /// this one's would be mistaken for them.
 pub fn check_save_dir(dir: &Path) -> Result<()> {
     if dir.is_file() {
-        return Err(usage(format!("--save-outputs {} is a file", dir.display())));
+        return Err(bad_output(format!("--save-outputs {} is a file", dir.display())));
     }
     if dir.is_dir() && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
-        return Err(usage(format!("--save-outputs {} is not empty", dir.display())));
+        return Err(bad_output(format!("--save-outputs {} is not empty", dir.display())));
     }
     Ok(())
 }
@@ -94,7 +94,7 @@ pub fn persist(
                 all.push((t.spec.id.as_str(), &r.outputs));
             }
         }
-        save_outputs(dir, &all).map_err(|e| usage(format!("--save-outputs {}: {e:#}", dir.display())))?;
+        save_outputs(dir, &all).map_err(|e| bad_output(format!("--save-outputs {}: {e:#}", dir.display())))?;
     }
     let logs: Vec<(&str, &Path)> = plan
         .targets
@@ -103,7 +103,7 @@ pub fn persist(
         .filter_map(|(i, t)| executed.outcome(i).map(|o| (t.spec.id.as_str(), o.log.as_path())))
         .collect();
     Ok(match &opts.logs {
-        Some(dir) => save_logs(dir, &logs).map_err(|e| usage(format!("--logs {}: {e:#}", dir.display())))?,
+        Some(dir) => save_logs(dir, &logs).map_err(|e| bad_output(format!("--logs {}: {e:#}", dir.display())))?,
         None if executor.options().keep_work => logs.iter().map(|(id, p)| (id.to_string(), p.to_path_buf())).collect(),
         None => HashMap::new(),
     })

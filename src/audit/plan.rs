@@ -11,7 +11,7 @@ use anyhow::Result;
 use super::reference::{self, ReferencePlan};
 use super::CompareOptions;
 use crate::compare::ClassAxisPolicy;
-use crate::error::usage;
+use crate::error::{bad_flag, bad_golden, bad_input, bad_report};
 use crate::exec::plan::{self as targets, Requested};
 use crate::exec::PlannedTarget;
 use crate::inputs::{prepare, InputOptions, InputSet};
@@ -133,14 +133,14 @@ fn check_reference_accepts(reference: &Signature, inputs: &InputSet) -> Result<(
     for sample in &inputs.samples {
         for info in &reference.inputs {
             let Some(nt) = sample.iter().find(|nt| nt.name == info.name) else {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "the reference model takes an input '{}' that the audited model does not have (audited inputs: {})",
                     info.name,
                     sample.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
                 )));
             };
             crate::inputs::check_tensor(info, &nt.tensor, None)
-                .map_err(|e| usage(format!("the reference model does not accept the inputs: {e:#}")))?;
+                .map_err(|e| bad_input(format!("the reference model does not accept the inputs: {e:#}")))?;
         }
     }
     Ok(())
@@ -152,13 +152,13 @@ fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOp
         ReferencePlan::Stored { golden, .. } => {
             let given = !opts.npz.is_empty() || !opts.npy.is_empty() || !opts.gen.is_empty() || !opts.shapes.is_empty();
             if given || opts.samples != 1 || opts.seed != 0 {
-                return Err(usage(
+                return Err(bad_flag(
                     "--golden supplies the inputs: drop --inputs, --input, --gen, --seed, --samples and --input-shape",
                 ));
             }
             golden
                 .inputs(signature)
-                .map_err(|e| usage(format!("the golden run's inputs do not fit the model: {e:#}")))
+                .map_err(|e| bad_golden(format!("the golden run's inputs do not fit the model: {e:#}")))
         }
         ReferencePlan::Model { signature: ref_sig, .. } => {
             let inputs = prepare(signature, opts)?;
@@ -171,7 +171,7 @@ fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOp
 /// Reads the previous report of baseline mode and checks it was made on the same inputs: a
 /// regression measured on other data would mean nothing.
 fn previous_report(path: &Path, at: &str, inputs: &[InputTensorInfo]) -> Result<(Report, String)> {
-    let report = crate::report::json::read(path).map_err(|e| usage(format!("{at}: previous report {e:#}")))?;
+    let report = crate::report::json::read(path).map_err(|e| bad_report(format!("{at}: previous report {e:#}")))?;
     let label = path.display().to_string();
     let key = |t: &InputTensorInfo| (t.sample, t.name.clone(), t.sha256.clone());
     let now: Vec<_> = inputs.iter().map(key).collect();
@@ -181,7 +181,7 @@ fn previous_report(path: &Path, at: &str, inputs: &[InputTensorInfo]) -> Result<
             Some((a, _)) => format!("sample {} input '{}' differs", a.0, a.1),
             None => format!("{} input tensors now, {} then", now.len(), then.len()),
         };
-        return Err(usage(format!(
+        return Err(bad_report(format!(
             "{at}: the previous report {label} was made on other inputs ({what}); regressions need the same inputs (use a stored golden run)"
         )));
     }

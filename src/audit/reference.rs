@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::error::usage;
+use crate::error::{bad_golden, bad_model};
 use crate::golden::Golden;
 use crate::model::derive::derive_float_reference;
 use crate::model::{load_model, LoadedModel, Signature};
@@ -80,7 +80,9 @@ fn stored(
                 recorded.sha256
             );
             if !allow_mismatch {
-                return Err(usage(format!("{message} (--allow-golden-mismatch compares anyway)")));
+                return Err(bad_golden(format!(
+                    "{message} (--allow-golden-mismatch compares anyway)"
+                )));
             }
             notes.push(format!("{message}; compared anyway (--allow-golden-mismatch)"));
         }
@@ -138,7 +140,7 @@ fn derived(audited: &LoadedModel, notes: &mut Vec<String>) -> Result<ReferencePl
 /// (QOperator format) cannot be turned back into float.
 fn itself(audited: &LoadedModel, qoperator_nodes: &[String], notes: &mut Vec<String>) -> Result<ReferencePlan> {
     if !qoperator_nodes.is_empty() {
-        return Err(usage(format!(
+        return Err(bad_model(format!(
             "{} uses quantized operators ({}{}) that cannot be turned back into float; give the fp32 model with --reference",
             audited.path.display(),
             qoperator_nodes.iter().take(3).cloned().collect::<Vec<_>>().join(", "),

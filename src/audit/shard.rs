@@ -15,7 +15,7 @@ pub struct Shard {
 impl Shard {
     /// Parses `i/n` with 1 <= i <= n.
     pub fn parse(text: &str) -> Result<Shard> {
-        let bad = || crate::error::usage(format!("--shard '{text}' is not i/n with 1 <= i <= n (e.g. 2/4)"));
+        let bad = || crate::error::bad_flag(format!("--shard '{text}' is not i/n with 1 <= i <= n (e.g. 2/4)"));
         let (i, n) = text.split_once('/').ok_or_else(bad)?;
         let (index, count) = (
             i.trim().parse::<usize>().map_err(|_| bad())?,

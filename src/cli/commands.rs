@@ -15,7 +15,8 @@ use super::args::{
 use crate::audit::golden::{run_golden_create, GoldenOptions};
 use crate::audit::run_compare;
 use crate::console::Verbosity;
-use crate::error::{usage, ExitCode};
+use crate::error::ExitCode;
+use crate::error::{bad_flag, bad_output, bad_report};
 use crate::exec::{ExecOptions, RunStatus};
 use crate::fingerprint::{FingerprintCommand, FingerprintOptions};
 use crate::inputs::InputOptions;
@@ -64,16 +65,16 @@ fn runtime_choice(flags: &[String], env: &RuntimeEnv) -> RuntimeChoice {
 pub fn exec_options(e: &ExecArgs) -> Result<ExecOptions> {
     const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
     if !(e.timeout.is_finite() && e.timeout > 0.0 && e.timeout <= MAX_TIMEOUT_S) {
-        return Err(usage(format!(
+        return Err(bad_flag(format!(
             "--timeout must be a number of seconds in (0, {MAX_TIMEOUT_S}], not {}",
             e.timeout
         )));
     }
     if e.jobs == Some(0) || e.threads == Some(0) {
-        return Err(usage("--jobs and --threads must be at least 1"));
+        return Err(bad_flag("--jobs and --threads must be at least 1"));
     }
     if let Some(t) = e.threads.filter(|&t| t > max_threads()) {
-        return Err(usage(format!(
+        return Err(bad_flag(format!(
             "--threads {t} is more than 4 per core on this machine (at most {})",
             max_threads()
         )));
@@ -176,11 +177,11 @@ fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
         } else {
             "no such file"
         };
-        return Err(usage(format!("{}: {what}", file.display())));
+        return Err(bad_flag(format!("{}: {what}", file.display())));
     }
     let policy = Policy::load(&file)?.with_flags(&Thresholds::default(), &[], None)?;
     if let Some((path, at)) = &policy.baseline_report {
-        json::read(path).map_err(|e| usage(format!("{at}: previous report {e:#}")))?;
+        json::read(path).map_err(|e| bad_report(format!("{at}: previous report {e:#}")))?;
     }
     let wanted = if a.targets.is_empty() {
         &policy.targets
@@ -293,8 +294,8 @@ fn man(dir: Option<&Path>) -> Result<ExitCode> {
     let cmd = Cli::command();
     match dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| usage(format!("--dir {}: {e}", dir.display())))?;
-            clap_mangen::generate_to(cmd, dir).map_err(|e| usage(format!("--dir {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| bad_output(format!("--dir {}: {e}", dir.display())))?;
+            clap_mangen::generate_to(cmd, dir).map_err(|e| bad_output(format!("--dir {}: {e}", dir.display())))?;
         }
         None => {
             let mut page = Vec::new();

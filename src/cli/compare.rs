@@ -10,7 +10,7 @@ use super::commands::{exec_options, input_options, output_paths};
 use crate::audit::shard::Shard;
 use crate::audit::{CompareOptions, SavedOutputs};
 use crate::drift::FingerprintMode;
-use crate::error::usage;
+use crate::error::{bad_flag, bad_output, bad_policy};
 use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
 use crate::pattern::Pattern;
@@ -30,7 +30,7 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
         .filter(|p| is_stdio(p))
         .count();
     if stdin_users > 1 {
-        return Err(usage(
+        return Err(bad_flag(
             "only one of --config, --baseline-report and --inputs can read standard input (-)",
         ));
     }
@@ -43,7 +43,7 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
             .map(|o| beside(o, "logs"))
     });
     if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
-        return Err(usage(format!("the log directory {} is a file", dir.display())));
+        return Err(bad_output(format!("the log directory {} is a file", dir.display())));
     }
     let shard = a.reports.shard.as_deref().map(Shard::parse).transpose()?;
     let save_outputs = saved_outputs(&a.reports, shard.is_some());
@@ -87,13 +87,13 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
 /// The limits given as flags, checked.
 fn thresholds(g: &GateArgs) -> Result<Thresholds> {
     if let Some(v) = g.min_sqnr.filter(|v| v.is_nan()) {
-        return Err(usage(format!("--min-sqnr {v} is not a number")));
+        return Err(bad_flag(format!("--min-sqnr {v} is not a number")));
     }
     if g.max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
-        return Err(usage("--max-abs must be a non-negative number"));
+        return Err(bad_flag("--max-abs must be a non-negative number"));
     }
     if g.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-        return Err(usage("--min-top1 must be a fraction between 0 and 1"));
+        return Err(bad_flag("--min-top1 must be a fraction between 0 and 1"));
     }
     Ok(Thresholds {
         min_sqnr_db: g.min_sqnr,
@@ -161,7 +161,7 @@ pub fn find_policy(start: &Path) -> Option<PathBuf> {
 fn policy_file(config: Option<&Path>, no_config: bool) -> Result<Policy> {
     match config {
         Some(path) if !is_stdio(path) && !path.is_file() => {
-            Err(usage(format!("--config {}: no such file", path.display())))
+            Err(bad_policy(format!("--config {}: no such file", path.display())))
         }
         Some(path) => Policy::load(path),
         None if no_config => Ok(Policy::empty()),
@@ -189,10 +189,10 @@ fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOpti
         list: a.tap_list.clone(),
     };
     for p in a.nodes.iter().chain(&a.tensors) {
-        Pattern::parse(p).map_err(|e| usage(format!("--node/--tensor: {e:#}")))?;
+        Pattern::parse(p).map_err(|e| bad_flag(format!("--node/--tensor: {e:#}")))?;
     }
     if let Some(list) = a.tap_list.as_ref().filter(|l| !l.is_file()) {
-        return Err(usage(format!("--tap-list {}: no such file", list.display())));
+        return Err(bad_flag(format!("--tap-list {}: no such file", list.display())));
     }
     let default = if layers_command || !selection.is_all() {
         LayersChoice::All
@@ -201,7 +201,7 @@ fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOpti
     };
     let mode = match a.layers.unwrap_or(default) {
         LayersChoice::None if !selection.is_all() => {
-            return Err(usage(
+            return Err(bad_flag(
                 "--op, --node, --tensor and --tap-list select layers: drop --layers none",
             ))
         }

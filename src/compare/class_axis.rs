@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
-use crate::error::usage;
+use crate::error::bad_flag;
 use crate::model::TensorInfo;
 use crate::tensor::DType;
 
@@ -37,7 +37,7 @@ impl ClassAxisPolicy {
         };
         for f in flags {
             let bad = || {
-                usage(format!(
+                bad_flag(format!(
                     "--class-axis '{f}' is not AXIS, none, OUTPUT=AXIS or OUTPUT=none"
                 ))
             };
@@ -45,7 +45,7 @@ impl ClassAxisPolicy {
                 Some((name, axis)) => {
                     let Some(info) = outputs.iter().find(|o| o.name == name) else {
                         let names: Vec<&str> = outputs.iter().map(|o| o.name.as_str()).collect();
-                        return Err(usage(format!(
+                        return Err(bad_flag(format!(
                             "--class-axis '{f}': the model has no output '{name}' (outputs: {})",
                             names.join(", ")
                         )));
@@ -99,7 +99,7 @@ fn check_rank(flag: &str, info: &TensorInfo, axis: Option<i64>) -> Result<()> {
     };
     let rank = dims.len() as i64;
     if axis >= rank || axis < -rank {
-        return Err(usage(format!(
+        return Err(bad_flag(format!(
             "--class-axis '{flag}': output '{}' has rank {rank}, so axis {axis} does not exist",
             info.name
         )));

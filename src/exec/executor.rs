@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::job::{EpSetup, Job};
 use super::pool::{run_all, Outcome, PoolConfig};
-use crate::error::environment;
+use crate::error::{run_error, runtime_unavailable};
 use crate::inputs::{InputFile, InputSet};
 use crate::model::rewrite::{pin_input_shapes, write_model};
 use crate::model::LoadedModel;
@@ -52,7 +52,7 @@ impl WorkDir {
         let dir = tempfile::Builder::new()
             .prefix("npu-audit-")
             .tempdir()
-            .map_err(|e| environment(format!("cannot create a work directory: {e}")))?;
+            .map_err(|e| run_error(format!("cannot create a work directory: {e}")))?;
         let path = dir.path().to_path_buf();
         if keep {
             crate::console::note(format!("keeping the work directory {}", path.display()));
@@ -297,7 +297,7 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
 pub fn cpu_runtime(provisioner: &Provisioner) -> Result<Runtime> {
     let build = Build::get("cpu").context("no cpu build in the catalogue")?;
     provisioner.get(build).map_err(|e| {
-        environment(format!(
+        runtime_unavailable(format!(
             "the golden run needs {}: {}",
             build.label(),
             crate::error::one_line(&e)

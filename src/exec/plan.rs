@@ -70,7 +70,7 @@ pub fn provision(targets: Vec<Requested>, provisioner: &Provisioner) -> Result<V
             Ok(rt) => Ok(rt),
             Err(e) => {
                 // A bad --runtime flag is the user's error; a missing download is a finding.
-                if crate::error::exit_code_of(&e) == crate::error::ExitCode::Usage {
+                if matches!(e.downcast_ref(), Some(crate::error::RuntimeError::BadChoice(_))) {
                     return Err(e);
                 }
                 Err(crate::error::one_line(&e))

@@ -11,7 +11,7 @@ pub mod run;
 
 use anyhow::Result;
 
-use crate::error::usage;
+use crate::error::bad_flag;
 use crate::exec::plan::{provision, targets};
 use crate::exec::{ExecOptions, Executor};
 use crate::runtime::Provisioner;
@@ -39,7 +39,7 @@ pub fn select(patterns: &[String]) -> Result<Vec<Probe>> {
     for p in patterns {
         if !all.iter().any(|probe| matches(p, probe.id)) {
             let ids: Vec<&str> = all.iter().map(|p| p.id).collect();
-            return Err(usage(format!(
+            return Err(bad_flag(format!(
                 "--probe {p} matches no probe; probes: {}",
                 ids.join(", ")
             )));
@@ -61,7 +61,7 @@ fn matches(pattern: &str, id: &str) -> bool {
 /// Runs the command: provisions each target's runtime and fingerprints it.
 pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
     if cmd.options.repeat == 0 {
-        return Err(usage("--repeat must be at least 1"));
+        return Err(bad_flag("--repeat must be at least 1"));
     }
     let probes = select(&cmd.probes)?;
     let provisioner = Provisioner::new(&cmd.exec.runtimes)?;

@@ -6,7 +6,7 @@ use std::fmt;
 use anyhow::Result;
 
 use super::prng::SplitMix64;
-use crate::error::usage;
+use crate::error::bad_input;
 use crate::tensor::{f64_to_f16_bits, DType, Tensor, TensorData};
 
 /// A generator specification.
@@ -36,7 +36,7 @@ impl GenSpec {
     /// Parses `zeros`, `ones`, `uniform:LO,HI`, `normal:MEAN,STD`.
     pub fn parse(text: &str) -> Result<GenSpec> {
         let bad = || {
-            usage(format!(
+            bad_input(format!(
                 "generator '{text}' is not one of zeros, ones, uniform:LO,HI, normal:MEAN,STD"
             ))
         };

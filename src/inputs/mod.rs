@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub use generate::GenSpec;
 
-use crate::error::usage;
+use crate::error::bad_input;
 use crate::model::{Dim, Signature, TensorInfo};
 use crate::tensor::{checked_len, read_npz, read_npz_bytes, Tensor, MAX_ELEMENTS};
 
@@ -76,12 +76,12 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
     let mut out = HashMap::new();
     for f in flags {
         let (name, dims) = f.rsplit_once(':').ok_or_else(|| {
-            usage(format!(
+            bad_input(format!(
                 "--input-shape '{f}' is not NAME:D0,D1,... (e.g. image:1,3,224,224)"
             ))
         })?;
         if !sig.inputs.iter().any(|i| i.name == name) {
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "--input-shape '{f}': the model has no input '{name}' (inputs: {})",
                 input_names(sig)
             )));
@@ -90,9 +90,9 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
             .split(',')
             .map(|d| d.trim().parse::<usize>())
             .collect::<Result<_, _>>()
-            .map_err(|_| usage(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
+            .map_err(|_| bad_input(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
         if checked_len(&dims).is_none() {
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "--input-shape '{f}': more than {MAX_ELEMENTS} elements per input"
             )));
         }
@@ -104,7 +104,7 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
                         .zip(&dims)
                         .all(|(d, n)| !matches!(d, Dim::Fixed(f) if f != n));
                 if !fits {
-                    return Err(usage(format!(
+                    return Err(bad_input(format!(
                         "--input-shape '{f}' conflicts with the model's declared shape {}",
                         info.shape_text()
                     )));
@@ -112,7 +112,7 @@ fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String
             }
         }
         if out.insert(name.to_string(), dims).is_some() {
-            return Err(usage(format!("--input-shape gives input '{name}' twice")));
+            return Err(bad_input(format!("--input-shape gives input '{name}' twice")));
         }
     }
     Ok(out)
@@ -134,18 +134,18 @@ fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>
         match f.split_once('=') {
             Some((name, spec)) if sig.inputs.iter().any(|i| i.name == name) => {
                 if per_input.insert(name.to_string(), GenSpec::parse(spec)?).is_some() {
-                    return Err(usage(format!("--gen gives input '{name}' twice")));
+                    return Err(bad_input(format!("--gen gives input '{name}' twice")));
                 }
             }
             Some((name, _)) => {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "--gen '{f}': the model has no input '{name}' (inputs: {})",
                     input_names(sig)
                 )))
             }
             None => {
                 if default.replace(GenSpec::parse(f)?).is_some() {
-                    return Err(usage("--gen without an input name is given twice"));
+                    return Err(bad_input("--gen without an input name is given twice"));
                 }
             }
         }
@@ -160,7 +160,7 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         return Ok(p.clone());
     }
     let Some(dims) = &info.dims else {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "input '{}' declares no shape; give one with --input-shape {}:D0,D1,...",
             info.name, info.name
         )));
@@ -184,7 +184,7 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         .map(|d| if let Dim::Fixed(n) = d { *n } else { 1 })
         .collect();
     if checked_len(&shape).is_none() {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "input '{}' {} has more than {MAX_ELEMENTS} elements",
             info.name,
             info.shape_text()
@@ -207,7 +207,7 @@ fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
     let mut samples: Vec<HashMap<String, Tensor>> = Vec::new();
     let mut files = Vec::new();
     if opts.npz.iter().filter(|p| crate::userfile::is_stdio(p)).count() > 1 {
-        return Err(usage("--inputs - (standard input) can be given once"));
+        return Err(bad_input("--inputs - (standard input) can be given once"));
     }
     for path in &opts.npz {
         let arrays = if crate::userfile::is_stdio(path) {
@@ -217,12 +217,12 @@ fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
         } else {
             read_npz(path)
         }
-        .map_err(|e| usage(format!("--inputs {}: {e:#}", crate::userfile::shown(path))))?;
+        .map_err(|e| bad_input(format!("--inputs {}: {e:#}", crate::userfile::shown(path))))?;
         files.push(path.display().to_string());
         let mut sample = HashMap::new();
         for (name, t) in arrays {
             if !sig.inputs.iter().any(|i| i.name == name) {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "{}: array '{name}' is not an input of the model (inputs: {})",
                     path.display(),
                     input_names(sig)
@@ -236,17 +236,17 @@ fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
     for f in &opts.npy {
         let (name, path) = f
             .split_once('=')
-            .ok_or_else(|| usage(format!("--input '{f}' is not NAME=FILE.npy")))?;
+            .ok_or_else(|| bad_input(format!("--input '{f}' is not NAME=FILE.npy")))?;
         if !sig.inputs.iter().any(|i| i.name == name) {
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "--input '{f}': the model has no input '{name}' (inputs: {})",
                 input_names(sig)
             )));
         }
-        let t = Tensor::read_npy(Path::new(path)).map_err(|e| usage(format!("--input {f}: {e:#}")))?;
+        let t = Tensor::read_npy(Path::new(path)).map_err(|e| bad_input(format!("--input {f}: {e:#}")))?;
         files.push(path.to_string());
         if samples.iter().any(|s| s.contains_key(name)) || per_input.insert(name.to_string(), t).is_some() {
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "input '{name}' is given twice (--inputs and --input, or --input twice)"
             )));
         }
@@ -269,10 +269,12 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     let from_files =
         |name: &str| loaded.per_input.contains_key(name) || loaded.samples.iter().any(|s| s.contains_key(name));
     if let Some(name) = per_input_gen.keys().find(|n| from_files(n)) {
-        return Err(usage(format!("--gen {name}=... but input '{name}' comes from a file")));
+        return Err(bad_input(format!(
+            "--gen {name}=... but input '{name}' comes from a file"
+        )));
     }
     if default_gen.is_some() && !sig.inputs.is_empty() && sig.inputs.iter().all(|i| from_files(&i.name)) {
-        return Err(usage("--gen is given but every input comes from a file"));
+        return Err(bad_input("--gen is given but every input comes from a file"));
     }
     let n_samples = sample_count(&loaded, opts)?;
     let mut generators = Vec::new();
@@ -309,7 +311,7 @@ fn sample_count(loaded: &FileInputs, opts: &InputOptions) -> Result<usize> {
         return Ok(opts.samples.max(1));
     }
     if opts.samples > 1 && opts.samples != loaded.samples.len() {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "--samples {} disagrees with the {} --inputs files given (each file is one sample)",
             opts.samples,
             loaded.samples.len()
@@ -332,7 +334,7 @@ fn recipe(
         return Ok(None);
     }
     if loaded.samples.iter().any(|s| s.contains_key(&info.name)) {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "input '{}' is in some --inputs files but not in others",
             info.name
         )));
@@ -343,7 +345,7 @@ fn recipe(
         (None, None, false) => GenSpec::DEFAULT,
         (None, None, true) => {
             let sample = loaded.samples.iter().find(|s| !s.contains_key(&info.name));
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
                 info.name,
                 supplied_names(sample, &loaded.per_input),
@@ -353,7 +355,7 @@ fn recipe(
         }
     };
     spec.check_for(info.dtype)
-        .map_err(|e| usage(format!("--gen for input '{}': {e}", info.name)))?;
+        .map_err(|e| bad_input(format!("--gen for input '{}': {e}", info.name)))?;
     let shape = generation_shape(info, shapes.get(&info.name))?;
     Ok(Some((spec, shape)))
 }
@@ -377,7 +379,7 @@ fn build_sample(
                 .and_then(|s| s.get(&info.name))
                 .or_else(|| loaded.per_input.get(&info.name))
                 .cloned()
-                .ok_or_else(|| usage(format!("input '{}' is missing from sample {k}", info.name)))?,
+                .ok_or_else(|| bad_input(format!("input '{}' is missing from sample {k}", info.name)))?,
         };
         check_tensor(info, &tensor, shapes.get(&info.name))?;
         sample.push(NamedTensor {
@@ -404,7 +406,7 @@ fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<
 /// Checks one tensor against the model's declaration (and a pinned shape).
 pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) -> Result<()> {
     if t.dtype() != info.dtype {
-        return Err(usage(format!(
+        return Err(bad_input(format!(
             "input '{}' must be {} but the given array is {}",
             info.name,
             info.dtype,
@@ -418,7 +420,7 @@ pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) 
                 Dim::Dynamic(_) => true,
             });
         if !ok {
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "input '{}' must have shape {} but the given array has shape {:?}",
                 info.name,
                 info.shape_text(),
@@ -428,7 +430,7 @@ pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) 
     }
     if let Some(p) = pinned {
         if p != &t.shape {
-            return Err(usage(format!(
+            return Err(bad_input(format!(
                 "input '{}' has shape {:?} but --input-shape says {:?}",
                 info.name, t.shape, p
             )));
@@ -468,13 +470,13 @@ impl InputSet {
                 let pos = sample
                     .iter()
                     .position(|nt| nt.name == info.name)
-                    .ok_or_else(|| usage(format!("sample {k} has no input '{}'", info.name)))?;
+                    .ok_or_else(|| bad_input(format!("sample {k} has no input '{}'", info.name)))?;
                 let nt = sample.swap_remove(pos);
                 check_tensor(info, &nt.tensor, None)?;
                 inputs.push(nt);
             }
             if let Some(extra) = sample.first() {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "sample {k}: '{}' is not an input of the model ({})",
                     extra.name,
                     input_names(sig)
@@ -483,12 +485,12 @@ impl InputSet {
             ordered.push(inputs);
         }
         if ordered.is_empty() {
-            return Err(usage("no input samples"));
+            return Err(bad_input("no input samples"));
         }
         for (i, info) in sig.inputs.iter().enumerate() {
             let first = &ordered[0][i].tensor.shape;
             if let Some((k, other)) = ordered.iter().enumerate().find(|(_, s)| &s[i].tensor.shape != first) {
-                return Err(usage(format!(
+                return Err(bad_input(format!(
                     "input '{}' has shape {:?} in sample 0 but {:?} in sample {k}; every sample of one audit must have the same shapes",
                     info.name, first, other[i].tensor.shape
                 )));

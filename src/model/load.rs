@@ -4,12 +4,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use crate::error::bad_model;
 use crate::hash::sha256_hex;
 use anyhow::{bail, Context, Result};
 use prost::Message;
 
 use super::pb::ModelProto;
-use crate::error::usage;
 
 /// A parsed model and facts about its file.
 #[derive(Debug, Clone)]
@@ -123,32 +123,32 @@ impl LoadedModel {
 pub fn load_model(path: &Path) -> Result<LoadedModel> {
     let shown = path.display();
     if !path.exists() {
-        return Err(usage(format!("model file {shown} does not exist")));
+        return Err(bad_model(format!("model file {shown} does not exist")));
     }
     if path.is_dir() {
-        return Err(usage(format!("{shown} is a directory, not an ONNX model file")));
+        return Err(bad_model(format!("{shown} is a directory, not an ONNX model file")));
     }
-    let bytes = std::fs::read(path).map_err(|e| usage(format!("cannot read model {shown}: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| bad_model(format!("cannot read model {shown}: {e}")))?;
     if bytes.is_empty() {
-        return Err(usage(format!("{shown} is empty, not an ONNX model")));
+        return Err(bad_model(format!("{shown} is empty, not an ONNX model")));
     }
     let proto = ModelProto::decode(bytes.as_slice()).map_err(|e| {
         let why = e.to_string();
         // Models start with the ir_version field (tag 0x08); a model cut short fails mid-field.
         let looks_like_onnx = bytes.first() == Some(&0x08);
         if looks_like_onnx && (why.contains("buffer underflow") || why.contains("invalid varint")) {
-            usage(format!(
+            bad_model(format!(
                 "{shown} is truncated or corrupt: the protobuf ends mid-field ({why})"
             ))
         } else {
-            usage(format!(
+            bad_model(format!(
                 "{shown} is not an ONNX model: it does not decode as a protobuf ModelProto ({why})"
             ))
         }
     })?;
-    check_model(&proto).map_err(|e| usage(format!("{shown} is not a usable ONNX model: {e:#}")))?;
+    check_model(&proto).map_err(|e| bad_model(format!("{shown} is not a usable ONNX model: {e:#}")))?;
     if path.to_str().is_none() {
-        return Err(usage(format!(
+        return Err(bad_model(format!(
             "{shown}: the path is not valid UTF-8, which the worker processes need"
         )));
     }
@@ -165,12 +165,12 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
         if !inside {
-            return Err(usage(format!(
+            return Err(bad_model(format!(
                 "{shown}: external data file '{file}' is outside the model's directory"
             )));
         }
         if !dir.join(&file).is_file() {
-            return Err(usage(format!("{shown}: external data file '{file}' is missing")));
+            return Err(bad_model(format!("{shown}: external data file '{file}' is missing")));
         }
     }
     Ok(model)

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto, GraphProto, ValueInfoProto};
 use super::LoadedModel;
-use crate::error::usage;
+use crate::error::bad_model;
 use crate::tensor::DType;
 
 /// One dimension of a declared shape.
@@ -98,19 +98,23 @@ pub struct Signature {
 impl Signature {
     /// Reads the signature of a loaded model.
     pub fn of(model: &LoadedModel) -> Result<Signature> {
-        let graph = model.proto.graph.as_ref().ok_or_else(|| usage("model has no graph"))?;
+        let graph = model
+            .proto
+            .graph
+            .as_ref()
+            .ok_or_else(|| bad_model("model has no graph"))?;
         let initializers: HashSet<&str> = graph.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
         let shown = model.path.display();
         let inputs = graph
             .input
             .iter()
             .filter(|v| !initializers.contains(v.name.as_deref().unwrap_or("")))
-            .map(|v| tensor_info(v).map_err(|e| usage(format!("{shown}: input {e}"))))
+            .map(|v| tensor_info(v).map_err(|e| bad_model(format!("{shown}: input {e}"))))
             .collect::<Result<Vec<_>>>()?;
         let outputs = graph
             .output
             .iter()
-            .map(|v| tensor_info(v).map_err(|e| usage(format!("{shown}: output {e}"))))
+            .map(|v| tensor_info(v).map_err(|e| bad_model(format!("{shown}: output {e}"))))
             .collect::<Result<Vec<_>>>()?;
         let softmax_axes = softmax_axes(graph, model.opset());
         Ok(Signature {

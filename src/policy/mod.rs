@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use toml::Spanned;
 
-use crate::error::usage;
+use crate::error::bad_policy;
 use crate::pattern::Pattern;
 use crate::target::TargetSpec;
 use file::{OutputSection, PolicyFile, TargetSection};
@@ -143,7 +143,7 @@ impl Locator<'_> {
 
     fn error(&self, span: std::ops::Range<usize>, message: impl std::fmt::Display) -> anyhow::Error {
         let (line, col) = line_col(self.text, span.start);
-        usage(format!("{}:{line}:{col}: {message}", self.file))
+        bad_policy(format!("{}:{line}:{col}: {message}", self.file))
     }
 }
 
@@ -255,9 +255,10 @@ impl Policy {
     /// Reads and checks a policy file.
     pub fn load(path: &Path) -> Result<Policy> {
         let shown = crate::userfile::shown(path);
-        let bytes = crate::userfile::read_user_file(path).map_err(|e| usage(format!("{shown}: cannot read: {e}")))?;
+        let bytes =
+            crate::userfile::read_user_file(path).map_err(|e| bad_policy(format!("{shown}: cannot read: {e}")))?;
         let text = String::from_utf8(bytes).map_err(|e| {
-            usage(format!(
+            bad_policy(format!(
                 "{shown}: not UTF-8 text (byte {})",
                 e.utf8_error().valid_up_to()
             ))
@@ -285,7 +286,7 @@ impl Policy {
             let message = e.message().trim().replace('\n', " ");
             match e.span() {
                 Some(span) => loc.error(span, message),
-                None => usage(format!("{file}: {message}")),
+                None => bad_policy(format!("{file}: {message}")),
             }
         })?;
         if let Some(v) = raw.version.as_ref().filter(|v| *v.get_ref() != 1) {
@@ -371,7 +372,7 @@ impl Policy {
             } else {
                 self.mode_origin.clone()
             };
-            return Err(usage(format!(
+            return Err(bad_policy(format!(
                 "{at}: mode = \"{}\" needs a previous report: add [baseline] report = \"FILE.json\" or pass --baseline-report",
                 self.mode.as_str()
             )));
@@ -406,7 +407,7 @@ impl Policy {
     /// would silently drop a gate.
     pub fn check_outputs(&self, outputs: &[String]) -> Result<()> {
         match self.output_refs.iter().find(|(n, _)| !outputs.contains(n)) {
-            Some((name, at)) => Err(usage(format!(
+            Some((name, at)) => Err(bad_policy(format!(
                 "{at}: '{name}' is not an output of the model (outputs: {})",
                 outputs.join(", ")
             ))),

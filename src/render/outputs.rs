@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::{explorer, html, junit, markdown};
-use crate::error::usage;
+use crate::error::bad_output;
 use crate::exec::executor::sanitize;
 use crate::report::model::Report;
 use crate::userfile::{check_writable_as, is_stdio, write_atomic};
@@ -43,18 +43,20 @@ impl OutputPaths {
         let files = self.files();
         let stdout: Vec<&str> = files.iter().filter(|(_, p)| is_stdio(p)).map(|(f, _)| *f).collect();
         if stdout.len() > 1 {
-            return Err(usage(format!(
+            return Err(bad_output(format!(
                 "{} all name standard output (-): only one can",
                 stdout.join(", ")
             )));
         }
         if self.node_data.as_deref().is_some_and(is_stdio) {
-            return Err(usage("--node-data names a directory; it cannot be standard output"));
+            return Err(bad_output(
+                "--node-data names a directory; it cannot be standard output",
+            ));
         }
         for (i, (flag, path)) in files.iter().enumerate() {
             check_writable_as(flag, path)?;
             if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path && !is_stdio(p)) {
-                return Err(usage(format!(
+                return Err(bad_output(format!(
                     "{other} and {flag} name the same file {}",
                     path.display()
                 )));
@@ -62,13 +64,13 @@ impl OutputPaths {
         }
         if let Some(dir) = &self.node_data {
             if dir.exists() && !dir.is_dir() {
-                return Err(usage(format!(
+                return Err(bad_output(format!(
                     "--node-data {} is a file, not a directory",
                     dir.display()
                 )));
             }
             if let Some((flag, _)) = files.iter().find(|(_, p)| p == dir) {
-                return Err(usage(format!(
+                return Err(bad_output(format!(
                     "{flag} and --node-data name the same path {}",
                     dir.display()
                 )));
@@ -108,7 +110,7 @@ impl OutputPaths {
             if report.targets.iter().any(|t| !t.layers.is_empty()) {
                 rendered.push((dir.join("worst.json"), explorer::render(report)));
             }
-            std::fs::create_dir_all(dir).map_err(|e| usage(format!("--node-data {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| bad_output(format!("--node-data {}: {e}", dir.display())))?;
         }
         let mut stdout = None;
         for (path, text) in rendered {

@@ -1,12 +1,12 @@
 //! The report as JSON: written pretty-printed, and read back from another run (with the schema
 //! version checked).
 
+use crate::error::bad_report;
 use std::path::Path;
 
 use anyhow::Result;
 
 use super::model::Report;
-use crate::error::usage;
 
 /// The report as pretty-printed JSON.
 pub fn to_string(report: &Report) -> Result<String> {
@@ -17,33 +17,33 @@ pub fn to_string(report: &Report) -> Result<String> {
 /// and, for malformed JSON or a field of the wrong kind, the line and column.
 pub fn read(path: &Path) -> Result<Report> {
     let shown = crate::userfile::shown(path);
-    let bytes = crate::userfile::read_user_file(path).map_err(|e| usage(format!("{shown}: cannot read: {e}")))?;
+    let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_report(format!("{shown}: cannot read: {e}")))?;
     let text = String::from_utf8(bytes).map_err(|e| {
-        usage(format!(
+        bad_report(format!(
             "{shown}: not UTF-8 text (byte {})",
             e.utf8_error().valid_up_to()
         ))
     })?;
     let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| usage(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
+        .map_err(|e| bad_report(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
     if value.get("tool").and_then(|t| t.get("name")).and_then(|n| n.as_str()) != Some("npu-audit") {
-        return Err(usage(format!(
+        return Err(bad_report(format!(
             "{shown}: not an npu-audit compare report (no tool.name \"npu-audit\")"
         )));
     }
     match value.get("schema_version").and_then(|v| v.as_u64()) {
         Some(v) if v == u64::from(super::model::SCHEMA_VERSION) => {}
         Some(v) => {
-            return Err(usage(format!(
+            return Err(bad_report(format!(
                 "{shown}: report schema version {v}, this npu-audit reads version {}",
                 super::model::SCHEMA_VERSION
             )))
         }
         None => {
-            return Err(usage(format!(
+            return Err(bad_report(format!(
                 "{shown}: no schema_version; not an npu-audit compare report"
             )))
         }
     }
-    serde_json::from_str(&text).map_err(|e| usage(format!("{shown}:{}:{}: {e}", e.line(), e.column())))
+    serde_json::from_str(&text).map_err(|e| bad_report(format!("{shown}:{}:{}: {e}", e.line(), e.column())))
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::catalog::{Build, Role};
 use super::python::{installed_packages, pip_download, InstalledPackage};
 use super::wheel::{extract_shared_libraries, LibFile};
-use crate::error::{environment, usage};
+use crate::error::{bad_runtime_choice, runtime_unavailable};
 use crate::hash::sha256_file;
 
 /// Where a runtime was found.
@@ -96,12 +96,12 @@ impl Provisioner {
         let mut overrides = HashMap::new();
         for f in &choice.flags {
             let (k, v) = f.split_once('=').ok_or_else(|| {
-                usage(format!(
+                bad_runtime_choice(format!(
                     "--runtime '{f}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)"
                 ))
             })?;
             if Build::get(k).is_none() {
-                return Err(usage(format!(
+                return Err(bad_runtime_choice(format!(
                     "--runtime '{f}': unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu)"
                 )));
             }
@@ -139,12 +139,12 @@ impl Provisioner {
     pub fn find(&self, build: &'static Build) -> Result<Option<Runtime>> {
         if let Some(path) = self.overrides.get(build.key) {
             let lib = resolve_user_path(build, path)
-                .map_err(|e| usage(format!("--runtime {}={}: {e}", build.key, path.display())))?;
+                .map_err(|e| bad_runtime_choice(format!("--runtime {}={}: {e}", build.key, path.display())))?;
             return Ok(Some(user_runtime(build, lib, Source::Flag)));
         }
         if let Some(path) = self.env.get(build.key) {
             let lib = resolve_user_path(build, path)
-                .map_err(|e| usage(format!("{}={}: {e}", build.env_var, path.display())))?;
+                .map_err(|e| bad_runtime_choice(format!("{}={}: {e}", build.env_var, path.display())))?;
             return Ok(Some(user_runtime(build, lib, Source::Env)));
         }
         if let Some(pkg) = self.python_packages().get(build.package) {
@@ -170,7 +170,10 @@ impl Provisioner {
     /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
     pub fn get(&self, build: &'static Build) -> Result<Runtime> {
         if let Some(why) = build.obstacle() {
-            return Err(environment(format!("{} is not available here: {why}", build.label())));
+            return Err(runtime_unavailable(format!(
+                "{} is not available here: {why}",
+                build.label()
+            )));
         }
         if let Some(rt) = self.find(build)? {
             crate::console::detail(format!(
@@ -189,16 +192,16 @@ impl Provisioner {
         let dir = self.cache_dir(build);
         let parent = dir.parent().context("cache directory has no parent")?;
         std::fs::create_dir_all(parent)
-            .map_err(|e| environment(format!("cannot create the runtime cache {}: {e}", parent.display())))?;
+            .map_err(|e| runtime_unavailable(format!("cannot create the runtime cache {}: {e}", parent.display())))?;
         let lock_path = parent.join(format!(".{}-{}.lock", build.package, build.version));
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&lock_path)
-            .map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
+            .map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", lock_path.display())))?;
         lock.lock()
-            .map_err(|e| environment(format!("cannot lock {}: {e}", lock_path.display())))?;
+            .map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", lock_path.display())))?;
         if let Some(manifest) = read_manifest(&dir) {
             return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
         }
@@ -208,14 +211,14 @@ impl Provisioner {
             dir.display()
         ));
         let download = tempfile::tempdir_in(parent)
-            .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
+            .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
         let wheel = pip_download(build.package, build.version, build.env_var, download.path())?;
         let staging = tempfile::tempdir_in(parent)
-            .map_err(|e| environment(format!("cannot create a temporary directory: {e}")))?;
+            .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
         let files = extract_shared_libraries(&wheel, staging.path())
-            .map_err(|e| environment(format!("cannot extract {}: {e:#}", wheel.display())))?;
+            .map_err(|e| runtime_unavailable(format!("cannot extract {}: {e:#}", wheel.display())))?;
         if !files.iter().any(|f| f.path == build.main_lib()) {
-            return Err(environment(format!(
+            return Err(runtime_unavailable(format!(
                 "the {} wheel has no {}",
                 build.label(),
                 build.main_lib()
@@ -240,7 +243,7 @@ impl Provisioner {
             std::fs::remove_dir_all(&dir).ok();
         }
         std::fs::rename(staging.path(), &dir)
-            .map_err(|e| environment(format!("cannot move the runtime into {}: {e}", dir.display())))?;
+            .map_err(|e| runtime_unavailable(format!("cannot move the runtime into {}: {e}", dir.display())))?;
         let _ = staging.keep();
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
         crate::console::note(format!(

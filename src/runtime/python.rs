@@ -1,14 +1,13 @@
 //! The machine's Python, used only to find ONNX Runtime wheels that are already installed and to
 //! fetch missing ones with `pip download` (the official builds ship only as wheels).
 
+use crate::error::runtime_unavailable;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-
-use crate::error::environment;
 
 /// Interpreters to try, in order: the configured one (`--python`, `NPU_AUDIT_PYTHON`), else
 /// `python3`, else `python`.
@@ -159,7 +158,7 @@ fn fallback_platforms() -> &'static [&'static str] {
 /// Downloads one wheel with `pip download --no-deps` into `dest` and returns its path.
 pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) -> Result<PathBuf> {
     let python = interpreter().ok_or_else(|| {
-        environment(format!(
+        runtime_unavailable(format!(
             "cannot fetch {package} {version}: no Python interpreter found; install Python 3 with pip \
              (e.g. `apt-get install python3-pip`) or set {env_var} to an existing ONNX Runtime library"
         ))
@@ -171,7 +170,7 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) ->
         .status()
         .is_ok_and(|s| s.success());
     if !pip_ok {
-        return Err(environment(format!(
+        return Err(runtime_unavailable(format!(
             "cannot fetch {package} {version}: `{python} -m pip` is not available; install pip \
              (e.g. `apt-get install python3-pip`) or set {env_var} to an existing ONNX Runtime library"
         )));
@@ -213,7 +212,7 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) ->
                 .unwrap_or("")
                 .trim()
                 .to_string();
-            return Err(environment(format!("pip could not download {spec}: {last}")));
+            return Err(runtime_unavailable(format!("pip could not download {spec}: {last}")));
         }
     }
     let wheel = std::fs::read_dir(dest)?

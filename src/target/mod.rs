@@ -3,14 +3,13 @@
 
 pub mod chipset;
 
+use crate::error::bad_flag;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use anyhow::Result;
 
 pub use chipset::{Chipset, CHIPSETS};
-
-use crate::error::usage;
 
 /// Why a target is in the audit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -110,7 +109,7 @@ impl TargetSpec {
             ("dml", None) => {
                 // ort's DirectML binding takes no free-form options: refuse rather than drop them.
                 if let Some((k, _)) = p.options.iter().find(|(k, _)| !k.starts_with("session.")) {
-                    return Err(usage(format!("target '{text}': DirectML takes no EP option '{k}'")));
+                    return Err(bad_flag(format!("target '{text}': DirectML takes no EP option '{k}'")));
                 }
                 Ok(vec![p.make(Backend::DirectMl, OptLevel::All, None)])
             }
@@ -190,13 +189,13 @@ fn parse_options<'t>(text: &str, parts: impl Iterator<Item = &'t str>) -> Result
     for part in parts {
         let (k, v) = part
             .split_once('=')
-            .ok_or_else(|| usage(format!("target '{text}': option '{part}' is not key=value")))?;
+            .ok_or_else(|| bad_flag(format!("target '{text}': option '{part}' is not key=value")))?;
         let (k, v) = (k.trim(), v.trim());
         if k.is_empty() {
-            return Err(usage(format!("target '{text}': option '{part}' has an empty key")));
+            return Err(bad_flag(format!("target '{text}': option '{part}' has an empty key")));
         }
         if options.iter().any(|(existing, _)| existing == k) {
-            return Err(usage(format!("target '{text}': option '{k}' is given twice")));
+            return Err(bad_flag(format!("target '{text}': option '{k}' is given twice")));
         }
         options.push((k.to_string(), v.to_string()));
     }
@@ -214,7 +213,7 @@ struct Parsed<'t> {
 
 impl Parsed<'_> {
     fn unknown(&self) -> anyhow::Error {
-        usage(format!("unknown target '{}' (known: {TARGET_SYNTAX})", self.text))
+        bad_flag(format!("unknown target '{}' (known: {TARGET_SYNTAX})", self.text))
     }
 
     fn make(&self, backend: Backend, opt: OptLevel, variant_id: Option<String>) -> TargetSpec {
@@ -244,12 +243,12 @@ impl Parsed<'_> {
     fn qnn(&self) -> Result<Vec<TargetSpec>> {
         let text = self.text;
         let Some(v) = self.variant.filter(|v| !v.is_empty()) else {
-            return Err(usage(format!(
+            return Err(bad_flag(format!(
                 "target '{text}' needs a chipset: qnn:<chipset> (e.g. qnn:sm8650, qnn:\"8 Gen 3\") or qnn:all"
             )));
         };
         if let Some((k, _)) = self.options.iter().find(|(k, _)| k == "soc_model" || k == "htp_arch") {
-            return Err(usage(format!(
+            return Err(bad_flag(format!(
                 "target '{text}': '{k}' is set by the chipset; choose the chipset with qnn:<chipset> instead"
             )));
         }
@@ -258,7 +257,7 @@ impl Parsed<'_> {
         }
         let chip = Chipset::find(v).ok_or_else(|| {
             let known: Vec<_> = CHIPSETS.iter().map(|c| c.sm).collect();
-            usage(format!(
+            bad_flag(format!(
                 "target '{text}': unknown Snapdragon chipset '{v}' (known: {})",
                 known.join(", ")
             ))
