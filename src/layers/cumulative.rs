@@ -66,6 +66,22 @@ impl Accumulators {
         }
     }
 
+    /// Records a session of `target` that failed with `error` and was retried in halves over
+    /// `items` layers: the layers that still fail are marked, and the target's failure summed up.
+    pub(super) fn retried(&mut self, cumulative: bool, target: usize, retried: &Retried, error: &str, items: usize) {
+        let (what, why) = if cumulative {
+            ("a tapped session", "the tapped session fails with this tensor exposed")
+        } else {
+            ("an isolated session", "the layer alone fails on this target")
+        };
+        let failed: Vec<(usize, String)> = retried
+            .failed
+            .iter()
+            .map(|(k, err)| (*k, format!("{why}: {err}")))
+            .collect();
+        self.fail(cumulative, target, &failed, split_failure(what, error, retried, items));
+    }
+
     /// Marks layers `items` of `target` as not measured by this kind of session (`cumulative`
     /// or isolated), and records the target's first failure.
     pub(super) fn fail(&mut self, cumulative: bool, target: usize, items: &[(usize, String)], summary: String) {
@@ -319,18 +335,12 @@ fn retry_failed(
         Ok((path, ctx.input_files.to_vec()))
     };
     let retried = retry_in_halves(state, t, run, error, &mut build, &dir.join(format!("retry{t}")))?;
-    let items: Vec<(usize, String)> = retried
-        .failed
-        .iter()
-        .map(|(k, err)| (*k, format!("the tapped session fails with this tensor exposed: {err}")))
-        .collect();
-    let summary = split_failure("a tapped session", error, &retried, run.len());
-    accs.fail(true, t, &items, summary);
+    accs.retried(true, t, &retried, error, run.len());
     Ok(retried.results)
 }
 
 /// The summary line of a session that failed and was retried in halves.
-pub(super) fn split_failure(what: &str, error: &str, retried: &Retried, items: usize) -> String {
+fn split_failure(what: &str, error: &str, retried: &Retried, items: usize) -> String {
     if retried.localised && !retried.failed.is_empty() {
         format!(
             "{what} failed ({error}); retried in halves: {} of {items} layer(s) make it fail, the others were measured",

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context as _, Result};
 
-use super::cumulative::{golden_tensor, split_failure, Accumulators};
+use super::cumulative::{golden_tensor, Accumulators};
 use super::plan::{Feed, Planned};
 use super::run::{quantize, read_any, result_of, write, State};
 use super::split::{retry_in_halves, retryable};
@@ -227,13 +227,7 @@ fn retry_failed(
         Ok((path, inputs))
     };
     let retried = retry_in_halves(state, t, &items, error, &mut build, &dir.join(format!("iso-retry{t}")))?;
-    let failed: Vec<(usize, String)> = retried
-        .failed
-        .iter()
-        .map(|(k, err)| (*k, format!("the layer alone fails on this target: {err}")))
-        .collect();
-    let summary = split_failure("an isolated session", error, &retried, items.len());
-    accs.fail(false, t, &failed, summary);
+    accs.retried(false, t, &retried, error, items.len());
     Ok(retried.results)
 }
 

@@ -420,70 +420,7 @@ pub(crate) mod tests {
     /// A small report written by hand: `qnn:sm8650` ran (two outputs, one named with a pipe
     /// and a newline; two layers, one bit-exact), `openvino` was required and failed, and the
     /// `cpu:noopt` baseline ran. Rules: three failing (one of them `ran`), one passing.
-    pub(crate) const SMALL_REPORT: &str = r##"{
-      "schema_version": 1,
-      "tool": {"name": "npu-audit", "version": "0.1.0"},
-      "model": {"path": "models/m|x.onnx", "sha256": "0123456789abcdef0123", "size_bytes": 10,
-                "ir_version": 10, "opset": 21, "producer": "test",
-                "inputs": [{"name": "x", "dtype": "float32", "shape": [1, 4]}],
-                "outputs": [{"name": "probs", "dtype": "float32", "shape": [1, 4]}]},
-      "reference": {"kind": "model", "path": "m_fp32.onnx", "sha256": "ab", "description": "fp32 model m_fp32.onnx"},
-      "inputs": {"source": "generated", "samples": 1, "generators": ["x=uniform:-1,1"], "seed": 0, "tensors": []},
-      "baseline": "cpu:noopt",
-      "targets": [
-        {"id": "qnn:sm8650", "ep": "QNNExecutionProvider", "role": "target", "required": true,
-         "options": {}, "runtime": null, "status": "ok", "error": null,
-         "timing": {"load_ms": 1.0, "register_ms": 0.0, "session_create_ms": 2.0, "run_ms": 1.0, "run_ms_total": 1.0, "wall_ms": 1500.0},
-         "placement": {"source": "ort_api", "graph": "runtime", "nodes_by_ep": {"QNNExecutionProvider": 9, "CPUExecutionProvider": 2},
-                       "target_ep_nodes": 9, "total_nodes": 11, "cpu_op_types": {"Celu": 1}, "ep_partitions": 2,
-                       "partitions": [], "crossings": [], "crossing_count": 0, "crossing_bytes": 0,
-                       "mid_graph_crossing_count": 0, "mid_graph_crossing_bytes": 0, "fallback": [],
-                       "compute_fallback_nodes": 1, "inserted_by_ep": {}, "inferred_nodes": 0},
-         "outputs": [
-           {"name": "probs", "dtype": "float32", "shape": [1, 4], "elements": 4, "bit_identical": 1,
-            "max_abs": 0.03026, "mean_abs": 0.01, "rmse": 0.01, "max_ulp": 5, "cosine": 0.999, "sqnr_db": 25.06,
-            "top1_agreement": 1.0, "top5_agreement": null, "nan_count": 0, "inf_count": 0, "nonfinite_mismatch": 0,
-            "baseline": {"target": "cpu:noopt", "sqnr_db": 31.16, "max_abs": 0.0146, "excess_db": 6.1}},
-           {"name": "out|put\ntwo", "dtype": "float32", "shape": [1, 4], "elements": 4, "bit_identical": 4,
-            "max_abs": 0.0, "mean_abs": 0.0, "rmse": 0.0, "max_ulp": 0, "cosine": 1.0, "sqnr_db": "inf",
-            "top1_agreement": null, "top5_agreement": null, "nan_count": 0, "inf_count": 0, "nonfinite_mismatch": 0}
-         ],
-         "layers": [
-           {"index": 0, "op_type": "QuantizeLinear", "node": "x_QuantizeLinear", "tensor": "x_q", "float_tensor": "x",
-            "quantized": true, "elements": 4, "sqnr_db": "inf", "max_abs": 0.0, "sqnr_drop_db": null,
-            "introduced_sqnr_db": "inf"},
-           {"index": 1, "op_type": "Conv", "node": "conv1 <&\"'>", "tensor": "c_q", "float_tensor": "c",
-            "quantized": true, "elements": 4, "sqnr_db": 36.19, "max_abs": 0.1, "sqnr_drop_db": 3.28,
-            "introduced_sqnr_db": 37.46},
-           {"index": 2, "op_type": "Relu", "node": "relu_nomatch", "tensor": "r_q", "float_tensor": "r",
-            "quantized": true, "elements": 4, "sqnr_db": null, "max_abs": null, "sqnr_drop_db": null,
-            "introduced_sqnr_db": null, "error": "no reference counterpart"}
-         ],
-         "layer_summary": {"first_divergence": {"index": 1, "node": "conv1", "op_type": "Conv", "tensor": "c_q",
-                           "differing": 12, "max_steps": 1, "introduced": true}, "layers_not_compared": 0}},
-        {"id": "openvino", "ep": "OpenVINOExecutionProvider", "role": "target", "required": true,
-         "options": {}, "runtime": null, "status": "failed", "error": "first line of the error\nsecond line",
-         "timing": {"load_ms": 1.0, "register_ms": 0.0, "session_create_ms": null, "run_ms": null, "run_ms_total": null, "wall_ms": 250.0},
-         "outputs": []},
-        {"id": "cpu:noopt", "ep": "CPUExecutionProvider", "role": "baseline", "required": false,
-         "options": {}, "runtime": null, "status": "ok", "error": null, "timing": null,
-         "outputs": [
-           {"name": "probs", "dtype": "float32", "shape": [1, 4], "elements": 4, "bit_identical": 1,
-            "max_abs": 0.0146, "mean_abs": 0.01, "rmse": 0.01, "max_ulp": 5, "cosine": 0.999, "sqnr_db": 31.16,
-            "top1_agreement": 1.0, "top5_agreement": null, "nan_count": 0, "inf_count": 0, "nonfinite_mismatch": 0}
-         ]}
-      ],
-      "agreement": [], "bit_exact_groups": [], "tolerances": [],
-      "gate": {"verdict": "fail", "rules": [
-        {"rule": "min_sqnr_db", "target": "qnn:sm8650", "output": "probs", "measured": 25.06, "limit": 28.0, "pass": false, "origin": "--min-sqnr"},
-        {"rule": "max_abs", "target": "qnn:sm8650", "output": "out|put\ntwo", "measured": "nan", "limit": 0.01, "pass": false, "origin": "npu-audit.toml:3"},
-        {"rule": "ran", "target": "openvino", "output": "(run)", "measured": 0.0, "limit": 1.0, "pass": false, "origin": "required"},
-        {"rule": "ran", "target": "qnn:sm8650", "output": "(run)", "measured": 1.0, "limit": 1.0, "pass": true, "origin": "required"}
-      ]},
-      "metric_definitions": {},
-      "notes": ["a note"],
-      "exit_code": 3
-    }"##;
+    pub(crate) const SMALL_REPORT: &str = include_str!("../../tests/data/small_report.json");
 
     /// [`SMALL_REPORT`] parsed.
     pub(crate) fn small_report() -> Report {

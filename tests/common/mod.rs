@@ -265,3 +265,51 @@ pub fn with_external_data(src: &std::path::Path, dir: &std::path::Path) -> std::
     std::fs::write(&path, model.encode_to_vec()).unwrap();
     path
 }
+
+/// Parses JUnit XML with Python's ElementTree (expat, a conforming XML parser): per suite its
+/// counts and cases. The tool itself needs Python 3, so the test does too.
+pub fn parse_junit(xml: &str) -> Value {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    const SCRIPT: &str = r#"
+import json, sys, xml.etree.ElementTree as ET
+root = ET.fromstring(sys.stdin.buffer.read())
+assert root.tag == "testsuites", root.tag
+out = {"name": root.get("name"), "tests": int(root.get("tests")), "failures": int(root.get("failures")),
+       "errors": int(root.get("errors")), "skipped": int(root.get("skipped")), "suites": []}
+for s in root.findall("testsuite"):
+    cases = []
+    for c in s.findall("testcase"):
+        f = c.find("failure")
+        k = c.find("skipped")
+        cases.append({"name": c.get("name"), "classname": c.get("classname"), "time": c.get("time"),
+                      "outcome": "failure" if f is not None else "skipped" if k is not None else "pass",
+                      "message": f.get("message") if f is not None else (k.get("message") if k is not None else None),
+                      "text": f.text if f is not None else None})
+    out["suites"].append({"name": s.get("name"), "tests": int(s.get("tests")),
+                          "failures": int(s.get("failures")), "skipped": int(s.get("skipped")),
+                          "time": float(s.get("time")), "cases": cases})
+print(json.dumps(out))
+"#;
+    let python = std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut child = Command::new(python)
+        .args(["-c", SCRIPT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("Python 3 runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(xml.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("python");
+    assert!(
+        out.status.success(),
+        "the JUnit file is not well-formed XML: {}\n{xml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
