@@ -37,13 +37,57 @@ pub fn progress() -> bool {
 /// A note to the user (`npu-audit: ...`), unless quiet.
 pub fn note(message: impl std::fmt::Display) {
     if level() > Verbosity::Quiet {
-        eprintln!("npu-audit: {message}");
+        line(&format!("npu-audit: {message}"));
     }
 }
 
 /// A detail for a user who asked to see more (`-v`).
 pub fn detail(message: impl std::fmt::Display) {
     if level() == Verbosity::Verbose {
-        eprintln!("npu-audit: {message}");
+        line(&format!("npu-audit: {message}"));
+    }
+}
+
+/// The one line that says why a command failed (`npu-audit: error: ...`), always printed.
+pub fn error(message: &str) {
+    line(&format!("npu-audit: error: {message}"));
+}
+
+/// Writes one line on stderr, its control characters escaped (names in an error come from
+/// models and runtimes). A closed or full stderr is ignored rather than turned into a panic.
+fn line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{}", printable(text));
+}
+
+/// Text taken from a model or a runtime (tensor names, errors) with control characters and
+/// bidirectional overrides shown escaped, so it can neither move a terminal's cursor, set its
+/// title, reorder what is shown, nor break a table or a line.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() || is_bidi_control(c) {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// Unicode's explicit direction marks, embeddings, overrides and isolates.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn escape_sequences_and_direction_overrides_are_shown_not_obeyed() {
+        assert_eq!(printable("a\u{1b}]0;pwn\u{7}b"), "a\\u{1b}]0;pwn\\u{7}b");
+        assert_eq!(printable("x\u{202e}y\u{9b}2J"), "x\\u{202e}y\\u{9b}2J");
+        assert_eq!(printable("plain/名前:0"), "plain/名前:0");
     }
 }

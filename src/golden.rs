@@ -103,8 +103,12 @@ fn verify_file(dir: &Path, file: &str, sha256: &str) -> Result<PathBuf> {
         )));
     }
     let path = dir.join(rel);
-    if !path.is_file() {
-        return Err(bad_golden(format!("--golden {shown}: {file} is missing")));
+    match crate::userfile::regular_file(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(bad_golden(format!("--golden {shown}: {file} is missing")))
+        }
+        Err(e) => return Err(bad_golden(format!("--golden {shown}: {file} is {e}"))),
+        Ok(()) => {}
     }
     let actual = sha256_file(&path)?;
     if actual != sha256 {
@@ -127,7 +131,8 @@ impl Golden {
     pub fn load(dir: &Path) -> Result<Golden> {
         let shown = dir.display();
         let manifest_path = dir.join("manifest.json");
-        let bytes = std::fs::read(&manifest_path)
+        let bytes = crate::userfile::regular_file(&manifest_path)
+            .and_then(|_| crate::userfile::read_user_file(&manifest_path))
             .map_err(|e| bad_golden(format!("--golden {shown}: cannot read manifest.json: {e}")))?;
         let manifest: Manifest = serde_json::from_slice(&bytes)
             .map_err(|e| bad_golden(format!("--golden {shown}: manifest.json is not a golden manifest: {e}")))?;
@@ -142,6 +147,18 @@ impl Golden {
         }
         let names = |entries: &[TensorEntry]| entries.iter().map(|e| e.name.clone()).collect::<Vec<_>>();
         let (first_inputs, first_outputs) = (names(&manifest.samples[0].inputs), names(&manifest.samples[0].outputs));
+        for (what, list) in [("input", &first_inputs), ("output", &first_outputs)] {
+            if let Some(twice) = list
+                .iter()
+                .enumerate()
+                .find(|(i, n)| list[..*i].contains(n))
+                .map(|(_, n)| n)
+            {
+                return Err(bad_golden(format!(
+                    "--golden {shown}: the manifest lists {what} '{twice}' twice; tensors are matched by name"
+                )));
+            }
+        }
         for (k, sample) in manifest.samples.iter().enumerate() {
             if names(&sample.inputs) != first_inputs || names(&sample.outputs) != first_outputs {
                 return Err(bad_golden(format!(
@@ -374,6 +391,11 @@ struct TensorFile<'a> {
 /// directory and its ancestors are never replaced.
 pub fn check_destination(dest: &Path, force: bool) -> Result<PathBuf> {
     let shown = dest.display();
+    if std::fs::symlink_metadata(dest).is_ok() && !dest.exists() {
+        return Err(bad_golden(format!(
+            "{shown} is a symbolic link to a missing directory; name the directory itself"
+        )));
+    }
     let absolute = if dest.exists() {
         dest.canonicalize()
             .map_err(|e| bad_golden(format!("cannot resolve {shown}: {e}")))?
@@ -398,8 +420,15 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<PathBuf> {
             )));
         }
     }
-    if absolute.is_file() {
-        return Err(bad_golden(format!("{shown} is a file, not a golden directory")));
+    if let Ok(meta) = std::fs::metadata(&absolute) {
+        if !meta.is_dir() {
+            let kind = if meta.is_file() {
+                "a file"
+            } else {
+                crate::userfile::kind_of(&meta)
+            };
+            return Err(bad_golden(format!("{shown} is {kind}, not a golden directory")));
+        }
     }
     if absolute.is_dir() {
         let empty = absolute.read_dir().map(|mut d| d.next().is_none()).unwrap_or(false);
@@ -421,6 +450,24 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<PathBuf> {
         }
     }
     Ok(absolute)
+}
+
+/// Refuses a destination that holds one of the run's inputs (the model, its external data, an
+/// inputs file): replacing the directory would delete them.
+pub fn check_inputs_outside(dest: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let Ok(dest_real) = dest.canonicalize() else {
+        return Ok(());
+    };
+    for input in inputs {
+        if input.canonicalize().is_ok_and(|p| p.starts_with(&dest_real)) {
+            return Err(bad_golden(format!(
+                "{} holds {}, an input of this run; write the golden run to another directory",
+                dest.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes a golden directory: into a temporary sibling first, moved into place when complete, so

@@ -29,10 +29,10 @@ pub fn install() {
         for dir in DIRS.lock().map(|d| d.clone()).unwrap_or_default() {
             let _ = std::fs::remove_dir_all(dir);
         }
-        eprintln!(
-            "npu-audit: error: interrupted, and the audit did not stop within {} s",
+        crate::console::error(&format!(
+            "interrupted, and the audit did not stop within {} s",
             GRACE.as_secs()
-        );
+        ));
         std::process::exit(ExitCode::Interrupted as i32);
     });
 }

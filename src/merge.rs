@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::compare::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
-use crate::error::bad_report;
+use crate::error::{bad_flag, bad_report};
 use crate::exec::executor::sanitize;
 use crate::exec::{OutputFile, RunStatus};
 use crate::gate::tolerance::tolerances;
 use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, Verdict};
 use crate::target::TargetRole;
-use crate::tensor::read_npz;
+use crate::tensor::read_npz_bytes;
 
 /// One shard report and where it was read from.
 struct Part {
@@ -176,19 +176,84 @@ fn targets_in_order(parts: &[Part]) -> Result<Vec<TargetReport>> {
     Ok(out)
 }
 
-/// Where a shard saved its outputs, if it did and they are still there.
-fn outputs_dir(part: &Part) -> Option<PathBuf> {
-    let dir = part.report.shard.as_ref()?.outputs_dir.as_ref()?;
-    let beside = part.path.parent().unwrap_or(Path::new("")).join(dir);
-    [beside, PathBuf::from(dir)].into_iter().find(|d| d.is_dir())
+/// Where a shard saved its outputs: the directory given with `--outputs REPORT=DIR`, else the
+/// one its report records (an absolute path as is, a relative one beside the report). Never
+/// looked up relative to the working directory, where an unrelated directory could stand in.
+fn outputs_dir(part: &Part, overrides: &[(PathBuf, PathBuf)]) -> Option<PathBuf> {
+    if let Some((_, dir)) = overrides.iter().find(|(report, _)| same_file(report, &part.path)) {
+        return Some(dir.clone());
+    }
+    let recorded = Path::new(part.report.shard.as_ref()?.outputs_dir.as_ref()?);
+    let dir = if recorded.is_absolute() {
+        recorded.to_path_buf()
+    } else {
+        part.path.parent().unwrap_or(Path::new("")).join(recorded)
+    };
+    dir.is_dir().then_some(dir)
 }
 
-/// A target's saved outputs unpacked into `.npy` files the comparison reads.
-fn unpack(dir: &Path, id: &str, samples: usize, into: &Path) -> Result<Vec<Vec<OutputFile>>> {
+/// Whether two paths name one file (as given, or after resolving links).
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// The `--outputs REPORT=DIR` overrides, each naming one of the reports merged.
+pub fn parse_overrides(specs: &[String], reports: &[PathBuf]) -> Result<Vec<(PathBuf, PathBuf)>> {
+    specs
+        .iter()
+        .map(|spec| {
+            let (report, dir) = spec
+                .split_once('=')
+                .filter(|(r, d)| !r.is_empty() && !d.is_empty())
+                .ok_or_else(|| bad_flag(format!("--outputs {spec}: expected REPORT=DIR")))?;
+            let report = PathBuf::from(report);
+            if !reports.iter().any(|r| same_file(r, &report)) {
+                return Err(bad_flag(format!(
+                    "--outputs {spec}: {} is not one of the reports merged",
+                    report.display()
+                )));
+            }
+            let dir = PathBuf::from(dir);
+            if !dir.is_dir() {
+                return Err(bad_flag(format!(
+                    "--outputs {spec}: {} is not a directory",
+                    dir.display()
+                )));
+            }
+            Ok((report, dir))
+        })
+        .collect()
+}
+
+/// A target's saved outputs, each file checked against the SHA-256 its shard recorded (a
+/// file replaced or damaged since is refused), unpacked into `.npy` files the comparison reads.
+fn unpack(part: &Part, dir: &Path, id: &str, into: &Path) -> Result<Vec<Vec<OutputFile>>> {
+    let samples = part.report.inputs.provenance.samples;
+    let recorded = part.report.shard.as_ref().map(|s| &s.output_files);
     let mut out = Vec::new();
     for k in 0..samples {
-        let npz = dir.join(sanitize(id)).join(format!("s{k}.npz"));
-        let tensors = read_npz(&npz).with_context(|| format!("cannot read the saved outputs {}", npz.display()))?;
+        let rel = format!("{}/s{k}.npz", sanitize(id));
+        let npz = dir.join(&rel);
+        let expected = recorded.and_then(|m| m.get(&rel)).ok_or_else(|| {
+            bad_report(format!(
+                "{}: the report records no saved outputs {rel} (written by an older npu-audit?); re-run the shard",
+                part.name()
+            ))
+        })?;
+        let bytes = crate::userfile::read_user_file(&npz)?;
+        if &crate::hash::sha256_hex(&bytes) != expected {
+            return Err(bad_report(format!(
+                "{}: its SHA-256 is not the one {} recorded: the saved outputs were changed since the shard ran",
+                npz.display(),
+                part.name()
+            )));
+        }
+        let tensors =
+            read_npz_bytes(bytes).with_context(|| format!("cannot read the saved outputs {}", npz.display()))?;
         let mut files = Vec::new();
         for (i, (name, tensor)) in tensors.into_iter().enumerate() {
             let path = into.join(format!("{}-s{k}-o{i}.npy", sanitize(id)));
@@ -207,7 +272,13 @@ fn unpack(dir: &Path, id: &str, samples: usize, into: &Path) -> Result<Vec<Vec<O
 
 /// Agreement entries in a single run's order: every pair of targets that ran, per output. Pairs
 /// within a shard come from its report; pairs across shards are computed from saved outputs.
-fn agreement(parts: &[Part], outputs: &[String], ran: &[&str], notes: &mut Vec<String>) -> Result<Vec<AgreementEntry>> {
+fn agreement(
+    parts: &[Part],
+    overrides: &[(PathBuf, PathBuf)],
+    outputs: &[String],
+    ran: &[&str],
+    notes: &mut Vec<String>,
+) -> Result<Vec<AgreementEntry>> {
     let shard_of = |id: &str| parts.iter().position(|p| p.report.targets.iter().any(|t| t.id == id));
     let find = |a: &str, b: &str, output: &str| {
         parts.iter().find_map(|p| {
@@ -230,42 +301,22 @@ fn agreement(parts: &[Part], outputs: &[String], ran: &[&str], notes: &mut Vec<S
     let mut computed: Vec<AgreementEntry> = Vec::new();
     if !missing.is_empty() {
         let needed: BTreeSet<usize> = missing.iter().flat_map(|&(i, j)| [i, j]).collect();
-        let dirs: Vec<Option<PathBuf>> = needed
+        let dirs: Vec<Option<(usize, PathBuf)>> = needed
             .iter()
-            .map(|&i| shard_of(ran[i]).and_then(|p| outputs_dir(&parts[p])))
+            .map(|&i| shard_of(ran[i]).and_then(|p| Some((p, outputs_dir(&parts[p], overrides)?))))
             .collect();
         if dirs.iter().any(Option::is_none) {
             notes.push(format!(
-                "agreement between targets of different shards is missing ({} pairs): run the shards with --out FILE (their outputs are kept beside it) and keep FILE.outputs with the report",
+                "agreement between targets of different shards is missing ({} pairs): run the shards with --out FILE (their outputs are kept beside it) and keep FILE.outputs with the report, or name it with --outputs REPORT=DIR",
                 missing.len()
             ));
         } else {
-            let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
-            let samples = parts[0].report.inputs.provenance.samples;
-            let mut loaded = Vec::new();
-            for (&i, dir) in needed.iter().zip(&dirs) {
-                let dir = dir.as_deref().unwrap_or(Path::new(""));
-                loaded.push((ran[i], unpack(dir, ran[i], samples, tmp.path())?));
-            }
-            let runs: Vec<RunOutputs<'_>> = loaded.iter().map(|(id, s)| RunOutputs { id, samples: s }).collect();
-            // The quantization step of each output, as the shards' own comparisons used it.
-            let lsbs: Vec<Option<f64>> = outputs
+            let sources: Vec<(&str, &Part, &Path)> = needed
                 .iter()
-                .map(|o| {
-                    parts.iter().find_map(|p| {
-                        p.report
-                            .agreement
-                            .iter()
-                            .find(|e| &e.output == o)
-                            .and_then(|e| e.code_differences.map(|c| c.lsb))
-                    })
-                })
+                .zip(dirs.iter().flatten())
+                .map(|(&i, (p, dir))| (ran[i], &parts[*p], dir.as_path()))
                 .collect();
-            let classes = ClassAxisPolicy {
-                default: Some(None),
-                ..Default::default()
-            };
-            computed = compare(outputs, &lsbs, outputs, &runs[0], &runs, &classes)?.agreement;
+            computed = compare_saved(parts, outputs, &sources)?;
         }
     }
     let mut out = Vec::new();
@@ -283,6 +334,35 @@ fn agreement(parts: &[Part], outputs: &[String], ran: &[&str], notes: &mut Vec<S
         }
     }
     Ok(out)
+}
+
+/// Agreement between targets of different shards, computed from each one's saved outputs
+/// (`sources`: target id, its shard, where the shard saved them).
+fn compare_saved(parts: &[Part], outputs: &[String], sources: &[(&str, &Part, &Path)]) -> Result<Vec<AgreementEntry>> {
+    let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let mut loaded = Vec::new();
+    for &(id, part, dir) in sources {
+        loaded.push((id, unpack(part, dir, id, tmp.path())?));
+    }
+    let runs: Vec<RunOutputs<'_>> = loaded.iter().map(|(id, s)| RunOutputs { id, samples: s }).collect();
+    // The quantization step of each output, as the shards' own comparisons used it.
+    let lsbs: Vec<Option<f64>> = outputs
+        .iter()
+        .map(|o| {
+            parts.iter().find_map(|p| {
+                p.report
+                    .agreement
+                    .iter()
+                    .find(|e| &e.output == o)
+                    .and_then(|e| e.code_differences.map(|c| c.lsb))
+            })
+        })
+        .collect();
+    let classes = ClassAxisPolicy {
+        default: Some(None),
+        ..Default::default()
+    };
+    Ok(compare(outputs, &lsbs, outputs, &runs[0], &runs, &classes)?.agreement)
 }
 
 /// The shards' rules in the single run's target order, and the verdict over all of them.
@@ -307,8 +387,10 @@ fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
     }
 }
 
-/// Reads the shard reports and joins them.
-pub fn merge(paths: &[PathBuf]) -> Result<Report> {
+/// Reads the shard reports and joins them; `outputs` are `--outputs REPORT=DIR` overrides of
+/// where a shard's saved outputs are.
+pub fn merge(paths: &[PathBuf], outputs: &[String]) -> Result<Report> {
+    let overrides = parse_overrides(outputs, paths)?;
     let parts = paths
         .iter()
         .map(|p| {
@@ -334,7 +416,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<Report> {
         .filter(|t| t.status == RunStatus::Ok)
         .map(|t| t.id.as_str())
         .collect();
-    let agreement = agreement(&parts, &outputs, &ran, &mut notes)?;
+    let agreement = agreement(&parts, &overrides, &outputs, &ran, &mut notes)?;
     let bit_exact_groups = outputs
         .iter()
         .map(|o| BitExactGroups {

@@ -1,74 +1,58 @@
 //! Files the user named: read (`-` is standard input), or written because the user asked for
-//! them, checked before any work and written atomically (a temporary file in the same directory,
-//! renamed into place) so a failed run never leaves a half-written file; `-` is standard output.
+//! them. A file is written only where the user pointed (never through a device, a FIFO or a
+//! directory, never over one of the run's own inputs), keeps the mode an existing file had, and
+//! every output of a run is committed together or not at all: each is first written in full to a
+//! temporary file beside its destination ([`Outputs`]), and only when all of them are written are
+//! they renamed into place; a failure anywhere removes them all. `-` is standard output.
 
-use crate::error::bad_output;
+use std::fs::{File, Metadata, Permissions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-/// Fails early, before any work, when the report cannot be written where asked.
-pub fn check_writable(path: &Path) -> Result<()> {
-    check_writable_as("--out", path)
-}
-
-/// [`check_writable`] for the file of another flag, named in the error.
-pub fn check_writable_as(flag: &str, path: &Path) -> Result<()> {
-    if is_stdio(path) {
-        return Ok(());
-    }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if path.is_dir() {
-        return Err(bad_output(format!("{flag} {} is a directory", path.display())));
-    }
-    if !parent.is_dir() {
-        return Err(bad_output(format!(
-            "{flag} {}: directory {} does not exist",
-            path.display(),
-            parent.display()
-        )));
-    }
-    tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
-        bad_output(format!(
-            "{flag} {}: cannot write into {}: {e}",
-            path.display(),
-            parent.display()
-        ))
-    })
-}
-
-/// Writes bytes to `path` atomically.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| bad_output(format!("cannot write {}: {e}", path.display())))?;
-    tmp.write_all(bytes)
-        .map_err(|e| bad_output(format!("cannot write {}: {e}", path.display())))?;
-    tmp.persist(path)
-        .map_err(|e| bad_output(format!("cannot write {}: {}", path.display(), e.error)))?;
-    Ok(())
-}
+use crate::error::{bad_output, OutputError};
 
 /// Whether a path names standard input or output (`-`).
 pub fn is_stdio(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// The bytes of a file the user named, or of standard input for `-`.
+/// The most a file the user names (a report, a policy, an archive) is read into memory: more
+/// than this is a mistake (`/dev/zero`) or an attack, not an input.
+pub const MAX_READ_BYTES: u64 = 1 << 30;
+
+/// The bytes of a file the user named, or of standard input for `-`. A pipe (`<(...)`) is read
+/// like a file, but never beyond [`MAX_READ_BYTES`].
 pub fn read_user_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
     if is_stdio(path) {
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)?;
-        return Ok(bytes);
+        std::io::stdin().take(MAX_READ_BYTES + 1).read_to_end(&mut bytes)?;
+    } else {
+        File::open(path)?.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes)?;
     }
-    std::fs::read(path)
+    if bytes.len() as u64 > MAX_READ_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", MAX_READ_BYTES >> 20),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Checks that `path` is a regular file (following links), for files a format says are files:
+/// a link to a device or a FIFO there is refused before anything reads it.
+pub fn regular_file(path: &Path) -> std::io::Result<()> {
+    let meta = std::fs::metadata(path)?;
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}, not a regular file", kind_of(&meta)),
+        ))
+    }
 }
 
 /// How a path is named in messages: `standard input` for `-`.
@@ -77,5 +61,389 @@ pub fn shown(path: &Path) -> String {
         "standard input".into()
     } else {
         path.display().to_string()
+    }
+}
+
+/// What a non-regular file is, in words.
+pub fn kind_of(meta: &Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if meta.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Checks a directory the user named for outputs (`flag` names it in the message): absent, or
+/// a directory (following links); a file, device or FIFO there is refused.
+pub fn check_dir_destination(flag: &str, dir: &Path) -> Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            let kind = if m.is_file() { "a file" } else { kind_of(&m) };
+            Err(bad_output(format!(
+                "{flag} {} is {kind}, not a directory",
+                dir.display()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An input of the run, identified by device and inode so that another path to it (a hard
+/// link, `./x`, a symlink) is recognised too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// The file a destination really names: a symlink is followed to its target (written there, the
+/// link kept). `Ok(None)` for a new file.
+fn resolve(flag: &str, path: &Path) -> Result<(PathBuf, Option<Metadata>)> {
+    let link = std::fs::symlink_metadata(path).ok();
+    let is_link = link.as_ref().is_some_and(|m| m.file_type().is_symlink());
+    let target = if is_link {
+        std::fs::canonicalize(path).map_err(|_| {
+            bad_output(format!(
+                "{flag} {} is a symbolic link to a missing file; name the file itself",
+                path.display()
+            ))
+        })?
+    } else {
+        path.to_path_buf()
+    };
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_file() => Ok((target, Some(m))),
+        Ok(m) => Err(bad_output(format!(
+            "{flag} {} is {}, not a file it can write",
+            path.display(),
+            kind_of(&m)
+        ))),
+        Err(_) => Ok((target, None)),
+    }
+}
+
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// An error while writing an output: a full disk is the machine's problem (exit 4), anything
+/// else the destination's (exit 2).
+fn write_error(flag: &str, path: &Path, e: &std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::StorageFull {
+        let dir = parent_of(path);
+        OutputError::NoSpace(format!(
+            "{flag} {}: no space left on the device of {} ({e})",
+            path.display(),
+            dir.display()
+        ))
+        .into()
+    } else {
+        bad_output(format!("{flag} {}: cannot write: {e}", path.display()))
+    }
+}
+
+/// One file written in full beside its destination, waiting to be renamed into place.
+struct StagedFile {
+    flag: String,
+    temp: tempfile::TempPath,
+    dest: PathBuf,
+}
+
+/// Every output of one run: checked, staged, and committed together.
+#[derive(Default)]
+pub struct Outputs {
+    inputs: Vec<(PathBuf, FileId)>,
+    staged: Vec<StagedFile>,
+    /// Directories created for outputs, removed again if the run fails.
+    created: Vec<PathBuf>,
+}
+
+impl Outputs {
+    /// A set of outputs that must never replace any of `inputs` (the run's model, reference,
+    /// input files, policy, previous report...).
+    pub fn new(inputs: &[PathBuf]) -> Outputs {
+        let mut outputs = Outputs::default();
+        outputs.add_inputs(inputs);
+        outputs
+    }
+
+    /// Adds inputs discovered while the run goes (a model's external data).
+    pub fn add_inputs(&mut self, inputs: &[PathBuf]) {
+        self.inputs
+            .extend(inputs.iter().filter_map(|p| Some((p.clone(), file_id(p)?))));
+    }
+
+    /// Checks, before any work, that `path` can be written for `flag`: not a device, FIFO or
+    /// directory, not one of the run's inputs, in a directory that exists and takes files.
+    pub fn check(&self, flag: &str, path: &Path) -> Result<()> {
+        if is_stdio(path) {
+            return Ok(());
+        }
+        let (target, existing) = resolve(flag, path)?;
+        if let Some((input, _)) = existing.and_then(|_| self.input_at(&target)) {
+            return Err(bad_output(format!(
+                "{flag} {} is {}, one of this run's inputs; choose another file",
+                path.display(),
+                input.display()
+            )));
+        }
+        let parent = parent_of(&target);
+        if !parent.is_dir() {
+            return Err(bad_output(format!(
+                "{flag} {}: directory {} does not exist",
+                path.display(),
+                parent.display()
+            )));
+        }
+        tempfile::NamedTempFile::new_in(&parent).map(|_| ()).map_err(|e| {
+            bad_output(format!(
+                "{flag} {}: cannot write into {}: {e}",
+                path.display(),
+                parent.display()
+            ))
+        })
+    }
+
+    fn input_at(&self, target: &Path) -> Option<&(PathBuf, FileId)> {
+        let id = file_id(target)?;
+        self.inputs.iter().find(|(_, i)| *i == id)
+    }
+
+    /// Writes `bytes` for `dest` into a temporary file beside it.
+    pub fn file(&mut self, flag: &str, dest: &Path, bytes: &[u8]) -> Result<()> {
+        self.file_with(flag, dest, &mut |w| w.write_all(bytes))
+    }
+
+    /// Writes `dest` through `write` into a temporary file beside it (for outputs too large to
+    /// hold in memory).
+    pub fn file_with(
+        &mut self,
+        flag: &str,
+        dest: &Path,
+        write: &mut dyn FnMut(&mut std::io::BufWriter<&File>) -> std::io::Result<()>,
+    ) -> Result<()> {
+        self.check(flag, dest)?;
+        let (target, existing) = resolve(flag, dest)?;
+        let parent = parent_of(&target);
+        let temp =
+            new_temp(&parent, existing.as_ref().map(Metadata::permissions)).map_err(|e| write_error(flag, dest, &e))?;
+        {
+            let mut w = std::io::BufWriter::new(temp.as_file());
+            write(&mut w)
+                .and_then(|_| w.flush())
+                .map_err(|e| write_error(flag, dest, &e))?;
+        }
+        self.staged.push(StagedFile {
+            flag: flag.to_string(),
+            temp: temp.into_temp_path(),
+            dest: target,
+        });
+        Ok(())
+    }
+
+    /// Makes sure the directory `dir` exists for outputs (created now, removed again if the run
+    /// fails); refuses a path that exists and is not a directory.
+    pub fn dir(&mut self, flag: &str, dir: &Path) -> Result<()> {
+        check_dir_destination(flag, dir)?;
+        if dir.exists() {
+            return Ok(());
+        }
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        std::fs::create_dir_all(dir).map_err(|e| write_error(flag, &dir.join("."), &e))?;
+        self.created.extend(missing);
+        Ok(())
+    }
+
+    /// Renames every staged file into place. Existing files are moved aside first and restored
+    /// if any rename fails, so the destinations end as they were, or all new.
+    pub fn commit(mut self) -> Result<()> {
+        let staged = std::mem::take(&mut self.staged);
+        let mut done: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+        for s in staged {
+            let backup = if s.dest.exists() {
+                let b = backup_path(&s.dest);
+                if let Err(e) = std::fs::rename(&s.dest, &b) {
+                    rollback(&done);
+                    return Err(bad_output(format!(
+                        "{} {}: cannot replace it: {e}",
+                        s.flag,
+                        s.dest.display()
+                    )));
+                }
+                Some(b)
+            } else {
+                None
+            };
+            if let Err(e) = s.temp.persist(&s.dest) {
+                if let Some(b) = &backup {
+                    let _ = std::fs::rename(b, &s.dest);
+                }
+                rollback(&done);
+                return Err(bad_output(format!(
+                    "{} {}: cannot write: {}",
+                    s.flag,
+                    s.dest.display(),
+                    e.error
+                )));
+            }
+            done.push((s.dest, backup));
+        }
+        for (_, backup) in &done {
+            if let Some(b) = backup {
+                let _ = std::fs::remove_file(b);
+            }
+        }
+        self.created.clear();
+        Ok(())
+    }
+}
+
+impl Drop for Outputs {
+    /// A run that did not commit leaves nothing: the staged files go with their `TempPath`s, and
+    /// the directories made for them are removed when empty.
+    fn drop(&mut self) {
+        self.staged.clear();
+        // Deepest first, whatever order they were made in.
+        self.created.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for dir in &self.created {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// A new temporary file in `dir`, with `mode` (an existing destination's) or the default mode of
+/// a new file (0666 less the umask).
+fn new_temp(dir: &Path, mode: Option<Permissions>) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".npu-audit-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(Permissions::from_mode(0o666));
+    }
+    let temp = builder.tempfile_in(dir)?;
+    if let Some(p) = mode {
+        temp.as_file().set_permissions(p)?;
+    }
+    Ok(temp)
+}
+
+fn backup_path(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    parent_of(dest).join(format!(".{name}.npu-audit-previous-{}", std::process::id()))
+}
+
+/// Undoes the renames done so far: new files removed, replaced ones restored.
+fn rollback(done: &[(PathBuf, Option<PathBuf>)]) {
+    for (dest, backup) in done.iter().rev() {
+        match backup {
+            Some(b) => {
+                let _ = std::fs::rename(b, dest);
+            }
+            None => {
+                let _ = std::fs::remove_file(dest);
+            }
+        }
+    }
+}
+
+/// Writes one file atomically on its own (a command with a single output).
+pub fn write_atomic(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut outputs = Outputs::default();
+    outputs.file(flag, path, bytes)?;
+    outputs.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_land_together_or_not_at_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a.json");
+        let b = dir.path().join("sub").join("b.md");
+        std::fs::write(&a, "old").expect("write");
+        let mut out = Outputs::new(&[]);
+        out.file("--out", &a, b"new").expect("stage");
+        out.dir("--node-data", &dir.path().join("sub")).expect("dir");
+        out.file("--markdown", &b, b"md").expect("stage");
+        // Dropped without commit: nothing changed, the made directory is gone.
+        drop(out);
+        assert_eq!(std::fs::read_to_string(&a).expect("read"), "old");
+        assert!(!dir.path().join("sub").exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).expect("ls").count(),
+            1,
+            "no temporary left"
+        );
+        let mut out = Outputs::new(&[]);
+        out.file("--out", &a, b"new").expect("stage");
+        out.commit().expect("commit");
+        assert_eq!(std::fs::read_to_string(&a).expect("read"), "new");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn modes_are_kept_and_inputs_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report = dir.path().join("r.json");
+        std::fs::write(&report, "x").expect("write");
+        std::fs::set_permissions(&report, Permissions::from_mode(0o640)).expect("chmod");
+        write_atomic("--out", &report, b"y").expect("write");
+        let mode = std::fs::metadata(&report).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        let model = dir.path().join("m.onnx");
+        std::fs::write(&model, "model").expect("write");
+        let out = Outputs::new(std::slice::from_ref(&model));
+        let err = out
+            .check("--out", &dir.path().join(".").join("m.onnx"))
+            .expect_err("refused");
+        assert!(format!("{err}").contains("one of this run's inputs"), "{err}");
     }
 }

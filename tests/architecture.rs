@@ -7,11 +7,19 @@ use std::path::{Path, PathBuf};
 
 /// Every top-level module, lowest first. A module may use only modules listed before it. The
 /// layers (docs/ARCHITECTURE.md): foundation, data, execution, report model, analyses, judge,
-/// commands, renderers, command line.
+/// commands, renderers, command line, and the fuzz harnesses (which reach every parser).
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundation",
-        &["error", "hash", "console", "interrupt", "pattern", "userfile"],
+        &[
+            "error",
+            "hash",
+            "console",
+            "interrupt",
+            "pattern",
+            "process",
+            "userfile",
+        ],
     ),
     ("data", &["tensor", "model", "target", "inputs"]),
     ("execution", &["runtime", "exec", "golden"]),
@@ -24,6 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("commands", &["audit", "explain", "merge", "listing"]),
     ("renderers", &["render"]),
     ("command line", &["cli"]),
+    ("fuzz harnesses", &["fuzzing"]),
 ];
 
 /// The longest a function outside tests may be, in lines.

@@ -75,7 +75,7 @@ fn inputs_with_wrong_names_shapes_dtypes_or_missing() {
     expect_error(
         &[&cnn(), "-t", "cpu", "--inputs", &wrong_name],
         2,
-        "array 'img' is not an input of the model (inputs: image)",
+        "array 'img': not an input of the model (inputs: image)",
     );
     let wrong_shape = npz_with(
         dir.path(),

@@ -416,22 +416,26 @@ fn shards_merged_equal_a_single_run() {
     // Moving a shard's report together with its outputs keeps the merge working (CI artifacts).
     let moved = d.join("artifacts");
     std::fs::rename(d.join("shard2"), &moved).unwrap();
-    let merged = d.join("merged.json");
-    let out = run(&[
-        "merge",
-        &parts[0].display().to_string(),
-        &moved.join("report.json").display().to_string(),
-        "--out",
-        &merged.display().to_string(),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        single_code,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let report2 = moved.join("report.json").display().to_string();
+    // Merges the two shards into `name` with `extra` flags; the merged report.
+    let merge_into = |name: &str, extra: &[&str]| -> Value {
+        let merged = d.join(name).display().to_string();
+        let first = parts[0].display().to_string();
+        let out = run(&[
+            &["merge", first.as_str(), report2.as_str(), "--out", merged.as_str()][..],
+            extra,
+        ]
+        .concat());
+        assert_eq!(
+            out.status.code(),
+            single_code,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stable(serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap())
+    };
     let a = stable(serde_json::from_slice(&std::fs::read(&single).unwrap()).unwrap());
-    let b = stable(serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap());
+    let b = merge_into("merged.json", &[]);
     assert_eq!(
         a["agreement"].as_array().unwrap().len(),
         6 * 2,
@@ -495,6 +499,51 @@ fn shards_merged_equal_a_single_run() {
         ],
         2,
         "shard 1/2 is also",
+    );
+
+    // Saved outputs moved apart from their report are named with --outputs REPORT=DIR.
+    let elsewhere = d.join("elsewhere");
+    std::fs::rename(moved.join("report.outputs"), &elsewhere).unwrap();
+    let out = run(&["merge", &parts[0].display().to_string(), &report2, "--out", &o]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("agreement between targets of different shards is missing"),
+        "a merge without the outputs says what is missing"
+    );
+    std::fs::remove_file(&no_out).unwrap();
+    let spec = format!("{report2}={}", elsewhere.display());
+    let c = merge_into("merged2.json", &["--outputs", &spec]);
+    assert_eq!(a["agreement"], c["agreement"]);
+    fails_with(
+        &[
+            "merge",
+            &parts[0].display().to_string(),
+            &report2,
+            "--outputs",
+            "x.json=/tmp",
+            "--out",
+            &o,
+        ],
+        2,
+        "--outputs x.json=/tmp: x.json is not one of the reports merged",
+    );
+    // A saved output replaced after the shard ran is refused, naming the file.
+    let npz = elsewhere.join("qnn_sm8650/s0.npz");
+    let mut bytes = std::fs::read(&npz).unwrap();
+    let last = bytes.len() - 30;
+    bytes[last] ^= 1;
+    std::fs::write(&npz, bytes).unwrap();
+    fails_with(
+        &[
+            "merge",
+            &parts[0].display().to_string(),
+            &report2,
+            "--outputs",
+            &spec,
+            "--out",
+            &o,
+        ],
+        2,
+        "the saved outputs were changed since the shard ran",
     );
     assert!(!no_out.exists());
 }

@@ -5,7 +5,8 @@
 //! compares the counts with what the JSON report implies, and checks a screenshot is not blank.
 //!
 //! Needs Chromium: `/usr/bin/chromium` (Debian: `apt-get install chromium`) or the binary named
-//! by `NPU_AUDIT_CHROMIUM`. Without it the test fails, unless `NPU_AUDIT_SKIP_BROWSER=1`.
+//! by `NPU_AUDIT_CHROMIUM`; `scripts/test` installs Debian's package when neither is there.
+//! Without it the test fails.
 
 mod common;
 
@@ -103,20 +104,17 @@ fn expected_marks(report: &Value) -> BTreeMap<String, usize> {
     want
 }
 
-/// The browser to use, or `None` when `NPU_AUDIT_SKIP_BROWSER=1`; a missing browser fails.
-fn chromium() -> Option<PathBuf> {
-    if std::env::var("NPU_AUDIT_SKIP_BROWSER").as_deref() == Ok("1") {
-        eprintln!("NPU_AUDIT_SKIP_BROWSER=1: not opening the HTML report in a browser");
-        return None;
-    }
+/// The browser to use: `NPU_AUDIT_CHROMIUM`, else Debian's `/usr/bin/chromium` (which
+/// `scripts/test` installs when missing). A missing browser fails the test.
+fn chromium() -> PathBuf {
     let path = PathBuf::from(std::env::var("NPU_AUDIT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
     assert!(
         path.is_file(),
-        "headless Chromium not found at {}: install it (Debian/Ubuntu: `apt-get install chromium`), \
-         or set NPU_AUDIT_CHROMIUM to a Chromium binary, or set NPU_AUDIT_SKIP_BROWSER=1 to skip the browser check",
+        "headless Chromium not found at {}: run the tests with scripts/test (it installs Debian's chromium), \
+         or set NPU_AUDIT_CHROMIUM to a Chromium binary",
         path.display()
     );
-    Some(path)
+    path
 }
 
 /// Runs headless Chromium on `page` with `extra` flags (own profile directory, 120 s limit) and
@@ -366,7 +364,7 @@ fn cnn_report_with_layers_renders_in_chromium() {
     let page = dir.path().join("report.html");
     assert_page_matches(&page, &report);
     assert_render_matches(dir.path());
-    let Some(browser) = chromium() else { return };
+    let browser = chromium();
     assert_plots_rendered(&browser, &page, &report);
     assert_screenshot_not_blank(&browser, &page, [0x1a, 0x7f, 0x37]);
 }
@@ -393,7 +391,7 @@ fn fallback_report_without_layers_renders_in_chromium() {
         "the Celu partition is a compute fallback"
     );
     assert_render_matches(dir.path());
-    let Some(browser) = chromium() else { return };
+    let browser = chromium();
     assert_plots_rendered(&browser, &page, &report);
     assert_screenshot_not_blank(&browser, &page, [0xc6, 0x28, 0x28]);
 }

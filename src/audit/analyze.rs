@@ -23,6 +23,7 @@ use crate::outcome::TargetEnd;
 use crate::placement::targets::{self as placement, Probe};
 use crate::report::model::{BaselineDelta, Num, OutputMetrics, ReferenceInfo};
 use crate::runtime::{Runtime, TargetRuntime};
+use crate::tensor::Tensor;
 
 /// What the audit found.
 pub struct Analysis<'e> {
@@ -54,6 +55,7 @@ pub fn run<'e>(
     let (golden_samples, golden_names, reference_info) =
         golden_side(&plan.reference, executed.golden(), executed.cpu.as_ref())?;
     let golden_map = golden_output_names(&plan.output_names, &golden_names, &mut notes)?;
+    notes.extend(golden_notes(plan, &golden_samples, &golden_map, &golden_names)?);
     let probe_cpu = executed
         .cpu
         .clone()
@@ -347,6 +349,56 @@ fn golden_output_names(audited: &[String], golden: &[String], notes: &mut Vec<St
         audited.join(", "),
         golden.join(", ")
     )))
+}
+
+/// What the user should know about the golden run itself: outputs it has that the model does
+/// not (ignored), outputs of another element type than the model's (compared as numbers, never
+/// bit for bit), and NaN or Inf in it (a reference that produces them is usually broken, and
+/// positions where both sides are NaN count as agreeing).
+fn golden_notes(
+    plan: &AuditPlan,
+    golden: &[Vec<OutputFile>],
+    golden_map: &[String],
+    golden_names: &[String],
+) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let extra: Vec<&str> = golden_names
+        .iter()
+        .filter(|g| !golden_map.contains(g))
+        .map(String::as_str)
+        .collect();
+    if !extra.is_empty() {
+        notes.push(format!(
+            "the golden run has outputs the model does not ({}): ignored",
+            extra.join(", ")
+        ));
+    }
+    for (info, gname) in plan.signature.outputs.iter().zip(golden_map) {
+        let files: Vec<&OutputFile> = golden
+            .iter()
+            .filter_map(|s| s.iter().find(|f| &f.name == gname))
+            .collect();
+        if let Some(f) = files.first().filter(|f| f.dtype != info.dtype) {
+            notes.push(format!(
+                "output '{}': the golden run's is {}, the model's {}: compared as numbers, with no bit-exact or ULP figures",
+                info.name, f.dtype, info.dtype
+            ));
+        }
+        let (mut nan, mut inf) = (0u64, 0u64);
+        for f in &files {
+            let t = Tensor::read_npy(&f.path)?;
+            let (n, i) = t.data.nonfinite_counts();
+            nan += n;
+            inf += i;
+        }
+        if nan + inf > 0 {
+            notes.push(format!(
+                "output '{}': the golden run itself has {nan} NaN and {inf} Inf value(s); a reference that produces them is usually broken (positions where both sides are NaN count as agreeing)",
+                info.name
+            ));
+        }
+    }
+    Ok(notes)
 }
 
 /// When no target's output has the golden run's shape, the reference is not a reference of this

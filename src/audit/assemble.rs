@@ -22,8 +22,8 @@ use crate::inputs::InputSet;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, Report, RuntimeInfo, TargetReport, Timing, ToolInfo,
-    SCHEMA_VERSION,
+    ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, Report, RuntimeInfo, ShardInfo, TargetReport, Timing,
+    ToolInfo, SCHEMA_VERSION,
 };
 use crate::runtime::{Runtime, TargetRuntime};
 
@@ -218,6 +218,7 @@ pub fn report(
     analysis: Analysis<'_>,
     targets: Vec<TargetReport>,
     judgement: Judgement,
+    output_files: std::collections::BTreeMap<String, String>,
 ) -> Result<Report> {
     let tolerances = tolerances(&plan.output_names, &targets);
     let mut notes = plan.notes;
@@ -245,7 +246,7 @@ pub fn report(
         metric_definitions: crate::report::definitions(),
         layer_audit: analysis.layers.map(|l| l.info),
         notes,
-        shard: plan.shard,
+        shard: plan.shard.map(|s| ShardInfo { output_files, ..s }),
         merged_from: Vec::new(),
         exit_code: judgement.exit_code,
     })

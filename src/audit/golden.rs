@@ -11,7 +11,7 @@ use crate::exec::{ExecOptions, Executor, OutputFile};
 use crate::golden::{self, GoldenWrite, RuntimeEntry};
 use crate::hash::sha256_file;
 use crate::inputs::{prepare, InputOptions};
-use crate::model::{load_model, Signature};
+use crate::model::{load_model, LoadedModel, Signature};
 use crate::runtime::Provisioner;
 
 /// Everything `golden create` was asked to do.
@@ -26,12 +26,24 @@ pub struct GoldenOptions {
     pub layers: bool,
 }
 
+/// The files a golden run reads, which its directory must not hold: replacing the directory
+/// would delete them.
+fn run_inputs(opts: &GoldenOptions, model: &LoadedModel) -> Vec<PathBuf> {
+    let mut inputs = vec![opts.model.clone()];
+    inputs.extend(model.external_data_paths());
+    inputs.extend(opts.inputs.npz.iter().cloned());
+    let npy = opts.inputs.npy.iter().filter_map(|s| s.split_once('='));
+    inputs.extend(npy.map(|(_, f)| PathBuf::from(f)));
+    inputs
+}
+
 /// Runs the reference model once on the CPU and stores a golden directory.
 pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
     golden::check_destination(&opts.out, opts.force)?;
+    golden::check_inputs_outside(&opts.out, &run_inputs(opts, &model))?;
     let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let cpu = cpu_runtime(&provisioner)?;
     let executor = Executor::new(&opts.exec)?;

@@ -27,11 +27,15 @@ use crate::gate::Previous;
 use crate::inputs::InputOptions;
 use crate::policy::Policy;
 use crate::report::model::Report;
+use crate::userfile::Outputs;
 
 /// Where `--save-outputs` keeps every run's outputs, and how a shard report records it.
 #[derive(Debug, Clone)]
 pub struct SavedOutputs {
     pub dir: PathBuf,
+    /// The flag or default it comes from, for messages (`--save-outputs`, or the directory
+    /// beside a shard's `--out`).
+    pub flag: String,
     /// The directory as the shard report names it: its file name when it sits beside the report
     /// (so the two can move together as CI artifacts), else the path as given.
     pub recorded_as: Option<String>,
@@ -67,19 +71,20 @@ pub struct CompareOptions {
     pub layers: Option<crate::layers::LayerOptions>,
 }
 
-/// Runs `compare` and returns the report (its `exit_code` says how the process should end).
-pub fn run_compare(opts: &CompareOptions) -> Result<Report> {
-    let plan = plan::AuditPlan::new(opts)?;
+/// Runs `compare` and returns the report (its `exit_code` says how the process should end). The
+/// saved outputs and logs are staged in `outputs`, to be committed with the report's files.
+pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Report> {
+    let plan = plan::AuditPlan::new(opts, outputs)?;
     let executor = Executor::new(&opts.exec)?;
     let executed = execute::run(&plan, &executor, opts.repeat)?;
     let mut analysis = analyze::run(&plan, &executed, &executor, opts)?;
-    let logs = files::persist(opts, &plan, &executed, &analysis, &executor)?;
+    let persisted = files::persist(opts, &plan, &executed, &analysis, &executor, outputs)?;
     crate::interrupt::check()?;
-    let rows = assemble::target_rows(&plan.targets, &mut analysis, &logs);
+    let rows = assemble::target_rows(&plan.targets, &mut analysis, &persisted.logs);
     let previous = plan.previous.as_ref().map(|(report, label)| Previous {
         report,
         label: label.clone(),
     });
     let judgement = crate::gate::judge(&opts.policy, &rows, previous.as_ref());
-    assemble::report(plan, &executed, analysis, rows, judgement)
+    assemble::report(plan, &executed, analysis, rows, judgement, persisted.output_files)
 }

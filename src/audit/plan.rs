@@ -19,6 +19,7 @@ use crate::model::{load_model, LoadedModel, Signature};
 use crate::report::model::{InputTensorInfo, Report, ShardInfo};
 use crate::runtime::Provisioner;
 use crate::target::TargetRole;
+use crate::userfile::Outputs;
 
 /// What `compare` will do, decided and checked.
 pub struct AuditPlan {
@@ -44,14 +45,16 @@ impl AuditPlan {
     /// Plans an audit. The order of the checks is the order of their cost: flags and target
     /// names first, then the model, the reference, the inputs, the previous report, and last the
     /// runtimes (which may be fetched).
-    pub fn new(opts: &CompareOptions) -> Result<AuditPlan> {
+    pub fn new(opts: &CompareOptions, outputs: &mut Outputs) -> Result<AuditPlan> {
         if let Some(saved) = &opts.save_outputs {
-            super::files::check_save_dir(&saved.dir)?;
+            super::files::check_save_dir(&saved.dir, &saved.flag)?;
         }
         let mut notes = Vec::new();
         let (requested, shard) = requested_targets(opts, &mut notes)?;
         let provisioner = Provisioner::new(&opts.exec.runtimes)?;
         let model = load_model(&opts.model)?;
+        // The model's external data are inputs too: no output may replace them.
+        outputs.add_inputs(&model.external_data_paths());
         let signature = Signature::of(&model)?;
         let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
         opts.policy.check_outputs(&output_names)?;

@@ -49,6 +49,7 @@ impl Shard {
             all_targets,
             targets: mine.iter().map(|r| r.spec.id.clone()).collect(),
             outputs_dir: None,
+            output_files: Default::default(),
         };
         (mine, info)
     }

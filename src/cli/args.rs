@@ -152,6 +152,10 @@ pub struct MergeArgs {
     /// The shard reports (`compare --shard i/n --out FILE`), one per shard.
     #[arg(required = true, num_args = 1..)]
     pub reports: Vec<PathBuf>,
+    /// Where a shard's saved outputs are when they are not beside its report (default: the
+    /// directory the report names, beside it).
+    #[arg(long = "outputs", value_name = "REPORT=DIR")]
+    pub outputs: Vec<String>,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,

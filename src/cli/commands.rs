@@ -27,7 +27,7 @@ use crate::render::{markdown, table};
 use crate::report::json;
 use crate::report::model::Report;
 use crate::runtime::{Provisioner, RuntimeChoice};
-use crate::userfile::{check_writable, is_stdio};
+use crate::userfile::{is_stdio, Outputs};
 
 /// Applies the options every command takes: verbosity, colour, the cache and the Python used.
 pub fn configure(g: &GlobalArgs) {
@@ -124,10 +124,13 @@ pub fn output_paths(f: &ReportFiles) -> OutputPaths {
     }
 }
 
-/// Writes the report files, then prints the report on stdout (unless a file went there).
-fn emit(report: &Report, format: ReportFormat, files: &OutputPaths) -> Result<()> {
+/// Stages the report files with the run's other outputs, commits them all, then prints the
+/// report on stdout (unless a file went there).
+fn emit(report: &Report, format: ReportFormat, files: &OutputPaths, mut outputs: Outputs) -> Result<()> {
     let json_text = json::to_string(report)?;
-    if let Some(text) = files.write(report, &json_text)? {
+    let to_stdout = files.stage(report, &json_text, &mut outputs)?;
+    outputs.commit()?;
+    if let Some(text) = to_stdout {
         return print_stdout(&text);
     }
     match format {
@@ -139,11 +142,11 @@ fn emit(report: &Report, format: ReportFormat, files: &OutputPaths) -> Result<()
 
 fn compare(a: super::args::CompareArgs, layers_command: bool) -> Result<ExitCode> {
     let format = a.reports.format;
-    let (opts, files) = super::compare::options(a, layers_command)?;
-    let report = run_compare(&opts)?;
+    let (opts, files, mut outputs) = super::compare::options(a, layers_command)?;
+    let report = run_compare(&opts, &mut outputs)?;
     // An interruption after the workers finished still means: write nothing.
     crate::interrupt::check()?;
-    emit(&report, format, &files)?;
+    emit(&report, format, &files, outputs)?;
     // One line for all required targets that did not run; the report has the full errors.
     let failed: Vec<String> = report
         .targets
@@ -152,10 +155,7 @@ fn compare(a: super::args::CompareArgs, layers_command: bool) -> Result<ExitCode
         .map(|t| format!("{} ({})", t.id, t.status.as_str()))
         .collect();
     if !failed.is_empty() {
-        eprintln!(
-            "npu-audit: error: required target(s) did not run: {}",
-            failed.join(", ")
-        );
+        crate::console::error(&format!("required target(s) did not run: {}", failed.join(", ")));
     }
     Ok(report.exit_code)
 }
@@ -203,7 +203,7 @@ fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
 
 fn fingerprint(a: FingerprintArgs) -> Result<ExitCode> {
     if let Some(out) = &a.out {
-        check_writable(out)?;
+        Outputs::default().check("--out", out)?;
     }
     let report = crate::fingerprint::run_command(&FingerprintCommand {
         targets: a.targets,
@@ -218,7 +218,7 @@ fn fingerprint(a: FingerprintArgs) -> Result<ExitCode> {
     crate::interrupt::check()?;
     let json_text = serde_json::to_string_pretty(&report)?;
     if let Some(out) = &a.out {
-        crate::userfile::write_atomic(out, json_text.as_bytes())?;
+        crate::userfile::write_atomic("--out", out, json_text.as_bytes())?;
     }
     match a.format {
         Format::Json => print_stdout(&(json_text + "\n"))?,
@@ -316,16 +316,18 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::CheckConfig(a) => check_config(a),
         Command::Merge(a) => {
             let files = output_paths(&a.files);
-            files.check()?;
-            let report = crate::merge::merge(&a.reports)?;
-            emit(&report, a.format, &files)?;
+            let outputs = Outputs::new(&a.reports);
+            files.check(&outputs)?;
+            let report = crate::merge::merge(&a.reports, &a.outputs)?;
+            emit(&report, a.format, &files, outputs)?;
             Ok(report.exit_code)
         }
         Command::Render(a) => {
             let files = output_paths(&a.files);
-            files.check()?;
+            let outputs = Outputs::new(std::slice::from_ref(&a.report));
+            files.check(&outputs)?;
             let report = json::read(&a.report)?;
-            emit(&report, a.format, &files)?;
+            emit(&report, a.format, &files, outputs)?;
             Ok(ExitCode::Success)
         }
         Command::Targets(a) => {

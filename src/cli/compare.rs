@@ -10,18 +10,64 @@ use super::commands::{exec_options, input_options, output_paths};
 use crate::audit::shard::Shard;
 use crate::audit::{CompareOptions, SavedOutputs};
 use crate::drift::FingerprintMode;
-use crate::error::{bad_flag, bad_output, bad_policy};
+use crate::error::{bad_flag, bad_policy};
 use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
 use crate::pattern::Pattern;
 use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
 use crate::render::outputs::OutputPaths;
-use crate::userfile::is_stdio;
+use crate::userfile::{is_stdio, Outputs};
 
-/// The audit's options and where its report goes, from `compare`'s (or `layers`') flags.
-pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, OutputPaths)> {
+/// Every file the run reads that the user named: no output may replace one of them.
+fn run_inputs(a: &CompareArgs) -> Vec<PathBuf> {
+    let mut inputs = vec![a.model.clone()];
+    inputs.extend(a.reference.reference.clone());
+    inputs.extend(a.inputs.npz.iter().cloned());
+    inputs.extend(
+        a.inputs
+            .npy
+            .iter()
+            .filter_map(|s| s.split_once('='))
+            .map(|(_, p)| PathBuf::from(p)),
+    );
+    inputs.extend(a.gate.config.clone());
+    inputs.extend(a.gate.baseline_report.clone());
+    inputs.extend(a.layers.tap_list.clone());
+    inputs.extend(
+        a.exec
+            .runtime
+            .iter()
+            .filter_map(|s| s.split_once('='))
+            .map(|(_, p)| PathBuf::from(p)),
+    );
+    if let Some(dir) = &a.reference.golden_dir {
+        inputs.extend(files_under(dir, 4));
+    }
+    inputs
+}
+
+/// The files under `dir`, `depth` levels down at most.
+fn files_under(dir: &Path, depth: usize) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.is_dir() && depth > 0 {
+            out.extend(files_under(&path, depth - 1));
+        } else if path.is_file() {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The audit's options, where its report goes, and the set its outputs are staged in, from
+/// `compare`'s (or `layers`') flags.
+pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, OutputPaths, Outputs)> {
     let files = output_paths(&a.reports.files);
-    files.check()?;
+    let outputs = Outputs::new(&run_inputs(&a));
+    files.check(&outputs)?;
     let thresholds = thresholds(&a.gate)?;
     let stdin_users = [a.gate.config.as_deref(), a.gate.baseline_report.as_deref()]
         .into_iter()
@@ -34,16 +80,14 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
             "only one of --config, --baseline-report and --inputs can read standard input (-)",
         ));
     }
-    let logs = a.reports.logs.clone().or_else(|| {
-        a.reports
-            .files
-            .out
-            .as_ref()
-            .filter(|o| !is_stdio(o))
-            .map(|o| beside(o, "logs"))
-    });
-    if let Some(dir) = logs.as_ref().filter(|d| d.exists() && !d.is_dir()) {
-        return Err(bad_output(format!("the log directory {} is a file", dir.display())));
+    let out = a.reports.files.out.as_ref().filter(|o| !is_stdio(o));
+    let logs = a.reports.logs.clone().or_else(|| out.map(|o| beside(o, "logs")));
+    if let Some(dir) = &logs {
+        let flag = match (&a.reports.logs, out) {
+            (None, Some(o)) => format!("--out {}: its logs directory", o.display()),
+            _ => "--logs".to_string(),
+        };
+        crate::userfile::check_dir_destination(&flag, dir)?;
     }
     let shard = a.reports.shard.as_deref().map(Shard::parse).transpose()?;
     let save_outputs = saved_outputs(&a.reports, shard.is_some());
@@ -81,7 +125,7 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
         },
         layers,
     };
-    Ok((opts, files))
+    Ok((opts, files, outputs))
 }
 
 /// The limits given as flags, checked.
@@ -125,18 +169,34 @@ fn saved_outputs(r: &ReportArgs, sharded: bool) -> Option<SavedOutputs> {
         &r.save_outputs,
         r.files.out.as_ref().filter(|o| sharded && !is_stdio(o)),
     ) {
-        (Some(dir), _) => Some(SavedOutputs {
+        (Some(dir), out) => Some(SavedOutputs {
             dir: dir.clone(),
-            recorded_as: Some(dir.display().to_string()),
+            flag: "--save-outputs".into(),
+            recorded_as: Some(recorded_location(dir, out.map(PathBuf::as_path))),
         }),
         // The default directory sits beside the report: recorded by name, so the two can move
         // together (CI artifacts).
         (None, Some(out)) => {
             let dir = beside(out, "outputs");
             let recorded_as = dir.file_name().map(|n| n.to_string_lossy().to_string());
-            Some(SavedOutputs { dir, recorded_as })
+            let flag = format!("--out {}: the shard's outputs directory", out.display());
+            Some(SavedOutputs { dir, flag, recorded_as })
         }
         (None, None) => None,
+    }
+}
+
+/// How a report records where its outputs were saved: relative to the report when they sit
+/// under its directory (the two can move together), else as an absolute path, so `merge` never
+/// has to guess from its own working directory.
+fn recorded_location(dir: &Path, report: Option<&Path>) -> String {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let report_dir = report
+        .and_then(|r| std::path::absolute(r).ok())
+        .and_then(|r| r.parent().map(Path::to_path_buf));
+    match report_dir.as_deref().and_then(|d| absolute.strip_prefix(d).ok()) {
+        Some(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+        _ => absolute.display().to_string(),
     }
 }
 

@@ -25,7 +25,7 @@ pub fn main() -> i32 {
     let code = match commands::run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("npu-audit: error: {}", one_line(&e));
+            crate::console::error(&one_line(&e));
             exit_code_of(&e)
         }
     };
@@ -56,10 +56,7 @@ fn report_cli_error(e: clap::Error) -> i32 {
                 .filter(|l| !l.is_empty())
                 .collect();
             let message = message.join(" ");
-            eprintln!(
-                "npu-audit: error: {} (see --help)",
-                message.trim_start_matches("error: ")
-            );
+            crate::console::error(&format!("{} (see --help)", message.trim_start_matches("error: ")));
             ExitCode::Usage as i32
         }
     }

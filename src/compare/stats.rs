@@ -252,9 +252,12 @@ impl ErrorStats {
         self.elements += n as u64;
     }
 
-    /// max |o - r|, infinite when some position is non-finite on one side only.
+    /// max |o - r|, infinite when some position is non-finite on one side only, undefined (NaN)
+    /// without elements.
     pub fn max_abs(&self) -> f64 {
-        if self.nonfinite_mismatch > 0 {
+        if self.elements == 0 {
+            f64::NAN
+        } else if self.nonfinite_mismatch > 0 {
             f64::INFINITY
         } else {
             self.max_abs
@@ -286,9 +289,9 @@ impl ErrorStats {
     }
 
     /// Cosine similarity; 1 for two zero vectors, 0 when only one is zero, undefined (NaN) when a
-    /// position is non-finite on one side only.
+    /// position is non-finite on one side only or there are no elements.
     pub fn cosine(&self) -> f64 {
-        if self.nonfinite_mismatch > 0 {
+        if self.nonfinite_mismatch > 0 || self.elements == 0 {
             return f64::NAN;
         }
         match (self.sum_sq_out == 0.0, self.sum_sq_ref == 0.0) {
@@ -300,9 +303,12 @@ impl ErrorStats {
     }
 
     /// 10·log10(Σr² / Σ(o − r)²): +inf for an exact match, -inf for a zero signal with noise and
-    /// for any position that is non-finite on one side only (an infinite error).
+    /// for any position that is non-finite on one side only (an infinite error), undefined (NaN)
+    /// without elements: an empty output matches nothing.
     pub fn sqnr_db(&self) -> f64 {
-        if self.nonfinite_mismatch > 0 {
+        if self.elements == 0 {
+            f64::NAN
+        } else if self.nonfinite_mismatch > 0 {
             f64::NEG_INFINITY
         } else if self.sum_sq_err == 0.0 {
             f64::INFINITY
@@ -350,6 +356,12 @@ mod tests {
         assert!((s.cosine() - 28.0 / (30f64.sqrt() * 27.25f64.sqrt())).abs() < 1e-12);
         // 3.0 vs 2.0: 3.0 = 0x40400000, 2.0 = 0x40000000 → 2^22 ulps apart.
         assert_eq!(s.max_ulp, Some(1 << 22));
+    }
+
+    #[test]
+    fn no_elements_is_not_measured() {
+        let s = stats(&[], &[]);
+        assert!(s.sqnr_db().is_nan() && s.max_abs().is_nan() && s.cosine().is_nan() && s.rmse().is_nan());
     }
 
     #[test]
@@ -409,6 +421,8 @@ mod tests {
         let mut careful = ErrorStats::new(true, true);
         let (mut id, mut ulp) = (0, 0);
         careful.update_f32_careful(&o, &r, &mut id, &mut ulp);
+        // The careful path leaves the element count to its caller.
+        careful.elements = o.len() as u64;
         assert_eq!(fast.bit_identical, Some(id));
         assert_eq!(fast.max_ulp, Some(ulp));
         assert_eq!(fast.max_abs(), careful.max_abs());

@@ -26,7 +26,10 @@ pub fn run(job_path: &Path) -> i32 {
     {
         Ok(j) => j,
         Err(e) => {
-            eprintln!("npu-audit worker: cannot read job {}: {e}", job_path.display());
+            log_line(&format!(
+                "npu-audit worker: cannot read job {}: {e}",
+                job_path.display()
+            ));
             return 2;
         }
     };
@@ -48,10 +51,24 @@ pub fn run(job_path: &Path) -> i32 {
     match written {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("npu-audit worker: cannot write {}: {e}", final_path.display());
-            2
+            log_line(&format!("npu-audit worker: cannot write {}: {e}", final_path.display()));
+            let full = e
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::StorageFull);
+            if full {
+                super::pool::WORKER_NO_SPACE
+            } else {
+                2
+            }
         }
     }
+}
+
+/// A line in the worker's log (its stderr, a file in the work directory). A log that cannot be
+/// written, such as on a full disk, must not turn into a panic.
+fn log_line(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{text}");
 }
 
 /// ONNX Runtime errors carry the builder for recovery; only the message matters here.

@@ -40,7 +40,11 @@ pub struct PlannedTarget {
     pub runtime: Result<TargetRuntime, String>,
 }
 
-/// The work directory of one audit; removed at the end unless asked to keep it.
+/// How work directories are named in the system's temporary directory.
+const WORK_DIR_PREFIX: &str = "npu-audit-";
+
+/// The work directory of one audit; removed at the end unless asked to keep it, and swept by a
+/// later audit if this one is killed before it can.
 pub struct WorkDir {
     dir: Option<tempfile::TempDir>,
     pub path: PathBuf,
@@ -49,8 +53,12 @@ pub struct WorkDir {
 impl WorkDir {
     /// Creates it in the system temporary directory.
     pub fn new(keep: bool) -> Result<WorkDir> {
+        let swept = crate::process::sweep_stale(&std::env::temp_dir(), WORK_DIR_PREFIX);
+        if swept > 0 {
+            crate::console::detail(format!("removed {swept} work director(ies) of audits that were killed"));
+        }
         let dir = tempfile::Builder::new()
-            .prefix("npu-audit-")
+            .prefix(WORK_DIR_PREFIX)
             .tempdir()
             .map_err(|e| run_error(format!("cannot create a work directory: {e}")))?;
         let path = dir.path().to_path_buf();
@@ -61,6 +69,9 @@ impl WorkDir {
                 dir: None,
             })
         } else {
+            // Kept directories carry no marker: they are the user's, never swept.
+            crate::process::mark_owned(&path)
+                .map_err(|e| run_error(format!("cannot write into the work directory {}: {e}", path.display())))?;
             crate::interrupt::dir_created(&path);
             Ok(WorkDir { dir: Some(dir), path })
         }
@@ -143,7 +154,26 @@ impl Executor {
         });
         bar.finish_and_clear();
         crate::interrupt::check()?;
+        if outcomes.iter().any(|o| o.status != super::RunStatus::Ok) {
+            check_room(&self.work.path)?;
+        }
         Ok(outcomes)
+    }
+}
+
+/// After a session failed: whether the work directory's disk is full. Then every failure of the
+/// batch is the machine's, not a finding about the targets, and the audit stops (exit 4).
+fn check_room(work: &Path) -> Result<()> {
+    let probe = work.join(".room-probe");
+    let written = std::fs::write(&probe, vec![0u8; 64 * 1024]);
+    let _ = std::fs::remove_file(&probe);
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::StorageFull => Err(run_error(format!(
+            "no space left on the disk of the work directory {} (TMPDIR={}): the sessions could not write their outputs; free space there or set TMPDIR to a larger disk",
+            work.display(),
+            std::env::temp_dir().display()
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -134,7 +134,8 @@ fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child
     std::fs::write(&job_path, bytes).map_err(|e| format!("cannot write {}: {e}", job_path.display()))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the npu-audit executable: {e}"))?;
     let log_file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    Command::new(exe)
+    let mut cmd = Command::new(exe);
+    crate::process::die_with_parent(&mut cmd)
         .arg("__worker")
         .arg(&job_path)
         .stdin(Stdio::null())
@@ -143,6 +144,9 @@ fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child
         .spawn()
         .map_err(|e| format!("cannot start a worker process: {e}"))
 }
+
+/// The exit code of a worker that could not write its result because its disk is full.
+pub const WORKER_NO_SPACE: i32 = 28;
 
 fn run_one(job: &Job, dir: &Path, timeout: Duration) -> Outcome {
     let log = dir.join("worker.log");
@@ -288,7 +292,8 @@ pub fn inject_fault(target_id: &str) {
         }
         match fault {
             "crash" => {
-                eprintln!("npu-audit worker: injected crash");
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "npu-audit worker: injected crash");
                 std::process::abort();
             }
             "hang" => loop {

@@ -154,25 +154,27 @@ fn output_rules(
 ) {
     let limits = policy.limits(target, Some(&out.name));
     let name = out.name.as_str();
+    // An output without elements matches anything: every rule on it is unmeasured and fails.
+    let measured = |v: f64| if out.elements == 0 { f64::NAN } else { v };
     if policy.mode.uses_limits() {
         if let Some(l) = &limits.min_sqnr_db {
-            r.push("min_sqnr_db", name, out.sqnr_db.0, l.value, true, &l.origin);
+            r.push("min_sqnr_db", name, measured(out.sqnr_db.0), l.value, true, &l.origin);
         }
         if let Some(l) = &limits.max_abs {
-            r.push("max_abs", name, out.max_abs.0, l.value, false, &l.origin);
+            r.push("max_abs", name, measured(out.max_abs.0), l.value, false, &l.origin);
         }
         if let Some(l) = &limits.min_top1_agreement {
             // An output without a class axis has no top-1: skipped under a limit set for every
             // output, failed under one set for this output by name.
             match out.top1_agreement {
-                Some(v) => r.push("min_top1_agreement", name, v, l.value, true, &l.origin),
+                Some(v) => r.push("min_top1_agreement", name, measured(v), l.value, true, &l.origin),
                 None if l.per_output => r.push("min_top1_agreement", name, f64::NAN, l.value, true, &l.origin),
                 None => {}
             }
         }
         if let Some(l) = limits.require_bit_exact.as_ref().filter(|l| l.value) {
             let differing = match out.bit_identical {
-                Some(b) => (out.elements - b) as f64,
+                Some(b) => measured((out.elements - b) as f64),
                 None => f64::NAN,
             };
             r.push("bit_exact", name, differing, 0.0, false, &l.origin);
@@ -181,14 +183,14 @@ fn output_rules(
     let Some((before, label)) = previous.filter(|_| policy.mode.uses_baseline()) else {
         return;
     };
-    let lost_db = growth(before.sqnr_db.0, out.sqnr_db.0);
+    let lost_db = measured(growth(before.sqnr_db.0, out.sqnr_db.0));
     let m = margin(float_limit(&limits.max_sqnr_regression_db), label);
     r.push_regression("sqnr_regression_db", name, lost_db, before.sqnr_db.0, m);
     let m = margin(float_limit(&limits.max_abs_regression), label);
     r.push_regression(
         "max_abs_regression",
         name,
-        growth(out.max_abs.0, before.max_abs.0),
+        measured(growth(out.max_abs.0, before.max_abs.0)),
         before.max_abs.0,
         m,
     );
@@ -240,7 +242,17 @@ pub fn evaluate(
                 found.map(|t| (t, p.label.as_str()))
             });
             placement_rules(policy, target, prev, &mut r);
-            for out in &target.outputs {
+            for out in target.outputs.iter() {
+                if out.elements == 0
+                    && !notes
+                        .iter()
+                        .any(|n: &String| n.starts_with(&format!("output '{}'", out.name)))
+                {
+                    notes.push(format!(
+                        "output '{}' has no elements (shape {:?}): nothing was compared, and every rule on it fails as not measured",
+                        out.name, out.shape
+                    ));
+                }
                 let before = prev.and_then(|(t, label)| {
                     t.outputs
                         .iter()

@@ -39,6 +39,12 @@ pub fn ceil_3_significant(v: f64) -> f64 {
     }
 }
 
+/// `pick` (min or max) that stays NaN once a figure is NaN: a figure not measured on one target
+/// means no threshold is passed by every target.
+fn nan_or(pick: fn(f64, f64) -> f64) -> impl Fn(f64, f64) -> f64 {
+    move |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { pick(a, b) }
+}
+
 /// For each output, the loosest thresholds that every gated target that ran would have passed.
 pub fn tolerances(outputs: &[String], targets: &[TargetReport]) -> Vec<Tolerance> {
     let gated: Vec<&TargetReport> = targets.iter().filter(|t| t.is_gated()).collect();
@@ -57,9 +63,15 @@ pub fn tolerances(outputs: &[String], targets: &[TargetReport]) -> Vec<Tolerance
             if metrics.is_empty() {
                 return None;
             }
-            let min_sqnr = metrics.iter().map(|(_, o)| o.sqnr_db.0).fold(f64::INFINITY, f64::min);
-            let max_abs = metrics.iter().map(|(_, o)| o.max_abs.0).fold(0.0, f64::max);
-            let min_cos = metrics.iter().map(|(_, o)| o.cosine.0).fold(f64::INFINITY, f64::min);
+            let min_sqnr = metrics
+                .iter()
+                .map(|(_, o)| o.sqnr_db.0)
+                .fold(f64::INFINITY, nan_or(f64::min));
+            let max_abs = metrics.iter().map(|(_, o)| o.max_abs.0).fold(0.0, nan_or(f64::max));
+            let min_cos = metrics
+                .iter()
+                .map(|(_, o)| o.cosine.0)
+                .fold(f64::INFINITY, nan_or(f64::min));
             let top1: Vec<f64> = metrics.iter().filter_map(|(_, o)| o.top1_agreement).collect();
             Some(Tolerance {
                 output: name.clone(),
@@ -91,5 +103,12 @@ mod tests {
         assert_eq!(floor_to(-3.001, 2), -3.01);
         assert_eq!(floor_to(0.99888109999, 6), 0.998881);
         assert_eq!(floor_to(f64::INFINITY, 2), f64::INFINITY);
+    }
+
+    #[test]
+    fn a_figure_not_measured_on_one_target_leaves_no_loosest_threshold() {
+        let pick = nan_or(f64::min);
+        assert_eq!([3.0, 1.0, 2.0].into_iter().fold(f64::INFINITY, &pick), 1.0);
+        assert!([3.0, f64::NAN, 2.0].into_iter().fold(f64::INFINITY, &pick).is_nan());
     }
 }

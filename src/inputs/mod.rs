@@ -14,7 +14,7 @@ pub use generate::GenSpec;
 
 use crate::error::bad_input;
 use crate::model::{Dim, Signature, TensorInfo};
-use crate::tensor::{checked_len, read_npz, read_npz_bytes, Tensor, MAX_ELEMENTS};
+use crate::tensor::{checked_len, read_npz_bytes_checked, read_npz_checked, DType, Tensor, MAX_ELEMENTS};
 
 /// One input tensor of one sample, stored as `.npy`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -203,34 +203,32 @@ struct FileInputs {
 
 /// Reads `--inputs` and `--input` files, refusing arrays the model does not take and inputs
 /// given twice.
-fn load_files(sig: &Signature, opts: &InputOptions) -> Result<FileInputs> {
+fn load_files(sig: &Signature, opts: &InputOptions, pinned: &HashMap<String, Vec<usize>>) -> Result<FileInputs> {
     let mut samples: Vec<HashMap<String, Tensor>> = Vec::new();
     let mut files = Vec::new();
     if opts.npz.iter().filter(|p| crate::userfile::is_stdio(p)).count() > 1 {
         return Err(bad_input("--inputs - (standard input) can be given once"));
     }
+    // Each array is checked against the model from its header, before its data is inflated.
+    let check = |name: &str, dtype: DType, shape: &[usize]| -> Result<()> {
+        let info = sig
+            .inputs
+            .iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| bad_input(format!("not an input of the model (inputs: {})", input_names(sig))))?;
+        check_declared(info, dtype, shape, pinned.get(name))
+    };
     for path in &opts.npz {
         let arrays = if crate::userfile::is_stdio(path) {
             crate::userfile::read_user_file(path)
                 .map_err(anyhow::Error::from)
-                .and_then(read_npz_bytes)
+                .and_then(|bytes| read_npz_bytes_checked(bytes, &check))
         } else {
-            read_npz(path)
+            read_npz_checked(path, &check)
         }
         .map_err(|e| bad_input(format!("--inputs {}: {e:#}", crate::userfile::shown(path))))?;
         files.push(path.display().to_string());
-        let mut sample = HashMap::new();
-        for (name, t) in arrays {
-            if !sig.inputs.iter().any(|i| i.name == name) {
-                return Err(bad_input(format!(
-                    "{}: array '{name}' is not an input of the model (inputs: {})",
-                    path.display(),
-                    input_names(sig)
-                )));
-            }
-            sample.insert(name, t);
-        }
-        samples.push(sample);
+        samples.push(arrays.into_iter().collect());
     }
     let mut per_input: HashMap<String, Tensor> = HashMap::new();
     for f in &opts.npy {
@@ -265,7 +263,7 @@ type Recipe = Option<(GenSpec, Vec<usize>)>;
 pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     let shapes = parse_shape_flags(&opts.shapes, sig)?;
     let (default_gen, per_input_gen) = parse_gen_flags(&opts.gen, sig)?;
-    let loaded = load_files(sig, opts)?;
+    let loaded = load_files(sig, opts, &shapes)?;
     let from_files =
         |name: &str| loaded.per_input.contains_key(name) || loaded.samples.iter().any(|s| s.contains_key(name));
     if let Some(name) = per_input_gen.keys().find(|n| from_files(n)) {
@@ -405,34 +403,37 @@ fn supplied_names(sample: Option<&HashMap<String, Tensor>>, per_input: &HashMap<
 
 /// Checks one tensor against the model's declaration (and a pinned shape).
 pub fn check_tensor(info: &TensorInfo, t: &Tensor, pinned: Option<&Vec<usize>>) -> Result<()> {
-    if t.dtype() != info.dtype {
+    check_declared(info, t.dtype(), &t.shape, pinned)
+}
+
+/// Checks an array's element type and shape (read from a file's header) against the model's
+/// declaration of the input (and a pinned shape).
+fn check_declared(info: &TensorInfo, dtype: DType, shape: &[usize], pinned: Option<&Vec<usize>>) -> Result<()> {
+    if dtype != info.dtype {
         return Err(bad_input(format!(
-            "input '{}' must be {} but the given array is {}",
-            info.name,
-            info.dtype,
-            t.dtype()
+            "input '{}' must be {} but the given array is {dtype}",
+            info.name, info.dtype
         )));
     }
     if let Some(dims) = &info.dims {
-        let ok = dims.len() == t.shape.len()
-            && dims.iter().zip(&t.shape).all(|(d, n)| match d {
+        let ok = dims.len() == shape.len()
+            && dims.iter().zip(shape).all(|(d, n)| match d {
                 Dim::Fixed(f) => f == n,
                 Dim::Dynamic(_) => true,
             });
         if !ok {
             return Err(bad_input(format!(
-                "input '{}' must have shape {} but the given array has shape {:?}",
+                "input '{}' must have shape {} but the given array has shape {shape:?}",
                 info.name,
-                info.shape_text(),
-                t.shape
+                info.shape_text()
             )));
         }
     }
     if let Some(p) = pinned {
-        if p != &t.shape {
+        if p.as_slice() != shape {
             return Err(bad_input(format!(
-                "input '{}' has shape {:?} but --input-shape says {:?}",
-                info.name, t.shape, p
+                "input '{}' has shape {shape:?} but --input-shape says {p:?}",
+                info.name
             )));
         }
     }

@@ -50,34 +50,47 @@ impl LoadedModel {
             })
     }
 
-    /// Names of the files this model keeps its tensors in, relative to its directory.
+    /// Names of the files this model keeps its tensors in, relative to its directory: of every
+    /// initializer and constant tensor, in subgraphs (`If`, `Loop`, `Scan` bodies) too.
     pub fn external_data_files(&self) -> Vec<String> {
         let mut files: Vec<String> = Vec::new();
-        let Some(graph) = &self.proto.graph else {
-            return files;
-        };
-        let mut visit = |t: &super::pb::TensorProto| {
-            if t.data_location == Some(1) {
-                for e in &t.external_data {
-                    if e.key.as_deref() == Some("location") {
-                        if let Some(v) = &e.value {
-                            if !files.contains(v) {
-                                files.push(v.clone());
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        graph.initializer.iter().for_each(&mut visit);
-        for node in &graph.node {
-            for attr in &node.attribute {
-                if let Some(t) = &attr.t {
-                    visit(t);
-                }
-            }
+        if let Some(graph) = &self.proto.graph {
+            collect_external(graph, &mut files, 0);
         }
         files
+    }
+}
+
+/// Subgraphs nest no deeper than this in any real model; deeper is a hostile file.
+const MAX_GRAPH_DEPTH: usize = 64;
+
+fn collect_external(graph: &super::pb::GraphProto, files: &mut Vec<String>, depth: usize) {
+    if depth > MAX_GRAPH_DEPTH {
+        return;
+    }
+    let mut visit = |t: &super::pb::TensorProto| {
+        if t.data_location != Some(1) {
+            return;
+        }
+        for e in t.external_data.iter().filter(|e| e.key.as_deref() == Some("location")) {
+            if let Some(v) = e.value.as_ref().filter(|v| !files.contains(v)) {
+                files.push(v.clone());
+            }
+        }
+    };
+    graph.initializer.iter().for_each(&mut visit);
+    graph
+        .sparse_initializer
+        .iter()
+        .filter_map(|s| s.values.as_ref())
+        .for_each(&mut visit);
+    for attr in graph.node.iter().flat_map(|n| &n.attribute) {
+        attr.t.iter().chain(&attr.tensors).for_each(&mut visit);
+    }
+    for attr in graph.node.iter().flat_map(|n| &n.attribute) {
+        for g in attr.g.iter().chain(&attr.graphs) {
+            collect_external(g, files, depth + 1);
+        }
     }
 }
 
@@ -105,6 +118,12 @@ pub struct ExternalFile {
 }
 
 impl LoadedModel {
+    /// The external data files, as paths.
+    pub fn external_data_paths(&self) -> Vec<std::path::PathBuf> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        self.external_data_files().into_iter().map(|f| dir.join(f)).collect()
+    }
+
     /// The external data files with their SHA-256: part of the model's identity, which the
     /// `.onnx` file's own hash does not cover.
     pub fn external_data_hashes(&self) -> Result<Vec<ExternalFile>> {
@@ -128,7 +147,15 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
     if path.is_dir() {
         return Err(bad_model(format!("{shown} is a directory, not an ONNX model file")));
     }
+    crate::userfile::regular_file(path).map_err(|e| bad_model(format!("{shown} is {e}, not an ONNX model file")))?;
     let bytes = std::fs::read(path).map_err(|e| bad_model(format!("cannot read model {shown}: {e}")))?;
+    load_model_bytes(path, bytes)
+}
+
+/// Decodes and checks the bytes of the model at `path` (its external data is looked up beside
+/// it). Every failure is a usage error naming the file.
+pub fn load_model_bytes(path: &Path, bytes: Vec<u8>) -> Result<LoadedModel> {
+    let shown = path.display();
     if bytes.is_empty() {
         return Err(bad_model(format!("{shown} is empty, not an ONNX model")));
     }
@@ -169,8 +196,12 @@ pub fn load_model(path: &Path) -> Result<LoadedModel> {
                 "{shown}: external data file '{file}' is outside the model's directory"
             )));
         }
-        if !dir.join(&file).is_file() {
-            return Err(bad_model(format!("{shown}: external data file '{file}' is missing")));
+        match crate::userfile::regular_file(&dir.join(&file)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(bad_model(format!("{shown}: external data file '{file}' is missing")))
+            }
+            Err(e) => return Err(bad_model(format!("{shown}: external data file '{file}' is {e}"))),
         }
     }
     Ok(model)

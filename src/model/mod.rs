@@ -16,5 +16,5 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/onnx.rs"));
 }
 
-pub use load::{load_model, LoadedModel};
+pub use load::{load_model, load_model_bytes, LoadedModel};
 pub use signature::{Dim, Signature, TensorInfo};

@@ -12,9 +12,9 @@ use toml::Spanned;
 pub struct PolicyFile {
     /// Layout version; only 1 exists.
     pub version: Option<Spanned<i64>>,
-    /// Targets `compare` runs when no `--target` is given.
-    #[serde(default)]
-    pub targets: Vec<Spanned<String>>,
+    /// Targets `compare` runs when no `--target` is given (`targets = []` is refused, not read as
+    /// "the default targets").
+    pub targets: Option<Spanned<Vec<Spanned<String>>>>,
     /// Target patterns whose failure to run does not fail the gate.
     #[serde(default)]
     pub allow_failure: Vec<Spanned<String>>,

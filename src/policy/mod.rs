@@ -314,8 +314,12 @@ impl Policy {
                 Some((_, p, t)) => (p.clone(), t.clone()),
                 None => (vec![target_pattern(&loc, key, &known)?], vec![k.to_string()]),
             };
-            if section.allow_failure.as_ref().is_some_and(|a| *a.get_ref()) {
-                policy.allow_failure.extend(texts);
+            match &section.allow_failure {
+                Some(a) if *a.get_ref() => policy.allow_failure.extend(texts),
+                Some(a) => {
+                    refuse_allow_failure_conflict(&loc, raw.allow_failure.as_slice(), &patterns, &texts, a, &known)?
+                }
+                None => {}
             }
             add_section(&loc, &mut policy, Selector::Targets(patterns), section)?;
         }
@@ -462,9 +466,51 @@ impl Policy {
     }
 }
 
+/// A section saying `allow_failure = false` for a target the top-level `allow_failure` lets fail
+/// is a contradiction, refused rather than resolved by a rule the reader has to guess.
+fn refuse_allow_failure_conflict(
+    loc: &Locator<'_>,
+    top_level: &[Spanned<String>],
+    patterns: &[Pattern],
+    texts: &[String],
+    at: &Spanned<bool>,
+    known: &[String],
+) -> Result<()> {
+    let selected: Vec<&str> = known
+        .iter()
+        .filter(|id| patterns.iter().any(|p| p.matches(id)))
+        .map(String::as_str)
+        .chain(
+            texts
+                .iter()
+                .map(String::as_str)
+                .filter(|t| !t.contains(['*', '?', '/'])),
+        )
+        .collect();
+    for a in top_level {
+        let text = a.get_ref().trim();
+        let pattern = Pattern::parse(if text == "all" { "*" } else { text })?;
+        if let Some(id) = selected.iter().find(|id| pattern.matches(id)) {
+            return Err(loc.error(
+                at.span(),
+                format!(
+                    "allow_failure = false here, but the top-level allow_failure = [\"{text}\"] lets {id} fail; say it in one place"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The top-level keys: `targets`, `allow_failure`, `mode`.
 fn top_level(loc: &Locator<'_>, raw: &PolicyFile, known: &[String], policy: &mut Policy) -> Result<()> {
-    for t in &raw.targets {
+    if let Some(list) = raw.targets.as_ref().filter(|l| l.get_ref().is_empty()) {
+        return Err(loc.error(
+            list.span(),
+            "targets = [] names no target; list them, or remove the key to run the default targets",
+        ));
+    }
+    for t in raw.targets.iter().flat_map(|l| l.get_ref()) {
         TargetSpec::parse_many(t.get_ref()).map_err(|e| loc.error(t.span(), format!("{e:#}")))?;
         policy.targets.push(t.get_ref().trim().to_string());
     }

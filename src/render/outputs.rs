@@ -1,6 +1,6 @@
-//! Writing a report in every format asked for. Everything is rendered in memory first and each
-//! file is then written atomically, so a failure leaves no half-written file; the paths are
-//! checked before the audit runs, so a typo does not cost a whole audit.
+//! Writing a report in every format asked for. The paths are checked before the audit runs, so a
+//! typo does not cost a whole audit; everything is then rendered in memory and staged with the
+//! run's other outputs, which are committed together (see `userfile::Outputs`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +10,7 @@ use super::{explorer, html, junit, markdown};
 use crate::error::bad_output;
 use crate::exec::executor::sanitize;
 use crate::report::model::Report;
-use crate::userfile::{check_writable_as, is_stdio, write_atomic};
+use crate::userfile::{is_stdio, Outputs};
 
 /// The report files one command writes (`--out`, `--markdown`, `--junit`, `--html`,
 /// `--node-data`).
@@ -25,6 +25,14 @@ pub struct OutputPaths {
 }
 
 impl OutputPaths {
+    /// The flag a rendered file comes from (node data files are inside `--node-data`).
+    fn flag_of(&self, path: &Path) -> &'static str {
+        self.files()
+            .into_iter()
+            .find(|(_, p)| *p == path)
+            .map_or("--node-data", |(f, _)| f)
+    }
+
     fn files(&self) -> Vec<(&'static str, &Path)> {
         [
             ("--out", &self.json),
@@ -39,7 +47,7 @@ impl OutputPaths {
 
     /// Checks every path can be written, that no two flags name the same file, and that at most
     /// one is standard output (`-`).
-    pub fn check(&self) -> Result<()> {
+    pub fn check(&self, outputs: &Outputs) -> Result<()> {
         let files = self.files();
         let stdout: Vec<&str> = files.iter().filter(|(_, p)| is_stdio(p)).map(|(f, _)| *f).collect();
         if stdout.len() > 1 {
@@ -54,7 +62,7 @@ impl OutputPaths {
             ));
         }
         for (i, (flag, path)) in files.iter().enumerate() {
-            check_writable_as(flag, path)?;
+            outputs.check(flag, path)?;
             if let Some((other, _)) = files[..i].iter().find(|(_, p)| p == path && !is_stdio(p)) {
                 return Err(bad_output(format!(
                     "{other} and {flag} name the same file {}",
@@ -63,12 +71,7 @@ impl OutputPaths {
             }
         }
         if let Some(dir) = &self.node_data {
-            if dir.exists() && !dir.is_dir() {
-                return Err(bad_output(format!(
-                    "--node-data {} is a file, not a directory",
-                    dir.display()
-                )));
-            }
+            crate::userfile::check_dir_destination("--node-data", dir)?;
             if let Some((flag, _)) = files.iter().find(|(_, p)| p == dir) {
                 return Err(bad_output(format!(
                     "{flag} and --node-data name the same path {}",
@@ -79,9 +82,9 @@ impl OutputPaths {
         Ok(())
     }
 
-    /// Renders every requested format, then writes each file atomically. Returns the text of
+    /// Renders every requested format and stages each file in `outputs`. Returns the text of
     /// the one named `-`, for standard output.
-    pub fn write(&self, report: &Report, json_text: &str) -> Result<Option<String>> {
+    pub fn stage(&self, report: &Report, json_text: &str, outputs: &mut Outputs) -> Result<Option<String>> {
         let mut rendered: Vec<(PathBuf, String)> = Vec::new();
         if let Some(p) = &self.json {
             rendered.push((p.clone(), json_text.to_string()));
@@ -110,14 +113,14 @@ impl OutputPaths {
             if report.targets.iter().any(|t| !t.layers.is_empty()) {
                 rendered.push((dir.join("worst.json"), explorer::render(report)));
             }
-            std::fs::create_dir_all(dir).map_err(|e| bad_output(format!("--node-data {}: {e}", dir.display())))?;
+            outputs.dir("--node-data", dir)?;
         }
         let mut stdout = None;
         for (path, text) in rendered {
             if is_stdio(&path) {
                 stdout = Some(text);
             } else {
-                write_atomic(&path, text.as_bytes())?;
+                outputs.file(self.flag_of(&path), &path, text.as_bytes())?;
             }
         }
         Ok(stdout)

@@ -87,19 +87,7 @@ pub fn shorten(text: &str, max: usize) -> String {
     out
 }
 
-/// Text taken from a model or a runtime (tensor names, errors) with control characters shown
-/// escaped, so it can neither move a terminal's cursor nor break a table or a line.
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
+pub use crate::console::printable;
 
 /// Escapes text for HTML or XML content and quoted attribute values.
 pub fn escape_markup(text: &str) -> String {

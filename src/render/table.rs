@@ -364,6 +364,13 @@ fn outputs(s: &mut String, report: &Report) {
         let Some(tol) = report.tolerances.iter().find(|t| t.output == out.name) else {
             continue;
         };
+        if !tol.is_measured() {
+            let _ = writeln!(
+                s,
+                "loosest gate every target passes: none (a figure could not be measured on some target; see the rows)"
+            );
+            continue;
+        }
         let mut line = format!(
             "loosest gate every target passes: --min-sqnr {} --max-abs {}  (cosine >= {:.6}",
             db(tol.min_sqnr_db.0),

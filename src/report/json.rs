@@ -18,6 +18,11 @@ pub fn to_string(report: &Report) -> Result<String> {
 pub fn read(path: &Path) -> Result<Report> {
     let shown = crate::userfile::shown(path);
     let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_report(format!("{shown}: cannot read: {e}")))?;
+    from_bytes(bytes, &shown)
+}
+
+/// Parses the bytes of a report another run wrote; `shown` names where they came from.
+pub fn from_bytes(bytes: Vec<u8>, shown: &str) -> Result<Report> {
     let text = String::from_utf8(bytes).map_err(|e| {
         bad_report(format!(
             "{shown}: not UTF-8 text (byte {})",

@@ -132,9 +132,14 @@ pub struct ShardInfo {
     pub all_targets: Vec<String>,
     /// The targets this shard ran (the baseline runs in every shard).
     pub targets: Vec<String>,
-    /// Where this shard saved its outputs (relative to the report), for agreement across shards.
+    /// Where this shard saved its outputs (relative to the report when under its directory, else
+    /// absolute), for agreement across shards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs_dir: Option<String>,
+    /// The SHA-256 of every saved output file, by its path relative to `outputs_dir`: `merge`
+    /// reads only files that match.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub output_files: BTreeMap<String, String>,
 }
 
 /// The per-layer audit of a compare run, common to every target.
@@ -740,7 +745,8 @@ pub struct BitExactGroups {
     pub groups: Vec<Vec<String>>,
 }
 
-/// The loosest thresholds every target that ran would have passed on one output.
+/// The loosest thresholds every target that ran would have passed on one output; NaN figures
+/// when some target's figure could not be measured (then no threshold passes them all).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Tolerance {
     /// The output.
@@ -758,6 +764,14 @@ pub struct Tolerance {
     pub all_bit_exact: bool,
     /// The targets these bounds cover.
     pub targets: Vec<String>,
+}
+
+impl Tolerance {
+    /// Whether every figure was measured on every target: otherwise no threshold passes them
+    /// all, and the figures are NaN.
+    pub fn is_measured(&self) -> bool {
+        !(self.min_sqnr_db.0.is_nan() || self.max_abs.0.is_nan() || self.min_cosine.0.is_nan())
+    }
 }
 
 /// Gate rules and the verdict.

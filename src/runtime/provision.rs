@@ -143,8 +143,14 @@ impl Provisioner {
             return Ok(Some(user_runtime(build, lib, Source::Flag)));
         }
         if let Some(path) = self.env.get(build.key) {
-            let lib = resolve_user_path(build, path)
-                .map_err(|e| bad_runtime_choice(format!("{}={}: {e}", build.env_var, path.display())))?;
+            let lib = resolve_user_path(build, path).map_err(|e| {
+                bad_runtime_choice(format!(
+                    "--runtime-{} (or {})={}: {e}",
+                    build.key,
+                    build.env_var,
+                    path.display()
+                ))
+            })?;
             return Ok(Some(user_runtime(build, lib, Source::Env)));
         }
         if let Some(pkg) = self.python_packages().get(build.package) {
@@ -210,11 +216,20 @@ impl Provisioner {
             build.label(),
             dir.display()
         ));
-        let download = tempfile::tempdir_in(parent)
-            .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
+        // Under the lock, what a fetch of this build killed earlier left behind is swept.
+        let prefix = format!(".fetch-{}-{}-", build.package, build.version);
+        crate::process::sweep_stale(parent, &prefix);
+        let temp = || -> Result<tempfile::TempDir> {
+            let d = tempfile::Builder::new()
+                .prefix(&prefix)
+                .tempdir_in(parent)
+                .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
+            crate::process::mark_owned(d.path())?;
+            Ok(d)
+        };
+        let download = temp()?;
         let wheel = pip_download(build.package, build.version, build.env_var, download.path())?;
-        let staging = tempfile::tempdir_in(parent)
-            .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
+        let staging = temp()?;
         let files = extract_shared_libraries(&wheel, staging.path())
             .map_err(|e| runtime_unavailable(format!("cannot extract {}: {e:#}", wheel.display())))?;
         if !files.iter().any(|f| f.path == build.main_lib()) {
@@ -242,6 +257,7 @@ impl Provisioner {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
         }
+        std::fs::remove_file(staging.path().join(crate::process::OWNER_MARKER))?;
         std::fs::rename(staging.path(), &dir)
             .map_err(|e| runtime_unavailable(format!("cannot move the runtime into {}: {e}", dir.display())))?;
         let _ = staging.keep();
@@ -297,8 +313,54 @@ fn user_runtime(build: &Build, library: PathBuf, source: Source) -> Runtime {
     }
 }
 
-/// Accepts the library itself or a directory holding it (directly, or in a wheel's layout).
+/// Accepts the library itself or a directory holding it (directly, or in a wheel's layout), and
+/// checks that it is one: a file that is not would otherwise only fail inside the worker, as if
+/// the golden run had failed.
 fn resolve_user_path(build: &Build, path: &Path) -> Result<PathBuf, String> {
+    let lib = find_user_library(build, path)?;
+    check_library(build, &lib)?;
+    Ok(lib)
+}
+
+/// Checks that `lib` is a shared library of the platform exporting the entry point of its role:
+/// `OrtGetApiBase` for ONNX Runtime, `CreateEpFactories` for an execution-provider plugin.
+fn check_library(build: &Build, lib: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(lib).map_err(|e| format!("{}: {e}", lib.display()))?;
+    let magic: &[&[u8]] = if cfg!(windows) {
+        &[b"MZ"]
+    } else if cfg!(target_os = "macos") {
+        &[b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe"]
+    } else {
+        &[b"\x7fELF"]
+    };
+    if !magic.iter().any(|m| bytes.starts_with(m)) {
+        return Err(format!("{} is not a shared library", lib.display()));
+    }
+    let entry = match build.role {
+        Role::Standalone => "OrtGetApiBase",
+        Role::PluginOn(_) => "CreateEpFactories",
+    };
+    let has = |symbol: &str| regex::bytes::Regex::new(symbol).is_ok_and(|re| re.is_match(&bytes));
+    if matches!(build.role, Role::PluginOn(_)) && has("OrtGetApiBase") {
+        return Err(format!(
+            "{} is an ONNX Runtime library, not an execution-provider plugin",
+            lib.display()
+        ));
+    }
+    if !has(entry) {
+        return Err(format!(
+            "{} has no {entry}: not {}",
+            lib.display(),
+            match build.role {
+                Role::Standalone => "an ONNX Runtime library",
+                Role::PluginOn(_) => "an execution-provider plugin",
+            }
+        ));
+    }
+    Ok(())
+}
+
+fn find_user_library(build: &Build, path: &Path) -> Result<PathBuf, String> {
     if path.is_file() {
         return Ok(path.to_path_buf());
     }

@@ -191,12 +191,14 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) ->
         .arg(&spec);
     };
     let mut first = Command::new(&python);
+    crate::process::die_with_parent(&mut first);
     base(&mut first);
     let out = first.output().context("cannot run pip")?;
     let mut errors = String::from_utf8_lossy(&out.stderr).to_string();
     if !out.status.success() {
         // The running interpreter may be too new for the wheel: ask for a CPython 3.11 wheel.
         let mut second = Command::new(&python);
+        crate::process::die_with_parent(&mut second);
         base(&mut second);
         second.args(["--python-version", "3.11"]);
         for p in fallback_platforms() {

@@ -5,7 +5,10 @@ mod npy;
 
 pub use float16::f64_to_f16_bits;
 
-pub use npy::{read_npy_header, read_npz, read_npz_bytes, read_npz_entries, write_npz};
+pub use npy::{
+    accept_any, npz_bytes, read_npy_header, read_npz, read_npz_bytes, read_npz_bytes_checked, read_npz_checked,
+    read_npz_entries, write_npz, ArrayCheck,
+};
 
 use std::fmt;
 
@@ -354,6 +357,16 @@ impl TensorData {
             TensorData::Uint64(v) => v[i] as f64,
             TensorData::Bool(v) => v[i] as u8 as f64,
         }
+    }
+
+    /// How many values are NaN and how many infinite (always 0 for integer types).
+    pub fn nonfinite_counts(&self) -> (u64, u64) {
+        if !self.dtype().is_float() {
+            return (0, 0);
+        }
+        (0..self.len()).map(|i| self.get_f64(i)).fold((0, 0), |(nan, inf), v| {
+            (nan + v.is_nan() as u64, inf + v.is_infinite() as u64)
+        })
     }
 }
 

@@ -42,6 +42,18 @@ impl Tensor {
 
     /// Reads one `.npy` stream.
     pub fn read_npy_from<R: Read>(reader: &mut R) -> Result<Tensor> {
+        Tensor::read_npy_checked(reader, "", &accept_any, None)
+    }
+
+    /// Reads one `.npy` stream named `name`, handing its declared element type and shape to
+    /// `check` before any data is read. `room` is the size the container declares for the whole
+    /// stream (a `.npz` entry), which the data must fit.
+    fn read_npy_checked<R: Read>(
+        reader: &mut R,
+        name: &str,
+        check: ArrayCheck<'_>,
+        room: Option<u64>,
+    ) -> Result<Tensor> {
         let header = Header::from_reader(reader).map_err(|e| anyhow::anyhow!("not a valid .npy file: {e}"))?;
         let descr = match &header.type_descriptor {
             PyValue::String(s) => s.clone(),
@@ -51,9 +63,17 @@ impl Tensor {
             DType::from_npy_descr(&descr).with_context(|| format!("unsupported .npy dtype '{descr}'"))?;
         let count = checked_len(&header.shape)
             .with_context(|| format!(".npy shape {:?} has more than {MAX_ELEMENTS} elements", header.shape))?;
+        check(name, dtype, &header.shape)?;
         let nbytes = count * dtype.size();
-        // No capacity up front: the header's shape is not trusted until the data is there.
-        let mut bytes = Vec::new();
+        if let Some(room) = room.filter(|&r| nbytes as u64 > r) {
+            bail!(
+                "shape {:?} of {dtype} needs {nbytes} bytes but the archive entry holds {room}",
+                header.shape
+            );
+        }
+        // Capacity up front only when the container vouches for the size; a bare header's shape
+        // is not trusted until the data is there.
+        let mut bytes = Vec::with_capacity(if room.is_some() { nbytes } else { 0 });
         reader
             .take(nbytes as u64)
             .read_to_end(&mut bytes)
@@ -179,22 +199,41 @@ pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>)> {
     Ok((dtype, header.shape))
 }
 
+/// What a reader checks on an array's name, declared element type and shape before reading its
+/// data: an array the caller cannot use is refused before anything is inflated or allocated.
+pub type ArrayCheck<'a> = &'a dyn Fn(&str, DType, &[usize]) -> Result<()>;
+
+/// An [`ArrayCheck`] that takes every array.
+pub fn accept_any(_: &str, _: DType, _: &[usize]) -> Result<()> {
+    Ok(())
+}
+
 /// Reads every array of a `.npz` archive, in archive order, keyed by name without `.npy`.
 pub fn read_npz(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    read_npz_checked(path, &accept_any)
+}
+
+/// [`read_npz`] with every array's declared type and shape checked before its data is read.
+pub fn read_npz_checked(path: &Path, check: ArrayCheck<'_>) -> Result<Vec<(String, Tensor)>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    read_npz_from(BufReader::new(file)).with_context(|| format!("{}", path.display()))
+    read_npz_from(BufReader::new(file), check).with_context(|| format!("{}", path.display()))
 }
 
 /// [`read_npz`] of an archive held in memory (read from standard input).
 pub fn read_npz_bytes(bytes: Vec<u8>) -> Result<Vec<(String, Tensor)>> {
-    read_npz_from(std::io::Cursor::new(bytes))
+    read_npz_bytes_checked(bytes, &accept_any)
 }
 
-fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
+/// [`read_npz_bytes`] with every array checked before its data is read.
+pub fn read_npz_bytes_checked(bytes: Vec<u8>, check: ArrayCheck<'_>) -> Result<Vec<(String, Tensor)>> {
+    read_npz_from(std::io::Cursor::new(bytes), check)
+}
+
+fn read_npz_from<R: Read + Seek>(reader: R, check: ArrayCheck<'_>) -> Result<Vec<(String, Tensor)>> {
     let mut archive = zip::ZipArchive::new(reader).map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
     let mut out = Vec::with_capacity(archive.len());
     for i in 0..archive.len() {
-        let mut entry = archive
+        let entry = archive
             .by_index(i)
             .map_err(|e| anyhow::anyhow!("cannot read .npz entry {i}: {e}"))?;
         if entry.is_dir() {
@@ -202,10 +241,23 @@ fn read_npz_from<R: Read + Seek>(reader: R) -> Result<Vec<(String, Tensor)>> {
         }
         let raw_name = entry.name().to_string();
         let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name).to_string();
-        let tensor = Tensor::read_npy_from(&mut entry).with_context(|| format!("array '{name}'"))?;
+        let tensor = read_entry(entry, &name, check).with_context(|| format!("array '{name}'"))?;
         out.push((name, tensor));
     }
     Ok(out)
+}
+
+/// Reads one archive entry as a `.npy` stream, then to its end, where the archive's CRC-32 of
+/// the entry is checked: a damaged archive is refused as NumPy refuses it.
+fn read_entry<R: Read>(mut entry: zip::read::ZipFile<'_, R>, name: &str, check: ArrayCheck<'_>) -> Result<Tensor> {
+    let room = entry.size();
+    let tensor = Tensor::read_npy_checked(&mut entry, name, check, Some(room))?;
+    let mut rest = [0u8; 4096];
+    match entry.read(&mut rest) {
+        Ok(0) => Ok(tensor),
+        Ok(n) => bail!("{n} or more bytes after the array data"),
+        Err(e) => bail!("the archive is damaged: {e}"),
+    }
 }
 
 /// Reads only the named arrays of a `.npz` archive (in the order asked; names it lacks are
@@ -216,33 +268,34 @@ pub fn read_npz_entries(path: &Path, names: &[String]) -> Result<Vec<(String, Te
         .map_err(|e| anyhow::anyhow!("{}: not a valid .npz archive: {e}", path.display()))?;
     let mut out = Vec::new();
     for name in names {
-        let Ok(mut entry) = archive.by_name(&format!("{name}.npy")) else {
+        let Ok(entry) = archive.by_name(&format!("{name}.npy")) else {
             continue;
         };
         let tensor =
-            Tensor::read_npy_from(&mut entry).with_context(|| format!("{}: array '{name}'", path.display()))?;
+            read_entry(entry, name, &accept_any).with_context(|| format!("{}: array '{name}'", path.display()))?;
         out.push((name.clone(), tensor));
     }
     Ok(out)
 }
 
-/// Writes named tensors into one uncompressed `.npz` archive (what `numpy.savez` writes).
-pub fn write_npz(path: &Path, tensors: &[(String, &Tensor)]) -> Result<()> {
-    let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut zip = zip::ZipWriter::new(BufWriter::new(file));
+/// Named tensors as one uncompressed `.npz` archive (what `numpy.savez` writes), in memory: a
+/// write that fails (a full disk) then fails once, cleanly, when the bytes are written.
+pub fn npz_bytes(tensors: &[(String, &Tensor)]) -> Result<Vec<u8>> {
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(true);
     for (name, tensor) in tensors {
-        zip.start_file(format!("{name}.npy"), options)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        zip.write_all(&tensor.to_npy_bytes()?)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        zip.start_file(format!("{name}.npy"), options)?;
+        zip.write_all(&tensor.to_npy_bytes()?)?;
     }
-    zip.finish()
-        .with_context(|| format!("cannot write {}", path.display()))?
-        .flush()
-        .with_context(|| format!("cannot write {}", path.display()))
+    Ok(zip.finish()?.into_inner())
+}
+
+/// Writes named tensors into one uncompressed `.npz` archive at `path`.
+pub fn write_npz(path: &Path, tensors: &[(String, &Tensor)]) -> Result<()> {
+    let bytes = npz_bytes(tensors)?;
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -188,34 +188,26 @@ pub fn tensor_value_info(name: &str, elem_type: i32, shape: &[usize]) -> npu_aud
     }
 }
 
-/// A float32 model `y = OPS(x)` over `x` of shape `shape` (ops applied in order, each with one
-/// input), written to `path`.
-pub fn chain_model(path: &Path, ops: &[&str], shape: &[usize]) {
-    use npu_audit::model::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+/// A node `op(input) -> output` named after its output.
+pub fn node(op: &str, input: &str, output: &str) -> npu_audit::model::pb::NodeProto {
+    npu_audit::model::pb::NodeProto {
+        input: vec![input.into()],
+        output: vec![output.into()],
+        name: Some(format!("{op}_{output}")),
+        op_type: Some(op.into()),
+        ..Default::default()
+    }
+}
+
+/// An opset-17 model of `nodes` with graph `inputs` and `outputs`, written to `path`.
+pub fn write_model(
+    path: &Path,
+    nodes: Vec<npu_audit::model::pb::NodeProto>,
+    inputs: Vec<npu_audit::model::pb::ValueInfoProto>,
+    outputs: Vec<npu_audit::model::pb::ValueInfoProto>,
+) {
+    use npu_audit::model::pb::{GraphProto, ModelProto, OperatorSetIdProto};
     use prost::Message;
-    let info = |name: &str| tensor_value_info(name, 1, shape);
-    let names: Vec<String> = (0..=ops.len())
-        .map(|i| {
-            if i == 0 {
-                "x".into()
-            } else if i == ops.len() {
-                "y".into()
-            } else {
-                format!("t{i}")
-            }
-        })
-        .collect();
-    let node = ops
-        .iter()
-        .enumerate()
-        .map(|(i, op)| NodeProto {
-            input: vec![names[i].clone()],
-            output: vec![names[i + 1].clone()],
-            name: Some(format!("n{i}")),
-            op_type: Some(op.to_string()),
-            ..Default::default()
-        })
-        .collect();
     let model = ModelProto {
         ir_version: Some(9),
         opset_import: vec![OperatorSetIdProto {
@@ -223,15 +215,55 @@ pub fn chain_model(path: &Path, ops: &[&str], shape: &[usize]) {
             version: Some(17),
         }],
         graph: Some(GraphProto {
-            node,
-            name: Some("chain".into()),
-            input: vec![info("x")],
-            output: vec![info("y")],
+            node: nodes,
+            name: Some("test".into()),
+            input: inputs,
+            output: outputs,
             ..Default::default()
         }),
         ..Default::default()
     };
     std::fs::write(path, model.encode_to_vec()).unwrap();
+}
+
+/// A float32 model `y = OPS(x)` over `x` of shape `shape` (ops applied in order, each with one
+/// input), written to `path`.
+pub fn chain_model(path: &Path, ops: &[&str], shape: &[usize]) {
+    let names: Vec<String> = (0..=ops.len())
+        .map(|i| match i {
+            0 => "x".into(),
+            i if i == ops.len() => "y".into(),
+            i => format!("t{i}"),
+        })
+        .collect();
+    let nodes = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| node(op, &names[i], &names[i + 1]))
+        .collect();
+    let info = |name: &str| tensor_value_info(name, 1, shape);
+    write_model(path, nodes, vec![info("x")], vec![info("y")]);
+}
+
+/// Spawns `compare` on the CNN fixture with its cpu worker hanging, work directories in `tmp`.
+pub fn spawn_hanging_audit(tmp: &Path) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+        .env("TMPDIR", tmp)
+        .env("NPU_AUDIT_FAULT_INJECT", "cpu=hang")
+        .args(["compare", &cnn(), "-t", "cpu", "--no-baseline"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The work directories of audits in `tmp`.
+pub fn work_dirs(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("npu-audit-"))
+        .collect()
 }
 
 /// Moves every raw initializer of a model into `weights.bin` beside it (ONNX external data).

@@ -373,7 +373,9 @@ fn tolerance_line(report: &Report, name: &str) -> Markup {
     let tol = report.tolerances.iter().find(|x| x.output == name);
     let groups = report.bit_exact_groups.iter().find(|g| g.output == name);
     html! {
-        @if let Some(tol) = tol {
+        @if tol.is_some_and(|t| !t.is_measured()) {
+            p.muted { "loosest gate every gated target passes: none (a figure could not be measured on some target)" }
+        } @else if let Some(tol) = tol {
             p.muted {
                 "loosest gate every gated target passes: "
                 code { "--min-sqnr " (db(tol.min_sqnr_db.0)) " --max-abs " (num(tol.max_abs.0)) }

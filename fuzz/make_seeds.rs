@@ -1,0 +1,136 @@
+//! Writes the seed corpora of the fuzz targets from the repository's fixtures:
+//! `cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds` (from the repository root).
+//! The corpora under `fuzz/corpus/` are committed; this regenerates their seeds.
+
+use std::path::{Path, PathBuf};
+
+use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
+use prost::Message;
+use sha2::{Digest, Sha256};
+
+/// The array the golden_manifest harness keeps at `outputs/s0/o0.npy`.
+const HARNESS_NPY: &[u8] = npu_audit::fuzzing::GOLDEN_ARRAY;
+
+fn put(target: &str, name: &str, bytes: &[u8]) {
+    let dir = Path::new("fuzz/corpus").join(target);
+    std::fs::create_dir_all(&dir).expect("mkdir corpus");
+    std::fs::write(dir.join(format!("seed-{name}")), bytes).expect("write seed");
+}
+
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = walk(Path::new(dir))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    out.sort();
+    out
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] })
+        .collect()
+}
+
+fn stem(p: &Path) -> String {
+    p.components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// The onnx_model input: length, model, external data.
+fn model_seed(model: &[u8], weights: &[u8]) -> Vec<u8> {
+    let mut out = (model.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(model);
+    out.extend_from_slice(weights);
+    out
+}
+
+/// The model with every raw initializer moved to `weights.bin` at `location`.
+fn externalized(bytes: &[u8], location: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut model = ModelProto::decode(bytes).expect("fixture decodes");
+    let mut blob = Vec::new();
+    for t in model.graph.iter_mut().flat_map(|g| g.initializer.iter_mut()) {
+        let Some(raw) = t.raw_data.take().filter(|r| !r.is_empty()) else { continue };
+        let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
+        t.external_data = vec![
+            entry("location", location.into()),
+            entry("offset", blob.len().to_string()),
+            entry("length", raw.len().to_string()),
+        ];
+        t.data_location = Some(1);
+        blob.extend_from_slice(&raw);
+    }
+    (model.encode_to_vec(), blob)
+}
+
+fn onnx_seeds() {
+    for p in files("fixtures/models", "onnx") {
+        let bytes = std::fs::read(&p).expect("read model");
+        put("onnx_model", &stem(&p), &model_seed(&bytes, b""));
+        let (m, w) = externalized(&bytes, "weights.bin");
+        put("onnx_model", &format!("{}-external", stem(&p)), &model_seed(&m, &w));
+    }
+    let small = std::fs::read("fixtures/models/fallback_qdq_u8.onnx").expect("read model");
+    let (m, w) = externalized(&small, "../weights.bin");
+    put("onnx_model", "traversal", &model_seed(&m, &w));
+    let (m, _) = externalized(&small, "weights.bin");
+    put("onnx_model", "short-external", &model_seed(&m, b"\x00\x01"));
+}
+
+fn tensor_seeds() {
+    for p in files("golden", "npy").into_iter().chain(files("fixtures/inputs", "npz")) {
+        put("tensor_files", &stem(&p), &std::fs::read(&p).expect("read array"));
+    }
+    put("tensor_files", "harness", HARNESS_NPY);
+}
+
+fn golden_seeds() {
+    let sha = format!("{:x}", Sha256::digest(HARNESS_NPY));
+    let manifest = serde_json::json!({
+        "schema_version": 1,
+        "tool_version": "0.1.0",
+        "reference_model": {"file": "m.onnx", "sha256": "00", "size_bytes": 1},
+        "runtime": {"package": "onnxruntime", "version": "1.31.1", "optimization": "disable", "intra_threads": 1},
+        "input_spec": {"source": "generated", "samples": 1},
+        "samples": [{
+            "inputs": [{"name": "x", "file": "outputs/s0/o0.npy", "dtype": "float32", "shape": [2], "sha256": sha}],
+            "outputs": [{"name": "y", "file": "outputs/s0/o0.npy", "dtype": "float32", "shape": [2], "sha256": sha}]
+        }]
+    });
+    put("golden_manifest", "harness", &serde_json::to_vec_pretty(&manifest).expect("json"));
+    for p in files("golden", "json") {
+        put("golden_manifest", &stem(&p), &std::fs::read(&p).expect("read manifest"));
+    }
+}
+
+fn policy_seeds() {
+    let doc = std::fs::read_to_string("docs/policy.md").expect("read docs/policy.md");
+    for (i, block) in doc.split("```toml\n").skip(1).enumerate() {
+        let text = block.split("```").next().unwrap_or_default();
+        put("policy_file", &format!("docs-{i}"), text.as_bytes());
+    }
+    put("policy_file", "minimal", b"[defaults]\nmin_sqnr_db = 30\n");
+    put(
+        "policy_file",
+        "regressions",
+        b"mode = \"both\"\n[defaults]\nmax_sqnr_regression_db = 1.0\nmax_abs_regression = 0.01\nmax_top1_regression = 0.0\nmax_fallback_regression = 0\nmax_partitions_regression = 0\n[target.\"/qnn:sm8[0-9]+50/\"]\nrequire_bit_exact = true\nfail_on_fallback = true\n[baseline]\nreport = \"prev.json\"\n",
+    );
+}
+
+fn report_seeds() {
+    for p in files("fixtures/reports", "json").into_iter().chain(files("tests/data", "json")) {
+        put("report_json", &stem(&p), &std::fs::read(&p).expect("read report"));
+    }
+}
+
+fn main() {
+    onnx_seeds();
+    tensor_seeds();
+    golden_seeds();
+    policy_seeds();
+    report_seeds();
+}
