@@ -54,7 +54,7 @@ impl Tensor {
         check: ArrayCheck<'_>,
         room: Option<u64>,
     ) -> Result<Tensor> {
-        let header = Header::from_reader(reader).map_err(|e| anyhow::anyhow!("not a valid .npy file: {e}"))?;
+        let header = read_header(reader)?;
         let descr = match &header.type_descriptor {
             PyValue::String(s) => s.clone(),
             other => bail!("unsupported .npy dtype {other} (structured arrays are not tensors)"),
@@ -186,11 +186,50 @@ fn numpy_header(dtype: DType, shape: &[usize]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The longest `.npy` header read, as in NumPy (`numpy.lib.format`, `max_header_size`): a header
+/// that claims more is refused before anything is allocated for it.
+const MAX_HEADER_BYTES: usize = 10_000;
+
+/// Reads a `.npy` header: its magic, version and length first, so that a length field claiming
+/// gigabytes is refused (`ndarray-npy` would allocate it), then the header itself.
+fn read_header<R: Read>(reader: &mut R) -> Result<Header> {
+    let invalid = |why: String| anyhow::anyhow!("not a valid .npy file: {why}");
+    let mut prefix = [0u8; 8];
+    reader
+        .read_exact(&mut prefix)
+        .map_err(|e| invalid(format!("cannot read its magic and version: {e}")))?;
+    if &prefix[..6] != b"\x93NUMPY" {
+        return Err(invalid("it does not start with the magic \\x93NUMPY".into()));
+    }
+    let len_bytes = match prefix[6] {
+        1 => 2,
+        2 | 3 => 4,
+        v => return Err(invalid(format!("format version {v} does not exist"))),
+    };
+    let mut len = [0u8; 4];
+    reader
+        .read_exact(&mut len[..len_bytes])
+        .map_err(|e| invalid(format!("cannot read its header length: {e}")))?;
+    let header_len = u32::from_le_bytes(len) as usize;
+    if header_len > MAX_HEADER_BYTES {
+        return Err(invalid(format!(
+            "its header claims {header_len} bytes (at most {MAX_HEADER_BYTES} are read, as in NumPy)"
+        )));
+    }
+    let mut bytes = Vec::with_capacity(8 + len_bytes + header_len);
+    bytes.extend_from_slice(&prefix);
+    bytes.extend_from_slice(&len[..len_bytes]);
+    reader
+        .take(header_len as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| invalid(format!("cannot read its header: {e}")))?;
+    Header::from_reader(&mut bytes.as_slice()).map_err(|e| invalid(e.to_string()))
+}
+
 /// Reads only the element type and shape of a `.npy` file (its header), not its data.
 pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>)> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let header = Header::from_reader(&mut BufReader::new(file))
-        .map_err(|e| anyhow::anyhow!("{}: not a valid .npy file: {e}", path.display()))?;
+    let header = read_header(&mut BufReader::new(file)).with_context(|| path.display().to_string())?;
     let dtype = match &header.type_descriptor {
         PyValue::String(d) => DType::from_npy_descr(d).map(|(t, _)| t),
         _ => None,
@@ -392,6 +431,18 @@ mod tests {
         }
         let t = Tensor::read_npy_from(&mut bytes.as_slice()).unwrap();
         assert_eq!(t.data, TensorData::Int32(vec![1, 2, 3, 4, 5, 6]));
+    }
+
+    #[test]
+    fn a_header_length_beyond_numpy_s_limit_is_refused_before_it_is_allocated() {
+        // Version 3, header length 0xf2a8a4be (4 GB): found by fuzzing, when ndarray-npy
+        // allocated the length before reading.
+        let bytes = b"\x93NUMPY\x03\x00\xbe\xa4\xa8\xf2{'descr': '<f4'}";
+        let err = Tensor::read_npy_from(&mut &bytes[..]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("its header claims 4071138494 bytes"),
+            "{err:#}"
+        );
     }
 
     #[test]
