@@ -5,12 +5,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::exec::{Executor, PlannedTarget, RunStatus};
+use crate::compare::Agreement;
+use crate::exec::{Executor, Outcome, PlannedTarget, RunStatus};
 use crate::fingerprint::result::TargetFingerprint;
 use crate::fingerprint::rounding::Rounding;
 use crate::fingerprint::{cache, probes, run, FingerprintOptions};
 use crate::outcome::TargetEnd;
-use crate::report::model::{AgreementEntry, Determinism, DriftExplanation, FingerprintBrief};
+use crate::report::model::{
+    AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, Num, ThreadDifference, ThreadProbe,
+};
+use crate::tensor::Tensor;
 
 /// Whether `compare` shows fingerprints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,14 +91,76 @@ pub fn brief(fp: &TargetFingerprint) -> FingerprintBrief {
     }
 }
 
-/// Determinism of a target's runs, when samples were repeated.
-pub fn determinism(end: &TargetEnd<'_>, repeat: usize) -> Option<Determinism> {
+/// The runs that measure determinism: `repeat` runs of every sample in one session, and per
+/// planned target the run with `thread_probe` intra-op threads (with `repeat` > 1).
+pub struct DeterminismRuns<'a> {
+    pub repeat: usize,
+    pub thread_probe: usize,
+    pub probes: Vec<Option<&'a Outcome>>,
+}
+
+/// Determinism of a target's runs, when samples were repeated: across the repeats, and against
+/// the run with other intra-op threads.
+pub fn determinism(end: &TargetEnd<'_>, repeat: usize, probe: Option<ThreadProbe>) -> Option<Determinism> {
     let result = end.outcome.and_then(|o| o.result.as_ref())?;
     (repeat > 1 && end.status == RunStatus::Ok).then(|| Determinism {
         repeats: repeat,
         bit_identical: result.repeat_differences.is_empty(),
         differences: result.repeat_differences.clone(),
+        thread_probe: probe,
     })
+}
+
+/// The target's outputs with `threads` intra-op threads against its audit run, bit for bit.
+pub fn thread_probe(end: &TargetEnd<'_>, probe: &Outcome, threads: usize) -> Option<ThreadProbe> {
+    let main = end
+        .outcome
+        .and_then(|o| o.result.as_ref())
+        .filter(|_| end.status == RunStatus::Ok)?;
+    let mut out = ThreadProbe {
+        threads,
+        against_threads: main.intra_threads,
+        bit_identical: false,
+        differences: Vec::new(),
+        error: None,
+    };
+    let Some(other) = probe.result.as_ref().filter(|r| r.ok) else {
+        out.error = Some(probe.error.clone().unwrap_or_else(|| "the probe run failed".into()));
+        return Some(out);
+    };
+    for (sample, (a, b)) in main.outputs.iter().zip(&other.outputs).enumerate() {
+        for fa in a {
+            let Some(fb) = b.iter().find(|f| f.name == fa.name) else {
+                continue;
+            };
+            match compare_files(&fa.path, &fb.path) {
+                Ok(Some(d)) => out.differences.push(ThreadDifference {
+                    sample,
+                    output: fa.name.clone(),
+                    differing: d.0,
+                    elements: d.1,
+                    max_abs: Num(d.2),
+                }),
+                Ok(None) => {}
+                Err(e) => out.error = Some(format!("{}: {e:#}", fa.name)),
+            }
+        }
+    }
+    out.bit_identical = out.differences.is_empty() && out.error.is_none();
+    Some(out)
+}
+
+/// Elements that differ, elements, and the largest absolute difference of two output files;
+/// `None` when they are bit-identical.
+fn compare_files(a: &std::path::Path, b: &std::path::Path) -> anyhow::Result<Option<(u64, u64, f64)>> {
+    let (x, y) = (Tensor::read_npy(a)?, Tensor::read_npy(b)?);
+    if x.shape != y.shape || x.dtype() != y.dtype() {
+        return Ok(Some((x.len() as u64, x.len() as u64, f64::INFINITY)));
+    }
+    let mut agreement = Agreement::default();
+    agreement.update(&x.data, &y.data);
+    let differing = agreement.differing.unwrap_or(agreement.elements);
+    Ok((differing > 0).then_some((differing, agreement.elements, agreement.max_abs)))
 }
 
 fn rule_label(verdict: &str) -> Option<&'static str> {
@@ -208,17 +274,24 @@ pub fn per_target(
     fingerprints: &HashMap<String, TargetFingerprint>,
     agreement: &[AgreementEntry],
     baseline_id: Option<&str>,
-    repeat: usize,
+    runs: &DeterminismRuns<'_>,
     model: &ModelOps,
 ) -> Vec<TargetDrift> {
     planned
         .iter()
         .zip(ends)
-        .map(|(t, end)| {
+        .enumerate()
+        .map(|(i, (t, end))| {
             let id = t.spec.id.as_str();
+            let probe = runs
+                .probes
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(|p| thread_probe(end, p, runs.thread_probe));
             TargetDrift {
                 fingerprint: fingerprints.get(id).map(brief),
-                determinism: determinism(end, repeat),
+                determinism: determinism(end, runs.repeat, probe),
                 explanations: baseline_id
                     .filter(|b| *b != id)
                     .map(|base| explanations(id, base, fingerprints, agreement, model))

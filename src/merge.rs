@@ -30,8 +30,11 @@ impl Part {
 }
 
 /// Refuses reports that are not parts of one audit, naming the report and what differs.
-fn check_parts(parts: &[Part]) -> Result<()> {
+fn check_parts(parts: &[Part], allow_other_threads: bool) -> Result<()> {
     check_same_audit(parts)?;
+    if !allow_other_threads {
+        check_same_threads(parts)?;
+    }
     match &parts[0].report.shard {
         Some(first_shard) => check_shard_set(parts, first_shard.count),
         None => Ok(()),
@@ -92,6 +95,39 @@ fn check_same_audit(parts: &[Part]) -> Result<()> {
     same("the target list", &|r| {
         r.shard.as_ref().map(|s| s.all_targets.join(", ")).unwrap_or_default()
     })
+}
+
+/// Every report's sessions ran with the same intra-op threads (figures can differ for that
+/// reason alone).
+fn check_same_threads(parts: &[Part]) -> Result<()> {
+    let threads = |r: &Report| -> String {
+        let targets: BTreeSet<String> = r
+            .targets
+            .iter()
+            .filter_map(|t| t.intra_op_threads)
+            .map(|n| n.to_string())
+            .collect();
+        let golden = r
+            .reference
+            .intra_op_threads
+            .map_or("unrecorded".into(), |n| n.to_string());
+        format!(
+            "golden run {golden}, targets {}",
+            targets.into_iter().collect::<Vec<_>>().join("/")
+        )
+    };
+    let expected = threads(&parts[0].report);
+    for p in &parts[1..] {
+        let found = threads(&p.report);
+        if found != expected {
+            return Err(bad_report(format!(
+                "{}: intra-op threads {found}; {}: {expected}; pass --allow-other-threads to merge them anyway",
+                p.name(),
+                parts[0].name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Every shard of `count` exactly once.
@@ -388,8 +424,9 @@ fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
 }
 
 /// Reads the shard reports and joins them; `outputs` are `--outputs REPORT=DIR` overrides of
-/// where a shard's saved outputs are.
-pub fn merge(paths: &[PathBuf], outputs: &[String]) -> Result<Report> {
+/// where a shard's saved outputs are; `allow_other_threads` accepts shards whose sessions ran
+/// with other intra-op thread counts.
+pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -> Result<Report> {
     let overrides = parse_overrides(outputs, paths)?;
     let parts = paths
         .iter()
@@ -400,7 +437,7 @@ pub fn merge(paths: &[PathBuf], outputs: &[String]) -> Result<Report> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    check_parts(&parts)?;
+    check_parts(&parts, allow_other_threads)?;
     let mut notes: Vec<String> = Vec::new();
     for p in &parts {
         for n in &p.report.notes {

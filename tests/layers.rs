@@ -69,20 +69,36 @@ fn the_ladder_drifts_first_at_the_tie_layer_and_isolation_blames_it_alone() {
     let info = &report["layer_audit"];
     assert_eq!(info["unmatched"], serde_json::json!([]));
     let summary = &target(&report, "qnn:sm8650")["layer_summary"];
-    let first = &summary["first_divergence"];
-    assert_eq!(first["node"], "conv_c", "{summary}");
-    assert_eq!(first["tensor"], "c_QuantizeLinear_Output");
-    assert_eq!(first["introduced"], true);
-    assert_eq!(summary["tap_effects"]["outputs_identical"], true);
-
     let layers = want["layers"].as_object().expect("layers");
-    for (name, node) in [
+    // The levels, from NumPy's chains: the first layer whose codes differ at all (the tie layer,
+    // introduced there) and the first more than one step off (inherited from it).
+    let ladder_nodes = [
         ("a", "conv_a"),
         ("b", "conv_b"),
         ("c", "conv_c"),
         ("d", "conv_d"),
         ("y", "conv_e"),
-    ] {
+    ];
+    let first_where = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        ladder_nodes
+            .iter()
+            .find(|(name, _)| pred(&layers[*name]["cumulative"]))
+            .map(|(_, node)| *node)
+    };
+    let code = first_where(&|c| c["differing"].as_u64() > Some(0));
+    let beyond = first_where(&|c| c["max_steps"].as_u64() > Some(1));
+    assert_eq!((code, beyond), (Some("conv_c"), Some("conv_d")));
+    let first = &summary["first_code_difference"];
+    assert_eq!(first["node"], code.unwrap(), "{summary}");
+    assert_eq!(first["tensor"], "c_QuantizeLinear_Output");
+    assert_eq!(first["introduced"], true);
+    let second = &summary["first_beyond_rounding"];
+    assert_eq!(second["node"], beyond.unwrap(), "{summary}");
+    assert_eq!(second["max_steps"], layers["d"]["cumulative"]["max_steps"]);
+    assert_eq!(second["introduced"], false, "conv_d alone rounds like the baseline");
+    assert_eq!(summary["tap_effects"]["outputs_identical"], true);
+
+    for (name, node) in ladder_nodes {
         let w = &layers[name];
         let got = layer(&report, "qnn:sm8650", node);
         // Cumulative codes against the baseline: NumPy's half-up chain against its half-even chain.
@@ -135,10 +151,15 @@ fn the_ladder_drifts_first_at_the_tie_layer_and_isolation_blames_it_alone() {
 }
 
 #[test]
-fn bisection_finds_the_ladder_tie_layer_in_logarithmic_sessions() {
+fn bisection_finds_the_first_ladder_layer_beyond_rounding_in_logarithmic_sessions() {
     let report = ladder_report(&["--layers", "bisect"]);
     let summary = &target(&report, "qnn:sm8650")["layer_summary"];
-    assert_eq!(summary["first_divergence"]["node"], "conv_c", "{summary}");
+    // Bisection looks for the first layer beyond rounding: conv_d, two steps off (NumPy).
+    assert_eq!(summary["first_beyond_rounding"]["node"], "conv_d", "{summary}");
+    assert!(
+        summary["first_code_difference"].is_null(),
+        "bisection searches one level"
+    );
     let bisect = &summary["bisect"];
     // Cuts: the input's codes and the five layers' codes; log2(6) rounded up, plus the last cut.
     assert_eq!(bisect["cuts"], 6);

@@ -79,7 +79,11 @@ pub fn run<'e>(
         &fingerprints,
         &comparison.agreement,
         has_baseline.then_some(BASELINE_ID),
-        opts.repeat,
+        &crate::drift::DeterminismRuns {
+            repeat: opts.repeat,
+            thread_probe: opts.thread_probe,
+            probes: (0..plan.targets.len()).map(|i| executed.probe(i)).collect(),
+        },
         &ops,
     );
     let layers = match &opts.layers {
@@ -283,6 +287,7 @@ fn golden_side(
                 description: description.clone(),
                 removed_qdq_pairs: None,
                 runtime: None,
+                intra_op_threads: Some(golden.manifest.runtime.intra_threads),
                 timing: None,
             },
         )),
@@ -320,6 +325,7 @@ fn golden_side(
                     Some(outcome),
                     &mut |_| None,
                 )),
+                intra_op_threads: result.intra_threads,
                 timing: super::assemble::timing(outcome),
             };
             Ok((result.outputs.clone(), names, info))

@@ -168,6 +168,10 @@ pub fn target_rows(
                 .as_ref()
                 .ok()
                 .map(|rt| target_runtime_info(rt, end.outcome, &mut hash)),
+            intra_op_threads: end
+                .outcome
+                .and_then(|o| o.result.as_ref())
+                .and_then(|r| r.intra_threads),
             status: end.status,
             error: end.error.clone(),
             failed_at: end

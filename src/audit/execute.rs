@@ -25,6 +25,8 @@ pub struct Executed {
     pub golden_ran: bool,
     /// Per planned target, the index of its outcome (`None`: its runtime is unavailable).
     pub job_of: Vec<Option<usize>>,
+    /// Per planned target, the index of its thread-probe run's outcome (with `--repeat`).
+    pub probe_of: Vec<Option<usize>>,
     /// The CPU build of the golden run.
     pub cpu: Option<Runtime>,
     pub notes: Vec<String>,
@@ -40,10 +42,15 @@ impl Executed {
     pub fn outcome(&self, i: usize) -> Option<&Outcome> {
         self.job_of.get(i).copied().flatten().map(|j| &self.outcomes[j])
     }
+
+    /// Target `i`'s thread-probe run, when there was one.
+    pub fn probe(&self, i: usize) -> Option<&Outcome> {
+        self.probe_of.get(i).copied().flatten().map(|j| &self.outcomes[j])
+    }
 }
 
 /// Writes the inputs and models, then runs the golden run and every target at once.
-pub fn run(plan: &AuditPlan, executor: &Executor, repeat: usize) -> Result<Executed> {
+pub fn run(plan: &AuditPlan, executor: &Executor, repeat: Repeat) -> Result<Executed> {
     let work = executor.work();
     let mut notes = Vec::new();
     let input_files = plan.inputs.write(&work.join("inputs"))?;
@@ -72,16 +79,59 @@ pub fn run(plan: &AuditPlan, executor: &Executor, repeat: usize) -> Result<Execu
                 .into(),
         );
     }
-    let job_of = target_jobs(plan, executor, &audited, &input_files, inspect, repeat, &mut jobs);
+    let job_of = target_jobs(plan, executor, &audited, &input_files, inspect, repeat.runs, &mut jobs);
+    let probe_of = probe_jobs(plan, &job_of, repeat, &mut jobs);
     let outcomes = executor.run(&jobs)?;
     Ok(Executed {
         input_files,
         outcomes,
         golden_ran,
         job_of,
+        probe_of,
         cpu,
         notes,
     })
+}
+
+/// How often every sample runs, and the threads of the extra run that probes thread
+/// sensitivity (only with more than one run).
+#[derive(Debug, Clone, Copy)]
+pub struct Repeat {
+    pub runs: usize,
+    pub thread_probe: usize,
+}
+
+/// With more than one run per sample: a second job per target, the same but with
+/// `thread_probe` intra-op threads. Returns each target's probe job index.
+fn probe_jobs(
+    plan: &AuditPlan,
+    job_of: &[Option<usize>],
+    repeat: Repeat,
+    jobs: &mut Vec<(Job, PathBuf)>,
+) -> Vec<Option<usize>> {
+    if repeat.runs < 2 {
+        return vec![None; plan.targets.len()];
+    }
+    job_of
+        .iter()
+        .map(|j| {
+            let (job, dir) = jobs.get((*j)?)?.clone();
+            let dir = dir.with_file_name(format!(
+                "{}-threads{}",
+                dir.file_name()?.to_string_lossy(),
+                repeat.thread_probe
+            ));
+            let probe = Job {
+                intra_threads: repeat.thread_probe,
+                repeat: 1,
+                inspect_placement: false,
+                output_dir: dir.join("out"),
+                ..job
+            };
+            jobs.push((probe, dir));
+            Some(jobs.len() - 1)
+        })
+        .collect()
 }
 
 /// Adds one job per target that can run to `jobs`; returns each target's job index.
@@ -94,7 +144,7 @@ fn target_jobs(
     repeat: usize,
     jobs: &mut Vec<(Job, PathBuf)>,
 ) -> Vec<Option<usize>> {
-    let threads = executor.threads(plan.targets.len() + jobs.len());
+    let threads = executor.threads();
     plan.targets
         .iter()
         .enumerate()

@@ -98,7 +98,7 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
                     .unwrap_or_else(|| "unknown".into()),
                 library_sha256: cpu.sha256.clone().or_else(|| sha256_file(&cpu.library).ok()),
                 optimization: "disable".into(),
-                intra_threads: 1,
+                intra_threads: crate::exec::executor::GOLDEN_INTRA_OP_THREADS,
             },
             input_spec: serde_json::to_value(&inputs.provenance)?,
             inputs: &input_files,

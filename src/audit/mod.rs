@@ -65,6 +65,11 @@ pub struct CompareOptions {
     pub logs: Option<PathBuf>,
     /// Runs of every sample on every target (runs after the first are checked bit for bit).
     pub repeat: usize,
+    /// With `repeat` > 1: the intra-op threads of the extra run that shows which outputs depend
+    /// on the thread count.
+    pub thread_probe: usize,
+    /// Accept a previous report made with other intra-op thread counts.
+    pub allow_other_threads: bool,
     /// Whether to show each target's arithmetic fingerprint and read its drift with it.
     pub fingerprint: crate::drift::FingerprintMode,
     /// The per-layer audit, when asked for.
@@ -76,7 +81,11 @@ pub struct CompareOptions {
 pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Report> {
     let plan = plan::AuditPlan::new(opts, outputs)?;
     let executor = Executor::new(&opts.exec)?;
-    let executed = execute::run(&plan, &executor, opts.repeat)?;
+    let repeat = execute::Repeat {
+        runs: opts.repeat,
+        thread_probe: opts.thread_probe,
+    };
+    let executed = execute::run(&plan, &executor, repeat)?;
     let mut analysis = analyze::run(&plan, &executed, &executor, opts)?;
     let persisted = files::persist(opts, &plan, &executed, &analysis, &executor, outputs)?;
     crate::interrupt::check()?;

@@ -12,6 +12,7 @@ use super::reference::{self, ReferencePlan};
 use super::CompareOptions;
 use crate::compare::ClassAxisPolicy;
 use crate::error::{bad_flag, bad_golden, bad_input, bad_report};
+use crate::exec::executor::DEFAULT_INTRA_OP_THREADS;
 use crate::exec::plan::{self as targets, Requested};
 use crate::exec::PlannedTarget;
 use crate::inputs::{prepare, InputOptions, InputSet};
@@ -72,6 +73,13 @@ impl AuditPlan {
             Some((path, at)) => Some(previous_report(path, at, &input_info)?),
             None => None,
         };
+        if let Some((report, label)) = &previous {
+            let now = Threads {
+                golden: reference.intra_op_threads(),
+                targets: opts.exec.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS),
+            };
+            notes.extend(check_threads(report, label, now, opts.allow_other_threads)?);
+        }
         let classes = class_axes(&opts.class_axis, &signature, &reference)?;
         let targets = targets::provision(requested, &provisioner)?;
         Ok(AuditPlan {
@@ -173,6 +181,61 @@ fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOp
 
 /// Reads the previous report of baseline mode and checks it was made on the same inputs: a
 /// regression measured on other data would mean nothing.
+/// The intra-op threads an audit runs its sessions with.
+#[derive(Debug, Clone, Copy)]
+struct Threads {
+    golden: usize,
+    targets: usize,
+}
+
+/// A previous report made with other thread counts may differ for that reason alone: refused,
+/// unless the user accepts it (then a note says so). Reports that do not record their threads
+/// (older ones) count as other.
+fn check_threads(previous: &Report, label: &str, now: Threads, allow: bool) -> Result<Vec<String>> {
+    let mut differences = Vec::new();
+    if previous.reference.intra_op_threads != Some(now.golden) {
+        differences.push(format!(
+            "golden run {} (now {})",
+            threads_text(previous.reference.intra_op_threads),
+            now.golden
+        ));
+    }
+    for t in previous
+        .targets
+        .iter()
+        .filter(|t| t.status == crate::exec::RunStatus::Ok)
+    {
+        if t.intra_op_threads != Some(now.targets) {
+            differences.push(format!(
+                "{} {} (now {})",
+                t.id,
+                threads_text(t.intra_op_threads),
+                now.targets
+            ));
+        }
+    }
+    if differences.is_empty() {
+        return Ok(Vec::new());
+    }
+    let what = format!(
+        "the previous report {label} was made with other intra-op thread counts: {}",
+        differences.join(", ")
+    );
+    if allow {
+        Ok(vec![format!(
+            "{what}; accepted (--allow-other-threads), so regressions may be the thread count's"
+        )])
+    } else {
+        Err(bad_report(format!(
+            "{what}; figures can differ for that reason alone: run with --threads to match, or pass --allow-other-threads"
+        )))
+    }
+}
+
+fn threads_text(t: Option<usize>) -> String {
+    t.map_or("unrecorded".into(), |n| n.to_string())
+}
+
 fn previous_report(path: &Path, at: &str, inputs: &[InputTensorInfo]) -> Result<(Report, String)> {
     let report = crate::report::json::read(path).map_err(|e| bad_report(format!("{at}: previous report {e:#}")))?;
     let label = path.display().to_string();

@@ -25,6 +25,17 @@ pub enum ReferencePlan {
     Stored { golden: Box<Golden>, description: String },
 }
 
+impl ReferencePlan {
+    /// The intra-op threads of the golden run: as a stored run's manifest records, else those
+    /// every golden run uses.
+    pub fn intra_op_threads(&self) -> usize {
+        match self {
+            ReferencePlan::Stored { golden, .. } => golden.manifest.runtime.intra_threads,
+            ReferencePlan::Model { .. } => crate::exec::executor::GOLDEN_INTRA_OP_THREADS,
+        }
+    }
+}
+
 /// Decides the reference for `audited`.
 pub fn plan(
     audited: &LoadedModel,

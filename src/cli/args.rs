@@ -156,6 +156,9 @@ pub struct MergeArgs {
     /// directory the report names, beside it).
     #[arg(long = "outputs", value_name = "REPORT=DIR")]
     pub outputs: Vec<String>,
+    /// Merge shards whose sessions ran with other intra-op thread counts.
+    #[arg(long)]
+    pub allow_other_threads: bool,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
@@ -217,7 +220,8 @@ pub struct ExecArgs {
     /// Targets run at once (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Intra-op threads per target (default: cores / jobs).
+    /// Intra-op threads of every session (default 1, whatever the machine: some CPU kernels,
+    /// such as an LSTM's, give other bits with other thread counts; the report records it).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Use this ONNX Runtime library (or directory) for a build: cpu, qnn, openvino, directml, gpu.
@@ -348,9 +352,17 @@ pub struct TargetArgs {
     #[arg(long = "class-axis", value_name = "AXIS")]
     pub class_axis: Vec<String>,
     /// Run every sample N times on every target and report targets whose outputs are not
-    /// bit-identical across the runs.
+    /// bit-identical across the runs; with N > 1, also run each target once with
+    /// --thread-probe threads and report outputs that depend on the thread count.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub repeat: u64,
+    /// Intra-op threads of the thread-sensitivity run that --repeat adds.
+    #[arg(long = "thread-probe", default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=64))]
+    pub thread_probe: u64,
+    /// Merge shards, or compare against a previous report, made with other intra-op thread
+    /// counts (their figures may differ for that reason alone).
+    #[arg(long)]
+    pub allow_other_threads: bool,
     /// Each target's arithmetic fingerprint in its row, and the reading of its drift: auto
     /// (cached, measured when missing), cached (only what `npu-audit fingerprint` cached), off.
     #[arg(long, value_enum, default_value_t = FingerprintChoice::Auto)]
@@ -384,6 +396,10 @@ pub struct GateArgs {
     /// Fail (exit 1) when any compute node of a non-CPU target falls back to the CPU EP.
     #[arg(long)]
     pub fail_on_fallback: bool,
+    /// Fail (exit 1) when a layer's SQNR against the golden run is more than DB below the
+    /// baseline's on the same layer (needs --layers; the summary's SQNR-loss level).
+    #[arg(long = "max-layer-sqnr-loss", value_name = "DB")]
+    pub max_layer_sqnr_loss: Option<f64>,
     /// The release policy: limits per target, group and output, targets allowed to fail,
     /// baseline mode (`-`: stdin). Default: npu-audit.toml in the current directory or the
     /// nearest parent up to the repository's root; flags override it.
@@ -451,9 +467,19 @@ pub struct LayerArgs {
     /// Tap the layers named in a file (one node or tensor name or pattern per line).
     #[arg(long = "tap-list", value_name = "FILE")]
     pub tap_list: Option<PathBuf>,
-    /// A layer departs from the baseline when a code differs by more than N LSB (0: any).
-    #[arg(long = "layer-tolerance", default_value_t = 0, value_name = "LSB")]
+    /// A quantized layer departs from the baseline beyond rounding when a code differs by more
+    /// than N LSB (the first code difference at all is reported separately).
+    #[arg(long = "layer-tolerance", default_value_t = 1, value_name = "LSB")]
     pub tolerance: u64,
+    /// A float layer departs from the baseline beyond rounding when its largest difference
+    /// exceeds this fraction of the baseline tensor's largest magnitude (default 2^-10, a
+    /// float16 step: QNN runs float ops in float16).
+    #[arg(long = "layer-float-tolerance", default_value_t = 1.0 / 1024.0, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub float_tolerance: f64,
+    /// A layer costs accuracy when its SQNR against the golden run is more than DB below the
+    /// baseline's on the same layer.
+    #[arg(long = "layer-sqnr-loss", default_value_t = 3.0, value_name = "DB", value_parser = parse_positive)]
+    pub sqnr_loss_db: f64,
     /// Do not run each layer alone on golden inputs (isolated attribution).
     #[arg(long)]
     pub no_isolate: bool,
@@ -468,6 +494,22 @@ pub struct LayerArgs {
     /// Layers listed per target in the terminal (worst first).
     #[arg(long = "top", default_value_t = 10, value_name = "N")]
     pub top: usize,
+}
+
+/// A fraction in (0, 1].
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("'{text}' is not a fraction in (0, 1]")),
+    }
+}
+
+/// A finite number of 0 or more.
+fn parse_positive(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{text}' is not a finite number of 0 or more")),
+    }
 }
 
 /// A byte count: `512K`, `16M`, `2G`, or a plain number of MiB.

@@ -318,7 +318,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             let files = output_paths(&a.files);
             let outputs = Outputs::new(&a.reports);
             files.check(&outputs)?;
-            let report = crate::merge::merge(&a.reports, &a.outputs)?;
+            let report = crate::merge::merge(&a.reports, &a.outputs, a.allow_other_threads)?;
             emit(&report, a.format, &files, outputs)?;
             Ok(report.exit_code)
         }

@@ -16,6 +16,7 @@ use crate::layers::{LayerMode, LayerOptions};
 use crate::pattern::Pattern;
 use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
 use crate::render::outputs::OutputPaths;
+use crate::report::model::DivergenceRules;
 use crate::userfile::{is_stdio, Outputs};
 
 /// Every file the run reads that the user named: no output may replace one of them.
@@ -118,6 +119,8 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
         save_outputs,
         logs,
         repeat: a.targets.repeat as usize,
+        thread_probe: a.targets.thread_probe as usize,
+        allow_other_threads: a.targets.allow_other_threads,
         fingerprint: match a.targets.fingerprint {
             FingerprintChoice::Auto => FingerprintMode::Auto,
             FingerprintChoice::Cached => FingerprintMode::Cached,
@@ -139,6 +142,9 @@ fn thresholds(g: &GateArgs) -> Result<Thresholds> {
     if g.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(bad_flag("--min-top1 must be a fraction between 0 and 1"));
     }
+    if g.max_layer_sqnr_loss.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+        return Err(bad_flag("--max-layer-sqnr-loss must be a non-negative number of dB"));
+    }
     Ok(Thresholds {
         min_sqnr_db: g.min_sqnr,
         max_abs: g.max_abs,
@@ -147,6 +153,7 @@ fn thresholds(g: &GateArgs) -> Result<Thresholds> {
         max_fallback_nodes: g.max_fallback_nodes,
         max_partitions: g.max_partitions,
         fail_on_fallback: g.fail_on_fallback,
+        max_layer_sqnr_loss_db: g.max_layer_sqnr_loss,
     })
 }
 
@@ -272,7 +279,12 @@ fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOpti
     Ok(Some(LayerOptions {
         mode,
         selection,
-        tolerance_lsb: a.tolerance,
+        divergence: DivergenceRules {
+            tolerance_lsb: a.tolerance,
+            float_tolerance: a.float_tolerance,
+            sqnr_loss_db: a.sqnr_loss_db,
+            ..DivergenceRules::default()
+        },
         isolate: !a.no_isolate,
         isolate_window: a.isolate_window as usize,
         tap_budget_bytes: a.tap_memory,

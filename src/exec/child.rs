@@ -35,6 +35,7 @@ pub fn run(job_path: &Path) -> i32 {
     };
     super::pool::inject_fault(&job.target_id);
     let mut result = JobResult::starting();
+    result.intra_threads = Some(job.intra_threads);
     match execute(&job, &mut result) {
         Ok(()) => {
             result.ok = true;

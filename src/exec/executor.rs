@@ -119,17 +119,17 @@ impl Executor {
         self.sessions.get()
     }
 
-    /// Intra-op threads of each worker in a batch of `jobs`: as many workers as cores by default,
-    /// and the cores shared among them.
-    pub fn threads(&self, jobs: usize) -> usize {
-        pool_config(&self.options, jobs).1
+    /// Intra-op threads of every session: `--threads`, else [`DEFAULT_INTRA_OP_THREADS`],
+    /// never derived from the machine.
+    pub fn threads(&self) -> usize {
+        self.options.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS)
     }
 
     /// Runs the jobs with a progress line on stderr (drawn only on a terminal) and returns their
     /// outcomes in order.
     pub fn run(&self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
         self.sessions.set(self.sessions.get() + jobs.len());
-        let (config, _) = pool_config(&self.options, jobs.len());
+        let config = pool_config(&self.options, jobs.len());
         let target = if crate::console::progress() {
             ProgressDrawTarget::stderr()
         } else {
@@ -177,18 +177,23 @@ fn check_room(work: &Path) -> Result<()> {
     }
 }
 
-/// Workers at once and intra-op threads per worker for a batch of `job_count` jobs.
-pub fn pool_config(exec: &ExecOptions, job_count: usize) -> (PoolConfig, usize) {
+/// Intra-op threads of a session unless `--threads` says otherwise. Fixed, so that two machines
+/// running the same audit print the same figures: an LSTM on the CPU EP gives other bits with 1
+/// and 2 threads.
+pub const DEFAULT_INTRA_OP_THREADS: usize = 1;
+
+/// Intra-op threads of every golden run, whatever `--threads` says: the reference must not
+/// depend on the machine or on the audit's settings.
+pub const GOLDEN_INTRA_OP_THREADS: usize = 1;
+
+/// Workers at once for a batch of `job_count` jobs (as many as cores by default: how many run at
+/// once changes no figure).
+pub fn pool_config(exec: &ExecOptions, job_count: usize) -> PoolConfig {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let parallel = exec.jobs.unwrap_or(cores).clamp(1, job_count.max(1));
-    let threads = exec.threads.unwrap_or((cores / parallel).max(1));
-    (
-        PoolConfig {
-            max_parallel: parallel,
-            timeout: exec.timeout,
-        },
-        threads,
-    )
+    PoolConfig {
+        max_parallel: exec.jobs.unwrap_or(cores).clamp(1, job_count.max(1)),
+        timeout: exec.timeout,
+    }
 }
 
 /// A target id as a file name (`qnn:sm8650` -> `qnn_sm8650`).
@@ -248,7 +253,7 @@ pub fn reference_job(
         model,
         samples: samples.to_vec(),
         output_dir: dir.join("out"),
-        intra_threads: 1,
+        intra_threads: GOLDEN_INTRA_OP_THREADS,
         free_dims: free_dims.to_vec(),
         session_config: vec![],
         inspect_placement: false,

@@ -160,6 +160,9 @@ pub struct JobResult {
     /// inference: how the per-layer audit learns the types of tensors it exposes untyped.
     #[serde(default)]
     pub output_types: Vec<OutputType>,
+    /// The intra-op threads the session ran with.
+    #[serde(default)]
+    pub intra_threads: Option<usize>,
 }
 
 impl JobResult {
@@ -192,6 +195,7 @@ impl JobResult {
             runtime_graph: None,
             repeat_differences: Vec::new(),
             output_types: Vec::new(),
+            intra_threads: None,
         }
     }
 }

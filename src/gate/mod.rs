@@ -13,6 +13,8 @@ use crate::report::model::{GateReport, Num, OutputMetrics, PolicyInfo, Report, R
 pub const PLACEMENT_SCOPE: &str = "(placement)";
 /// The `output` of the rule saying whether a target ran.
 pub const RUN_SCOPE: &str = "(run)";
+/// The `output` of rules about a target's layers (the per-layer audit).
+pub const LAYERS_SCOPE: &str = "(layers)";
 
 /// A previous report for baseline mode, and how to name it in rules.
 pub struct Previous<'a> {
@@ -145,6 +147,31 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
     );
 }
 
+/// The largest SQNR loss of any layer against the baseline on the same layer, with the layer
+/// summary's definition (`layers::divergence::sqnr_loss`); NaN when there are no layers to
+/// compare (no per-layer audit, or no baseline), which fails the rule.
+fn layer_rules(policy: &Policy, target: &TargetReport, baseline: Option<&TargetReport>, r: &mut Rules<'_>) {
+    let limits = policy.limits(&target.id, None);
+    let Some(l) = limits.max_layer_sqnr_loss_db.filter(|_| policy.mode.uses_limits()) else {
+        return;
+    };
+    let rules = crate::report::model::DivergenceRules::default();
+    let worst = baseline
+        .filter(|b| !b.layers.is_empty() && !target.layers.is_empty())
+        .map(|b| {
+            target
+                .layers
+                .iter()
+                .filter_map(|layer| {
+                    let base = b.layers.iter().find(|x| x.index == layer.index)?;
+                    crate::layers::divergence::sqnr_loss(layer, base, &rules)
+                })
+                .fold(0.0, f64::max)
+        })
+        .unwrap_or(f64::NAN);
+    r.push("max_layer_sqnr_loss_db", LAYERS_SCOPE, worst, l.value, false, &l.origin);
+}
+
 fn output_rules(
     policy: &Policy,
     target: &str,
@@ -200,6 +227,50 @@ fn output_rules(
     }
 }
 
+/// The rules of a target that ran: placement, layers, and each output's (with regressions
+/// against its run in the previous report, in baseline mode).
+fn ran_rules(
+    policy: &Policy,
+    target: &TargetReport,
+    baseline: Option<&TargetReport>,
+    previous: Option<&Previous<'_>>,
+    r: &mut Rules<'_>,
+    notes: &mut Vec<String>,
+) {
+    let prev = previous.and_then(|p| {
+        let found = p
+            .report
+            .targets
+            .iter()
+            .find(|t| t.id == target.id && t.status == RunStatus::Ok);
+        if found.is_none() && policy.mode.uses_baseline() {
+            notes.push(format!(
+                "{}: no regression rules, {} has no successful run of it",
+                target.id, p.label
+            ));
+        }
+        found.map(|t| (t, p.label.as_str()))
+    });
+    placement_rules(policy, target, prev, r);
+    layer_rules(policy, target, baseline, r);
+    for out in &target.outputs {
+        let said = notes.iter().any(|n| n.starts_with(&format!("output '{}'", out.name)));
+        if out.elements == 0 && !said {
+            notes.push(format!(
+                "output '{}' has no elements (shape {:?}): nothing was compared, and every rule on it fails as not measured",
+                out.name, out.shape
+            ));
+        }
+        let before = prev.and_then(|(t, label)| {
+            t.outputs
+                .iter()
+                .find(|o| o.name == out.name && o.error.is_none())
+                .map(|o| (o, label))
+        });
+        output_rules(policy, &target.id, out, before, r);
+    }
+}
+
 /// Evaluates the policy on every target the user asked for (not the baseline the audit added),
 /// and returns the gate and notes on what baseline mode could not compare.
 pub fn evaluate(
@@ -227,40 +298,8 @@ pub fn evaluate(
             }
         }
         if ok {
-            let prev = previous.and_then(|p| {
-                let found = p
-                    .report
-                    .targets
-                    .iter()
-                    .find(|t| t.id == target.id && t.status == RunStatus::Ok);
-                if found.is_none() && policy.mode.uses_baseline() {
-                    notes.push(format!(
-                        "{}: no regression rules, {} has no successful run of it",
-                        target.id, p.label
-                    ));
-                }
-                found.map(|t| (t, p.label.as_str()))
-            });
-            placement_rules(policy, target, prev, &mut r);
-            for out in target.outputs.iter() {
-                if out.elements == 0
-                    && !notes
-                        .iter()
-                        .any(|n: &String| n.starts_with(&format!("output '{}'", out.name)))
-                {
-                    notes.push(format!(
-                        "output '{}' has no elements (shape {:?}): nothing was compared, and every rule on it fails as not measured",
-                        out.name, out.shape
-                    ));
-                }
-                let before = prev.and_then(|(t, label)| {
-                    t.outputs
-                        .iter()
-                        .find(|o| o.name == out.name && o.error.is_none())
-                        .map(|o| (o, label))
-                });
-                output_rules(policy, &target.id, out, before, &mut r);
-            }
+            let baseline = targets.iter().find(|t| t.role == crate::target::TargetRole::Baseline);
+            ran_rules(policy, target, baseline, previous, &mut r, &mut notes);
         }
         rules.extend(r.rules);
     }

@@ -18,12 +18,13 @@ use super::run::{read, result_of, write, PerTarget, State};
 use super::tap;
 use crate::exec::{Job, JobResult};
 use crate::model::topology::Topology;
-use crate::report::model::{BisectReport, BisectStep, LayerReport, TargetLayerSummary};
+use crate::report::model::{BisectReport, BisectStep, LayerPointer, LayerReport, TargetLayerSummary};
 
 /// The result of comparing one cut on one target with the baseline.
 #[derive(Debug, Clone, Copy)]
 struct Probe {
     departs: bool,
+    differing: u64,
     max_steps: u64,
 }
 
@@ -46,7 +47,7 @@ fn probe(
             e.insert(write(&proto, ctx.model, &dir.join(format!("cut{i}.onnx")))?);
         }
     }
-    let threads = state.threads(asked.len() + 1);
+    let threads = state.threads();
     let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     let mut base_jobs: Vec<usize> = Vec::new();
     for (&i, path) in models.iter().filter(|(i, _)| !base_cache.contains_key(i)) {
@@ -118,7 +119,8 @@ fn compare_cut(state: &State<'_>, r: &JobResult, base: &Path, cut: &str) -> Resu
     }
     let c = super::code_comparison(&acc).ok_or_else(|| anyhow!("no comparison"))?;
     Ok(Probe {
-        departs: super::departs(&c, true, state.opts.tolerance_lsb),
+        departs: super::divergence::beyond_rounding(&c, true, &state.opts.divergence),
+        differing: c.differing,
         max_steps: c.max_steps,
     })
 }
@@ -142,6 +144,7 @@ impl Search {
         self.steps.entry(t).or_default().push(BisectStep {
             tensor: cuts[i].clone(),
             departs: p.departs,
+            differing: p.differing,
             max_steps: p.max_steps,
         });
         let (lo, hi) = *self.bounds.get(&t).unwrap_or(&(0, last));
@@ -222,6 +225,9 @@ fn name_layer(
     baseline: usize,
 ) -> Result<(usize, (Vec<LayerReport>, TargetLayerSummary))> {
     let mut summary = TargetLayerSummary {
+        first_code_difference: None,
+        first_beyond_rounding: None,
+        first_sqnr_loss: None,
         first_divergence: None,
         layers_not_compared: 0,
         tap_effects: None,
@@ -248,13 +254,52 @@ fn name_layer(
         .position(|&p| state.points[p].tensor == cuts[first])
         .unwrap_or(selected.len() - 1);
     let segment: Vec<usize> = selected[start..=end].to_vec();
-    let layers = segment_layers(state, t, baseline, &segment)?;
     if let Some(b) = summary.bisect.as_mut() {
         b.sessions += 2;
     }
-    summary.first_divergence = super::first_divergence(&layers, state.opts.tolerance_lsb);
+    // Bisection searches for the first cut beyond rounding; the other levels need every layer.
+    let rules = &state.opts.divergence;
+    let (layers, beyond) = match segment_layers(state, t, baseline, &segment) {
+        Ok(layers) => {
+            let beyond = super::divergence::first_departures(&layers, Some(&[]), rules).beyond_rounding;
+            (layers, beyond)
+        }
+        // The cut is known to depart: name it, and say that an earlier layer of the segment may.
+        Err(e) => {
+            let cut = &cuts[first];
+            summary.error = Some(format!(
+                "{e:#}; the first departing cut {cut} is named instead (a layer before it, after the last agreeing cut, may depart first)"
+            ));
+            let step = summary
+                .bisect
+                .as_ref()
+                .and_then(|b| b.steps.iter().find(|s| &s.tensor == cut));
+            let pointer = step.and_then(|step| cut_pointer(state, selected, step));
+            (Vec::new(), pointer)
+        }
+    };
+    summary.first_beyond_rounding = beyond.clone();
+    summary.first_divergence = beyond;
     summary.layers_not_compared = super::not_compared(&layers, false);
     Ok((t, (layers, summary)))
+}
+
+/// The layer of a departing cut, as the bisection step measured it.
+fn cut_pointer(state: &State<'_>, selected: &[usize], step: &BisectStep) -> Option<LayerPointer> {
+    let index = *selected.iter().find(|&&p| state.points[p].tensor == step.tensor)?;
+    let p = &state.points[index];
+    Some(LayerPointer {
+        index,
+        node: p.node.clone(),
+        op_type: p.op_type.clone(),
+        tensor: step.tensor.clone(),
+        differing: step.differing,
+        max_steps: step.max_steps,
+        max_rel_error: None,
+        sqnr_db: None,
+        baseline_sqnr_db: None,
+        introduced: None,
+    })
 }
 
 /// The layers of one segment, tapped in one session on the target and one on the baseline.
@@ -268,7 +313,7 @@ fn segment_layers(
     let dir = ctx.work.join("layers").join(format!("segment{target}"));
     let taps: Vec<String> = segment.iter().map(|&p| state.points[p].tensor.clone()).collect();
     let path = write(&tap::tapped(&state.q_proto, &taps), ctx.model, &dir.join("model.onnx"))?;
-    let threads = state.threads(2);
+    let threads = state.threads();
     let jobs: Vec<(Job, PathBuf)> = [
         state.target_job(target, &path, ctx.input_files, &dir.join("t"), threads),
         state.target_job(baseline, &path, ctx.input_files, &dir.join("b"), threads),

@@ -19,7 +19,7 @@ use super::tap::{self, GraphIndex};
 use crate::exec::executor::reference_job;
 use crate::exec::{Job, JobResult, Outcome};
 use crate::inputs::InputFile;
-use crate::report::model::{LayerAuditInfo, TargetLayerSummary};
+use crate::report::model::{LayerAuditInfo, LayerReport};
 use crate::tensor::Tensor;
 
 /// What every target that ran has accumulated so far, per selected layer.
@@ -203,7 +203,7 @@ fn execute_run(
         ctx.model,
         &dir.join("model-baseline.onnx"),
     )?;
-    let threads = state.threads(state.ran.len() + 1);
+    let threads = state.threads();
     let mut jobs: Vec<(Job, PathBuf)> = Vec::new();
     let mut job_target: Vec<Option<usize>> = Vec::new();
     let stored = golden_job(state, taps, dir, n, &mut jobs, &mut job_target)?;
@@ -402,22 +402,25 @@ fn measure_run(state: &State<'_>, selected: &[usize], run: &[usize], results: &R
 
 /// Report: each target's layers and summary.
 fn finish(state: &State<'_>, selected: &[usize], mut accs: Accumulators, isolate: bool) -> PerTarget {
-    let mut out = Vec::new();
-    for &t in &state.ran {
-        let layers = super::reports(
+    let layers_of = |t: usize| {
+        super::reports(
             &state.points,
             selected,
             &state.matches,
             &accs.cumulative[&t],
             isolate.then(|| accs.isolated[&t].as_slice()),
-        );
-        let summary = TargetLayerSummary {
-            first_divergence: super::first_divergence(&layers, state.opts.tolerance_lsb),
-            layers_not_compared: super::not_compared(&layers, state.is_baseline(t) || state.ctx.baseline.is_none()),
-            tap_effects: accs.effects.remove(&t).and_then(EffectsAcc::finish),
-            bisect: None,
-            error: accs.failures.remove(&t),
-        };
+        )
+    };
+    let all: Vec<(usize, Vec<LayerReport>)> = state.ran.iter().map(|&t| (t, layers_of(t))).collect();
+    let baseline_layers = all.iter().find(|(t, _)| state.is_baseline(*t)).map(|(_, l)| l.clone());
+    let mut out = Vec::new();
+    for (t, layers) in all {
+        let is_baseline = state.is_baseline(t);
+        let against = baseline_layers.as_deref().filter(|_| !is_baseline);
+        let not_compared = super::not_compared(&layers, is_baseline || state.ctx.baseline.is_none());
+        let mut summary = super::summary(&layers, against, &state.opts.divergence, not_compared);
+        summary.tap_effects = accs.effects.remove(&t).and_then(EffectsAcc::finish);
+        summary.error = accs.failures.remove(&t);
         out.push((t, (layers, summary)));
     }
     out

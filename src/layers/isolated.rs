@@ -154,7 +154,7 @@ fn execute(
     };
     let q_path = write(&model, ctx.model, &dir.join("isolated.onnx"))?;
     let base_path = write(&base_model, ctx.model, &dir.join("isolated-baseline.onnx"))?;
-    let threads = state.threads(state.ran.len());
+    let threads = state.threads();
     let mut jobs = Vec::new();
     let mut job_target = Vec::new();
     for &t in &state.ran {

@@ -47,6 +47,9 @@ pub struct LayerAcc {
     pub ties: u64,
     /// Whether `ties` was measured (the baseline's value before rounding was available).
     pub ties_known: bool,
+    /// The largest finite magnitude of the baseline's tensor: what a float tensor's error is
+    /// relative to.
+    pub baseline_peak: f64,
     pub elements: u64,
     /// Set when the target's tensor was missing (nothing is measured then).
     pub error: Option<String>,
@@ -63,6 +66,7 @@ impl LayerAcc {
             baseline: against_baseline.then(|| Agreement::with_lsb(quantized.then_some(1.0))),
             ties: 0,
             ties_known: false,
+            baseline_peak: 0.0,
             elements: 0,
             error: None,
             golden_error: None,
@@ -145,6 +149,12 @@ impl LayerAcc {
         }
         if let (Some(agreement), Some(base)) = (self.baseline.as_mut(), baseline) {
             agreement.update(&target.data, &base.data);
+            if quant.is_none() {
+                let peak = (0..base.len())
+                    .map(|i| base.data.get_f64(i).abs())
+                    .filter(|v| v.is_finite());
+                self.baseline_peak = peak.fold(self.baseline_peak, f64::max);
+            }
             if let (Some(q), Some(f)) = (quant, baseline_float) {
                 if f.len() == target.len() {
                     self.ties_known = true;

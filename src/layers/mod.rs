@@ -9,6 +9,7 @@
 
 pub mod bisect;
 mod cumulative;
+pub mod divergence;
 pub mod effects;
 mod isolated;
 pub mod matching;
@@ -23,7 +24,7 @@ pub mod tap;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::report::model::{CodeComparison, LayerAuditInfo, LayerPointer, LayerReport, Num, TargetLayerSummary};
+use crate::report::model::{CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, TargetLayerSummary};
 use measure::LayerAcc;
 use points::Point;
 
@@ -41,8 +42,8 @@ pub enum LayerMode {
 pub struct LayerOptions {
     pub mode: LayerMode,
     pub selection: select::Selection,
-    /// A layer departs from the baseline when a code differs by more than this many LSB.
-    pub tolerance_lsb: u64,
+    /// What departing from the baseline means at each level.
+    pub divergence: DivergenceRules,
     /// Also run every layer alone on golden inputs.
     pub isolate: bool,
     /// Layers run together in isolation: the layer and up to this many minus one upstream
@@ -61,10 +62,18 @@ pub struct LayerResults {
     pub targets: Vec<Option<(Vec<LayerReport>, TargetLayerSummary)>>,
 }
 
-/// The report's view of a code comparison.
+/// The report's view of a code comparison; a float tensor's error is also given relative to the
+/// baseline tensor's largest magnitude.
 pub fn code_comparison(acc: &LayerAcc) -> Option<CodeComparison> {
     let a = acc.baseline.as_ref().filter(|a| a.elements > 0)?;
     let c = a.codes.unwrap_or_default();
+    let relative = if a.max_abs == 0.0 {
+        0.0
+    } else if acc.baseline_peak > 0.0 {
+        a.max_abs / acc.baseline_peak
+    } else {
+        f64::INFINITY
+    };
     Some(CodeComparison {
         differing: a.differing.unwrap_or(a.elements),
         off_by_one: c.off_by_one,
@@ -73,18 +82,8 @@ pub fn code_comparison(acc: &LayerAcc) -> Option<CodeComparison> {
         max_steps: if a.codes.is_some() { c.max_steps } else { 0 },
         ties: acc.ties_known.then_some(acc.ties),
         max_abs: Num(a.max_abs),
+        max_rel_error: a.codes.is_none().then_some(Num(relative)),
     })
-}
-
-/// Whether a comparison departs beyond the tolerance: codes by more than `tolerance` LSB. A float
-/// tensor has no grid to count LSB on, so it departs when any bit differs and the tolerance is
-/// 0, and never at a tolerance above 0 (its figures are still reported).
-fn departs(c: &CodeComparison, quantized: bool, tolerance: u64) -> bool {
-    if quantized {
-        c.differing > 0 && c.max_steps > tolerance
-    } else {
-        c.differing > 0 && tolerance == 0
-    }
 }
 
 /// Assembles one target's layer reports from its accumulators.
@@ -155,23 +154,24 @@ fn not_compared(layers: &[LayerReport], is_baseline: bool) -> usize {
     layers.iter().filter(|l| l.vs_baseline.is_none()).count()
 }
 
-/// The first layer departing from the baseline.
-fn first_divergence(layers: &[LayerReport], tolerance: u64) -> Option<LayerPointer> {
-    layers.iter().find_map(|l| {
-        let c = l.vs_baseline.as_ref()?;
-        departs(c, l.quantized, tolerance).then(|| LayerPointer {
-            index: l.index,
-            node: l.node.clone(),
-            op_type: l.op_type.clone(),
-            tensor: l.tensor.clone(),
-            differing: c.differing,
-            max_steps: c.max_steps,
-            introduced: l
-                .introduced_vs_baseline
-                .as_ref()
-                .map(|i| departs(i, l.quantized, tolerance)),
-        })
-    })
+/// A target's summary from its layers: the first departure from the baseline at each level.
+fn summary(
+    layers: &[LayerReport],
+    baseline: Option<&[LayerReport]>,
+    rules: &DivergenceRules,
+    layers_not_compared: usize,
+) -> TargetLayerSummary {
+    let first = divergence::first_departures(layers, baseline, rules);
+    TargetLayerSummary {
+        first_divergence: first.beyond_rounding.clone(),
+        first_code_difference: first.code_difference,
+        first_beyond_rounding: first.beyond_rounding,
+        first_sqnr_loss: first.sqnr_loss,
+        layers_not_compared,
+        tap_effects: None,
+        bisect: None,
+        error: None,
+    }
 }
 
 /// Runs the per-layer audit. Never fails: what goes wrong is in `info.problems`.
@@ -180,26 +180,4 @@ pub fn audit(ctx: &run::Context<'_>, opts: &LayerOptions) -> LayerResults {
     let mut results = run::execute(ctx, opts);
     results.info.seconds = start.elapsed().as_secs_f64();
     results
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn departure_is_beyond_the_tolerance_in_lsb() {
-        let c = CodeComparison {
-            differing: 3,
-            off_by_one: 3,
-            off_by_two: 0,
-            off_by_more: 0,
-            max_steps: 1,
-            ties: None,
-            max_abs: Num(0.1),
-        };
-        assert!(departs(&c, true, 0));
-        assert!(!departs(&c, true, 1));
-        assert!(departs(&c, false, 0));
-        assert!(!departs(&c, false, 1));
-    }
 }

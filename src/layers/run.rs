@@ -83,8 +83,8 @@ impl State<'_> {
         self.ctx.executor.run(jobs)
     }
 
-    pub(super) fn threads(&self, jobs: usize) -> usize {
-        self.ctx.executor.threads(jobs)
+    pub(super) fn threads(&self) -> usize {
+        self.ctx.executor.threads()
     }
 
     /// A job of a planned target on a model file, in `dir`.
@@ -177,7 +177,7 @@ fn blank_info(opts: &LayerOptions) -> LayerAuditInfo {
         matched: 0,
         matched_by: BTreeMap::new(),
         unmatched: Vec::new(),
-        tolerance_lsb: opts.tolerance_lsb,
+        divergence: opts.divergence,
         tap_runs: 0,
         sessions: 0,
         isolated: false,

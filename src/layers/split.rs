@@ -60,7 +60,7 @@ pub(super) fn retry_in_halves(
             break;
         }
         spent += pending.len();
-        let threads = state.threads(pending.len());
+        let threads = state.threads();
         let mut jobs = Vec::new();
         for (g, group) in pending.iter().enumerate() {
             let gdir = dir.join(format!("split{level}-{g}"));

@@ -56,12 +56,21 @@ pub fn prefix(model: &ModelProto, tensor: &str) -> Option<ModelProto> {
     Some(out)
 }
 
-/// Tensors every path from the graph inputs to the graph outputs goes through, in execution
-/// order: cutting the graph at one of them splits the model in two. Computed from the live
-/// set: right after such a tensor is produced, it is the only run-time tensor still needed.
+/// Tensors every path from the main graph input to the graph outputs goes through, in
+/// execution order: cutting the graph at one of them splits the model's main flow in two.
+/// Computed from the live set: right after such a tensor is produced, it is the only run-time
+/// tensor still needed that the main input reaches. The main input is the one most nodes read
+/// (directly or not): side inputs such as a transformer's attention mask reach every layer and
+/// would otherwise leave no cut at all.
 pub fn cut_tensors(topo: &Topology) -> Vec<String> {
     let order = topo.topological_order();
-    let constant = topo.constant_nodes(&order);
+    let reached = main_flow(topo, &order);
+    let constant: Vec<bool> = topo
+        .constant_nodes(&order)
+        .into_iter()
+        .zip(&reached)
+        .map(|(c, &r)| c || !r)
+        .collect();
     // Last position at which each dynamic tensor is read (graph outputs: read at the end).
     let mut last_use: HashMap<&str, usize> = HashMap::new();
     for (k, &i) in order.iter().enumerate() {
@@ -72,12 +81,8 @@ pub fn cut_tensors(topo: &Topology) -> Vec<String> {
     for o in &topo.outputs {
         last_use.insert(o.as_str(), usize::MAX);
     }
-    let mut live: BTreeSet<&str> = topo
-        .inputs
-        .iter()
-        .map(|s| s.as_str())
-        .filter(|t| last_use.contains_key(t))
-        .collect();
+    let main = main_input(topo, &order);
+    let mut live: BTreeSet<&str> = main.into_iter().filter(|t| last_use.contains_key(t)).collect();
     let mut cuts = Vec::new();
     for (k, &i) in order.iter().enumerate() {
         live.retain(|t| last_use.get(t).is_some_and(|&u| u > k));
@@ -96,6 +101,39 @@ pub fn cut_tensors(topo: &Topology) -> Vec<String> {
         }
     }
     cuts
+}
+
+/// Nodes each graph input reaches, per input.
+fn reached_by(topo: &Topology, order: &[usize], input: &str) -> Vec<bool> {
+    let mut tensors: BTreeSet<&str> = BTreeSet::from([input]);
+    let mut reached = vec![false; topo.nodes.len()];
+    for &i in order {
+        if topo.nodes[i].inputs.iter().any(|t| tensors.contains(t.as_str())) {
+            reached[i] = true;
+            tensors.extend(topo.nodes[i].outputs.iter().map(String::as_str));
+        }
+    }
+    reached
+}
+
+/// The graph input that reaches the most nodes (ties: the first listed).
+fn main_input<'a>(topo: &'a Topology, order: &[usize]) -> Option<&'a str> {
+    topo.inputs
+        .iter()
+        .map(|t| (t.as_str(), reached_by(topo, order, t).iter().filter(|&&r| r).count()))
+        .fold(None, |best: Option<(&str, usize)>, (t, n)| match best {
+            Some((_, m)) if m >= n => best,
+            _ => Some((t, n)),
+        })
+        .map(|(t, _)| t)
+}
+
+/// Whether the main input reaches each node (every node when the graph has no input).
+fn main_flow(topo: &Topology, order: &[usize]) -> Vec<bool> {
+    match main_input(topo, order) {
+        Some(t) => reached_by(topo, order, t),
+        None => vec![true; topo.nodes.len()],
+    }
 }
 
 /// One layer run alone: the nodes of its QDQ group, reading every run-time input from a graph

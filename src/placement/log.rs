@@ -27,7 +27,7 @@ pub fn rejection_reasons(log: &str) -> BTreeMap<String, String> {
                 names.push(name.to_string());
             }
         } else if let Some(reason) = body.strip_prefix("REASON :").or_else(|| body.strip_prefix("REASON:")) {
-            let reason = reason.trim().to_string();
+            let reason = separate_sentences(reason.trim());
             for n in names.iter() {
                 let list = reasons.entry(n.clone()).or_default();
                 if !list.contains(&reason) {
@@ -37,6 +37,22 @@ pub fn rejection_reasons(log: &str) -> BTreeMap<String, String> {
         }
     }
     reasons.into_iter().map(|(k, v)| (k, v.join("; "))).collect()
+}
+
+/// ONNX Runtime's QNN EP builds some reasons from two sentences without a space between them
+/// ("...not supported by QNN EP.Erf node `x` will not be assigned..."): a period that ends a word
+/// and is followed by a capital letter starts a new sentence.
+fn separate_sentences(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 4);
+    let chars: Vec<char> = text.chars().collect();
+    for (k, &c) in chars.iter().enumerate() {
+        out.push(c);
+        let ends_word = k >= 2 && chars[k - 1].is_alphabetic() && chars[k - 2].is_alphabetic();
+        if c == '.' && ends_word && chars.get(k + 1).is_some_and(|n| n.is_uppercase()) {
+            out.push(' ');
+        }
+    }
+    out
 }
 
 /// ONNX Runtime's "Node placements" list (verbose level): per EP, the nodes as `(op type, name)`.
@@ -101,7 +117,11 @@ mod tests {
             r["x_QuantizeLinear"],
             "QNN EP is configured to not take Q nodes that consume a graph input."
         );
-        assert!(r["mid"].starts_with("Operators of type `Celu` are not supported"));
+        // One message of two sentences the runtime glued together, separated again.
+        assert_eq!(
+            r["mid"],
+            "Operators of type `Celu` are not supported by QNN EP. Celu node `mid` will not be assigned to QNN EP."
+        );
         assert_eq!(r["mid"], r["mid_dq"]);
         assert!(!r.contains_key("x_DequantizeLinear"));
     }

@@ -4,6 +4,7 @@
 
 pub mod assign;
 pub mod log;
+pub mod runs;
 pub mod sizes;
 pub mod targets;
 
@@ -12,7 +13,7 @@ use std::path::Path;
 
 use crate::exec::assignment::AssignedSubgraph;
 use crate::model::topology::Topology;
-use crate::report::model::{Crossing, FallbackNode, Partition, PlacementSummary};
+use crate::report::model::{Crossing, FallbackNode, PlacementSummary};
 use crate::tensor::DType;
 use assign::{base_name, node_eps};
 pub use sizes::TensorSize;
@@ -220,7 +221,15 @@ pub fn analyze(rec: &Recorded<'_>, model: &Topology, probed: &HashMap<String, Te
     let placed = Placed::new(&graph, &assignment, model, graph_kind == "runtime");
     let cpu_target = rec.target_ep == CPU_EP;
     let [nodes_by_ep, cpu_op_types, inserted_by_ep] = placed.counts(cpu_target);
-    let partitions = partitions(&graph, &placed.eps, &placed.order, &placed.producers, &placed.constant);
+    let runs_graph = runs::Graph {
+        topology: &graph,
+        eps: &placed.eps,
+        order: &placed.order,
+        producers: &placed.producers,
+        consumers: &placed.consumers,
+        constant: &placed.constant,
+    };
+    let partitions = runs::as_run(&runs_graph, (source == "ort_api").then_some(assignment.as_slice()));
     let ep_partitions = if cpu_target {
         partitions.iter().filter(|p| p.ep == CPU_EP).count()
     } else if source == "ort_api" {
@@ -289,79 +298,6 @@ fn complete_logged(assignment: &mut [AssignedSubgraph], graph: &Topology) -> Has
         }
     }
     fused
-}
-
-/// Connected runs of nodes on one EP, ordered by their first node that reads run-time data.
-fn partitions(
-    graph: &Topology,
-    eps: &[Option<String>],
-    order: &[usize],
-    producers: &HashMap<&str, usize>,
-    constant: &[bool],
-) -> Vec<Partition> {
-    let n = graph.nodes.len();
-    let mut parent: Vec<usize> = (0..n).collect();
-    fn find(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
-    for (c, node) in graph.nodes.iter().enumerate() {
-        for t in &node.inputs {
-            if let Some(&p) = producers.get(t.as_str()) {
-                if eps[p].is_some() && eps[p] == eps[c] {
-                    let (a, b) = (find(&mut parent, p), find(&mut parent, c));
-                    parent[a] = b;
-                }
-            }
-        }
-    }
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut group_of: HashMap<usize, usize> = HashMap::new();
-    for &i in order {
-        if eps[i].is_none() {
-            continue;
-        }
-        let root = find(&mut parent, i);
-        let g = *group_of.entry(root).or_insert_with(|| {
-            groups.push(Vec::new());
-            groups.len() - 1
-        });
-        groups[g].push(i);
-    }
-    let position: HashMap<usize, usize> = order.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    // A partition starts where its data flow starts: weight DequantizeLinear nodes read only
-    // constants and may come first in the file without the partition running first.
-    let starts = |members: &[usize]| -> usize {
-        members
-            .iter()
-            .copied()
-            .find(|&i| !constant[i])
-            .map(|i| position[&i])
-            .unwrap_or(position[&members[0]])
-    };
-    groups.sort_by_key(|m| starts(m));
-    groups
-        .into_iter()
-        .map(|members| {
-            let mut op_types: BTreeMap<String, usize> = BTreeMap::new();
-            for &i in &members {
-                *op_types.entry(graph.nodes[i].op_type.clone()).or_default() += 1;
-            }
-            let (first, last) = (members[0], members[members.len() - 1]);
-            Partition {
-                ep: eps[first].clone().unwrap_or_default(),
-                nodes: members.len(),
-                first_node: graph.nodes[first].name.clone(),
-                last_node: graph.nodes[last].name.clone(),
-                first_index: position[&first],
-                last_index: position[&last],
-                op_types,
-            }
-        })
-        .collect()
 }
 
 /// What the analysis already knows of each node, per node index.

@@ -55,6 +55,7 @@ pub struct TargetSection {
     pub fail_on_fallback: Option<Spanned<bool>>,
     pub max_fallback_regression: Option<Spanned<u64>>,
     pub max_partitions_regression: Option<Spanned<u64>>,
+    pub max_layer_sqnr_loss_db: Option<Spanned<f64>>,
     /// The selected targets may fail to run without failing the gate.
     pub allow_failure: Option<Spanned<bool>>,
     #[serde(default)]

@@ -40,6 +40,9 @@ pub struct Limits {
     /// Baseline mode: how many more compute nodes may fall back, and how many more partitions.
     pub max_fallback_regression: Option<Limit<u64>>,
     pub max_partitions_regression: Option<Limit<u64>>,
+    /// Per-layer audit: dB of SQNR against the golden run any layer may lose against the
+    /// baseline on the same layer (the SQNR-loss level of the layer summary).
+    pub max_layer_sqnr_loss_db: Option<Limit<f64>>,
 }
 
 /// Applies `$f` to every field name of [`Limits`].
@@ -57,7 +60,8 @@ macro_rules! each_limit {
             max_partitions,
             fail_on_fallback,
             max_fallback_regression,
-            max_partitions_regression
+            max_partitions_regression,
+            max_layer_sqnr_loss_db
         )
     };
 }

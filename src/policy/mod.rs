@@ -33,6 +33,8 @@ pub struct Thresholds {
     pub max_partitions: Option<usize>,
     /// No compute node may fall back to the CPU EP.
     pub fail_on_fallback: bool,
+    /// dB any layer may lose against the baseline (needs the per-layer audit).
+    pub max_layer_sqnr_loss_db: Option<f64>,
 }
 
 /// The file `compare` reads when no `--config` is given, if it exists in the current directory.
@@ -234,6 +236,10 @@ fn target_limits(loc: &Locator<'_>, s: &TargetSection) -> Result<Limits> {
     out.max_fallback_regression = spanned(loc, &s.max_fallback_regression);
     out.max_partitions_regression = spanned(loc, &s.max_partitions_regression);
     out.fail_on_fallback = spanned(loc, &s.fail_on_fallback);
+    if let Some(v) = &s.max_layer_sqnr_loss_db {
+        let db = finite(loc, v, "max_layer_sqnr_loss_db", 0.0, f64::INFINITY)?;
+        out.max_layer_sqnr_loss_db = Some(Limit::new(db, loc.at(v.span())));
+    }
     Ok(out)
 }
 
@@ -354,6 +360,9 @@ impl Policy {
                 .map(|v| Limit::new(v as u64, "--max-fallback-nodes")),
             max_partitions: flags.max_partitions.map(|v| Limit::new(v as u64, "--max-partitions")),
             fail_on_fallback: flags.fail_on_fallback.then(|| Limit::new(true, "--fail-on-fallback")),
+            max_layer_sqnr_loss_db: flags
+                .max_layer_sqnr_loss_db
+                .map(|v| Limit::new(v, "--max-layer-sqnr-loss")),
             ..Limits::default()
         };
         if !l.is_empty() {

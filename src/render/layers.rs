@@ -6,9 +6,11 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::present::{attribution, db_opt, divergence_at, num};
+use super::present::{self, db_opt, num};
 use super::table::{bold, table_indented};
-use crate::report::model::{CodeComparison, LayerReport, Num, Report, TapEffects, TargetLayerSummary, TargetReport};
+use crate::report::model::{
+    CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, Report, TapEffects, TargetReport,
+};
 
 /// Orders layers worst first: the largest SQNR drop, then the most codes differing from the
 /// baseline, then the lowest SQNR.
@@ -71,13 +73,14 @@ fn layer_table(layers: &[&LayerReport]) -> String {
     table_indented(b, 4)
 }
 
-fn target_section(s: &mut String, t: &TargetReport, top: usize, baseline: Option<&str>) {
+fn target_section(s: &mut String, t: &TargetReport, info: &LayerAuditInfo, baseline: Option<&str>) {
+    let (top, rules) = (info.top, &info.divergence);
     let Some(summary) = &t.layer_summary else { return };
     let _ = writeln!(s, "\n  {}", bold(&t.id));
     if let Some(e) = &summary.error {
         let _ = writeln!(s, "    {e}");
     }
-    if let Some(line) = divergence_line(t, summary, baseline) {
+    for line in divergence_lines(t, rules, baseline) {
         let _ = writeln!(s, "    {line}");
     }
     if let Some(e) = &summary.tap_effects {
@@ -112,18 +115,12 @@ fn target_section(s: &mut String, t: &TargetReport, top: usize, baseline: Option
     );
 }
 
-/// Where the target first departs from the baseline (nothing without a baseline).
-fn divergence_line(t: &TargetReport, summary: &TargetLayerSummary, baseline: Option<&str>) -> Option<String> {
-    Some(match (&summary.first_divergence, baseline) {
-        (_, Some(b)) if b == t.id => "the baseline: other targets' codes are compared with these".into(),
-        (Some(f), _) => format!("first divergence: {}{}", divergence_at(f), attribution(f)),
-        (None, Some(_)) if summary.layers_not_compared > 0 => format!(
-            "first divergence: none among the layers compared; {} layer(s) could not be compared with the baseline",
-            summary.layers_not_compared
-        ),
-        (None, Some(_)) => "first divergence: none (every tapped layer within tolerance of the baseline)".into(),
-        (None, None) => return None,
-    })
+/// Where the target first departs from the baseline at each level (nothing without one).
+fn divergence_lines(t: &TargetReport, rules: &DivergenceRules, baseline: Option<&str>) -> Vec<String> {
+    if baseline.is_none() {
+        return Vec::new();
+    }
+    present::divergence_lines(t, rules)
 }
 
 /// What tapping did to the target's session.
@@ -197,6 +194,6 @@ pub fn section(s: &mut String, report: &Report) {
         let _ = writeln!(s, "  ! {p}");
     }
     for t in &report.targets {
-        target_section(s, t, info.top, report.baseline.as_deref());
+        target_section(s, t, info, report.baseline.as_deref());
     }
 }

@@ -197,7 +197,7 @@ fn targets_section(s: &mut String, report: &Report) {
             "top-1",
             "excess dB",
             "CPU fallback / partitions",
-            "first divergent layer",
+            "first layer beyond rounding",
         ],
         rows,
         report.targets.len(),
@@ -489,7 +489,7 @@ pub(crate) mod tests {
         let targets = table_rows(&md, "**Targets**");
         assert_eq!(targets.len(), r.targets.len());
         assert!(targets.iter().all(|row| cells(row).len() == 8));
-        assert!(md.contains("#1 conv1 (Conv): 12 differ, max 1 LSB, introduced"), "{md}");
+        assert!(md.contains("#1 conv1 (Conv): 12 differ, max 2 LSB, introduced"), "{md}");
         assert!(md.contains("**Did not run**"));
         assert!(md.contains("failed (required): first line of the error"), "{md}");
         assert!(!md.contains("second line"));

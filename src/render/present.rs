@@ -3,7 +3,9 @@
 //! significant digits, dB with two decimals, percentages with one, counts with their noun, and
 //! the wording of a first divergence, a runtime, a placement summary.
 
-use crate::report::model::{LayerPointer, Num, PlacementSummary, RuntimeInfo, TargetReport};
+use crate::report::model::{
+    DivergenceRules, LayerPointer, Num, PlacementSummary, RuntimeInfo, TargetReport, ThreadProbe,
+};
 use crate::target::TargetRole;
 
 /// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
@@ -167,41 +169,90 @@ pub fn rule_values(rule: &str, measured: Num, limit: Num) -> (String, String) {
     (m, l)
 }
 
-/// Where a layer first departs: `#3 conv_c (Conv) at c_Q: 258 codes differ, max 1 LSB`.
+/// Where a layer is and what departs there: `#12 /embeddings/Add (Add) at t`, with codes for a
+/// quantized layer, the relative error for a float one.
 pub fn divergence_at(d: &LayerPointer) -> String {
-    format!(
-        "#{} {} ({}) at {}: {} codes differ, max {} LSB",
-        d.index, d.node, d.op_type, d.tensor, d.differing, d.max_steps
-    )
+    let what = match d.max_rel_error {
+        Some(r) => format!("largest error {} of its largest magnitude", num(r.0)),
+        None => format!("{} codes differ, max {} LSB", d.differing, d.max_steps),
+    };
+    format!("#{} {} ({}) at {}: {what}", d.index, d.node, d.op_type, d.tensor)
 }
 
 /// Whether the departing layer introduced the drift (it departs alone on golden inputs too) or
 /// inherited it, as a clause to append; empty when it was not run alone.
 pub fn attribution(d: &LayerPointer) -> &'static str {
     match d.introduced {
-        Some(true) => "; alone on golden inputs it differs too: introduced here",
-        Some(false) => "; alone on golden inputs it agrees: inherited from its inputs",
+        Some(true) => "; alone on golden inputs it departs too: introduced here",
+        Some(false) => "; alone on golden inputs it does not: inherited from its inputs",
         None => "",
     }
 }
 
-/// One line on where a target first departs from the baseline, or why no layer is named.
-pub fn divergence_sentence(t: &TargetReport) -> String {
-    let Some(summary) = &t.layer_summary else {
-        return "no per-layer summary".into();
-    };
-    match &summary.first_divergence {
-        Some(d) => format!("first divergence: {}{}", divergence_at(d), attribution(d)),
-        None if t.role == TargetRole::Baseline => "the baseline: other targets' codes are compared with these".into(),
-        None if summary.layers_not_compared > 0 => format!(
-            "first divergence: none among the layers compared; {} layer(s) could not be compared with the baseline",
-            summary.layers_not_compared
+/// The three levels of departure from the baseline, each named with its threshold.
+pub fn divergence_levels(rules: &DivergenceRules) -> [(&'static str, String); 3] {
+    [
+        ("first code difference", "any code".into()),
+        (
+            "first beyond rounding",
+            format!(
+                "> {} LSB; floats > {} of their largest magnitude",
+                rules.tolerance_lsb,
+                num(rules.float_tolerance)
+            ),
         ),
-        None => "first divergence: none (every tapped layer within tolerance of the baseline)".into(),
-    }
+        (
+            "first SQNR loss",
+            format!("> {} dB below the baseline", db(rules.sqnr_loss_db)),
+        ),
+    ]
 }
 
-/// The first divergence in a table cell: `#3 conv_c (Conv): 258 differ, max 1 LSB, introduced`.
+/// One line per level on where a target first departs from the baseline, or why no layer is
+/// named.
+pub fn divergence_lines(t: &TargetReport, rules: &DivergenceRules) -> Vec<String> {
+    let Some(summary) = &t.layer_summary else {
+        return vec!["no per-layer summary".into()];
+    };
+    if t.role == TargetRole::Baseline {
+        return vec!["the baseline: other targets' layers are compared with these".into()];
+    }
+    let found = [
+        &summary.first_code_difference,
+        &summary.first_beyond_rounding,
+        &summary.first_sqnr_loss,
+    ];
+    let bisected = summary.bisect.is_some();
+    divergence_levels(rules)
+        .into_iter()
+        .zip(found)
+        .enumerate()
+        .filter(|(k, _)| !bisected || *k == 1)
+        .map(|(k, ((name, threshold), d))| match d {
+            Some(d) if k == 2 => format!(
+                "{name} ({threshold}): {}, {} dB against the baseline's {} dB{}",
+                divergence_at(d),
+                d.sqnr_db.map_or("-".into(), |v| db(v.0)),
+                d.baseline_sqnr_db.map_or("-".into(), |v| db(v.0)),
+                attribution(d)
+            ),
+            Some(d) => format!("{name} ({threshold}): {}{}", divergence_at(d), attribution(d)),
+            None if summary.layers_not_compared > 0 => format!(
+                "{name} ({threshold}): none among the layers compared; {} could not be compared with the baseline",
+                count(summary.layers_not_compared, "layer")
+            ),
+            None => format!("{name} ({threshold}): none"),
+        })
+        .collect()
+}
+
+/// One sentence on where a target departs (the three levels, shortest form), for a legend.
+pub fn divergence_sentence(t: &TargetReport, rules: &DivergenceRules) -> String {
+    divergence_lines(t, rules).join("; ")
+}
+
+/// The first departure beyond rounding in a table cell: `#3 conv_c (Conv): 258 differ, max 2 LSB,
+/// introduced`.
 pub fn divergence_cell(t: &TargetReport, baseline: bool) -> String {
     let Some(summary) = &t.layer_summary else {
         return "-".into();
@@ -209,22 +260,56 @@ pub fn divergence_cell(t: &TargetReport, baseline: bool) -> String {
     if baseline {
         return "(baseline)".into();
     }
-    match &summary.first_divergence {
+    match &summary.first_beyond_rounding {
         Some(f) => {
             let how = match f.introduced {
                 Some(true) => ", introduced",
                 Some(false) => ", inherited",
                 None => "",
             };
-            format!(
-                "#{} {} ({}): {} differ, max {} LSB{how}",
-                f.index, f.node, f.op_type, f.differing, f.max_steps
-            )
+            let what = match f.max_rel_error {
+                Some(r) => format!("error {} of range", num(r.0)),
+                None => format!("{} differ, max {} LSB", f.differing, f.max_steps),
+            };
+            format!("#{} {} ({}): {what}{how}", f.index, f.node, f.op_type)
         }
         None if summary.layers_not_compared > 0 => format!("none ({} not compared)", summary.layers_not_compared),
         None if summary.error.is_some() => "error".into(),
         None => "none".into(),
     }
+}
+
+/// What running a target with other intra-op threads changed, in one sentence.
+pub fn thread_probe_sentence(p: &ThreadProbe) -> String {
+    let against = p.against_threads.map_or("the audit's".into(), |n| n.to_string());
+    if let Some(e) = &p.error {
+        return format!("the run with {} intra-op threads could not be compared: {e}", p.threads);
+    }
+    if p.bit_identical {
+        return format!("same bits with {} intra-op threads as with {against}", p.threads);
+    }
+    let worst: Vec<String> = p
+        .differences
+        .iter()
+        .take(3)
+        .map(|d| {
+            format!(
+                "'{}' sample {}: {}/{} elements, max {}",
+                printable(&d.output),
+                d.sample,
+                d.differing,
+                d.elements,
+                num(d.max_abs.0)
+            )
+        })
+        .collect();
+    format!(
+        "DEPENDS ON THE THREAD COUNT: with {} intra-op threads instead of {against}, {} (sample, output) differ ({}{})",
+        p.threads,
+        p.differences.len(),
+        worst.join("; "),
+        if p.differences.len() > 3 { "; ..." } else { "" }
+    )
 }
 
 /// One line on a target's placement: nodes on its EP and, for a non-CPU target, partitions,

@@ -10,7 +10,9 @@ use tabled::builder::Builder;
 use tabled::settings::object::Rows;
 use tabled::settings::{Alignment, Modify, Style as TableStyle, Width};
 
-use super::present::{bytes, cosine, db, ep_short, num, pct, placement_line, printable, runtime_text, signed_db};
+use super::present::{
+    bytes, cosine, db, ep_short, num, pct, placement_line, printable, runtime_text, signed_db, thread_probe_sentence,
+};
 use crate::exec::RunStatus;
 use crate::report::model::{OutputMetrics, Report, TargetReport, Verdict};
 use crate::target::TargetRole;
@@ -144,6 +146,9 @@ fn drift_reading(s: &mut String, report: &Report) {
                     paint("!", AnsiColor::Red.on_default().bold()),
                     d.differences.len()
                 );
+            }
+            if let Some(p) = &d.thread_probe {
+                let _ = writeln!(s, "  {:<14} {}", "", thread_probe_sentence(p));
             }
         }
     }
@@ -347,6 +352,22 @@ fn header(s: &mut String, report: &Report) {
         what.push_str(&format!(" [{}]", inputs.files.join(", ")));
     }
     let _ = writeln!(s, "{:<9}{}", "inputs", what);
+    let _ = writeln!(s, "{:<9}{}", "threads", threads_text(report));
+}
+
+/// The intra-op threads the sessions ran with (each figure depends on them on some CPU kernels).
+fn threads_text(report: &Report) -> String {
+    let targets: std::collections::BTreeSet<usize> = report.targets.iter().filter_map(|t| t.intra_op_threads).collect();
+    let targets: Vec<String> = targets.iter().map(|n| n.to_string()).collect();
+    format!(
+        "intra-op threads: golden run {}, targets {}",
+        report.reference.intra_op_threads.map_or("-".into(), |n| n.to_string()),
+        if targets.is_empty() {
+            "-".into()
+        } else {
+            targets.join("/")
+        }
+    )
 }
 
 /// One metrics table per model output, with the loosest passing gate under it.

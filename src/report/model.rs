@@ -17,7 +17,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// A number that may be infinite or NaN. JSON has neither, so they are written as the strings
 /// `"inf"`, `"-inf"` and `"nan"`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Num(pub f64);
 
 impl Serialize for Num {
@@ -159,8 +159,9 @@ pub struct LayerAuditInfo {
     pub matched_by: BTreeMap<String, usize>,
     /// Float tensors of the selected points that have no counterpart in the reference.
     pub unmatched: Vec<String>,
-    /// A layer departs from the baseline when a code differs by more than this many LSB.
-    pub tolerance_lsb: u64,
+    /// The three levels of departure from the baseline and their thresholds.
+    #[serde(default)]
+    pub divergence: DivergenceRules,
     /// Tapped runs the selection was split into (each its own session per target), and worker
     /// sessions the per-layer audit started in all.
     pub tap_runs: usize,
@@ -177,6 +178,42 @@ pub struct LayerAuditInfo {
     pub top: usize,
     /// What failed or matched nothing; the output-level audit is complete regardless.
     pub problems: Vec<String>,
+}
+
+/// How "a layer departs from the baseline" is measured, at each level the summary names.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DivergenceRules {
+    /// Beyond rounding, quantized layers: a code more than this many steps from the baseline's.
+    pub tolerance_lsb: u64,
+    /// Beyond rounding, float layers: the largest difference above this fraction of the
+    /// baseline tensor's largest magnitude (never "any differing bit": float results of two
+    /// correct implementations differ in their last bits).
+    pub float_tolerance: f64,
+    /// SQNR loss: the layer's SQNR against the golden run more than this many dB below the
+    /// baseline's on the same layer.
+    pub sqnr_loss_db: f64,
+    /// SQNR above this counts as this much when losses are measured: a float layer 142 dB from
+    /// the golden run (float32 rounding) is as exact as one at +inf for any quantized model.
+    #[serde(default = "default_sqnr_ceiling")]
+    pub sqnr_ceiling_db: f64,
+}
+
+fn default_sqnr_ceiling() -> f64 {
+    DivergenceRules::default().sqnr_ceiling_db
+}
+
+impl Default for DivergenceRules {
+    /// One LSB of rounding; a float16 step (2^-10) of the tensor's largest magnitude, since QNN
+    /// runs float ops in float16; 3 dB, twice the baseline's noise power, with SQNR counted up
+    /// to 100 dB.
+    fn default() -> Self {
+        DivergenceRules {
+            tolerance_lsb: 1,
+            float_tolerance: 1.0 / 1024.0,
+            sqnr_loss_db: 3.0,
+            sqnr_ceiling_db: 100.0,
+        }
+    }
 }
 
 /// A per-layer figure set of one target.
@@ -224,7 +261,7 @@ pub struct LayerReport {
 
 /// A tensor of one target against the baseline's: counts of elements off by 1, 2 and more LSB
 /// (codes), and for one-LSB differences how many sat on a .5 tie of the baseline's value.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct CodeComparison {
     /// Elements that differ from the baseline's (bit for bit for floats).
     pub differing: u64,
@@ -240,16 +277,34 @@ pub struct CodeComparison {
     pub ties: Option<u64>,
     /// The largest absolute difference from the baseline's value.
     pub max_abs: Num,
+    /// Float tensors: `max_abs` relative to the largest magnitude of the baseline's tensor (the
+    /// measure of "beyond rounding" for a tensor without a quantization grid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rel_error: Option<Num>,
 }
 
-/// Where a target first departs, and what tapping did to its session.
+/// Where a target first departs from the baseline, at three levels a user reasons in (the
+/// definitions and their thresholds are in `layer_audit.divergence`), and what tapping did to its
+/// session. Each is `None` when no layer qualifies (or without a baseline).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TargetLayerSummary {
-    /// The first layer (execution order) whose codes differ from the baseline's by more than
-    /// the tolerance; `None` when none does (or without a baseline).
+    /// The first quantized layer (execution order) whose codes differ from the baseline's at
+    /// all: a rounding difference, often on ties.
+    #[serde(default)]
+    pub first_code_difference: Option<LayerPointer>,
+    /// The first layer that differs from the baseline beyond rounding: codes more than
+    /// `tolerance_lsb` steps apart, or a float tensor off by more than `float_tolerance` of its
+    /// largest magnitude.
+    #[serde(default)]
+    pub first_beyond_rounding: Option<LayerPointer>,
+    /// The first layer whose SQNR against the golden run is more than `sqnr_loss_db` below the
+    /// baseline's on the same layer: where the target starts to cost accuracy.
+    #[serde(default)]
+    pub first_sqnr_loss: Option<LayerPointer>,
+    /// The same as `first_beyond_rounding` (its name in reports of npu-audit before 0.2).
     pub first_divergence: Option<LayerPointer>,
     /// Layers that could not be compared with the baseline (a tensor missing on either side):
-    /// a null `first_divergence` only means "none" when this is 0.
+    /// a null first difference only means "none" when this is 0.
     pub layers_not_compared: usize,
     /// Placement and results of the tapped sessions against the untapped one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -275,10 +330,20 @@ pub struct LayerPointer {
     pub tensor: String,
     /// Elements that differ from the baseline's.
     pub differing: u64,
-    /// The largest difference, in LSB.
+    /// The largest difference, in LSB (0 for a float tensor).
     pub max_steps: u64,
-    /// Whether the layer alone, on golden inputs, already differs from the baseline (it
-    /// introduced the drift rather than inherited it); `None` when not run in isolation.
+    /// A float tensor's largest difference relative to the baseline tensor's largest magnitude.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rel_error: Option<Num>,
+    /// The layer's SQNR against the golden run, and the baseline's on the same layer (for the
+    /// SQNR-loss level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqnr_db: Option<Num>,
+    /// The baseline's SQNR against the golden run on the same layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_sqnr_db: Option<Num>,
+    /// Whether the layer alone, on golden inputs, already departs from the baseline at the same
+    /// level (it introduced the drift rather than inherited it); `None` when not run in isolation.
     pub introduced: Option<bool>,
 }
 
@@ -316,8 +381,11 @@ pub struct BisectReport {
 pub struct BisectStep {
     /// The tensor the model was cut at.
     pub tensor: String,
-    /// Whether the target's codes there depart from the baseline's beyond the tolerance.
+    /// Whether the target's codes there depart from the baseline's beyond rounding.
     pub departs: bool,
+    /// Codes there that differ from the baseline's.
+    #[serde(default)]
+    pub differing: u64,
     /// The largest difference there from the baseline's codes, in LSB.
     pub max_steps: u64,
 }
@@ -373,6 +441,9 @@ pub struct ReferenceInfo {
     /// The runtime of the golden run (absent for a stored golden run).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<RuntimeInfo>,
+    /// The intra-op threads of the golden run (a stored one: as its manifest records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_op_threads: Option<usize>,
     /// The golden run's times.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
@@ -469,6 +540,10 @@ pub struct TargetReport {
     pub options: BTreeMap<String, String>,
     /// The runtime it ran on (null when unavailable).
     pub runtime: Option<RuntimeInfo>,
+    /// The intra-op threads its session ran with (null when no session started). Some CPU
+    /// kernels give other bits with other thread counts; `--repeat` measures whether they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_op_threads: Option<usize>,
     /// How it ended: ok, failed, crashed, timeout, unavailable.
     pub status: RunStatus,
     /// The runtime's full error when it did not end ok.
@@ -524,6 +599,41 @@ pub struct Determinism {
     pub bit_identical: bool,
     /// Every (sample, run, output) that differed from the sample's first run.
     pub differences: Vec<crate::exec::job::RepeatDifference>,
+    /// The same model and inputs run once more with another intra-op thread count, against the
+    /// target's run: which outputs depend on the thread count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_probe: Option<ThreadProbe>,
+}
+
+/// A target run with other intra-op threads, compared bit for bit with its run in the audit.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadProbe {
+    /// Intra-op threads of the probe run.
+    pub threads: usize,
+    /// Intra-op threads of the audit's run it is compared with.
+    pub against_threads: Option<usize>,
+    /// Whether every output of every sample has the bits of the audit's run.
+    pub bit_identical: bool,
+    /// Every (sample, output) that differed.
+    pub differences: Vec<ThreadDifference>,
+    /// Why the probe could not be compared (its run failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One output of one sample that another thread count changed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadDifference {
+    /// The sample (0-based).
+    pub sample: usize,
+    /// The output.
+    pub output: String,
+    /// Elements whose bits differ (every element when the shapes differ).
+    pub differing: u64,
+    /// Elements of the output.
+    pub elements: u64,
+    /// The largest absolute difference.
+    pub max_abs: Num,
 }
 
 /// How a target's codes differ from the baseline's on one quantized output, and the reading of

@@ -345,3 +345,18 @@ print(json.dumps(out))
     );
     serde_json::from_slice(&out.stdout).expect("json")
 }
+
+/// `v` without the keys named (anywhere in it): what differs between two runs of one audit
+/// (timings, log paths) removed before comparing them.
+pub fn strip_keys(v: &Value, keys: &[&str]) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !keys.contains(&k.as_str()))
+                .map(|(k, x)| (k.clone(), strip_keys(x, keys)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|x| strip_keys(x, keys)).collect()),
+        other => other.clone(),
+    }
+}

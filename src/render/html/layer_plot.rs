@@ -263,12 +263,13 @@ fn layer_series(s: &mut String, f: &LayerFrame, t: &TargetReport, colour: &str, 
     s.push_str("</g>\n");
 }
 
-/// A dashed line at each target's first divergence from the baseline, with a triangle above
+/// A dashed line at each target's first departure beyond rounding from the baseline, with a triangle above
 /// the plot (stacked when several targets diverge at the same layer).
 fn divergence_markers(s: &mut String, f: &LayerFrame, report: &Report, series: &[&TargetReport]) {
+    let rules = report.layer_audit.as_ref().map(|l| l.divergence).unwrap_or_default();
     let mut stacked: BTreeMap<usize, usize> = BTreeMap::new();
     for t in series {
-        let Some(d) = t.layer_summary.as_ref().and_then(|x| x.first_divergence.as_ref()) else {
+        let Some(d) = t.layer_summary.as_ref().and_then(|x| x.first_beyond_rounding.as_ref()) else {
             continue;
         };
         let colour = target_colour(report, t);
@@ -276,7 +277,7 @@ fn divergence_markers(s: &mut String, f: &LayerFrame, report: &Report, series: &
         let k = stacked.entry(d.index).or_insert(0);
         let y = f.top - 6.0 - 9.0 * *k as f64;
         *k += 1;
-        let title = escape_markup(&format!("{}: {}", t.id, divergence_sentence(t)));
+        let title = escape_markup(&format!("{}: {}", t.id, divergence_sentence(t, &rules)));
         let _ = writeln!(
             s,
             "<g class=\"divergence\" data-target=\"{}\" data-index=\"{}\"><line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" \
@@ -340,10 +341,11 @@ fn layer_legend(s: &mut String, f: &LayerFrame, report: &Report, series: &[&Targ
         );
         y += 20.0;
     }
-    if series
-        .iter()
-        .any(|t| t.layer_summary.as_ref().is_some_and(|x| x.first_divergence.is_some()))
-    {
+    if series.iter().any(|t| {
+        t.layer_summary
+            .as_ref()
+            .is_some_and(|x| x.first_beyond_rounding.is_some())
+    }) {
         let _ = writeln!(
             s,
             "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#555\" stroke-width=\"1.5\" stroke-dasharray=\"5 4\"/>\

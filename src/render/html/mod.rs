@@ -45,9 +45,11 @@ mod plot;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
-use super::present::{count, db, divergence_sentence, ep_short, num, pct, rule_values, runtime_text, signed_db};
+use super::present::{
+    count, db, divergence_sentence, ep_short, num, pct, rule_values, runtime_text, signed_db, thread_probe_sentence,
+};
 use crate::exec::RunStatus;
-use crate::report::model::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, Verdict};
+use crate::report::model::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
 use crate::target::TargetRole;
 use plot::target_colour;
 
@@ -400,12 +402,23 @@ fn drift_reading(report: &Report) -> Markup {
         .filter(|t| t.determinism.as_ref().is_some_and(|d| !d.bit_identical))
         .collect();
     let explained = report.targets.iter().any(|t| !t.drift_explanations.is_empty());
+    let probed: Vec<(&TargetReport, &ThreadProbe)> = report
+        .targets
+        .iter()
+        .filter_map(|t| Some((t, t.determinism.as_ref()?.thread_probe.as_ref()?)))
+        .collect();
     html! {
-        @if explained || !unstable.is_empty() {
+        @if explained || !unstable.is_empty() || !probed.is_empty() {
             h3 { "Drift reading" }
             ul {
                 @for t in &unstable {
                     li { code { (t.id) } ": " span.bad { "not deterministic" } " across repeated runs" }
+                }
+                @for (t, p) in &probed {
+                    li {
+                        code { (t.id) } ": "
+                        @if p.bit_identical { (thread_probe_sentence(p)) } @else { span.bad { (thread_probe_sentence(p)) } }
+                    }
                 }
                 @for t in &report.targets {
                     @for e in &t.drift_explanations { li { code { (t.id) } " " (e.output) ": " (e.text) } }
@@ -440,6 +453,7 @@ fn not_run_table(report: &Report) -> Markup {
 // 3. Per-layer SQNR
 
 fn layers_section(report: &Report) -> Markup {
+    let rules = report.layer_audit.as_ref().map(|l| l.divergence).unwrap_or_default();
     let series: Vec<&TargetReport> = report.targets.iter().filter(|t| !t.layers.is_empty()).collect();
     html! {
         h2 id="layers" { "Per-layer SQNR" }
@@ -449,7 +463,7 @@ fn layers_section(report: &Report) -> Markup {
             @if let Some(info) = &report.layer_audit {
                 p.muted {
                     (info.selected) " of " (info.points) " points tapped (" (info.mode) "), " (info.matched)
-                    " matched to the reference; tolerance " (info.tolerance_lsb) " LSB; " (count(info.sessions, "session"))
+                    " matched to the reference; beyond rounding: more than " (info.divergence.tolerance_lsb) " LSB (float layers: " (num(info.divergence.float_tolerance)) " of the largest magnitude); SQNR loss: more than " (num(info.divergence.sqnr_loss_db)) " dB below the baseline; " (count(info.sessions, "session"))
                     ", " (format!("{:.1}", info.seconds)) " s. Cumulative SQNR of each tapped activation against the golden activation; hover a point for the node."
                 }
             }
@@ -457,7 +471,7 @@ fn layers_section(report: &Report) -> Markup {
             p.muted { "Identical curves overlap: targets listed first are drawn wider, underneath. Layers without a figure (no reference counterpart, NaN) are left out." }
             ul.divergences {
                 @for t in &series {
-                    li { span style={ "color:" (target_colour(report, t)) } { "■" } " " (t.id) ": " (divergence_sentence(t)) }
+                    li { span style={ "color:" (target_colour(report, t)) } { "■" } " " (t.id) ": " (divergence_sentence(t, &rules)) }
                     @if let Some(e) = t.layer_summary.as_ref().and_then(|x| x.error.as_deref()) {
                         li.bad { (t.id) ": " (e) }
                     }
