@@ -28,6 +28,7 @@ pub mod pattern;
 pub mod placement;
 pub mod policy;
 pub mod process;
+pub mod releases;
 pub mod render;
 pub mod report;
 pub mod runtime;

@@ -5,7 +5,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::error::bad_flag;
-use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, RuntimeChoice, BUILDS};
+use crate::runtime::catalog::{catalogue, version_order, Role};
+use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, RuntimeChoice};
 use crate::target::TargetSpec;
 
 /// One row of `npu-audit targets`.
@@ -56,7 +57,7 @@ pub fn availability(runtimes: &RuntimeChoice) -> Result<Vec<TargetAvailability>>
     let p = Provisioner::new(runtimes)?;
     let mut rows = Vec::new();
     for spec in crate::target::all_known() {
-        let (host, plugin) = builds_for(&spec.backend);
+        let (host, plugin) = builds_for(&spec).map_err(bad_flag)?;
         let obstacle = platform_obstacle(&spec.backend);
         let runtime = match plugin {
             Some(pl) => format!("{} on {}", pl.label(), host.label()),
@@ -88,59 +89,215 @@ pub fn availability(runtimes: &RuntimeChoice) -> Result<Vec<TargetAvailability>>
     Ok(rows)
 }
 
-/// One row of `runtime list`.
+/// One row of `runtime list`: a release of a build, what the catalogue pins and records about
+/// it, and where it is on this machine.
 #[derive(Debug, Clone, Serialize)]
 pub struct RuntimeRow {
     pub key: String,
     pub package: String,
     pub version: String,
+    /// The release a target without `@` runs.
+    pub default: bool,
     pub supported_here: bool,
     pub state: String,
     pub library: Option<String>,
     pub sha256: Option<String>,
+    /// The pinned wheel for this platform: file and SHA-256 (`None`: fetched unpinned).
+    pub wheel: Option<String>,
+    pub wheel_sha256: Option<String>,
+    /// A plugin: the core releases it was found to run on, and where it fails with the
+    /// runtime's own words.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs_on: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qnn_sdk: Option<String>,
 }
 
-/// The catalogue with where each build is on this machine.
-pub fn runtime_rows() -> Result<Vec<RuntimeRow>> {
+/// The catalogue with where each release is on this machine: the default releases and any other
+/// already in the cache, or (`all`) every release the catalogue knows.
+pub fn runtime_rows(all: bool) -> Result<Vec<RuntimeRow>> {
     let p = Provisioner::new(&RuntimeChoice::default())?;
     let mut rows = Vec::new();
-    for b in BUILDS {
-        let supported = b.supports_this_platform();
+    for b in &catalogue().builds {
+        let obstacle = b.obstacle();
+        let supported = obstacle.is_none();
         let found = if supported { p.find(b)? } else { None };
+        if !all && !b.is_default && found.is_none() {
+            continue;
+        }
         rows.push(RuntimeRow {
-            key: b.key.into(),
-            package: b.package.into(),
-            version: b.version.into(),
+            key: b.key.clone(),
+            package: b.package.clone(),
+            version: b.version.clone(),
+            default: b.is_default,
             supported_here: supported,
             state: match (&found, supported) {
-                (_, false) => b.platform_reason.into(),
+                (_, false) => obstacle.unwrap_or_default(),
                 (Some(rt), _) => rt.source.describe().into(),
                 (None, true) => "not installed (fetched on first use)".into(),
             },
             library: found.as_ref().map(|r| r.library.display().to_string()),
             sha256: found.and_then(|r| r.sha256),
+            wheel: b.pinned_wheel().map(|w| w.file.clone()),
+            wheel_sha256: b.pinned_wheel().map(|w| w.sha256.clone()),
+            runs_on: b.runs_on.clone(),
+            refused: b
+                .refused
+                .iter()
+                .map(|r| format!("{}: {}: {}", version_span(&r.cores), r.phase, r.error))
+                .collect(),
+            measured: b.measured.clone(),
+            qnn_sdk: b.qnn_sdk.clone(),
         });
     }
     Ok(rows)
 }
 
-/// Resolves `runtime install|path` keys (`all` = every build usable here). Naming a build this
-/// machine cannot use is an error, not a download.
-pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
-    if keys.iter().any(|k| k == "all") {
-        return Ok(BUILDS.iter().filter(|b| b.obstacle().is_none()).collect());
+/// `1.24.1 .. 1.27.0` for a run of releases, or the one release.
+pub fn version_span(versions: &[String]) -> String {
+    match (versions.first(), versions.last()) {
+        (Some(a), Some(b)) if a != b => format!("{a} .. {b}"),
+        (Some(a), _) => a.clone(),
+        _ => String::new(),
     }
-    keys.iter()
-        .map(|k| {
-            let b = Build::get(k).ok_or_else(|| {
-                bad_flag(format!(
-                    "unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu, all)"
-                ))
-            })?;
-            match b.obstacle() {
-                Some(why) => Err(bad_flag(format!("{} is of no use on this machine: {why}", b.label()))),
-                None => Ok(b),
+}
+
+/// Resolves `runtime install|path` names: `KEY` (its default release), `KEY@VERSION`,
+/// `KEY@all` (every release that runs here), `all` (every default release usable here). A plugin
+/// release brings the core it runs on by default. Naming a build this machine cannot use is an
+/// error, not a download.
+pub fn install_keys(keys: &[String]) -> Result<Vec<&'static Build>> {
+    let mut out: Vec<&'static Build> = Vec::new();
+    for k in keys {
+        for b in resolve_name(k)? {
+            if let Some(why) = b.obstacle() {
+                return Err(bad_flag(format!("{} is of no use on this machine: {why}", b.label())));
             }
-        })
-        .collect()
+            let host = b.default_host();
+            for x in [Some(b), host].into_iter().flatten() {
+                if !out.iter().any(|o| o.label() == x.label()) {
+                    out.push(x);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn resolve_name(k: &str) -> Result<Vec<&'static Build>> {
+    let families = catalogue().families().join(", ");
+    if k == "all" {
+        return Ok(catalogue()
+            .builds
+            .iter()
+            .filter(|b| b.is_default && b.obstacle().is_none())
+            .collect());
+    }
+    let (key, version) = match k.split_once('@') {
+        Some((key, v)) => (key, Some(v)),
+        None => (k, None),
+    };
+    let releases = catalogue().releases(key);
+    if releases.is_empty() {
+        return Err(bad_flag(format!(
+            "unknown runtime '{k}' ({families}, all; a release as KEY@VERSION)"
+        )));
+    }
+    let known = || {
+        releases
+            .iter()
+            .map(|b| b.version.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match version {
+        None => Ok(releases.into_iter().filter(|b| b.is_default).collect()),
+        Some("all") => Ok(releases
+            .into_iter()
+            .filter(|b| b.obstacle().is_none() && (b.role == Role::Standalone || !b.runs_on.is_empty()))
+            .collect()),
+        Some(v) => match releases.iter().find(|b| b.version == v) {
+            Some(b) => Ok(vec![*b]),
+            None => Err(bad_flag(format!(
+                "no release {v} of {key} in the catalogue (known: {})",
+                known()
+            ))),
+        },
+    }
+}
+
+/// One cached release as `runtime gc` sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CachedBuild {
+    pub dir: String,
+    pub package: String,
+    pub version: String,
+    pub bytes: u64,
+    /// Days since an audit last used it (from the cache's own record; `None`: never recorded).
+    pub idle_days: Option<f64>,
+    /// Whether it is to go (with `--dry-run`: would go).
+    pub remove: bool,
+    /// Whether it was removed.
+    pub removed: bool,
+    pub why: String,
+}
+
+/// Removes cached releases not used for `keep_days` days (never a default release, never one a
+/// running audit holds locked), and what killed fetches left behind; with `dry_run`, only says
+/// what it would remove.
+pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
+    let root = crate::runtime::provision::cache_root().join("runtimes");
+    let swept = if dry_run {
+        0
+    } else {
+        crate::process::sweep_stale(&root, ".fetch-")
+    };
+    if swept > 0 {
+        crate::console::note(format!("removed {swept} temporary director(ies) of killed fetches"));
+    }
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for dir in entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("manifest.json").is_file())
+    {
+        let Some(m) = crate::runtime::provision::read_cached_manifest(&dir) else {
+            continue;
+        };
+        let idle_days = std::fs::metadata(dir.join(crate::runtime::provision::LAST_USED))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .map(|d| d.as_secs_f64() / 86400.0);
+        let default = catalogue()
+            .builds
+            .iter()
+            .any(|b| b.is_default && b.package == m.package && b.version == m.version);
+        let (remove, why) = match (default, idle_days) {
+            (true, _) => (false, "a default release".to_string()),
+            (false, Some(d)) if d < keep_days => (false, format!("used {d:.1} days ago")),
+            (false, Some(d)) => (true, format!("unused for {d:.1} days")),
+            (false, None) => (true, "no use recorded".to_string()),
+        };
+        let removed = remove && !dry_run && crate::runtime::provision::remove_cached(&dir, &m.package, &m.version);
+        out.push(CachedBuild {
+            dir: dir.display().to_string(),
+            package: m.package,
+            version: m.version,
+            bytes: m.files.iter().map(|f| f.size).sum(),
+            idle_days,
+            remove,
+            removed,
+            why,
+        });
+    }
+    out.sort_by(|a, b| a.package.cmp(&b.package).then(version_order(&a.version, &b.version)));
+    Ok(out)
 }

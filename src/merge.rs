@@ -401,8 +401,10 @@ fn compare_saved(parts: &[Part], outputs: &[String], sources: &[(&str, &Part, &P
     Ok(compare(outputs, &lsbs, outputs, &runs[0], &runs, &classes)?.agreement)
 }
 
-/// The shards' rules in the single run's target order, and the verdict over all of them.
-fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
+/// The shards' rules in the single run's target order, and the verdict over all of them. Rules
+/// between releases of one target are evaluated again on the merged agreement: the two releases
+/// may have run in different shards.
+fn gate(parts: &[Part], targets: &[TargetReport], agreement: &[AgreementEntry]) -> GateReport {
     let mut rules = Vec::new();
     for t in targets {
         for p in parts {
@@ -411,10 +413,24 @@ fn gate(parts: &[Part], targets: &[TargetReport]) -> GateReport {
                 .iter()
                 .any(|x| x.id == t.id && x.role == TargetRole::Target)
             {
-                rules.extend(p.report.gate.rules.iter().filter(|r| r.target == t.id).cloned());
+                let own = p
+                    .report
+                    .gate
+                    .rules
+                    .iter()
+                    .filter(|r| r.target == t.id && !r.rule.starts_with("release_"));
+                rules.extend(own.cloned());
             }
         }
     }
+    let limits = parts[0]
+        .report
+        .gate
+        .policy
+        .as_ref()
+        .map(|p| p.release_limits.clone())
+        .unwrap_or_default();
+    rules.extend(crate::gate::releases::rules(&limits, targets, agreement));
     let active = parts.iter().any(|p| p.report.gate.verdict != Verdict::None);
     GateReport {
         verdict: crate::gate::verdict(active, &rules),
@@ -461,7 +477,7 @@ pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -
             groups: bit_exact_groups(o, &ran, &agreement),
         })
         .collect();
-    let gate = gate(&parts, &targets);
+    let gate = gate(&parts, &targets, &agreement);
     let layer_audit = parts[0].report.layer_audit.clone().map(|mut info| {
         info.sessions = parts
             .iter()

@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["compare", "placement", "outcome", "fingerprint", "drift", "layers"],
     ),
     ("judge", &["policy", "gate"]),
-    ("commands", &["audit", "explain", "merge", "listing"]),
+    ("commands", &["audit", "explain", "merge", "listing", "releases"]),
     ("renderers", &["render"]),
     ("command line", &["cli"]),
     ("fuzz harnesses", &["fuzzing"]),

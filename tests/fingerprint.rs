@@ -167,3 +167,40 @@ fn compare_carries_fingerprints_determinism_and_reads_code_differences() {
         "{texts:?}"
     );
 }
+
+/// Rounds half to even, the way the test computes it (not the tool).
+fn half_even(x: f64) -> f64 {
+    let r = x.round();
+    if (x - x.trunc()).abs() == 0.5 && r % 2.0 != 0.0 {
+        r - x.signum()
+    } else {
+        r
+    }
+}
+
+/// A rounding change between two ONNX Runtime releases, found by fingerprinting every release:
+/// the CPU EP's quantized Resize rounds down up to 1.26.0 and half to even from 1.27.0. Each tie
+/// in the evidence is re-rounded here.
+#[test]
+fn the_cpu_eps_quantized_resize_changed_rounding_in_release_1_27_0() {
+    let report = fingerprint_json(&["-t", "cpu@1.26.0", "-t", "cpu@1.27.0", "--probe", "resize_u8"]);
+    for (id, verdict, rule) in [
+        ("cpu@1.26.0", "floor", f64::floor as fn(f64) -> f64),
+        ("cpu@1.27.0", "half_even", half_even),
+    ] {
+        let p = probe(&report, id, "resize_u8");
+        assert_eq!(p["verdict"], verdict, "{id}: {p}");
+        assert_eq!(p["discriminating"], p["agreeing"], "{id}");
+        let ties: Vec<&Value> = p["evidence"]
+            .as_array()
+            .expect("evidence")
+            .iter()
+            .filter(|e| e["ideal"].as_f64().is_some_and(|x| x.fract() == 0.5))
+            .collect();
+        assert!(!ties.is_empty(), "{id}: no tie in the evidence");
+        for e in ties {
+            let ideal = e["ideal"].as_f64().expect("ideal");
+            assert_eq!(e["observed"].as_f64(), Some(rule(ideal)), "{id}: {e}");
+        }
+    }
+}

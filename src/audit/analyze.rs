@@ -240,7 +240,7 @@ fn layer_audit(
             .targets
             .iter()
             .zip(ends)
-            .position(|(t, e)| t.spec.id == BASELINE_ID && ran(e)),
+            .position(|(t, e)| t.spec.id == options.baseline.as_deref().unwrap_or(BASELINE_ID) && ran(e)),
         cpu,
         inputs: &plan.inputs,
         input_files: &executed.input_files,

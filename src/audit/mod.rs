@@ -94,6 +94,6 @@ pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Repor
         report,
         label: label.clone(),
     });
-    let judgement = crate::gate::judge(&opts.policy, &rows, previous.as_ref());
+    let judgement = crate::gate::judge(&opts.policy, &rows, &analysis.comparison.agreement, previous.as_ref());
     assemble::report(plan, &executed, analysis, rows, judgement, persisted.output_files)
 }

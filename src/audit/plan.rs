@@ -105,7 +105,13 @@ impl AuditPlan {
 /// The targets asked for (a typo there should not wait for the model to load), this shard's
 /// share of them, and a note when none was named.
 fn requested_targets(opts: &CompareOptions, notes: &mut Vec<String>) -> Result<(Vec<Requested>, Option<ShardInfo>)> {
-    let all = targets::targets(&opts.targets, &opts.allow_failure, !opts.no_baseline)?;
+    let all = targets::targets(
+        &opts.targets,
+        &opts.allow_failure,
+        !opts.no_baseline,
+        &opts.policy.releases,
+    )?;
+    notes.extend(all.iter().filter_map(|r| targets::release_note(&r.spec)));
     let (requested, shard) = match &opts.shard {
         Some(s) => {
             let (mine, info) = s.split(all);

@@ -592,27 +592,84 @@ pub struct TargetsArgs {
 /// `runtime` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum RuntimeCommand {
-    /// The pinned builds, and where each one is found on this machine.
+    /// The default releases (and others in the cache), and where each one is on this machine;
+    /// with --all, every release of the catalogue: pinned wheels, cores a plugin runs on, where
+    /// it fails and why.
     List {
+        /// Every release the catalogue knows.
+        #[arg(long)]
+        all: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
-    /// Fetch builds into the cache now (cpu, qnn, openvino, directml, gpu, or all available).
+    /// Fetch releases into the cache now: KEY (its default release), KEY@VERSION, KEY@all, or
+    /// all (every default release usable here). A plugin release brings the core it runs on.
     Install {
-        /// Builds to install.
+        /// Releases to install.
         #[arg(default_value = "all")]
         keys: Vec<String>,
         #[command(flatten)]
         runtime_env: RuntimeEnv,
     },
-    /// Print the library path of a build, fetching it if needed.
+    /// Print the library path of a release (KEY or KEY@VERSION), fetching it if needed.
     Path {
-        /// The build: cpu, qnn, openvino, directml, gpu.
+        /// The release: cpu, qnn, openvino, directml, gpu, or KEY@VERSION.
         key: String,
         #[command(flatten)]
         runtime_env: RuntimeEnv,
     },
+    /// Remove cached releases no audit used for a while (never a default release), and what
+    /// killed downloads left behind.
+    Gc {
+        /// Keep releases used within this many days.
+        #[arg(long, default_value_t = 30.0, value_name = "DAYS")]
+        keep_days: f64,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Find the first release of a target's runtime whose outputs differ from --from's, and the
+    /// first layer where it departs from the release before it.
+    Bisect(Box<ReleaseBisectArgs>),
+}
+
+/// Flags of `runtime bisect`.
+#[derive(Debug, Args)]
+pub struct ReleaseBisectArgs {
+    /// The quantized ONNX model.
+    pub model: PathBuf,
+    /// The target whose runtime releases are compared (qnn:sm8650, cpu, ...), without a release.
+    #[arg(long = "target", short = 't', value_name = "TARGET")]
+    pub target: String,
+    /// The release known to be good (the target's plugin release for QNN).
+    #[arg(long, value_name = "VERSION")]
+    pub from: String,
+    /// The newest release to try.
+    #[arg(long, value_name = "VERSION")]
+    pub to: String,
+    /// A release differs when some output element differs from --from's by more than this (in
+    /// the output's units; default: any differing bit).
+    #[arg(long = "max-abs", value_name = "X")]
+    pub max_abs: Option<f64>,
+    /// Do not run the per-layer audit on the first differing release.
+    #[arg(long)]
+    pub no_layers: bool,
+    #[command(flatten)]
+    pub reference: ReferenceArgs,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the findings as JSON to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// `golden` subcommands.

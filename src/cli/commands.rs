@@ -10,7 +10,7 @@ use clap::CommandFactory;
 
 use super::args::{
     CheckConfigArgs, Cli, ColorChoice, Command, ExecArgs, ExplainArgs, FingerprintArgs, Format, GlobalArgs,
-    GoldenCommand, InputArgs, ReportFiles, ReportFormat, RuntimeCommand, RuntimeEnv,
+    GoldenCommand, InputArgs, ReportFiles, ReportFormat, RuntimeEnv,
 };
 use crate::audit::golden::{run_golden_create, GoldenOptions};
 use crate::audit::run_compare;
@@ -26,7 +26,7 @@ use crate::render::outputs::OutputPaths;
 use crate::render::{markdown, table};
 use crate::report::json;
 use crate::report::model::Report;
-use crate::runtime::{Provisioner, RuntimeChoice};
+use crate::runtime::RuntimeChoice;
 use crate::userfile::{is_stdio, Outputs};
 
 /// Applies the options every command takes: verbosity, colour, the cache and the Python used.
@@ -54,7 +54,7 @@ fn max_threads() -> usize {
 }
 
 /// The runtimes the user pointed at: `--runtime KEY=PATH` and `NPU_AUDIT_RUNTIME_<KEY>`.
-fn runtime_choice(flags: &[String], env: &RuntimeEnv) -> RuntimeChoice {
+pub(super) fn runtime_choice(flags: &[String], env: &RuntimeEnv) -> RuntimeChoice {
     RuntimeChoice {
         flags: flags.to_vec(),
         env: env.given().into_iter().map(|(k, p)| (k.to_string(), p)).collect(),
@@ -100,7 +100,7 @@ pub fn input_options(i: &InputArgs) -> InputOptions {
     }
 }
 
-fn print_stdout(text: &str) -> Result<()> {
+pub(super) fn print_stdout(text: &str) -> Result<()> {
     let mut out = anstream::stdout();
     // A closed pipe (`| head`) is not an error worth reporting.
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -109,7 +109,7 @@ fn print_stdout(text: &str) -> Result<()> {
     }
 }
 
-fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
+pub(super) fn print_json<T: serde::Serialize>(value: &T) -> Result<()> {
     print_stdout(&(serde_json::to_string_pretty(value)? + "\n"))
 }
 
@@ -242,32 +242,6 @@ fn explain(a: ExplainArgs) -> Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
-fn runtime(command: RuntimeCommand) -> Result<ExitCode> {
-    match command {
-        RuntimeCommand::List { format } => {
-            let rows = listing::runtime_rows()?;
-            match format {
-                Format::Json => print_json(&rows)?,
-                Format::Table => print_stdout(&(crate::render::listing::runtime_table(&rows) + "\n"))?,
-            }
-        }
-        RuntimeCommand::Install { keys, runtime_env } => {
-            let p = Provisioner::new(&runtime_choice(&[], &runtime_env))?;
-            for b in listing::install_keys(&keys)? {
-                let rt = p.get(b)?;
-                print_stdout(&format!("{} {} {}\n", b.key, b.label(), rt.library.display()))?;
-            }
-        }
-        RuntimeCommand::Path { key, runtime_env } => {
-            let p = Provisioner::new(&runtime_choice(&[], &runtime_env))?;
-            for b in listing::install_keys(std::slice::from_ref(&key))? {
-                print_stdout(&format!("{}\n", p.get(b)?.library.display()))?;
-            }
-        }
-    }
-    Ok(ExitCode::Success)
-}
-
 fn golden(command: GoldenCommand) -> Result<ExitCode> {
     let GoldenCommand::Create {
         model,
@@ -338,7 +312,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::Success)
         }
-        Command::Runtime(c) => runtime(c),
+        Command::Runtime(c) => super::runtime::run(c),
         Command::Golden(c) => golden(c),
         Command::Completions { shell } => {
             let mut script = Vec::new();

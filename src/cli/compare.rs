@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::args::{CompareArgs, FingerprintChoice, GateArgs, LayerArgs, LayersChoice, ReportArgs};
+use super::args::{CompareArgs, FingerprintChoice, GateArgs, LayerArgs, LayersChoice, ReleaseBisectArgs, ReportArgs};
 use super::commands::{exec_options, input_options, output_paths};
 use crate::audit::shard::Shard;
 use crate::audit::{CompareOptions, SavedOutputs};
@@ -15,6 +15,7 @@ use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
 use crate::pattern::Pattern;
 use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
+use crate::releases::ReleaseBisectOptions;
 use crate::render::outputs::OutputPaths;
 use crate::report::model::DivergenceRules;
 use crate::userfile::{is_stdio, Outputs};
@@ -285,11 +286,66 @@ fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOpti
             sqnr_loss_db: a.sqnr_loss_db,
             ..DivergenceRules::default()
         },
+        baseline: None,
         isolate: !a.no_isolate,
         isolate_window: a.isolate_window as usize,
         tap_budget_bytes: a.tap_memory,
         top: a.top,
     }))
+}
+
+/// The options of `runtime bisect`: the audit every release runs in (no baseline, no policy, no
+/// files), the target without a release, and the per-layer audit with its defaults.
+pub fn release_bisect_options(a: &ReleaseBisectArgs) -> Result<ReleaseBisectOptions> {
+    let mut specs = crate::target::TargetSpec::parse_many(&a.target)?;
+    if specs.len() != 1 || specs[0].release.is_some() {
+        return Err(bad_flag(format!(
+            "--target {}: name one target without a release (qnn:sm8650, cpu): --from and --to give the releases",
+            a.target
+        )));
+    }
+    if a.max_abs.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+        return Err(bad_flag("--max-abs must be a non-negative number"));
+    }
+    let audit = CompareOptions {
+        model: a.model.clone(),
+        reference: a.reference.reference.clone(),
+        golden: a.reference.golden_dir.clone(),
+        allow_golden_mismatch: a.reference.allow_golden_mismatch,
+        targets: Vec::new(),
+        allow_failure: vec!["all".into()],
+        no_baseline: true,
+        inputs: input_options(&a.inputs),
+        class_axis: Vec::new(),
+        policy: Policy::empty(),
+        shard: None,
+        exec: exec_options(&a.exec)?,
+        save_outputs: None,
+        logs: None,
+        repeat: 1,
+        thread_probe: 4,
+        allow_other_threads: false,
+        fingerprint: FingerprintMode::Off,
+        layers: None,
+    };
+    let layers = (!a.no_layers).then(|| LayerOptions {
+        mode: LayerMode::Tap,
+        selection: Selection::default(),
+        divergence: DivergenceRules::default(),
+        baseline: None,
+        isolate: true,
+        isolate_window: 1,
+        tap_budget_bytes: 256 << 20,
+        top: 10,
+    });
+    Ok(ReleaseBisectOptions {
+        audit,
+        target: specs.remove(0),
+        from: a.from.trim().to_string(),
+        to: a.to.trim().to_string(),
+        max_abs: a.max_abs,
+        layers,
+    })
 }
 
 #[cfg(test)]

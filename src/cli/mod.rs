@@ -4,6 +4,7 @@
 pub mod args;
 pub mod commands;
 mod compare;
+mod runtime;
 
 use clap::Parser;
 

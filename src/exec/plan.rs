@@ -1,13 +1,16 @@
 //! Which targets a command runs, which of them must succeed, and the runtimes they need: the
 //! targets as requested, then provisioned into [`PlannedTarget`]s that jobs are built from.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
 
 use super::PlannedTarget;
-use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, Runtime, TargetRuntime};
-use crate::target::{parse_targets, TargetRole, TargetSpec};
+use crate::error::bad_flag;
+use crate::runtime::{
+    builds_for, family_of, platform_obstacle, releases_here, Build, Provisioner, Runtime, TargetRuntime,
+};
+use crate::target::{parse_targets, ReleaseSpec, TargetRole, TargetSpec};
 
 /// A target asked for, with its role in the audit.
 #[derive(Debug, Clone)]
@@ -29,14 +32,21 @@ pub fn default_specs() -> Vec<TargetSpec> {
 /// The baseline's id: the CPU EP on the same quantized model without graph rewrites.
 pub const BASELINE_ID: &str = "cpu:noopt";
 
-/// Parses `--target` values (or picks the defaults) and adds the baseline.
-pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -> Result<Vec<Requested>> {
+/// Parses `--target` values (or picks the defaults), runs each on the releases `releases`
+/// lists for its family (the policy's `[runtime]`) unless it names one, and adds the baseline.
+pub fn targets(
+    flags: &[String],
+    allow_failure: &[String],
+    add_baseline: bool,
+    releases: &BTreeMap<String, Vec<String>>,
+) -> Result<Vec<Requested>> {
     let explicit = !flags.is_empty();
     let specs = if explicit {
         parse_targets(flags)?
     } else {
         default_specs()
     };
+    let specs = expand_releases(on_policy_releases(specs, releases))?;
     let mut out: Vec<Requested> = specs
         .into_iter()
         .map(|spec| {
@@ -59,11 +69,84 @@ pub fn targets(flags: &[String], allow_failure: &[String], add_baseline: bool) -
     Ok(out)
 }
 
+/// Each target without a release, on every release `releases` lists for its family.
+fn on_policy_releases(specs: Vec<TargetSpec>, releases: &BTreeMap<String, Vec<String>>) -> Vec<TargetSpec> {
+    specs
+        .into_iter()
+        .flat_map(|spec| match (&spec.release, releases.get(family_of(&spec.backend))) {
+            (None, Some(versions)) => versions
+                .iter()
+                .map(|v| {
+                    spec.clone().with_release(ReleaseSpec::Version {
+                        version: v.clone(),
+                        host: None,
+                    })
+                })
+                .collect(),
+            _ => vec![spec],
+        })
+        .collect()
+}
+
+/// Expands `@all` into every release of the target's build that runs here, and checks that
+/// every named release is in the catalogue (a typo should not wait for the model to load).
+pub fn expand_releases(specs: Vec<TargetSpec>) -> Result<Vec<TargetSpec>> {
+    let mut out: Vec<TargetSpec> = Vec::new();
+    for spec in specs {
+        let expanded = match spec.release {
+            Some(ReleaseSpec::All) => {
+                let releases = releases_here(&spec.backend);
+                if releases.is_empty() {
+                    return Err(bad_flag(format!(
+                        "target '{}': no release of it runs on this machine",
+                        spec.id
+                    )));
+                }
+                releases
+                    .into_iter()
+                    .map(|b| {
+                        spec.clone().with_release(ReleaseSpec::Version {
+                            version: b.version.clone(),
+                            host: None,
+                        })
+                    })
+                    .collect()
+            }
+            _ => vec![spec],
+        };
+        for s in expanded {
+            if s.release.is_some() {
+                builds_for(&s).map_err(bad_flag)?;
+            }
+            if !out.iter().any(|o| o.id == s.id) {
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the catalogue says about the release a target runs on, when it is worth a note: a plugin
+/// on a core it was found to fail on.
+pub fn release_note(spec: &TargetSpec) -> Option<String> {
+    let (host, plugin) = builds_for(spec).ok()?;
+    let refusal = plugin?.refusal_on(&host.version)?;
+    Some(format!(
+        "{}: the catalogue records that {} fails on {} at {}: \"{}\" ({}); it runs anyway, to report the runtime's own words",
+        spec.id,
+        plugin?.label(),
+        host.label(),
+        refusal.phase,
+        refusal.error,
+        plugin?.measured.clone().unwrap_or_else(|| "measured".into())
+    ))
+}
+
 /// Finds (or fetches) the runtimes of every target, once per build.
 pub fn provision(targets: Vec<Requested>, provisioner: &Provisioner) -> Result<Vec<PlannedTarget>> {
-    let mut cache: HashMap<&'static str, Result<Runtime, String>> = HashMap::new();
+    let mut cache: HashMap<String, Result<Runtime, String>> = HashMap::new();
     let mut get = |b: &'static Build| -> Result<Result<Runtime, String>> {
-        if let Some(r) = cache.get(b.key) {
+        if let Some(r) = cache.get(&b.label()) {
             return Ok(r.clone());
         }
         let r = match provisioner.get(b) {
@@ -76,27 +159,24 @@ pub fn provision(targets: Vec<Requested>, provisioner: &Provisioner) -> Result<V
                 Err(crate::error::one_line(&e))
             }
         };
-        cache.insert(b.key, r.clone());
+        cache.insert(b.label(), r.clone());
         Ok(r)
     };
     let mut planned = Vec::with_capacity(targets.len());
     for Requested { spec, role, required } in targets {
-        let runtime = match platform_obstacle(&spec.backend) {
-            Some(reason) => Err(reason),
-            None => {
-                let (host, plugin) = builds_for(&spec.backend);
-                match get(host)? {
-                    Err(e) => Err(e),
-                    Ok(h) => match plugin.map(&mut get).transpose()? {
-                        Some(Err(e)) => Err(e),
-                        Some(Ok(p)) => Ok(TargetRuntime {
-                            host: h,
-                            plugin: Some(p),
-                        }),
-                        None => Ok(TargetRuntime { host: h, plugin: None }),
-                    },
-                }
-            }
+        let runtime = match (platform_obstacle(&spec.backend), builds_for(&spec)) {
+            (Some(reason), _) | (None, Err(reason)) => Err(reason),
+            (None, Ok((host, plugin))) => match get(host)? {
+                Err(e) => Err(e),
+                Ok(h) => match plugin.map(&mut get).transpose()? {
+                    Some(Err(e)) => Err(e),
+                    Some(Ok(p)) => Ok(TargetRuntime {
+                        host: h,
+                        plugin: Some(p),
+                    }),
+                    None => Ok(TargetRuntime { host: h, plugin: None }),
+                },
+            },
         };
         planned.push(PlannedTarget {
             spec,
@@ -118,6 +198,7 @@ mod tests {
             &["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()],
             &["qnn:sm83*".into()],
             true,
+            &Default::default(),
         )
         .unwrap();
         let ids: Vec<_> = t.iter().map(|r| (r.spec.id.as_str(), r.role, r.required)).collect();
@@ -134,7 +215,7 @@ mod tests {
 
     #[test]
     fn an_explicit_noopt_target_is_its_own_baseline() {
-        let t = targets(&["cpu:noopt".into()], &[], true).unwrap();
+        let t = targets(&["cpu:noopt".into()], &[], true, &Default::default()).unwrap();
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].role, TargetRole::Target);
     }

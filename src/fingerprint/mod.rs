@@ -65,7 +65,7 @@ pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
     }
     let probes = select(&cmd.probes)?;
     let provisioner = Provisioner::new(&cmd.exec.runtimes)?;
-    let planned = provision(targets(&cmd.targets, &[], false)?, &provisioner)?;
+    let planned = provision(targets(&cmd.targets, &[], false, &Default::default())?, &provisioner)?;
     let rows = run::fingerprint(&planned, &probes, &Executor::new(&cmd.exec)?, &cmd.options)?;
     Ok(FingerprintReport {
         schema_version: FINGERPRINT_SCHEMA_VERSION,

@@ -2,6 +2,7 @@
 //! into rules with the measured value, the limit, where the limit was set and pass/fail; in
 //! baseline mode, regressions against a previous report; one verdict.
 
+pub mod releases;
 pub mod tolerance;
 
 use crate::error::ExitCode;
@@ -311,6 +312,7 @@ pub fn evaluate(
         baseline_report: previous.map(|p| p.label.clone()),
         baseline_model_sha256: previous.map(|p| p.report.model.sha256.clone()),
         allowed_to_fail: policy.allow_failure.clone(),
+        release_limits: releases::limits_info(&policy.release_limits),
     });
     (
         GateReport {
@@ -332,8 +334,16 @@ pub struct Judgement {
 }
 
 /// Judges the targets' rows against the policy (and the previous report of baseline mode).
-pub fn judge(policy: &Policy, targets: &[TargetReport], previous: Option<&Previous<'_>>) -> Judgement {
-    let (gate, notes) = evaluate(policy, targets, previous);
+pub fn judge(
+    policy: &Policy,
+    targets: &[TargetReport],
+    agreement: &[crate::report::model::AgreementEntry],
+    previous: Option<&Previous<'_>>,
+) -> Judgement {
+    let (mut gate, notes) = evaluate(policy, targets, previous);
+    let limits = releases::limits_info(&policy.release_limits);
+    gate.rules.extend(releases::rules(&limits, targets, agreement));
+    gate.verdict = verdict(policy.is_active(), &gate.rules);
     Judgement {
         exit_code: exit_code(targets, gate.verdict),
         gate,

@@ -44,6 +44,9 @@ pub struct LayerOptions {
     pub selection: select::Selection,
     /// What departing from the baseline means at each level.
     pub divergence: DivergenceRules,
+    /// The target whose layers the others are compared with: `cpu:noopt` unless set (a release
+    /// bisection compares a release with the one before it).
+    pub baseline: Option<String>,
     /// Also run every layer alone on golden inputs.
     pub isolate: bool,
     /// Layers run together in isolation: the layer and up to this many minus one upstream

@@ -29,6 +29,23 @@ pub struct PolicyFile {
     #[serde(default)]
     pub target: BTreeMap<Spanned<String>, TargetSection>,
     pub baseline: Option<BaselineSection>,
+    pub runtime: Option<RuntimeSection>,
+}
+
+/// `[runtime]`: the releases to audit per runtime family, and rules between two releases of one
+/// target.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSection {
+    pub cpu: Option<Vec<Spanned<String>>>,
+    pub qnn: Option<Vec<Spanned<String>>>,
+    pub openvino: Option<Vec<Spanned<String>>>,
+    pub directml: Option<Vec<Spanned<String>>>,
+    pub gpu: Option<Vec<Spanned<String>>>,
+    /// dB an output's SQNR may move between two releases of one target.
+    pub max_sqnr_change_db: Option<Spanned<f64>>,
+    /// Two releases of one target must agree bit for bit.
+    pub require_bit_exact: Option<Spanned<bool>>,
 }
 
 /// `[baseline]`: the previous report regressions are measured against.

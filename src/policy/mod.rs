@@ -6,6 +6,7 @@
 pub mod file;
 pub mod limits;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -121,6 +122,17 @@ pub struct Policy {
     output_refs: Vec<(String, String)>,
     /// Where `mode` was set, for errors about it.
     mode_origin: String,
+    /// `[runtime]`: per family, the releases its targets run on (each one a target of its own).
+    pub releases: BTreeMap<String, Vec<String>>,
+    /// `[runtime]`: rules between two releases of one target.
+    pub release_limits: ReleaseLimits,
+}
+
+/// Rules that hold between two releases of the same target.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReleaseLimits {
+    pub max_sqnr_change_db: Option<Limit<f64>>,
+    pub require_bit_exact: Option<Limit<bool>>,
 }
 
 /// Line and column (1-based) of a byte offset.
@@ -255,6 +267,8 @@ impl Policy {
             layers: Vec::new(),
             output_refs: Vec::new(),
             mode_origin: String::new(),
+            releases: BTreeMap::new(),
+            release_limits: ReleaseLimits::default(),
         }
     }
 
@@ -328,6 +342,9 @@ impl Policy {
                 None => {}
             }
             add_section(&loc, &mut policy, Selector::Targets(patterns), section)?;
+        }
+        if let Some(r) = &raw.runtime {
+            runtime_section(&loc, r, &mut policy)?;
         }
         if let Some(b) = &raw.baseline {
             let rel = b.report.get_ref().trim();
@@ -413,7 +430,9 @@ impl Policy {
 
     /// Whether the gate has anything to evaluate.
     pub fn is_active(&self) -> bool {
-        self.layers.iter().any(|l| !l.limits.is_empty()) || self.baseline_report.is_some()
+        self.layers.iter().any(|l| !l.limits.is_empty())
+            || self.baseline_report.is_some()
+            || self.release_limits != ReleaseLimits::default()
     }
 
     /// Output names the policy sets limits for that the model does not have: a typo there
@@ -508,6 +527,55 @@ fn refuse_allow_failure_conflict(
             ));
         }
     }
+    Ok(())
+}
+
+/// `[runtime]`: the releases per family, each checked against the catalogue, and the rules
+/// between releases.
+fn runtime_section(loc: &Locator<'_>, r: &file::RuntimeSection, policy: &mut Policy) -> Result<()> {
+    let families = [
+        ("cpu", &r.cpu),
+        ("qnn", &r.qnn),
+        ("openvino", &r.openvino),
+        ("directml", &r.directml),
+        ("gpu", &r.gpu),
+    ];
+    for (family, list) in families {
+        let Some(list) = list else { continue };
+        let known: Vec<String> = crate::runtime::catalogue()
+            .releases(family)
+            .iter()
+            .map(|b| b.version.clone())
+            .collect();
+        let mut versions = Vec::new();
+        for v in list {
+            let text = v.get_ref().trim();
+            if !known.iter().any(|k| k == text) {
+                return Err(loc.error(
+                    v.span(),
+                    format!(
+                        "no release {text} of {family} in the catalogue (known: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+            if !versions.iter().any(|x: &String| x == text) {
+                versions.push(text.to_string());
+            }
+        }
+        if versions.is_empty() {
+            return Err(bad_policy(format!(
+                "{}: [runtime] {family} = [] lists no release",
+                loc.file
+            )));
+        }
+        policy.releases.insert(family.to_string(), versions);
+    }
+    if let Some(v) = &r.max_sqnr_change_db {
+        let db = finite(loc, v, "max_sqnr_change_db", 0.0, f64::INFINITY)?;
+        policy.release_limits.max_sqnr_change_db = Some(Limit::new(db, loc.at(v.span())));
+    }
+    policy.release_limits.require_bit_exact = spanned(loc, &r.require_bit_exact).filter(|l| l.value);
     Ok(())
 }
 

@@ -11,4 +11,5 @@ pub mod listing;
 pub mod markdown;
 pub mod outputs;
 pub mod present;
+pub mod releases;
 pub mod table;

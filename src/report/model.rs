@@ -914,6 +914,21 @@ pub struct PolicyInfo {
     /// Targets whose failure does not fail the gate (patterns, from flags and the policy).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_to_fail: Vec<String>,
+    /// `[runtime]` rules between two releases of one target (kept here so that `merge` can
+    /// evaluate them on the merged report).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub release_limits: Vec<ReleaseLimit>,
+}
+
+/// A rule between two releases of one target, as the policy sets it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ReleaseLimit {
+    /// `release_sqnr_change_db` or `release_bit_exact`.
+    pub rule: String,
+    /// The limit (dB; 0 elements for bit exactness).
+    pub limit: Num,
+    /// Where it was set (`npu-audit.toml:12`).
+    pub origin: String,
 }
 
 /// One rule evaluated on one target and output.

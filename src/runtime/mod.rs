@@ -6,7 +6,7 @@ pub mod provision;
 pub mod python;
 pub mod wheel;
 
-pub use catalog::{Build, BUILDS};
+pub use catalog::{catalogue, Build};
 pub use provision::{Provisioner, Runtime, RuntimeChoice, Source};
 
 use std::path::PathBuf;
@@ -34,24 +34,78 @@ pub fn settings() -> &'static Settings {
     SETTINGS.get_or_init(Settings::default)
 }
 
-use crate::target::Backend;
+use crate::target::{Backend, ReleaseSpec, TargetSpec};
 
-/// The builds a backend runs on: a host ONNX Runtime and, for plugin EPs, the plugin.
-pub fn builds_for(backend: &Backend) -> (&'static Build, Option<&'static Build>) {
+/// The catalogue family of a backend's build.
+pub fn family_of(backend: &Backend) -> &'static str {
     match backend {
-        Backend::Cpu => (&catalog::CPU, None),
-        Backend::Qnn(_) => (&catalog::CPU, Some(&catalog::QNN)),
-        Backend::OpenVino { .. } => (&catalog::OPENVINO, None),
-        Backend::DirectMl => (&catalog::DIRECTML, None),
-        Backend::Cuda | Backend::TensorRt => (&catalog::GPU, None),
+        Backend::Cpu => "cpu",
+        Backend::Qnn(_) => "qnn",
+        Backend::OpenVino { .. } => "openvino",
+        Backend::DirectMl => "directml",
+        Backend::Cuda | Backend::TensorRt => "gpu",
     }
+}
+
+/// The builds a target runs on: a host ONNX Runtime and, for plugin EPs, the plugin, at the
+/// release the target names (the catalogue's default otherwise). `Err` says why a named release
+/// does not exist; `@all` must have been expanded before.
+pub fn builds_for(spec: &TargetSpec) -> Result<(&'static Build, Option<&'static Build>), String> {
+    let family = family_of(&spec.backend);
+    let unknown = |v: &str, key: &str| {
+        let known: Vec<String> = catalog::catalogue()
+            .releases(key)
+            .iter()
+            .map(|b| b.version.clone())
+            .collect();
+        format!(
+            "{}: no release {v} of {key} in the catalogue (known: {})",
+            spec.id,
+            known.join(", ")
+        )
+    };
+    let (version, host) = match &spec.release {
+        None => (None, None),
+        Some(ReleaseSpec::All) => return Err(format!("{}: @all was not expanded", spec.id)),
+        Some(ReleaseSpec::Version { version, host }) => (Some(version.as_str()), host.as_deref()),
+    };
+    let build = match version {
+        Some(v) => Build::release(family, v).ok_or_else(|| unknown(v, family))?,
+        None => Build::get(family).ok_or_else(|| format!("no {family} build in the catalogue"))?,
+    };
+    let catalog::Role::PluginOn(host_family) = &build.role else {
+        return Ok((build, None));
+    };
+    let host = match host {
+        Some(h) => Build::release(host_family, h).ok_or_else(|| unknown(h, host_family))?,
+        None => build
+            .default_host()
+            .ok_or_else(|| format!("{}: the catalogue knows no core {} runs on", spec.id, build.label()))?,
+    };
+    Ok((host, Some(build)))
+}
+
+/// Every release of a target's build that runs here, newest last (`@all`): for a plugin, those
+/// found to run on some core.
+pub fn releases_here(backend: &Backend) -> Vec<&'static Build> {
+    catalog::catalogue()
+        .releases(family_of(backend))
+        .into_iter()
+        .filter(|b| b.obstacle().is_none())
+        .filter(|b| matches!(b.role, catalog::Role::Standalone) || !b.runs_on.is_empty())
+        .collect()
 }
 
 /// Why a backend cannot run on this machine, if it cannot (platform and hardware, before any
 /// runtime is looked for).
 pub fn platform_obstacle(backend: &Backend) -> Option<String> {
-    let (host, plugin) = builds_for(backend);
-    [Some(host), plugin].into_iter().flatten().find_map(Build::obstacle)
+    let family = family_of(backend);
+    let build = Build::get(family)?;
+    let host = match &build.role {
+        catalog::Role::PluginOn(h) => Build::get(h),
+        catalog::Role::Standalone => None,
+    };
+    [Some(build), host].into_iter().flatten().find_map(Build::obstacle)
 }
 
 /// The located runtimes of one target.

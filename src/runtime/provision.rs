@@ -127,22 +127,26 @@ impl Provisioner {
 
     fn python_packages(&self) -> &HashMap<String, InstalledPackage> {
         self.python.get_or_init(|| {
-            let wanted: Vec<(&str, String)> = super::catalog::BUILDS
-                .iter()
-                .map(|b| (b.package, b.main_lib()))
-                .collect();
+            let mut wanted: Vec<(&str, String)> = Vec::new();
+            for b in super::catalog::catalogue().builds.iter().filter(|b| b.is_default) {
+                wanted.push((b.package.as_str(), b.main_lib()));
+            }
             installed_packages(&wanted, &self.cache_root.join("python-packages.json"))
         })
     }
 
-    /// Finds a build without fetching. `Ok(None)` means it has to be fetched.
-    pub fn find(&self, build: &'static Build) -> Result<Option<Runtime>> {
-        if let Some(path) = self.overrides.get(build.key) {
+    /// The library the user pointed at for a family (`--runtime KEY=PATH`, the environment): it
+    /// stands in for the family's default release only.
+    fn user_choice(&self, build: &'static Build) -> Result<Option<Runtime>> {
+        if !build.is_default {
+            return Ok(None);
+        }
+        if let Some(path) = self.overrides.get(&build.key) {
             let lib = resolve_user_path(build, path)
                 .map_err(|e| bad_runtime_choice(format!("--runtime {}={}: {e}", build.key, path.display())))?;
             return Ok(Some(user_runtime(build, lib, Source::Flag)));
         }
-        if let Some(path) = self.env.get(build.key) {
+        if let Some(path) = self.env.get(&build.key) {
             let lib = resolve_user_path(build, path).map_err(|e| {
                 bad_runtime_choice(format!(
                     "--runtime-{} (or {})={}: {e}",
@@ -153,24 +157,50 @@ impl Provisioner {
             })?;
             return Ok(Some(user_runtime(build, lib, Source::Env)));
         }
-        if let Some(pkg) = self.python_packages().get(build.package) {
-            let lib = pkg.root.join(build.main_lib());
-            if pkg.version == build.version && lib.is_file() {
-                return Ok(Some(Runtime {
-                    key: build.key.into(),
-                    package: build.package.into(),
-                    version: Some(build.version.into()),
-                    source: Source::PythonPackage,
-                    library: lib,
-                    sha256: pkg.sha256.clone(),
-                }));
+        Ok(None)
+    }
+
+    /// An installed Python package of exactly this release, whose library is the pinned one
+    /// (when the catalogue pins it and pip recorded a hash).
+    fn installed_package(&self, build: &'static Build) -> Option<Runtime> {
+        let pkg = self.python_packages().get(&build.package)?;
+        let lib = pkg.root.join(build.main_lib());
+        if pkg.version != build.version || !lib.is_file() {
+            return None;
+        }
+        let pinned = build.pinned_library(&build.main_lib());
+        if let (Some(pin), Some(found)) = (pinned, &pkg.sha256) {
+            if pin != found {
+                crate::console::detail(format!(
+                    "{}: the installed Python package's library is not the pinned one; not used",
+                    build.label()
+                ));
+                return None;
             }
         }
-        let dir = self.cache_dir(build);
-        if let Some(manifest) = read_manifest(&dir) {
-            return Ok(Some(cached_runtime(build, &dir, &manifest, Source::Cache)));
+        Some(Runtime {
+            key: build.key.clone(),
+            package: build.package.clone(),
+            version: Some(build.version.clone()),
+            source: Source::PythonPackage,
+            library: lib,
+            sha256: pkg.sha256.clone(),
+        })
+    }
+
+    /// Finds a build without fetching. `Ok(None)` means it has to be fetched.
+    pub fn find(&self, build: &'static Build) -> Result<Option<Runtime>> {
+        if let Some(rt) = self.user_choice(build)? {
+            return Ok(Some(rt));
         }
-        Ok(None)
+        if let Some(rt) = self.installed_package(build) {
+            return Ok(Some(rt));
+        }
+        let dir = self.cache_dir(build);
+        Ok(read_manifest(&dir).filter(|m| matches_pin(build, m)).map(|manifest| {
+            mark_used(&dir);
+            cached_runtime(build, &dir, &manifest, Source::Cache)
+        }))
     }
 
     /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
@@ -208,7 +238,8 @@ impl Provisioner {
             .map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", lock_path.display())))?;
         lock.lock()
             .map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", lock_path.display())))?;
-        if let Some(manifest) = read_manifest(&dir) {
+        if let Some(manifest) = read_manifest(&dir).filter(|m| matches_pin(build, m)) {
+            mark_used(&dir);
             return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
         }
         crate::console::note(format!(
@@ -216,44 +247,8 @@ impl Provisioner {
             build.label(),
             dir.display()
         ));
-        // Under the lock, what a fetch of this build killed earlier left behind is swept.
-        let prefix = format!(".fetch-{}-{}-", build.package, build.version);
-        crate::process::sweep_stale(parent, &prefix);
-        let temp = || -> Result<tempfile::TempDir> {
-            let d = tempfile::Builder::new()
-                .prefix(&prefix)
-                .tempdir_in(parent)
-                .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
-            crate::process::mark_owned(d.path())?;
-            Ok(d)
-        };
-        let download = temp()?;
-        let wheel = pip_download(build.package, build.version, build.env_var, download.path())?;
-        let staging = temp()?;
-        let files = extract_shared_libraries(&wheel, staging.path())
-            .map_err(|e| runtime_unavailable(format!("cannot extract {}: {e:#}", wheel.display())))?;
-        if !files.iter().any(|f| f.path == build.main_lib()) {
-            return Err(runtime_unavailable(format!(
-                "the {} wheel has no {}",
-                build.label(),
-                build.main_lib()
-            )));
-        }
-        let manifest = CacheManifest {
-            package: build.package.into(),
-            version: build.version.into(),
-            wheel: wheel
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_default(),
-            wheel_sha256: sha256_file(&wheel)?,
-            files,
-        };
-        std::fs::write(
-            staging.path().join("manifest.json"),
-            serde_json::to_vec_pretty(&manifest)?,
-        )?;
-        // Under the lock nobody else writes `dir`; whatever is there is incomplete (no manifest).
+        let (staging, manifest) = download(build, parent)?;
+        // Under the lock nobody else writes `dir`; whatever is there is incomplete or stale.
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
         }
@@ -261,9 +256,15 @@ impl Provisioner {
         std::fs::rename(staging.path(), &dir)
             .map_err(|e| runtime_unavailable(format!("cannot move the runtime into {}: {e}", dir.display())))?;
         let _ = staging.keep();
+        mark_used(&dir);
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
+        let pin = if build.pinned_wheel().is_some() {
+            "pinned"
+        } else {
+            "not pinned for this platform"
+        };
         crate::console::note(format!(
-            "installed {} ({} libraries, {:.0} MB, wheel sha256 {})",
+            "installed {} ({} libraries, {:.0} MB, wheel sha256 {}, {pin})",
             build.label(),
             manifest.files.len(),
             total as f64 / 1e6,
@@ -277,6 +278,107 @@ impl Provisioner {
         let dir = self.cache_dir(build);
         read_manifest(&dir).map(|m| (dir, m))
     }
+}
+
+/// The name of the file whose modification time says when a cached build was last used.
+pub const LAST_USED: &str = ".last-used";
+
+/// Records that a cached build was used now (`runtime gc` keeps what was used recently).
+fn mark_used(dir: &Path) {
+    let _ = std::fs::write(dir.join(LAST_USED), b"");
+}
+
+/// Whether a cached build came from the wheel the catalogue pins for this platform (an entry
+/// made before the pin, or from another wheel, is fetched again).
+fn matches_pin(build: &Build, manifest: &CacheManifest) -> bool {
+    build.pinned_wheel().is_none_or(|w| w.sha256 == manifest.wheel_sha256)
+}
+
+/// Downloads the build's wheel (the pinned one, its SHA-256 checked) next to the cache and
+/// extracts its libraries into a staging directory; returns it and its manifest.
+fn download(build: &'static Build, parent: &Path) -> Result<(tempfile::TempDir, CacheManifest)> {
+    // Under the lock, what a fetch of this build killed earlier left behind is swept.
+    let prefix = format!(".fetch-{}-{}-", build.package, build.version);
+    crate::process::sweep_stale(parent, &prefix);
+    let temp = || -> Result<tempfile::TempDir> {
+        let d = tempfile::Builder::new()
+            .prefix(&prefix)
+            .tempdir_in(parent)
+            .map_err(|e| runtime_unavailable(format!("cannot create a temporary directory: {e}")))?;
+        crate::process::mark_owned(d.path())?;
+        Ok(d)
+    };
+    let downloaded = temp()?;
+    let pin = build.pinned_wheel();
+    let wheel = pip_download(
+        &build.package,
+        &build.version,
+        &build.env_var,
+        pin.map(|w| w.tag.as_str()),
+        downloaded.path(),
+    )?;
+    let wheel_sha256 = sha256_file(&wheel)?;
+    if let Some(w) = pin.filter(|w| w.sha256 != wheel_sha256) {
+        return Err(runtime_unavailable(format!(
+            "the {} wheel pip fetched ({}) has SHA-256 {wheel_sha256}, not the pinned {} of {}: refused",
+            build.label(),
+            wheel
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default(),
+            w.sha256,
+            w.file
+        )));
+    }
+    let staging = temp()?;
+    let files = extract_shared_libraries(&wheel, staging.path())
+        .map_err(|e| runtime_unavailable(format!("cannot extract {}: {e:#}", wheel.display())))?;
+    if !files.iter().any(|f| f.path == build.main_lib()) {
+        return Err(runtime_unavailable(format!(
+            "the {} wheel has no {}",
+            build.label(),
+            build.main_lib()
+        )));
+    }
+    let manifest = CacheManifest {
+        package: build.package.clone(),
+        version: build.version.clone(),
+        wheel: wheel
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        wheel_sha256,
+        files,
+    };
+    std::fs::write(
+        staging.path().join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest)?,
+    )?;
+    Ok((staging, manifest))
+}
+
+/// The manifest of a complete cached release in `dir` (for `runtime gc`).
+pub fn read_cached_manifest(dir: &Path) -> Option<CacheManifest> {
+    read_manifest(dir)
+}
+
+/// Removes a cached release under its fetch lock, so that no fetch of it runs meanwhile; `false`
+/// when the lock is held or the removal failed.
+pub fn remove_cached(dir: &Path, package: &str, version: &str) -> bool {
+    let Some(parent) = dir.parent() else { return false };
+    let lock_path = parent.join(format!(".{package}-{version}.lock"));
+    let Ok(lock) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+    else {
+        return false;
+    };
+    if lock.try_lock().is_err() {
+        return false;
+    }
+    std::fs::remove_dir_all(dir).is_ok()
 }
 
 fn read_manifest(dir: &Path) -> Option<CacheManifest> {
@@ -293,9 +395,9 @@ fn read_manifest(dir: &Path) -> Option<CacheManifest> {
 fn cached_runtime(build: &Build, dir: &Path, manifest: &CacheManifest, source: Source) -> Runtime {
     let main = build.main_lib();
     Runtime {
-        key: build.key.into(),
-        package: build.package.into(),
-        version: Some(build.version.into()),
+        key: build.key.clone(),
+        package: build.package.clone(),
+        version: Some(build.version.clone()),
         source,
         library: dir.join(&main),
         sha256: manifest.files.iter().find(|f| f.path == main).map(|f| f.sha256.clone()),
@@ -304,8 +406,8 @@ fn cached_runtime(build: &Build, dir: &Path, manifest: &CacheManifest, source: S
 
 fn user_runtime(build: &Build, library: PathBuf, source: Source) -> Runtime {
     Runtime {
-        key: build.key.into(),
-        package: build.package.into(),
+        key: build.key.clone(),
+        package: build.package.clone(),
         version: None,
         source,
         library,

@@ -155,8 +155,11 @@ fn fallback_platforms() -> &'static [&'static str] {
     }
 }
 
-/// Downloads one wheel with `pip download --no-deps` into `dest` and returns its path.
-pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) -> Result<PathBuf> {
+/// Downloads one wheel with `pip download --no-deps` into `dest` and returns its path. With a
+/// pinned platform `tag`, exactly the CPython 3.11 wheel for that tag is asked for (the one whose
+/// SHA-256 the catalogue pins, whatever Python runs pip); without one, the running
+/// interpreter's wheel, else a CPython 3.11 wheel for this platform.
+pub fn pip_download(package: &str, version: &str, env_var: &str, tag: Option<&str>, dest: &Path) -> Result<PathBuf> {
     let python = interpreter().ok_or_else(|| {
         runtime_unavailable(format!(
             "cannot fetch {package} {version}: no Python interpreter found; install Python 3 with pip \
@@ -176,7 +179,9 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) ->
         )));
     }
     let spec = format!("{package}=={version}");
-    let base = |cmd: &mut Command| {
+    let command = |platforms: &[&str]| {
+        let mut cmd = Command::new(&python);
+        crate::process::die_with_parent(&mut cmd);
         cmd.args([
             "-m",
             "pip",
@@ -189,33 +194,38 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, dest: &Path) ->
         ])
         .arg(dest)
         .arg(&spec);
+        if !platforms.is_empty() {
+            cmd.args(["--python-version", "3.11"]);
+            for p in platforms {
+                cmd.args(["--platform", p]);
+            }
+        }
+        cmd
     };
-    let mut first = Command::new(&python);
-    crate::process::die_with_parent(&mut first);
-    base(&mut first);
-    let out = first.output().context("cannot run pip")?;
-    let mut errors = String::from_utf8_lossy(&out.stderr).to_string();
-    if !out.status.success() {
-        // The running interpreter may be too new for the wheel: ask for a CPython 3.11 wheel.
-        let mut second = Command::new(&python);
-        crate::process::die_with_parent(&mut second);
-        base(&mut second);
-        second.args(["--python-version", "3.11"]);
-        for p in fallback_platforms() {
-            second.args(["--platform", p]);
+    let attempts: Vec<Vec<&str>> = match tag {
+        Some(t) => vec![vec![t]],
+        // The running interpreter may be too new for the wheel: then ask for a CPython 3.11 one.
+        None => vec![vec![], fallback_platforms().to_vec()],
+    };
+    let mut errors = String::new();
+    let mut done = false;
+    for platforms in &attempts {
+        let out = command(platforms).output().context("cannot run pip")?;
+        errors.push_str(&String::from_utf8_lossy(&out.stderr));
+        if out.status.success() {
+            done = true;
+            break;
         }
-        let out = second.output().context("cannot run pip")?;
-        if !out.status.success() {
-            errors.push_str(&String::from_utf8_lossy(&out.stderr));
-            let last = errors
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim()
-                .to_string();
-            return Err(runtime_unavailable(format!("pip could not download {spec}: {last}")));
-        }
+    }
+    if !done {
+        let last = errors
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        return Err(runtime_unavailable(format!("pip could not download {spec}: {last}")));
     }
     let wheel = std::fs::read_dir(dest)?
         .filter_map(|e| e.ok().map(|e| e.path()))

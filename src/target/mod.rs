@@ -58,6 +58,27 @@ pub enum OptLevel {
     All,
 }
 
+/// The runtime release a target asks for (`@2.6.0`, `@2.6.0+ort1.30.0`, `@all`); none means
+/// the catalogue's default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseSpec {
+    /// Every release of the target's build that runs here (expanded against the catalogue).
+    All,
+    /// One release of the target's build (for a plugin EP: of the plugin), and for a plugin the
+    /// core release that hosts it.
+    Version { version: String, host: Option<String> },
+}
+
+impl fmt::Display for ReleaseSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReleaseSpec::All => f.write_str("all"),
+            ReleaseSpec::Version { version, host: None } => f.write_str(version),
+            ReleaseSpec::Version { version, host: Some(h) } => write!(f, "{version}+ort{h}"),
+        }
+    }
+}
+
 /// A parsed `--target` value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetSpec {
@@ -68,6 +89,8 @@ pub struct TargetSpec {
     /// Extra `key=value` options: keys starting with `session.` are session config entries, the
     /// rest go to the execution provider.
     pub options: Vec<(String, String)>,
+    /// The runtime release asked for (`None`: the pinned default).
+    pub release: Option<ReleaseSpec>,
 }
 
 impl fmt::Display for TargetSpec {
@@ -77,14 +100,57 @@ impl fmt::Display for TargetSpec {
 }
 
 /// The syntax every error message about a target spec repeats.
-pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu], dml, cuda, tensorrt; options as ,key=value";
+pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
 
 impl TargetSpec {
-    /// Parses `KIND[:VARIANT][,KEY=VALUE]*`; `qnn:all` expands to every known chipset.
+    /// Parses `KIND[:VARIANT][@RELEASE][,KEY=VALUE]*`; `qnn:all` expands to every known chipset
+    /// (`@all`, every release, is expanded against the runtime catalogue later).
     pub fn parse_many(text: &str) -> Result<Vec<TargetSpec>> {
         let mut parts = text.split(',');
         let head = parts.next().unwrap_or("").trim();
         let options = parse_options(text, parts)?;
+        let (head, release) = match head.split_once('@') {
+            Some((h, r)) => (h.trim(), Some(parse_release(text, r.trim())?)),
+            None => (head, None),
+        };
+        let mut specs = TargetSpec::parse_head(text, head, options)?;
+        if let Some(r) = release {
+            let plugin = specs.iter().any(|s| matches!(s.backend, Backend::Qnn(_)));
+            if matches!(r, ReleaseSpec::Version { host: Some(_), .. }) && !plugin {
+                return Err(bad_flag(format!(
+                    "target '{text}': +ort names the core release of a plugin EP (QNN); give this target's release alone"
+                )));
+            }
+            specs = specs.into_iter().map(|s| s.with_release(r.clone())).collect();
+        }
+        Ok(specs)
+    }
+
+    /// The same target on release `r`, its id carrying the release.
+    pub fn with_release(mut self, r: ReleaseSpec) -> TargetSpec {
+        let (head, options) = match self.id.split_once(',') {
+            Some((h, o)) => (h.to_string(), format!(",{o}")),
+            None => (self.id.clone(), String::new()),
+        };
+        let head = head.split('@').next().unwrap_or(&head).to_string();
+        self.id = format!("{head}@{r}{options}");
+        self.release = Some(r);
+        self
+    }
+
+    /// The id without its release (`qnn:sm8650@2.6.0,x=y` -> `qnn:sm8650,x=y`): what two releases
+    /// of one target have in common.
+    pub fn id_without_release(&self) -> String {
+        match self.id.split_once('@') {
+            Some((head, rest)) => match rest.split_once(',') {
+                Some((_, options)) => format!("{head},{options}"),
+                None => head.to_string(),
+            },
+            None => self.id.clone(),
+        }
+    }
+
+    fn parse_head(text: &str, head: &str, options: Vec<(String, String)>) -> Result<Vec<TargetSpec>> {
         let (kind, variant) = match head.split_once(':') {
             Some((k, v)) => (k.trim().to_ascii_lowercase(), Some(v.trim())),
             None => (head.to_ascii_lowercase(), None),
@@ -157,6 +223,7 @@ fn qnn_spec(chip: Chipset, options: &[(String, String)]) -> TargetSpec {
         backend: Backend::Qnn(chip),
         opt: OptLevel::All,
         options: options.to_vec(),
+        release: None,
     }
 }
 
@@ -181,6 +248,31 @@ pub fn parse_targets(values: &[String]) -> Result<Vec<TargetSpec>> {
         }
     }
     Ok(out)
+}
+
+/// A release: `all`, `X.Y.Z`, or (a plugin) `X.Y.Z+ortA.B.C`; versions are dotted numbers.
+fn parse_release(text: &str, r: &str) -> Result<ReleaseSpec> {
+    if r.eq_ignore_ascii_case("all") {
+        return Ok(ReleaseSpec::All);
+    }
+    let dotted = |v: &str| {
+        !v.is_empty()
+            && v.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    };
+    let (version, host) = match r.split_once('+') {
+        Some((v, h)) => (v, Some(h.strip_prefix("ort").unwrap_or(h))),
+        None => (r, None),
+    };
+    if !dotted(version) || host.is_some_and(|h| !dotted(h)) {
+        return Err(bad_flag(format!(
+            "target '{text}': release '{r}' is not VERSION, all or PLUGIN+ortCORE (e.g. @2.6.0, @2.6.0+ort1.30.0)"
+        )));
+    }
+    Ok(ReleaseSpec::Version {
+        version: version.to_string(),
+        host: host.map(str::to_string),
+    })
 }
 
 /// The `,key=value` options of a target, checked.
@@ -226,6 +318,7 @@ impl Parsed<'_> {
             backend,
             opt,
             options: self.options.clone(),
+            release: None,
         }
     }
 

@@ -1,0 +1,86 @@
+//! `npu-audit runtime`: the catalogue of releases, installing and removing them, and the
+//! bisection of a target's output across releases.
+
+use anyhow::Result;
+
+use super::args::{Format, RuntimeCommand};
+use super::commands::{print_json, print_stdout, runtime_choice};
+use crate::error::ExitCode;
+use crate::listing;
+use crate::runtime::Provisioner;
+use crate::userfile::{is_stdio, Outputs};
+
+/// Runs one `runtime` subcommand.
+pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
+    match command {
+        RuntimeCommand::List { all, format } => {
+            let rows = listing::runtime_rows(all)?;
+            match format {
+                Format::Json => print_json(&rows)?,
+                Format::Table => print_stdout(&(crate::render::listing::runtime_table(&rows, all) + "\n"))?,
+            }
+        }
+        RuntimeCommand::Install { keys, runtime_env } => {
+            let p = Provisioner::new(&runtime_choice(&[], &runtime_env))?;
+            for b in listing::install_keys(&keys)? {
+                let rt = p.get(b)?;
+                print_stdout(&format!("{} {} {}\n", b.key, b.label(), rt.library.display()))?;
+            }
+        }
+        RuntimeCommand::Path { key, runtime_env } => {
+            let p = Provisioner::new(&runtime_choice(&[], &runtime_env))?;
+            let build = listing::install_keys(std::slice::from_ref(&key))?;
+            // A plugin release brings its host: the path asked for is the first.
+            if let Some(b) = build.first() {
+                print_stdout(&format!("{}\n", p.get(b)?.library.display()))?;
+            }
+        }
+        RuntimeCommand::Gc {
+            keep_days,
+            dry_run,
+            format,
+        } => {
+            if !(keep_days.is_finite() && keep_days >= 0.0) {
+                return Err(crate::error::bad_flag(
+                    "--keep-days must be a number of days, 0 or more",
+                ));
+            }
+            let rows = listing::gc(keep_days, dry_run)?;
+            match format {
+                Format::Json => print_json(&rows)?,
+                Format::Table => print_stdout(&(crate::render::listing::gc_table(&rows, dry_run) + "\n"))?,
+            }
+        }
+        RuntimeCommand::Bisect(a) => return bisect(&a),
+    }
+    Ok(ExitCode::Success)
+}
+
+/// `runtime bisect`: the findings on stdout (and as JSON in `--out`).
+fn bisect(a: &super::args::ReleaseBisectArgs) -> Result<ExitCode> {
+    let inputs: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
+        .into_iter()
+        .flatten()
+        .chain(a.inputs.npz.iter().cloned())
+        .collect();
+    let mut outputs = Outputs::new(&inputs);
+    if let Some(out) = a.out.as_ref().filter(|o| !is_stdio(o)) {
+        outputs.check("--out", out)?;
+    }
+    let opts = super::compare::release_bisect_options(a)?;
+    let found = crate::releases::bisect(&opts)?;
+    let json = serde_json::to_string_pretty(&found)? + "\n";
+    match &a.out {
+        Some(out) if is_stdio(out) => return print_stdout(&json).map(|_| ExitCode::Success),
+        Some(out) => {
+            outputs.file("--out", out, json.as_bytes())?;
+            outputs.commit()?;
+        }
+        None => {}
+    }
+    match a.format {
+        Format::Json => print_stdout(&json)?,
+        Format::Table => print_stdout(&crate::render::releases::render(&found))?,
+    }
+    Ok(ExitCode::Success)
+}
