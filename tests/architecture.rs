@@ -21,7 +21,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "userfile",
         ],
     ),
-    ("data", &["tensor", "model", "target", "inputs"]),
+    ("data", &["tensor", "model", "target", "inputs", "device"]),
     ("execution", &["runtime", "exec", "golden"]),
     ("report model", &["report"]),
     (
@@ -29,7 +29,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["compare", "placement", "outcome", "fingerprint", "drift", "layers"],
     ),
     ("judge", &["policy", "gate"]),
-    ("commands", &["audit", "explain", "merge", "listing", "releases"]),
+    (
+        "commands",
+        &["audit", "explain", "merge", "listing", "releases", "triage"],
+    ),
     ("renderers", &["render"]),
     ("command line", &["cli"]),
     ("fuzz harnesses", &["fuzzing"]),

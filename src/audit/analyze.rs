@@ -29,6 +29,8 @@ use crate::tensor::Tensor;
 pub struct Analysis<'e> {
     /// The golden run's outputs per sample.
     pub golden_samples: Vec<Vec<OutputFile>>,
+    /// For each audited output (in the model's order), the golden run's output it is compared with.
+    pub golden_names: Vec<String>,
     pub reference_info: ReferenceInfo,
     /// Per planned target: how it ended, with its placement.
     pub ends: Vec<TargetEnd<'e>>,
@@ -92,6 +94,7 @@ pub fn run<'e>(
     };
     Ok(Analysis {
         golden_samples,
+        golden_names: golden_map,
         reference_info,
         ends,
         comparison,

@@ -18,15 +18,17 @@ pub mod plan;
 pub mod reference;
 pub mod shard;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::exec::{ExecOptions, Executor};
+use crate::exec::{ExecOptions, Executor, RunStatus};
 use crate::gate::Previous;
 use crate::inputs::InputOptions;
 use crate::policy::Policy;
 use crate::report::model::Report;
+use crate::tensor::Tensor;
 use crate::userfile::Outputs;
 
 /// Where `--save-outputs` keeps every run's outputs, and how a shard report records it.
@@ -79,6 +81,20 @@ pub struct CompareOptions {
 /// Runs `compare` and returns the report (its `exit_code` says how the process should end). The
 /// saved outputs and logs are staged in `outputs`, to be committed with the report's files.
 pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Report> {
+    run_compare_keeping(opts, outputs, false).map(|(report, _)| report)
+}
+
+/// Each run's outputs per sample, read into memory: `golden` (under the audited model's output
+/// names) and every target that ran, by id.
+pub type RunTensors = BTreeMap<String, Vec<Vec<(String, Tensor)>>>;
+
+/// [`run_compare`], also returning every run's outputs (for analyses of outputs that came from
+/// elsewhere, such as device reports, against the same runs).
+pub fn run_compare_with_outputs(opts: &CompareOptions, outputs: &mut Outputs) -> Result<(Report, RunTensors)> {
+    run_compare_keeping(opts, outputs, true)
+}
+
+fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool) -> Result<(Report, RunTensors)> {
     let plan = plan::AuditPlan::new(opts, outputs)?;
     let executor = Executor::new(&opts.exec)?;
     let repeat = execute::Repeat {
@@ -87,6 +103,11 @@ pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Repor
     };
     let executed = execute::run(&plan, &executor, repeat)?;
     let mut analysis = analyze::run(&plan, &executed, &executor, opts)?;
+    let tensors = if keep {
+        run_tensors(&plan, &analysis)?
+    } else {
+        RunTensors::new()
+    };
     let persisted = files::persist(opts, &plan, &executed, &analysis, &executor, outputs)?;
     crate::interrupt::check()?;
     let rows = assemble::target_rows(&plan.targets, &mut analysis, &persisted.logs);
@@ -95,5 +116,49 @@ pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Repor
         label: label.clone(),
     });
     let judgement = crate::gate::judge(&opts.policy, &rows, &analysis.comparison.agreement, previous.as_ref());
-    assemble::report(plan, &executed, analysis, rows, judgement, persisted.output_files)
+    let report = assemble::report(plan, &executed, analysis, rows, judgement, persisted.output_files)?;
+    Ok((report, tensors))
+}
+
+/// Reads the golden run's and every successful target's outputs before the work directory goes.
+fn run_tensors(plan: &plan::AuditPlan, analysis: &analyze::Analysis<'_>) -> Result<RunTensors> {
+    let read = |samples: &[Vec<crate::exec::OutputFile>]| -> Result<Vec<Vec<(String, Tensor)>>> {
+        samples
+            .iter()
+            .map(|files| {
+                files
+                    .iter()
+                    .map(|f| Tensor::read_npy(&f.path).map(|t| (f.name.clone(), t)))
+                    .collect()
+            })
+            .collect()
+    };
+    let mut out = RunTensors::new();
+    // The golden run's outputs under the audited model's names, in its order.
+    let golden = read(&analysis.golden_samples)?
+        .into_iter()
+        .map(|sample| {
+            plan.output_names
+                .iter()
+                .zip(&analysis.golden_names)
+                .filter_map(|(name, g)| {
+                    sample
+                        .iter()
+                        .find(|(n, _)| n == g)
+                        .map(|(_, t)| (name.clone(), t.clone()))
+                })
+                .collect()
+        })
+        .collect();
+    out.insert("golden".into(), golden);
+    for (t, end) in plan.targets.iter().zip(&analysis.ends) {
+        let ok = end
+            .outcome
+            .and_then(|o| o.result.as_ref())
+            .filter(|_| end.status == RunStatus::Ok);
+        if let Some(r) = ok {
+            out.insert(t.spec.id.clone(), read(&r.outputs)?);
+        }
+    }
+    Ok(out)
 }

@@ -64,6 +64,10 @@ pub enum Command {
     /// Measure each target's arithmetic with generated probe models: rounding mode per op family,
     /// saturation, nonlinear-function accuracy, float precision and accumulation, determinism.
     Fingerprint(FingerprintArgs),
+    /// Triage device reports (outputs users' devices sent in): reproduce each here, say whether
+    /// the chipset, a silent CPU fallback, another chipset, rounding or the device explains it,
+    /// and over a fleet whether the quantization, the NPU or single devices are to blame.
+    Triage(Box<TriageArgs>),
     /// List the targets this machine can and cannot run.
     Targets(TargetsArgs),
     /// Manage the ONNX Runtime builds the audit loads.
@@ -668,6 +672,50 @@ pub struct ReleaseBisectArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Also write the findings as JSON to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Flags of `triage`.
+#[derive(Debug, Args)]
+pub struct TriageArgs {
+    /// Device reports: report directories, `.zip` reports, `qnn-net-run` output directories, AI
+    /// Hub `.npz` files, or directories holding many of them (a fleet).
+    #[arg(required = true, value_name = "REPORT")]
+    pub reports: Vec<PathBuf>,
+    /// The quantized ONNX model the devices ran.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The chipset of reports that do not state one (AI Hub device name or chipset attribute,
+    /// part number, marketing name, board platform).
+    #[arg(long, value_name = "CHIPSET")]
+    pub chipset: Option<String>,
+    /// Targets every report is compared with besides its own chipset (repeatable).
+    #[arg(long = "candidate", value_name = "TARGET", default_values_t = ["cpu:noopt".to_string(), "cpu".to_string(), "qnn:all".to_string()])]
+    pub candidates: Vec<String>,
+    /// A device within this many quantization steps of its chipset's simulation differs from it
+    /// only in rounding.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub rounding_steps: u64,
+    /// A chipset whose median SQNR is this many dB below the CPU EP's drifts beyond quantization.
+    #[arg(long, value_name = "DB", default_value_t = 3.0)]
+    pub excess_db: f64,
+    /// A report this many dB below its chipset's median is an outlier (device-specific).
+    #[arg(long, value_name = "DB", default_value_t = 6.0)]
+    pub outlier_db: f64,
+    /// Reports at or above this SQNR are no problem (the fleet is healthy when all are).
+    #[arg(long, value_name = "DB")]
+    pub min_sqnr: Option<f64>,
+    #[command(flatten)]
+    pub reference: ReferenceArgs,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the triage as JSON to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }

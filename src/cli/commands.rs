@@ -313,6 +313,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::Success)
         }
         Command::Runtime(c) => super::runtime::run(c),
+        Command::Triage(a) => super::triage::run(&a),
         Command::Golden(c) => golden(c),
         Command::Completions { shell } => {
             let mut script = Vec::new();

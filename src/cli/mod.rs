@@ -5,6 +5,7 @@ pub mod args;
 pub mod commands;
 mod compare;
 mod runtime;
+mod triage;
 
 use clap::Parser;
 

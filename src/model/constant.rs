@@ -127,8 +127,9 @@ pub fn constants(graph: &GraphProto) -> HashMap<String, &TensorProto> {
 }
 
 /// The quantization step of each named graph output: 1 for an integer output (its codes), the
-/// scale of the `DequantizeLinear` that produces a float output when that scale is one constant
-/// (per-tensor), else `None`. Differences between targets are counted in these steps.
+/// scale of the `DequantizeLinear` that produces a float output (directly or through ops that
+/// only move values: Identity, Reshape, Flatten, Squeeze, Unsqueeze, Transpose) when that scale
+/// is one constant (per-tensor), else `None`. Differences between targets are counted in these steps.
 pub fn output_steps(graph: &GraphProto, outputs: &[crate::model::TensorInfo]) -> Vec<Option<f64>> {
     let consts = constants(graph);
     outputs
@@ -137,7 +138,15 @@ pub fn output_steps(graph: &GraphProto, outputs: &[crate::model::TensorInfo]) ->
             if !o.dtype.is_float() && o.dtype.int_range().is_some() {
                 return Some(1.0);
             }
-            let producer = graph.node.iter().find(|n| n.output.first() == Some(&o.name))?;
+            let mut producer = graph.node.iter().find(|n| n.output.first() == Some(&o.name))?;
+            // Ops that move values without changing them keep the step of what they move.
+            while matches!(
+                producer.op_type.as_deref(),
+                Some("Identity" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Transpose")
+            ) {
+                let input = producer.input.first()?;
+                producer = graph.node.iter().find(|n| n.output.first() == Some(input))?;
+            }
             if producer.op_type.as_deref() != Some("DequantizeLinear") {
                 return None;
             }

@@ -13,3 +13,4 @@ pub mod outputs;
 pub mod present;
 pub mod releases;
 pub mod table;
+pub mod triage;

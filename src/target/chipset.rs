@@ -104,6 +104,80 @@ impl Chipset {
     }
 }
 
+/// Android board platforms (`ro.board.platform`) and the chipsets that report them. One codename
+/// can stand for several parts (`taro`: SM8450 and SM8475), and then only the part number decides.
+const BOARD_PLATFORMS: &[(&str, &[&str])] = &[
+    ("lahaina", &["sm8350"]),
+    ("taro", &["sm8450", "sm8475"]),
+    ("kalama", &["sm8550"]),
+    ("cliffs", &["sm8635"]),
+    ("pineapple", &["sm8650"]),
+    ("sun", &["sm8750"]),
+    ("canoe", &["sm8850"]),
+];
+
+/// Chipsets a report can name that have no HTP simulation target here (the audit cannot
+/// reproduce them, but must not mistake them for another part).
+const NOT_SIMULATED: &[(&str, &[&str])] = &[
+    ("Snapdragon X Elite (SC8380XP)", &["sc8380", "xelite", "x1e"]),
+    ("Snapdragon X Plus (SC8340XP)", &["sc8340", "xplus", "x1p"]),
+];
+
+/// What one spelling of a chipset names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spelling {
+    /// Exactly one chipset the audit can simulate.
+    Chipset(Chipset),
+    /// Several (a board platform shared by parts), by part number.
+    OneOf(Vec<&'static str>),
+    /// A known chipset without a simulation target, by its description.
+    NotSimulated(&'static str),
+    /// Nothing this table knows.
+    Unknown,
+}
+
+/// Drops the prefixes AI Hub and vendors put before a chipset's name (`chipset:`, `qualcomm`,
+/// `qcom`, `snapdragon`), after [`normalize`].
+fn bare(text: &str) -> String {
+    let mut s = normalize(text);
+    for prefix in ["chipset:", "qualcomm", "qcom,", "qcom", "snapdragon"] {
+        if let Some(rest) = s.strip_prefix(prefix) {
+            s = rest.to_string();
+        }
+    }
+    s
+}
+
+impl Chipset {
+    /// Reads any spelling a device or a service uses: part numbers (`SM8650`, `sm8650-ab`),
+    /// marketing names, AI Hub chipset attributes (`chipset:qualcomm-snapdragon-8gen3`), board
+    /// platforms (`pineapple`).
+    pub fn from_spelling(text: &str) -> Spelling {
+        let s = bare(text);
+        if s.is_empty() {
+            return Spelling::Unknown;
+        }
+        // A part number with a suffix (`sm8650ab`, `sc8380xp`): its first six characters.
+        let part = match s.get(..6) {
+            Some(p) if (p.starts_with("sm") || p.starts_with("sc")) && p[2..].chars().all(|c| c.is_ascii_digit()) => p,
+            _ => s.as_str(),
+        };
+        if let Some(c) = Chipset::find(&s).or_else(|| Chipset::find(part)) {
+            return Spelling::Chipset(c);
+        }
+        if let Some((_, parts)) = BOARD_PLATFORMS.iter().find(|(b, _)| *b == s) {
+            return match parts {
+                [one] => Chipset::find(one).map_or(Spelling::Unknown, Spelling::Chipset),
+                many => Spelling::OneOf(many.to_vec()),
+            };
+        }
+        NOT_SIMULATED
+            .iter()
+            .find(|(_, names)| names.iter().any(|n| s == *n || part == *n))
+            .map_or(Spelling::Unknown, |(d, _)| Spelling::NotSimulated(d))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +191,31 @@ mod tests {
         assert_eq!(Chipset::find("8s gen 3").unwrap().sm, "sm8635");
         assert_eq!(Chipset::find("888").unwrap().htp_arch, 68);
         assert!(Chipset::find("8 gen 9").is_none());
+    }
+
+    #[test]
+    fn every_spelling_a_report_uses_resolves_or_says_it_cannot() {
+        let sm = |t: &str| match Chipset::from_spelling(t) {
+            Spelling::Chipset(c) => c.sm,
+            other => panic!("{t}: {other:?}"),
+        };
+        assert_eq!(sm("SM8650"), "sm8650");
+        assert_eq!(sm("SM8650-AB"), "sm8650");
+        assert_eq!(sm("chipset:qualcomm-snapdragon-8gen3"), "sm8650");
+        assert_eq!(sm("qualcomm-snapdragon-8-elite"), "sm8750");
+        assert_eq!(sm("pineapple"), "sm8650");
+        assert_eq!(sm("lahaina"), "sm8350");
+        assert_eq!(sm("Snapdragon 8 Gen 2"), "sm8550");
+        assert_eq!(
+            Chipset::from_spelling("taro"),
+            Spelling::OneOf(vec!["sm8450", "sm8475"])
+        );
+        assert!(matches!(
+            Chipset::from_spelling("Snapdragon X Elite"),
+            Spelling::NotSimulated(_)
+        ));
+        assert!(matches!(Chipset::from_spelling("SC8380XP"), Spelling::NotSimulated(_)));
+        assert_eq!(Chipset::from_spelling("exynos2400"), Spelling::Unknown);
+        assert_eq!(Chipset::from_spelling(""), Spelling::Unknown);
     }
 }

@@ -1,0 +1,91 @@
+//! Qualcomm AI Hub inference outputs saved as one `.npz` (output name -> samples stacked on a
+//! leading axis, as `np.savez(path, **{k: np.stack(v) for k, v in outputs.items()})` writes the
+//! dictionary `download_output_data()` returns). The device is the AI Hub device name or chipset
+//! attribute given with `--chipset`, or a `device.json` beside the archive (`<stem>.device.json`).
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::arrays::read_npz_for;
+use super::{DeviceInfo, DeviceReport, ReportDefaults, ReportFormat, MAX_TEXT_BYTES};
+use crate::error::bad_input;
+use crate::hash::sha256_hex;
+use crate::model::Signature;
+
+/// AI Hub device names and the chipset each stands for (the "(Family)" names cover models
+/// sold with one Snapdragon part).
+const DEVICES: &[(&str, &str)] = &[
+    ("samsung galaxy s21", "sm8350"),
+    ("samsung galaxy s22", "sm8450"),
+    ("samsung galaxy s23", "sm8550"),
+    ("samsung galaxy s24", "sm8650"),
+    ("samsung galaxy s25", "sm8750"),
+    ("snapdragon 8 gen 3 qrd", "sm8650"),
+    ("snapdragon 8 elite qrd", "sm8750"),
+];
+
+/// The chipset an AI Hub device name stands for, else the text itself (a chipset attribute or
+/// any other spelling, read by the chipset table).
+pub fn chipset_of_device_name(text: &str) -> String {
+    let lower = text.to_lowercase();
+    let name = lower.trim_end_matches("(family)").trim();
+    let name = name
+        .trim_end_matches(['+', ' '])
+        .trim_end_matches(" ultra")
+        .trim_end_matches(" plus");
+    DEVICES
+        .iter()
+        .find(|(d, _)| *d == name)
+        .map_or_else(|| text.to_string(), |(_, sm)| sm.to_string())
+}
+
+fn sidecar(path: &Path) -> Result<Option<DeviceInfo>> {
+    let Some(stem) = path.file_stem() else {
+        return Ok(None);
+    };
+    let side = path.with_file_name(format!("{}.device.json", stem.to_string_lossy()));
+    if std::fs::symlink_metadata(&side).is_err() {
+        return Ok(None);
+    }
+    crate::userfile::regular_file(&side).map_err(|e| anyhow::anyhow!("{}: {e}", side.display()))?;
+    if std::fs::metadata(&side)?.len() > MAX_TEXT_BYTES {
+        anyhow::bail!("{} is too large", side.display());
+    }
+    Ok(Some(DeviceInfo::parse(&std::fs::read(&side)?)?))
+}
+
+/// Reads an AI Hub `.npz` held in memory.
+pub fn read_npz(path: &Path, bytes: Vec<u8>, sig: &Signature, defaults: &ReportDefaults) -> Result<DeviceReport> {
+    let fail = |e: anyhow::Error| bad_input(format!("device report {}: {e:#}", path.display()));
+    let content_sha256 = sha256_hex(&bytes);
+    let outputs = read_npz_for(bytes, &sig.outputs, "output").map_err(fail)?;
+    let mut device = sidecar(path).map_err(fail)?.unwrap_or_default();
+    if device.chipset.is_none() && device.soc_model.is_none() && device.board_platform.is_none() {
+        device.chipset = defaults.chipset.as_deref().map(chipset_of_device_name);
+    }
+    Ok(DeviceReport {
+        path: path.to_path_buf(),
+        format: ReportFormat::AiHub,
+        content_sha256,
+        device,
+        outputs,
+        inputs: None,
+        logs: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ai_hub_device_names_map_to_their_chipset() {
+        assert_eq!(chipset_of_device_name("Samsung Galaxy S24 (Family)"), "sm8650");
+        assert_eq!(chipset_of_device_name("Samsung Galaxy S23 Ultra"), "sm8550");
+        assert_eq!(
+            chipset_of_device_name("chipset:qualcomm-snapdragon-8gen2"),
+            "chipset:qualcomm-snapdragon-8gen2"
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! `device.json`: what a device says it is, and which chipset that makes it. Every key is
+//! optional; the chipset comes from whichever of `soc_model`, `board_platform` and `chipset` are
+//! there, and when they disagree or name nothing known the report says so instead of guessing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::target::chipset::{Chipset, Spelling};
+
+/// The longest value a `device.json` key may have.
+const MAX_VALUE_CHARS: usize = 256;
+
+/// What a device states about itself (`docs/device-reports.md`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manufacturer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<String>,
+    /// The SoC as the device states it (`ro.soc.model`, e.g. `SM8650`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soc_model: Option<String>,
+    /// `ro.board.platform` (`pineapple`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board_platform: Option<String>,
+    /// A marketing name or AI Hub chipset attribute, when that is all there is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chipset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onnxruntime_version: Option<String>,
+    /// The execution provider the app asked for (`QNNExecutionProvider`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ep: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub ep_options: BTreeMap<String, String>,
+    /// The QNN plugin or SDK release on the device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_release: Option<String>,
+    /// SHA-256 of the model file the device ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_sha256: Option<String>,
+}
+
+impl DeviceInfo {
+    /// Parses `device.json`, refusing unknown keys and overlong values.
+    pub fn parse(text: &[u8]) -> Result<DeviceInfo> {
+        let info: DeviceInfo = serde_json::from_slice(text).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
+        let long = info
+            .strings()
+            .into_iter()
+            .find(|(_, v)| v.chars().count() > MAX_VALUE_CHARS);
+        if let Some((key, _)) = long {
+            bail!("device.json: {key} is longer than {MAX_VALUE_CHARS} characters");
+        }
+        if info.ep_options.len() > 64 {
+            bail!("device.json: more than 64 ep_options");
+        }
+        Ok(info)
+    }
+
+    fn strings(&self) -> Vec<(String, &str)> {
+        let named = [
+            ("manufacturer", &self.manufacturer),
+            ("device_model", &self.device_model),
+            ("soc_model", &self.soc_model),
+            ("board_platform", &self.board_platform),
+            ("chipset", &self.chipset),
+            ("os", &self.os),
+            ("app_version", &self.app_version),
+            ("onnxruntime_version", &self.onnxruntime_version),
+            ("ep", &self.ep),
+            ("qnn_release", &self.qnn_release),
+            ("model_sha256", &self.model_sha256),
+        ];
+        let mut out: Vec<(String, &str)> = named
+            .into_iter()
+            .filter_map(|(k, v)| v.as_deref().map(|v| (k.to_string(), v)))
+            .collect();
+        for (k, v) in &self.ep_options {
+            out.push((format!("ep_options key {k:?}"), k.as_str()));
+            out.push((format!("ep_options.{k}"), v.as_str()));
+        }
+        out
+    }
+}
+
+/// How sure the chipset of a report is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityStatus {
+    /// One chipset the audit can simulate.
+    Identified,
+    /// A known chipset without a simulation target.
+    NotSimulated,
+    /// A spelling shared by several chipsets, nothing else to decide.
+    Ambiguous,
+    /// The keys name different chipsets.
+    Contradictory,
+    /// No key names a chipset this tool knows.
+    Unknown,
+}
+
+/// The chipset a report comes from, as far as it can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Identity {
+    pub status: IdentityStatus,
+    /// The part number (`sm8650`), when identified.
+    pub chipset: Option<String>,
+    /// What was read and what it means.
+    pub sentence: String,
+}
+
+/// The chipset of a device from every key that can name one.
+pub fn identify_device(info: &DeviceInfo) -> Identity {
+    let said: Vec<(&str, &str)> = [
+        ("soc_model", &info.soc_model),
+        ("board_platform", &info.board_platform),
+        ("chipset", &info.chipset),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
+    .collect();
+    let said_text = said
+        .iter()
+        .map(|(k, v)| format!("{k} {v:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut sets: Vec<BTreeSet<String>> = Vec::new();
+    for (_, v) in &said {
+        match Chipset::from_spelling(v) {
+            Spelling::Chipset(c) => sets.push([c.sm.to_string()].into()),
+            Spelling::OneOf(parts) => sets.push(parts.iter().map(|p| p.to_string()).collect()),
+            Spelling::NotSimulated(d) => sets.push([d.to_string()].into()),
+            Spelling::Unknown => {}
+        }
+    }
+    let ident = |status, chipset: Option<String>, sentence: String| Identity {
+        status,
+        chipset,
+        sentence,
+    };
+    let Some(first) = sets.first() else {
+        let what = if said.is_empty() {
+            "no chipset key".to_string()
+        } else {
+            said_text
+        };
+        return ident(
+            IdentityStatus::Unknown,
+            None,
+            format!("{what}: no chipset this tool knows"),
+        );
+    };
+    let common: BTreeSet<String> = sets.iter().fold(first.clone(), |acc, s| &acc & s);
+    let names: Vec<&String> = common.iter().collect();
+    match names.as_slice() {
+        [] => ident(
+            IdentityStatus::Contradictory,
+            None,
+            format!("{said_text}: these name different chipsets"),
+        ),
+        [one] if Chipset::find(one).is_some() => ident(
+            IdentityStatus::Identified,
+            Some(one.to_string()),
+            format!(
+                "{said_text}: {}",
+                Chipset::find(one).map(|c| c.describe()).unwrap_or_default()
+            ),
+        ),
+        [one] => ident(
+            IdentityStatus::NotSimulated,
+            None,
+            format!("{said_text}: {one}, which has no HTP simulation here"),
+        ),
+        many => ident(
+            IdentityStatus::Ambiguous,
+            None,
+            format!(
+                "{said_text}: any of {}; soc_model would decide",
+                many.iter().map(|s| s.to_uppercase()).collect::<Vec<_>>().join(", ")
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(soc: Option<&str>, board: Option<&str>, chipset: Option<&str>) -> Identity {
+        identify_device(&DeviceInfo {
+            soc_model: soc.map(str::to_string),
+            board_platform: board.map(str::to_string),
+            chipset: chipset.map(str::to_string),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn agreeing_keys_identify_and_disagreeing_ones_are_said() {
+        assert_eq!(
+            with(Some("SM8650"), Some("pineapple"), None).chipset.as_deref(),
+            Some("sm8650")
+        );
+        assert_eq!(with(None, Some("taro"), None).status, IdentityStatus::Ambiguous);
+        assert_eq!(
+            with(Some("SM8475"), Some("taro"), None).chipset.as_deref(),
+            Some("sm8475")
+        );
+        assert_eq!(
+            with(Some("SM8650"), Some("kalama"), None).status,
+            IdentityStatus::Contradictory
+        );
+        assert_eq!(
+            with(None, None, Some("Snapdragon X Elite")).status,
+            IdentityStatus::NotSimulated
+        );
+        assert_eq!(with(Some("Exynos 2400"), None, None).status, IdentityStatus::Unknown);
+        assert_eq!(with(None, None, None).status, IdentityStatus::Unknown);
+    }
+
+    #[test]
+    fn device_json_is_strict() {
+        assert!(DeviceInfo::parse(br#"{"soc_model": "SM8650"}"#).is_ok());
+        assert!(DeviceInfo::parse(br#"{"soc_model": "SM8650", "rooted": true}"#).is_err());
+        let long = format!(r#"{{"os": "{}"}}"#, "a".repeat(300));
+        assert!(DeviceInfo::parse(long.as_bytes()).is_err());
+        assert!(DeviceInfo::parse(b"[]").is_err());
+    }
+}

@@ -1,0 +1,110 @@
+//! The terminal rendering of `triage`: one row per report (chipset, verdict, SQNR against the
+//! golden run and the CPU EP), each verdict's sentence, and the fleet's groups and conclusion.
+//! Everything a report said about itself is a stranger's text and is printed escaped.
+
+use std::fmt::Write as _;
+
+use tabled::builder::Builder;
+
+use super::present::db;
+use super::table::{bold, table};
+use crate::console::printable;
+use crate::triage::fleet::GroupFigures;
+use crate::triage::{ReportEntry, Triage};
+
+fn keyword(e: &ReportEntry) -> String {
+    serde_json::to_value(e.verdict.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn chipset(e: &ReportEntry) -> String {
+    match &e.identity {
+        Some(i) => i
+            .chipset
+            .clone()
+            .map_or_else(|| format!("({:?})", i.status).to_lowercase(), |c| c.to_uppercase()),
+        None => "-".into(),
+    }
+}
+
+fn reports_table(t: &Triage) -> String {
+    let mut b = Builder::default();
+    b.push_record(["#", "report", "chipset", "samples", "SQNR dB", "CPU EP dB", "verdict"]);
+    for (i, e) in t.reports.iter().enumerate() {
+        b.push_record([
+            (i + 1).to_string(),
+            printable(&e.path),
+            chipset(e),
+            e.samples.to_string(),
+            e.sqnr_db.map_or("-".into(), |v| db(v.0)),
+            e.cpu_sqnr_db.map_or("-".into(), |v| db(v.0)),
+            keyword(e) + if e.duplicate_of.is_some() { " (copy)" } else { "" },
+        ]);
+    }
+    table(b)
+}
+
+fn groups_table(title: &str, groups: &[GroupFigures]) -> String {
+    let mut b = Builder::default();
+    b.push_record([
+        title,
+        "reports",
+        "median SQNR dB",
+        "min SQNR dB",
+        "median beyond CPU dB",
+        "verdicts",
+    ]);
+    for g in groups {
+        let verdicts: Vec<String> = g.verdicts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        b.push_record([
+            printable(&g.key),
+            g.reports.to_string(),
+            g.median_sqnr_db.map_or("-".into(), |v| db(v.0)),
+            g.min_sqnr_db.map_or("-".into(), |v| db(v.0)),
+            g.median_excess_db.map_or("-".into(), |v| db(v.0)),
+            verdicts.join(", "),
+        ]);
+    }
+    table(b)
+}
+
+/// The triage as text.
+pub fn render(t: &Triage) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} {} report(s) of {}",
+        bold("TRIAGE"),
+        t.reports.len(),
+        printable(&t.model)
+    );
+    let _ = writeln!(s, "{}", reports_table(t));
+    for (i, e) in t.reports.iter().enumerate() {
+        let _ = writeln!(s, "  {}. {}: {}", i + 1, keyword(e), printable(&e.verdict.sentence));
+        if let Some(id) = &e.identity {
+            let _ = writeln!(s, "     chipset: {}", printable(&id.sentence));
+        }
+        for line in &e.log_evidence {
+            let _ = writeln!(s, "     log: {}", printable(line));
+        }
+        if let Some(d) = &e.duplicate_of {
+            let _ = writeln!(s, "     same contents as {}", printable(d));
+        }
+    }
+    if let Some(f) = &t.fleet {
+        let _ = writeln!(s, "\n{} {} measured report(s)", bold("FLEET"), f.measured_reports);
+        let _ = writeln!(s, "{}", groups_table("chipset", &f.by_chipset));
+        let _ = writeln!(s, "{}", groups_table("runtime", &f.by_runtime));
+        let _ = writeln!(s, "conclusion ({:?}): {}", f.kind, f.sentence);
+        if !f.outliers.is_empty() {
+            let outliers: Vec<String> = f.outliers.iter().map(|o| printable(o)).collect();
+            let _ = writeln!(s, "device-specific outliers: {}", outliers.join(", "));
+        }
+    }
+    for n in &t.notes {
+        let _ = writeln!(s, "  - {}", printable(n));
+    }
+    s
+}

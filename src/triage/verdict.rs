@@ -1,0 +1,444 @@
+//! One verdict per report: its outputs against the golden run (the figures `compare` reports,
+//! from the same kernels) and against every candidate run on the same inputs, bit for bit and in
+//! quantization steps; then the first explanation that holds, in this order: reproduced by its
+//! chipset's simulation, identical to the CPU EP (silent fallback), identical to another
+//! chipset's simulation, within the rounding tolerance of its chipset's simulation, garbage,
+//! unidentified chipset, unexplained (with the nearest candidate).
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::reproduce::{input_key, release_target, Group};
+use super::{ReportEntry, Thresholds};
+use crate::compare::{Agreement, ErrorStats};
+use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus};
+use crate::report::model::{CodeDiffs, Num};
+use crate::tensor::Tensor;
+
+/// The stable keyword of a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    /// Bit for bit what the HTP simulation of its chipset gives: auditable on a laptop.
+    Reproduced,
+    /// Within the rounding tolerance of its chipset's simulation.
+    Rounding,
+    /// Identical to a CPU EP run: the NPU did not run the model on that device.
+    CpuFallback,
+    /// Identical to another chipset's simulation.
+    OtherChipset,
+    /// NaN, infinite, constant or all-zero outputs that nothing here reproduces.
+    Garbage,
+    /// The report names no chipset this tool can simulate, and nothing reproduces it.
+    Unidentified,
+    /// Nothing here explains it: device-, driver- or firmware-specific.
+    Unexplained,
+    /// The report could not be read or does not fit the model.
+    Malformed,
+    /// The local reproduction did not run.
+    NotReproduced,
+}
+
+/// A verdict: the keyword and a sentence for people.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Verdict {
+    pub kind: VerdictKind,
+    pub sentence: String,
+}
+
+/// A report's output against the golden run.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct OutputFigures {
+    pub output: String,
+    pub elements: u64,
+    pub sqnr_db: Num,
+    pub cosine: Num,
+    pub max_abs: Num,
+    pub rmse: Num,
+    pub nan_count: u64,
+    pub inf_count: u64,
+}
+
+/// A report against one candidate run, over every sample and output.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct CandidateDistance {
+    pub target: String,
+    pub elements: u64,
+    /// Elements whose bits differ (`None`: the types or shapes differ).
+    pub differing: Option<u64>,
+    pub max_abs: Num,
+    /// Differences in quantization steps, when every output has a step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<CodeDiffs>,
+}
+
+impl CandidateDistance {
+    fn identical(&self) -> bool {
+        self.differing == Some(0) && self.elements > 0
+    }
+}
+
+fn figures(name: &str, device: &[&Tensor], golden: &[&Tensor]) -> OutputFigures {
+    let mut stats = ErrorStats::default();
+    for (d, g) in device.iter().zip(golden) {
+        if d.len() == g.len() {
+            if stats.elements == 0 {
+                stats = ErrorStats::new(d.dtype() == g.dtype(), d.dtype().is_float());
+            }
+            stats.update(&d.data, &g.data);
+        }
+    }
+    OutputFigures {
+        output: name.to_string(),
+        elements: stats.elements,
+        sqnr_db: Num(stats.sqnr_db()),
+        cosine: Num(stats.cosine()),
+        max_abs: Num(stats.max_abs()),
+        rmse: Num(stats.rmse()),
+        nan_count: stats.nan_count,
+        inf_count: stats.inf_count,
+    }
+}
+
+/// Output `k` of every sample of a run.
+fn column<'a>(samples: &'a [Vec<(String, Tensor)>], name: &str) -> Vec<&'a Tensor> {
+    samples
+        .iter()
+        .filter_map(|s| s.iter().find(|(n, _)| n == name).map(|(_, t)| t))
+        .collect()
+}
+
+fn distance(
+    target: &str,
+    report: &DeviceReport,
+    run: &[Vec<(String, Tensor)>],
+    steps: &[Option<f64>],
+) -> CandidateDistance {
+    let all_steps = steps.iter().all(Option::is_some);
+    let mut total = CandidateDistance {
+        target: target.to_string(),
+        elements: 0,
+        differing: Some(0),
+        max_abs: Num(0.0),
+        steps: all_steps.then(CodeDiffs::default),
+    };
+    for (s, sample) in report.outputs.iter().enumerate() {
+        for (k, (name, dev)) in sample.iter().enumerate() {
+            let Some(theirs) = run
+                .get(s)
+                .and_then(|r| r.iter().find(|(n, _)| n == name))
+                .map(|(_, t)| t)
+            else {
+                total.differing = None;
+                continue;
+            };
+            if theirs.shape != dev.shape {
+                total.differing = None;
+                continue;
+            }
+            let mut a = Agreement::with_lsb(steps.get(k).copied().flatten());
+            a.update(&dev.data, &theirs.data);
+            add(&mut total, &a);
+        }
+    }
+    total
+}
+
+fn add(total: &mut CandidateDistance, a: &Agreement) {
+    total.elements += a.elements;
+    total.differing = match (total.differing, a.differing) {
+        (Some(x), Some(y)) => Some(x + y),
+        _ => None,
+    };
+    total.max_abs = Num(total.max_abs.0.max(a.max_abs));
+    if let (Some(t), Some(c)) = (total.steps.as_mut(), a.codes.as_ref()) {
+        t.lsb = c.lsb;
+        t.off_by_one += c.off_by_one;
+        t.off_by_two += c.off_by_two;
+        t.off_by_more += c.off_by_more;
+        t.max_steps = t.max_steps.max(c.max_steps);
+    }
+}
+
+/// NaN, infinite, constant and all-zero outputs.
+fn garbage(report: &DeviceReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let names: Vec<&String> = report
+        .outputs
+        .first()
+        .map(|s| s.iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
+    for name in names {
+        let col = column(&report.outputs, name);
+        let (nan, inf) = col.iter().fold((0, 0), |(n, i), t| {
+            let (a, b) = t.data.nonfinite_counts();
+            (n + a, i + b)
+        });
+        if nan + inf > 0 {
+            out.push(format!("{name}: {nan} NaN and {inf} infinite values"));
+        }
+        let values: Vec<f64> = col
+            .iter()
+            .flat_map(|t| (0..t.len()).map(|i| t.data.get_f64(i)))
+            .collect();
+        if nan + inf > 0 {
+            continue;
+        }
+        if values.len() > 1 && values.iter().all(|v| *v == 0.0) {
+            out.push(format!("{name}: every value is zero"));
+        } else if values.len() > 1 && values.iter().all(|v| v.to_bits() == values[0].to_bits()) {
+            out.push(format!("{name}: every value is {}", values[0]));
+        }
+    }
+    out
+}
+
+/// Log lines that say where the model ran (fallback to the CPU, unsupported nodes, QNN errors).
+fn log_evidence(report: &DeviceReport) -> Vec<String> {
+    const NEEDLES: &[&str] = &[
+        "cpuexecutionprovider",
+        "not supported",
+        "fall back",
+        "fallback",
+        "falling back",
+        "failed to finalize",
+        "qnn error",
+    ];
+    report
+        .logs
+        .iter()
+        .flat_map(|(file, text)| {
+            text.lines()
+                .filter(|l| NEEDLES.iter().any(|n| l.to_lowercase().contains(n)))
+                .map(move |l| format!("{file}: {}", crate::error::one_line_str(l.trim())))
+        })
+        .take(8)
+        .collect()
+}
+
+fn steps_text(d: &CandidateDistance) -> String {
+    match &d.steps {
+        Some(c) => format!(
+            "{} of {} elements differ (±1: {}, ±2: {}, more: {}; max {} steps)",
+            d.differing.unwrap_or(0),
+            d.elements,
+            c.off_by_one,
+            c.off_by_two,
+            c.off_by_more,
+            c.max_steps
+        ),
+        None => format!(
+            "{} of {} elements differ, max |difference| {}",
+            d.differing.map_or("?".into(), |n| n.to_string()),
+            d.elements,
+            d.max_abs.0
+        ),
+    }
+}
+
+/// The candidate closest to the report: fewest differing elements, then smallest largest
+/// difference.
+fn nearest(cands: &[CandidateDistance]) -> Option<&CandidateDistance> {
+    cands.iter().filter(|c| c.differing.is_some()).min_by(|a, b| {
+        (a.differing, a.max_abs.0)
+            .partial_cmp(&(b.differing, b.max_abs.0))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    })
+}
+
+fn verdict(v: VerdictKind, sentence: String) -> Verdict {
+    Verdict { kind: v, sentence }
+}
+
+/// The ids that simulate the report's own chipset: its release first, then the default.
+fn own_ids(report: &DeviceReport, identity: &Identity) -> Vec<String> {
+    let mut ids: Vec<String> = release_target(report).into_iter().collect();
+    if let Some(sm) = &identity.chipset {
+        ids.push(format!("qnn:{sm}"));
+    }
+    ids
+}
+
+fn is_cpu(id: &str) -> bool {
+    id == "cpu" || id.starts_with("cpu:") || id.starts_with("cpu@")
+}
+
+/// The first explanation that holds (see the module's doc).
+fn decide(
+    report: &DeviceReport,
+    identity: &Identity,
+    cands: &[CandidateDistance],
+    garbage: &[String],
+    t: &Thresholds,
+) -> Verdict {
+    let own = own_ids(report, identity);
+    let find = |id: &str| cands.iter().find(|c| c.target == id);
+    if let Some(c) = own.iter().filter_map(|id| find(id)).find(|c| c.identical()) {
+        let also_cpu = cands.iter().any(|o| is_cpu(&o.target) && o.identical());
+        let cpu_note = if also_cpu {
+            " (the CPU EP gives the same bits on these inputs)"
+        } else {
+            ""
+        };
+        return verdict(VerdictKind::Reproduced, format!(
+            "reproduced bit for bit by {}{cpu_note}: deterministic chipset behaviour, auditable here (`npu-audit layers -t {}` shows where it drifts)",
+            c.target, c.target
+        ));
+    }
+    if let Some(c) = cands.iter().find(|c| is_cpu(&c.target) && c.identical()) {
+        return verdict(
+            VerdictKind::CpuFallback,
+            format!(
+                "identical to {}: the NPU did not run this model on that device (silent CPU fallback)",
+                c.target
+            ),
+        );
+    }
+    if let Some(c) = cands
+        .iter()
+        .find(|c| c.target.starts_with("qnn:") && !own.contains(&c.target) && c.identical())
+    {
+        return verdict(VerdictKind::OtherChipset, format!(
+            "identical to {}'s simulation, not the reported chipset's: the chipset was misreported, or the two share a kernel",
+            c.target
+        ));
+    }
+    let rounding = own
+        .iter()
+        .filter_map(|id| find(id))
+        .find(|c| c.steps.as_ref().is_some_and(|s| s.max_steps <= t.rounding_steps) && c.differing.is_some());
+    if let Some(c) = rounding {
+        return verdict(VerdictKind::Rounding, format!(
+            "within {} quantization steps of {}'s simulation: {}; the device differs from the simulator only in rounding",
+            t.rounding_steps, c.target, steps_text(c)
+        ));
+    }
+    if !garbage.is_empty() {
+        return verdict(VerdictKind::Garbage, format!("garbage outputs: {}", garbage.join("; ")));
+    }
+    let near = nearest(cands).map_or("no candidate ran".into(), |c| {
+        format!("nearest {}: {}", c.target, steps_text(c))
+    });
+    if identity.status != IdentityStatus::Identified {
+        return verdict(VerdictKind::Unidentified, format!("{}; {near}", identity.sentence));
+    }
+    verdict(
+        VerdictKind::Unexplained,
+        format!("nothing here reproduces it ({near}): device-, driver- or firmware-specific"),
+    )
+}
+
+fn malformed(path: &std::path::Path, error: String) -> ReportEntry {
+    ReportEntry {
+        path: path.display().to_string(),
+        format: None,
+        content_sha256: None,
+        device: None,
+        identity: None,
+        inputs: None,
+        samples: 0,
+        metrics: Vec::new(),
+        sqnr_db: None,
+        cpu_sqnr_db: None,
+        candidates: Vec::new(),
+        garbage: Vec::new(),
+        log_evidence: Vec::new(),
+        verdict: verdict(VerdictKind::Malformed, error),
+        duplicate_of: None,
+    }
+}
+
+/// The worst SQNR over a run's outputs against the golden run.
+fn worst_sqnr(run: &[Vec<(String, Tensor)>], golden: &[Vec<(String, Tensor)>], names: &[String]) -> Option<Num> {
+    names
+        .iter()
+        .map(|n| figures(n, &column(run, n), &column(golden, n)).sqnr_db.0)
+        .min_by(|a, b| a.total_cmp(b))
+        .map(Num)
+}
+
+fn entry(report: &DeviceReport, group: &Group, steps: &[Option<f64>], t: &Thresholds) -> ReportEntry {
+    let identity = identify_device(&report.device);
+    let mut e = malformed(&report.path, String::new());
+    e.format = Some(report.format);
+    e.content_sha256 = Some(report.content_sha256.clone());
+    e.device = Some(report.device.clone());
+    e.inputs = Some(group.key.clone());
+    e.samples = report.outputs.len();
+    e.garbage = garbage(report);
+    e.log_evidence = log_evidence(report);
+    e.identity = Some(identity.clone());
+    let golden = group.tensors.get("golden");
+    e.verdict = match (&group.error, golden) {
+        (Some(err), _) => verdict(
+            VerdictKind::NotReproduced,
+            format!("the local runs on these inputs failed: {err}"),
+        ),
+        (None, None) => verdict(VerdictKind::NotReproduced, "the golden run did not run".into()),
+        (None, Some(g)) if g.len() != report.outputs.len() => verdict(
+            VerdictKind::Malformed,
+            format!(
+                "{} samples of outputs for {} samples of inputs",
+                report.outputs.len(),
+                g.len()
+            ),
+        ),
+        (None, Some(g)) => {
+            let names: Vec<String> = report.outputs[0].iter().map(|(n, _)| n.clone()).collect();
+            e.metrics = names
+                .iter()
+                .map(|n| figures(n, &column(&report.outputs, n), &column(g, n)))
+                .collect();
+            e.sqnr_db = e
+                .metrics
+                .iter()
+                .map(|m| m.sqnr_db.0)
+                .min_by(|a, b| a.total_cmp(b))
+                .map(Num);
+            e.cpu_sqnr_db = group.tensors.get("cpu:noopt").and_then(|c| worst_sqnr(c, g, &names));
+            e.candidates = group
+                .tensors
+                .iter()
+                .filter(|(id, _)| id.as_str() != "golden")
+                .map(|(id, run)| distance(id, report, run, steps))
+                .collect();
+            decide(report, &identity, &e.candidates, &e.garbage, t)
+        }
+    };
+    e
+}
+
+/// Every report's entry, in the order given.
+pub fn entries(
+    parsed: &[(PathBuf, Result<DeviceReport, String>)],
+    groups: &[Group],
+    steps: &[Option<f64>],
+    t: &Thresholds,
+) -> Vec<ReportEntry> {
+    parsed
+        .iter()
+        .map(|(path, r)| match r {
+            Err(e) => malformed(path, e.clone()),
+            Ok(report) => {
+                let key = input_key(report);
+                match groups.iter().find(|g| g.key == key) {
+                    Some(g) => entry(report, g, steps, t),
+                    None => malformed(path, "no local run for its inputs".into()),
+                }
+            }
+        })
+        .collect()
+}
+
+/// Marks reports whose contents equal an earlier report's.
+pub fn mark_duplicates(entries: &mut [ReportEntry]) {
+    for i in 1..entries.len() {
+        let Some(hash) = entries[i].content_sha256.clone() else {
+            continue;
+        };
+        if let Some(first) = entries[..i].iter().find(|e| e.content_sha256.as_ref() == Some(&hash)) {
+            entries[i].duplicate_of = Some(first.path.clone());
+        }
+    }
+}

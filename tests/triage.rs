@@ -1,0 +1,261 @@
+//! `triage` end to end on the real PP-OCR classifier: a synthetic fleet of device reports built
+//! here from what the HTP simulation of two chipsets and the CPU EP produce (saved by `compare`),
+//! moved by one quantization step, replaced by noise, NaN or a malformed file. Every verdict is
+//! the one the construction implies, and every SQNR is recomputed here from the saved outputs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use prost::Message;
+use serde_json::Value;
+
+const OUTPUT: &str = "save_infer_model/scale_0.tmp_1";
+
+fn model() -> String {
+    repo("fixtures/real/ppocr_cls_qdq_u8.onnx").display().to_string()
+}
+
+fn golden() -> String {
+    repo("golden/ppocr_cls_fp32").display().to_string()
+}
+
+/// The output's quantization step: the scale of its DequantizeLinear, read from the model.
+fn output_step() -> f64 {
+    let bytes = std::fs::read(model()).unwrap();
+    let m = npu_audit::model::pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let init = m
+        .graph
+        .unwrap()
+        .initializer
+        .into_iter()
+        .find(|t| t.name.as_deref() == Some("softmax_0.tmp_0_scale"))
+        .unwrap();
+    match init.float_data.first() {
+        Some(v) => *v as f64,
+        None => f32::from_le_bytes(init.raw_data.unwrap()[..4].try_into().unwrap()) as f64,
+    }
+}
+
+/// Every run's two samples of the output, saved by `compare`.
+fn saved_runs(dir: &Path) -> impl Fn(&str) -> Vec<Vec<f32>> + '_ {
+    move |run: &str| {
+        (0..2)
+            .map(|k| {
+                let t = npz_array(&dir.join(run).join(format!("s{k}.npz")), OUTPUT);
+                values(&t).into_iter().map(|v| v as f32).collect()
+            })
+            .collect()
+    }
+}
+
+/// A report directory with `samples` stacked as `outputs.npz` and `device` as `device.json`.
+fn report(dir: &Path, name: &str, samples: &[Vec<f32>], device: Value) -> PathBuf {
+    let d = dir.join(name);
+    std::fs::create_dir_all(&d).unwrap();
+    let per = samples[0].len();
+    let flat: Vec<f32> = samples.iter().flatten().copied().collect();
+    let t = Tensor::new(vec![samples.len(), 1, per], TensorData::Float32(flat)).unwrap();
+    write_npz(&d.join("outputs.npz"), &[(OUTPUT.to_string(), &t)]).unwrap();
+    std::fs::write(d.join("device.json"), device.to_string()).unwrap();
+    d
+}
+
+fn triage(reports: &[&Path]) -> Value {
+    let mut args: Vec<String> = vec!["triage".into()];
+    args.extend(reports.iter().map(|p| p.display().to_string()));
+    for a in ["--model", &model(), "--golden", &golden(), "--format", "json"] {
+        args.push(a.into());
+    }
+    for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
+        args.push("--candidate".into());
+        args.push(c.into());
+    }
+    let out = bin().args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn entry<'a>(t: &'a Value, name: &str) -> &'a Value {
+    t["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no report {name}"))
+}
+
+fn verdict(t: &Value, name: &str) -> String {
+    entry(t, name)["verdict"]["kind"].as_str().unwrap().to_string()
+}
+
+fn sqnr(o: &[Vec<f32>], g: &[Vec<f32>]) -> f64 {
+    let f = |v: &[Vec<f32>]| v.iter().flatten().map(|x| *x as f64).collect::<Vec<f64>>();
+    plain_metrics(&f(o), &f(g)).sqnr_db
+}
+
+/// Runs `compare` once to get what every candidate produces on the golden inputs.
+fn simulated(dir: &Path) -> PathBuf {
+    let saved = dir.join("saved");
+    let (code, _, stderr) = compare_json(&[
+        &model(),
+        "--golden",
+        &golden(),
+        "-t",
+        "qnn:sm8650",
+        "-t",
+        "qnn:sm8450",
+        "-t",
+        "cpu",
+        "--fingerprint",
+        "off",
+        "--save-outputs",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    saved
+}
+
+#[test]
+fn each_report_gets_the_verdict_its_construction_implies() {
+    let dir = tempdir();
+    let saved = simulated(dir.path());
+    let run = saved_runs(&saved);
+    let (gold, s8650, s8450, cpu) = (run("golden"), run("qnn_sm8650"), run("qnn_sm8450"), run("cpu"));
+    let step = output_step() as f32;
+    let fleet = dir.path().join("fleet");
+    let sm8650 = serde_json::json!({"soc_model": "SM8650", "device_model": "S24"});
+    let mut moved = s8650.clone();
+    moved[0][0] += step;
+    let noise: Vec<Vec<f32>> = s8650
+        .iter()
+        .map(|s| s.iter().map(|v| v + 9.0 * step).collect())
+        .collect();
+    let nan: Vec<Vec<f32>> = s8650.iter().map(|s| vec![f32::NAN; s.len()]).collect();
+    let paths = [
+        report(&fleet, "a_sim", &s8650, sm8650.clone()),
+        report(&fleet, "b_cpu", &cpu, sm8650.clone()),
+        report(
+            &fleet,
+            "c_other",
+            &s8450,
+            serde_json::json!({"board_platform": "pineapple"}),
+        ),
+        report(
+            &fleet,
+            "d_round",
+            &moved,
+            serde_json::json!({"chipset": "Snapdragon 8 Gen 3"}),
+        ),
+        report(&fleet, "e_noise", &noise, sm8650.clone()),
+        report(&fleet, "f_nan", &nan, sm8650.clone()),
+        report(&fleet, "g_taro", &noise, serde_json::json!({"board_platform": "taro"})),
+    ];
+    let hostile = report(
+        &fleet,
+        "h_hostile",
+        &s8650,
+        serde_json::json!({"soc_model": "SM8650", "shell": "rm -rf /"}),
+    );
+    let mut all: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    all.push(&hostile);
+    let t = triage(&all);
+    assert_eq!(verdict(&t, "a_sim"), "reproduced");
+    assert_eq!(verdict(&t, "b_cpu"), "cpu_fallback");
+    assert_eq!(verdict(&t, "c_other"), "other_chipset");
+    assert_eq!(verdict(&t, "d_round"), "rounding");
+    assert_eq!(verdict(&t, "e_noise"), "unexplained");
+    assert_eq!(verdict(&t, "f_nan"), "garbage");
+    assert_eq!(verdict(&t, "g_taro"), "unidentified");
+    assert_eq!(verdict(&t, "h_hostile"), "malformed");
+    assert!(entry(&t, "h_hostile")["verdict"]["sentence"]
+        .as_str()
+        .unwrap()
+        .contains("unknown field `shell`"));
+    // The rounding report is one step from the simulation in one element.
+    let steps = &entry(&t, "d_round")["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["target"] == "qnn:sm8650")
+        .unwrap()["steps"];
+    assert_eq!(
+        (steps["off_by_one"].as_u64(), steps["max_steps"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // The noise report is 9 steps from it everywhere.
+    let noise_entry = entry(&t, "e_noise");
+    let to_sim = noise_entry["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["target"] == "qnn:sm8650")
+        .unwrap();
+    assert_eq!(to_sim["steps"]["max_steps"].as_u64(), Some(9));
+    // SQNR against the golden run, recomputed from what was saved.
+    for (name, outs) in [
+        ("a_sim", &s8650),
+        ("b_cpu", &cpu),
+        ("d_round", &moved),
+        ("e_noise", &noise),
+    ] {
+        assert_close(name, num(&entry(&t, name)["sqnr_db"]), sqnr(outs, &gold), 1e-5);
+    }
+}
+
+#[test]
+fn a_fleet_says_whether_the_quantization_or_one_chipset_is_to_blame() {
+    let dir = tempdir();
+    let saved = simulated(dir.path());
+    let run = saved_runs(&saved);
+    let (noopt, s8450) = (run("cpu_noopt"), run("qnn_sm8450"));
+    let step = output_step() as f32;
+    // Every chipset as the CPU EP on the quantized model, each moved by one step somewhere.
+    let alike = dir.path().join("alike");
+    for (i, chip) in ["SM8650", "SM8450", "SM8550"].iter().enumerate() {
+        for j in 0..2 {
+            let mut o = noopt.clone();
+            let n = o[j].len();
+            o[j][i % n] += step;
+            report(
+                &alike,
+                &format!("{chip}_{j}"),
+                &o,
+                serde_json::json!({ "soc_model": chip }),
+            );
+        }
+    }
+    let t = triage(&[&alike]);
+    assert_eq!(t["fleet"]["kind"], "quantization", "{}", t["fleet"]["sentence"]);
+    assert_eq!(t["fleet"]["by_chipset"].as_array().unwrap().len(), 3);
+    // One chipset as its simulation (far below the CPU EP on this model), the others as the CPU.
+    let one = dir.path().join("one");
+    for j in 0..3 {
+        report(
+            &one,
+            &format!("sm8450_{j}"),
+            &s8450,
+            serde_json::json!({"soc_model": "SM8450"}),
+        );
+        report(
+            &one,
+            &format!("sm8650_{j}"),
+            &noopt,
+            serde_json::json!({"soc_model": "SM8650"}),
+        );
+    }
+    let t = triage(&[&one]);
+    assert_eq!(t["fleet"]["kind"], "npu", "{}", t["fleet"]["sentence"]);
+    assert_eq!(t["fleet"]["concentrated_on"], serde_json::json!(["sm8450"]));
+    let gold = run("golden");
+    let excess = sqnr(&noopt, &gold) - sqnr(&s8450, &gold);
+    let g = t["fleet"]["by_chipset"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["key"] == "sm8450")
+        .unwrap();
+    assert_close("excess", num(&g["median_excess_db"]), excess, 1e-5);
+}
