@@ -51,7 +51,11 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// Parses `device.json`, refusing unknown keys and overlong values.
     pub fn parse(text: &[u8]) -> Result<DeviceInfo> {
-        let info: DeviceInfo = serde_json::from_slice(text).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
+        let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
+        if !value.is_object() {
+            bail!("device.json: not a JSON object");
+        }
+        let info: DeviceInfo = serde_json::from_value(value).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
         let long = info
             .strings()
             .into_iter()
