@@ -13,8 +13,8 @@ use crate::error::bad_input;
 use crate::hash::sha256_hex;
 use crate::model::Signature;
 
-/// AI Hub device names and the chipset each stands for (the "(Family)" names cover models
-/// sold with one Snapdragon part).
+/// AI Hub device names (as in AI Hub's device list; a trailing "(Family)" is accepted) and the
+/// chipset each stands for.
 const DEVICES: &[(&str, &str)] = &[
     ("samsung galaxy s21", "sm8350"),
     ("samsung galaxy s22", "sm8450"),

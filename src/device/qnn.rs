@@ -17,13 +17,36 @@ use crate::tensor::{DType, Tensor, TensorData};
 /// The most inferences one directory may hold.
 const MAX_RESULTS: usize = 4096;
 
-/// The file name `qnn-net-run` gives an output.
-pub fn raw_name(output: &str) -> String {
-    let s: String = output
+/// The file names `qnn-net-run` may give an output, most likely first. The converters replace
+/// each character other than letters, digits and `_` by `_` and prefix `_` to a name that starts
+/// with a digit (`/conv1/Conv_output_0` -> `_conv1_Conv_output_0`, `127` -> `_127`); some tools
+/// collapse runs of such characters into one `_` (`\W+`).
+pub fn raw_names(output: &str) -> Vec<String> {
+    let per_char: String = output
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
         .collect();
-    format!("{s}.raw")
+    let mut collapsed = String::new();
+    let mut in_run = false;
+    for c in output.chars() {
+        let word = c.is_ascii_alphanumeric() || c == '_';
+        if word {
+            collapsed.push(c);
+        } else if !in_run {
+            collapsed.push('_');
+        }
+        in_run = !word;
+    }
+    let lead = |s: &str| {
+        if s.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("_{s}")
+        } else {
+            s.to_string()
+        }
+    };
+    let mut names = vec![lead(&per_char), lead(&collapsed), per_char];
+    names.dedup();
+    names.into_iter().map(|n| format!("{n}.raw")).collect()
 }
 
 /// `Result_0`, `Result_1`, ... in order; a gap ends nothing but is refused.
@@ -100,13 +123,15 @@ fn read_results(dir: &Path, sig: &Signature, hash: &mut Sha256) -> Result<Vec<Ve
     for (k, result) in result_dirs(dir)?.iter().enumerate() {
         let mut sample = Vec::new();
         for info in &sig.outputs {
-            let file = result.join(raw_name(&info.name));
-            let meta =
-                std::fs::symlink_metadata(&file).with_context(|| format!("Result_{k}: no {}", raw_name(&info.name)))?;
+            let names = raw_names(&info.name);
+            let Some(file_name) = names.iter().find(|n| std::fs::symlink_metadata(result.join(n)).is_ok()) else {
+                bail!("Result_{k}: no {}", names[0]);
+            };
+            let file = result.join(file_name);
+            let meta = std::fs::symlink_metadata(&file)?;
             if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
                 bail!(
-                    "Result_{k}/{}: not a regular file within {} MiB",
-                    raw_name(&info.name),
+                    "Result_{k}/{file_name}: not a regular file within {} MiB",
                     MAX_FILE_BYTES >> 20
                 );
             }
@@ -115,10 +140,9 @@ fn read_results(dir: &Path, sig: &Signature, hash: &mut Sha256) -> Result<Vec<Ve
                 bail!("the outputs hold more than {} MiB", MAX_REPORT_BYTES >> 20);
             }
             let bytes = std::fs::read(&file)?;
-            hash.update(format!("Result_{k}/{}", raw_name(&info.name)).as_bytes());
+            hash.update(format!("Result_{k}/{file_name}").as_bytes());
             hash.update(&bytes);
-            let t = read_raw(&bytes, info, shape_of(info)?)
-                .with_context(|| format!("Result_{k}/{}", raw_name(&info.name)))?;
+            let t = read_raw(&bytes, info, shape_of(info)?).with_context(|| format!("Result_{k}/{file_name}"))?;
             sample.push((info.name.clone(), t));
         }
         samples.push(sample);
@@ -167,9 +191,13 @@ mod tests {
     #[test]
     fn names_and_float_codes_read_as_qnn_net_run_writes_them() {
         assert_eq!(
-            raw_name("save_infer_model/scale_0.tmp_1"),
+            raw_names("save_infer_model/scale_0.tmp_1")[0],
             "save_infer_model_scale_0_tmp_1.raw"
         );
+        assert_eq!(raw_names("/conv1/Conv_output_0")[0], "_conv1_Conv_output_0.raw");
+        assert_eq!(raw_names("onnx::Conv_497")[0], "onnx__Conv_497.raw");
+        assert!(raw_names("onnx::Conv_497").contains(&"onnx_Conv_497.raw".to_string()));
+        assert_eq!(raw_names("127")[0], "_127.raw");
         let info = TensorInfo {
             name: "y".into(),
             dtype: DType::Uint8,

@@ -104,15 +104,18 @@ impl Chipset {
     }
 }
 
-/// Android board platforms (`ro.board.platform`) and the chipsets that report them. One codename
-/// can stand for several parts (`taro`: SM8450 and SM8475), and then only the part number decides.
+/// Android board platforms (`ro.board.platform`, and kernel codenames) and the chipsets that
+/// report them. One platform can stand for several parts (`taro`: SM8450 and SM8475;
+/// `pineapple`: SM8650 and SM8635; `sun`: SM8750 and SM8735), and then only `ro.soc.model`
+/// decides. Seen in device trees and getprop captures of shipping phones.
 const BOARD_PLATFORMS: &[(&str, &[&str])] = &[
     ("lahaina", &["sm8350"]),
     ("taro", &["sm8450", "sm8475"]),
     ("kalama", &["sm8550"]),
     ("cliffs", &["sm8635"]),
-    ("pineapple", &["sm8650"]),
-    ("sun", &["sm8750"]),
+    ("pineapple", &["sm8650", "sm8635"]),
+    ("sun", &["sm8750", "sm8735"]),
+    ("tuna", &["sm8735"]),
     ("canoe", &["sm8850"]),
 ];
 
@@ -120,7 +123,10 @@ const BOARD_PLATFORMS: &[(&str, &[&str])] = &[
 /// reproduce them, but must not mistake them for another part).
 const NOT_SIMULATED: &[(&str, &[&str])] = &[
     ("Snapdragon X Elite (SC8380XP)", &["sc8380", "xelite", "x1e"]),
-    ("Snapdragon X Plus (SC8340XP)", &["sc8340", "xplus", "x1p"]),
+    (
+        "Snapdragon X Plus (SC8340XP)",
+        &["sc8340", "xplus", "xplus8core", "x1p"],
+    ),
 ];
 
 /// What one spelling of a chipset names.
@@ -145,7 +151,8 @@ fn bare(text: &str) -> String {
             s = rest.to_string();
         }
     }
-    s
+    // AI Hub's Samsung variants (`qualcomm-snapdragon-8-elite-for-galaxy`) are the same part.
+    s.strip_suffix("forgalaxy").map(str::to_string).unwrap_or(s)
 }
 
 impl Chipset {
@@ -203,7 +210,12 @@ mod tests {
         assert_eq!(sm("SM8650-AB"), "sm8650");
         assert_eq!(sm("chipset:qualcomm-snapdragon-8gen3"), "sm8650");
         assert_eq!(sm("qualcomm-snapdragon-8-elite"), "sm8750");
-        assert_eq!(sm("pineapple"), "sm8650");
+        assert_eq!(sm("qualcomm-snapdragon-8-elite-for-galaxy"), "sm8750");
+        assert_eq!(
+            Chipset::from_spelling("pineapple"),
+            Spelling::OneOf(vec!["sm8650", "sm8635"])
+        );
+        assert_eq!(Chipset::from_spelling("sun"), Spelling::OneOf(vec!["sm8750", "sm8735"]));
         assert_eq!(sm("lahaina"), "sm8350");
         assert_eq!(sm("Snapdragon 8 Gen 2"), "sm8550");
         assert_eq!(
