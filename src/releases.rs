@@ -163,7 +163,7 @@ fn steps(report: &Report, ids: &[(String, String)], max_abs: Option<f64>) -> Vec
             ReleaseStep {
                 release: release.clone(),
                 target: id.clone(),
-                runtime: t.and_then(|t| t.runtime.as_ref()).map(runtime_text),
+                runtime: t.and_then(|t| t.runtime.as_ref()).map(|r| r.text()),
                 status: t.map_or(RunStatus::Unavailable, |t| t.status),
                 error: t.and_then(|t| t.error.clone()),
                 sqnr_db: t
@@ -174,13 +174,6 @@ fn steps(report: &Report, ids: &[(String, String)], max_abs: Option<f64>) -> Vec
             }
         })
         .collect()
-}
-
-fn runtime_text(r: &crate::report::model::RuntimeInfo) -> String {
-    match &r.plugin {
-        Some(p) => format!("{} {} on {} {}", p.package, p.version, r.package, r.version),
-        None => format!("{} {}", r.package, r.version),
-    }
 }
 
 /// Runs the bisection.

@@ -2,7 +2,7 @@
 //! printed and written, and the exit code it ends with.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -328,4 +328,39 @@ pub fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Worker { .. } => Ok(ExitCode::Success),
     }
+}
+
+/// The files a findings command (`runtime bisect`, `triage`) reads, as the inputs of its
+/// `Outputs`, with `--out` checked before any work.
+pub fn findings_outputs(out: Option<&PathBuf>, reads: Vec<PathBuf>) -> Result<Outputs> {
+    let outputs = Outputs::new(&reads);
+    if let Some(out) = out.filter(|o| !crate::userfile::is_stdio(o)) {
+        outputs.check("--out", out)?;
+    }
+    Ok(outputs)
+}
+
+/// Writes a findings command's JSON to `--out` (committed with nothing else) and prints the
+/// table or the JSON; `--out -` prints the JSON only.
+pub fn emit_findings<T: serde::Serialize>(
+    found: &T,
+    out: Option<&PathBuf>,
+    mut outputs: Outputs,
+    format: Format,
+    table: impl FnOnce(&T) -> String,
+) -> Result<ExitCode> {
+    let json = serde_json::to_string_pretty(found)? + "\n";
+    match out {
+        Some(out) if crate::userfile::is_stdio(out) => return print_stdout(&json).map(|_| ExitCode::Success),
+        Some(out) => {
+            outputs.file("--out", out, json.as_bytes())?;
+            outputs.commit()?;
+        }
+        None => {}
+    }
+    match format {
+        Format::Json => print_stdout(&json)?,
+        Format::Table => print_stdout(&table(found))?,
+    }
+    Ok(ExitCode::Success)
 }

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::args::{CompareArgs, FingerprintChoice, GateArgs, LayerArgs, LayersChoice, ReleaseBisectArgs, ReportArgs};
+use super::args::{
+    CompareArgs, ExecArgs, FingerprintChoice, GateArgs, InputArgs, LayerArgs, LayersChoice, ReferenceArgs,
+    ReleaseBisectArgs, ReportArgs,
+};
 use super::commands::{exec_options, input_options, output_paths};
 use crate::audit::shard::Shard;
 use crate::audit::{CompareOptions, SavedOutputs};
@@ -294,6 +297,39 @@ fn layer_options(a: &LayerArgs, layers_command: bool) -> Result<Option<LayerOpti
     }))
 }
 
+/// The audit a findings command (`runtime bisect`, `triage`) runs its targets in: the model, its
+/// golden run or reference, the inputs and execution flags; every target may fail (a failure is
+/// a finding), no baseline, policy, fingerprint, files or per-layer audit (the command sets
+/// targets and layers itself).
+pub fn findings_audit(
+    model: &std::path::Path,
+    reference: &ReferenceArgs,
+    inputs: &InputArgs,
+    exec: &ExecArgs,
+) -> Result<CompareOptions> {
+    Ok(CompareOptions {
+        model: model.to_path_buf(),
+        reference: reference.reference.clone(),
+        golden: reference.golden_dir.clone(),
+        allow_golden_mismatch: reference.allow_golden_mismatch,
+        targets: Vec::new(),
+        allow_failure: vec!["all".into()],
+        no_baseline: true,
+        inputs: input_options(inputs),
+        class_axis: Vec::new(),
+        policy: Policy::empty(),
+        shard: None,
+        exec: exec_options(exec)?,
+        save_outputs: None,
+        logs: None,
+        repeat: 1,
+        thread_probe: 4,
+        allow_other_threads: false,
+        fingerprint: FingerprintMode::Off,
+        layers: None,
+    })
+}
+
 /// The options of `runtime bisect`: the audit every release runs in (no baseline, no policy, no
 /// files), the target without a release, and the per-layer audit with its defaults.
 pub fn release_bisect_options(a: &ReleaseBisectArgs) -> Result<ReleaseBisectOptions> {
@@ -307,27 +343,7 @@ pub fn release_bisect_options(a: &ReleaseBisectArgs) -> Result<ReleaseBisectOpti
     if a.max_abs.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
         return Err(bad_flag("--max-abs must be a non-negative number"));
     }
-    let audit = CompareOptions {
-        model: a.model.clone(),
-        reference: a.reference.reference.clone(),
-        golden: a.reference.golden_dir.clone(),
-        allow_golden_mismatch: a.reference.allow_golden_mismatch,
-        targets: Vec::new(),
-        allow_failure: vec!["all".into()],
-        no_baseline: true,
-        inputs: input_options(&a.inputs),
-        class_axis: Vec::new(),
-        policy: Policy::empty(),
-        shard: None,
-        exec: exec_options(&a.exec)?,
-        save_outputs: None,
-        logs: None,
-        repeat: 1,
-        thread_probe: 4,
-        allow_other_threads: false,
-        fingerprint: FingerprintMode::Off,
-        layers: None,
-    };
+    let audit = findings_audit(&a.model, &a.reference, &a.inputs, &a.exec)?;
     let layers = (!a.no_layers).then(|| LayerOptions {
         mode: LayerMode::Tap,
         selection: Selection::default(),

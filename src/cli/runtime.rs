@@ -4,11 +4,10 @@
 use anyhow::Result;
 
 use super::args::{Format, RuntimeCommand};
-use super::commands::{print_json, print_stdout, runtime_choice};
+use super::commands::{emit_findings, findings_outputs, print_json, print_stdout, runtime_choice};
 use crate::error::ExitCode;
 use crate::listing;
 use crate::runtime::Provisioner;
-use crate::userfile::{is_stdio, Outputs};
 
 /// Runs one `runtime` subcommand.
 pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
@@ -58,29 +57,19 @@ pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
 
 /// `runtime bisect`: the findings on stdout (and as JSON in `--out`).
 fn bisect(a: &super::args::ReleaseBisectArgs) -> Result<ExitCode> {
-    let inputs: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
+    let reads: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
         .into_iter()
         .flatten()
         .chain(a.inputs.npz.iter().cloned())
         .collect();
-    let mut outputs = Outputs::new(&inputs);
-    if let Some(out) = a.out.as_ref().filter(|o| !is_stdio(o)) {
-        outputs.check("--out", out)?;
-    }
+    let outputs = findings_outputs(a.out.as_ref(), reads)?;
     let opts = super::compare::release_bisect_options(a)?;
     let found = crate::releases::bisect(&opts)?;
-    let json = serde_json::to_string_pretty(&found)? + "\n";
-    match &a.out {
-        Some(out) if is_stdio(out) => return print_stdout(&json).map(|_| ExitCode::Success),
-        Some(out) => {
-            outputs.file("--out", out, json.as_bytes())?;
-            outputs.commit()?;
-        }
-        None => {}
-    }
-    match a.format {
-        Format::Json => print_stdout(&json)?,
-        Format::Table => print_stdout(&crate::render::releases::render(&found))?,
-    }
-    Ok(ExitCode::Success)
+    emit_findings(
+        &found,
+        a.out.as_ref(),
+        outputs,
+        a.format,
+        crate::render::releases::render,
+    )
 }

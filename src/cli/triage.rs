@@ -2,15 +2,11 @@
 
 use anyhow::Result;
 
-use super::args::{Format, TriageArgs};
-use super::commands::{exec_options, input_options, print_stdout};
-use crate::audit::CompareOptions;
+use super::args::TriageArgs;
+use super::commands::{emit_findings, findings_outputs};
 use crate::device::ReportDefaults;
-use crate::drift::FingerprintMode;
 use crate::error::{bad_flag, ExitCode};
-use crate::policy::Policy;
 use crate::triage::{Thresholds, TriageOptions};
-use crate::userfile::{is_stdio, Outputs};
 
 fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
     for (flag, v) in [
@@ -31,27 +27,7 @@ fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
 }
 
 fn options(a: &TriageArgs) -> Result<TriageOptions> {
-    let audit = CompareOptions {
-        model: a.model.clone(),
-        reference: a.reference.reference.clone(),
-        golden: a.reference.golden_dir.clone(),
-        allow_golden_mismatch: a.reference.allow_golden_mismatch,
-        targets: Vec::new(),
-        allow_failure: vec!["all".into()],
-        no_baseline: true,
-        inputs: input_options(&a.inputs),
-        class_axis: Vec::new(),
-        policy: Policy::empty(),
-        shard: None,
-        exec: exec_options(&a.exec)?,
-        save_outputs: None,
-        logs: None,
-        repeat: 1,
-        thread_probe: 4,
-        allow_other_threads: false,
-        fingerprint: FingerprintMode::Off,
-        layers: None,
-    };
+    let audit = super::compare::findings_audit(&a.model, &a.reference, &a.inputs, &a.exec)?;
     Ok(TriageOptions {
         reports: a.reports.clone(),
         audit,
@@ -65,29 +41,19 @@ fn options(a: &TriageArgs) -> Result<TriageOptions> {
 
 /// Runs `triage`: the table (or JSON) on stdout, the JSON in `--out` when asked.
 pub fn run(a: &TriageArgs) -> Result<ExitCode> {
-    let inputs: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
+    let reads: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
         .into_iter()
         .flatten()
         .chain(a.inputs.npz.iter().cloned())
         .chain(a.reports.iter().cloned())
         .collect();
-    let mut outputs = Outputs::new(&inputs);
-    if let Some(out) = a.out.as_ref().filter(|o| !is_stdio(o)) {
-        outputs.check("--out", out)?;
-    }
+    let outputs = findings_outputs(a.out.as_ref(), reads)?;
     let triage = crate::triage::run(&options(a)?)?;
-    let json = serde_json::to_string_pretty(&triage)? + "\n";
-    match &a.out {
-        Some(out) if is_stdio(out) => return print_stdout(&json).map(|_| ExitCode::Success),
-        Some(out) => {
-            outputs.file("--out", out, json.as_bytes())?;
-            outputs.commit()?;
-        }
-        None => {}
-    }
-    match a.format {
-        Format::Json => print_stdout(&json)?,
-        Format::Table => print_stdout(&crate::render::triage::render(&triage))?,
-    }
-    Ok(ExitCode::Success)
+    emit_findings(
+        &triage,
+        a.out.as_ref(),
+        outputs,
+        a.format,
+        crate::render::triage::render,
+    )
 }

@@ -3,9 +3,7 @@
 //! significant digits, dB with two decimals, percentages with one, counts with their noun, and
 //! the wording of a first divergence, a runtime, a placement summary.
 
-use crate::report::model::{
-    DivergenceRules, LayerPointer, Num, PlacementSummary, RuntimeInfo, TargetReport, ThreadProbe,
-};
+use crate::report::model::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
 use crate::target::TargetRole;
 
 /// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
@@ -110,14 +108,6 @@ pub fn escape_markup(text: &str) -> String {
 /// An execution provider's name without the `ExecutionProvider` suffix.
 pub fn ep_short(ep: &str) -> &str {
     ep.strip_suffix("ExecutionProvider").unwrap_or(ep)
-}
-
-/// `onnxruntime 1.31.1`, or a plugin on its host: `onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1`.
-pub fn runtime_text(r: &RuntimeInfo) -> String {
-    match &r.plugin {
-        Some(p) => format!("{} {} on {} {}", p.package, p.version, r.package, r.version),
-        None => format!("{} {}", r.package, r.version),
-    }
 }
 
 /// Bytes as `19200 B` (exact below 1 MiB) or `3.2 MiB`.

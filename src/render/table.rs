@@ -11,7 +11,7 @@ use tabled::settings::object::Rows;
 use tabled::settings::{Alignment, Modify, Style as TableStyle, Width};
 
 use super::present::{
-    bytes, cosine, db, ep_short, num, pct, placement_line, printable, runtime_text, signed_db, thread_probe_sentence,
+    bytes, cosine, db, ep_short, num, pct, placement_line, printable, signed_db, thread_probe_sentence,
 };
 use crate::exec::RunStatus;
 use crate::report::model::{OutputMetrics, Report, TargetReport, Verdict};
@@ -76,7 +76,10 @@ fn targets_table(report: &Report) -> String {
         "fingerprint",
     ]);
     for t in &report.targets {
-        let runtime = t.runtime.as_ref().map_or_else(|| "-".into(), runtime_text);
+        let runtime = t
+            .runtime
+            .as_ref()
+            .map_or_else(|| "-".into(), crate::report::model::RuntimeInfo::text);
         let ran = t.status == RunStatus::Ok;
         let (create, run, wall) = t
             .timing

@@ -492,6 +492,16 @@ pub struct RuntimeInfo {
     pub plugin: Option<Box<RuntimeInfo>>,
 }
 
+impl RuntimeInfo {
+    /// `onnxruntime 1.31.1`, or a plugin on its host: `onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1`.
+    pub fn text(&self) -> String {
+        match &self.plugin {
+            Some(p) => format!("{} {} on {} {}", p.package, p.version, self.package, self.version),
+            None => format!("{} {}", self.package, self.version),
+        }
+    }
+}
+
 /// Times measured inside the worker, plus the worker's wall time.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Timing {

@@ -82,10 +82,7 @@ fn candidate_runs(report: &Report, key: &str) -> Vec<CandidateRun> {
             target: t.id.clone(),
             inputs: key.to_string(),
             status: format!("{:?}", t.status).to_lowercase(),
-            runtime: t.runtime.as_ref().map(|r| match &r.plugin {
-                Some(p) => format!("{} {} on {} {}", p.package, p.version, r.package, r.version),
-                None => format!("{} {}", r.package, r.version),
-            }),
+            runtime: t.runtime.as_ref().map(|r| r.text()),
             error: t.error.clone(),
             sqnr_db: t.outputs.iter().map(|o| o.sqnr_db).collect(),
         })

@@ -177,14 +177,12 @@ fn garbage(report: &DeviceReport) -> Vec<String> {
         });
         if nan + inf > 0 {
             out.push(format!("{name}: {nan} NaN and {inf} infinite values"));
+            continue;
         }
         let values: Vec<f64> = col
             .iter()
             .flat_map(|t| (0..t.len()).map(|i| t.data.get_f64(i)))
             .collect();
-        if nan + inf > 0 {
-            continue;
-        }
         if values.len() > 1 && values.iter().all(|v| *v == 0.0) {
             out.push(format!("{name}: every value is zero"));
         } else if values.len() > 1 && values.iter().all(|v| v.to_bits() == values[0].to_bits()) {

@@ -46,7 +46,7 @@ mod plot;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::present::{
-    count, db, divergence_sentence, ep_short, num, pct, rule_values, runtime_text, signed_db, thread_probe_sentence,
+    count, db, divergence_sentence, ep_short, num, pct, rule_values, signed_db, thread_probe_sentence,
 };
 use crate::exec::RunStatus;
 use crate::report::model::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
@@ -293,7 +293,7 @@ fn targets_table(report: &Report) -> Markup {
                     td { (target_label(t)) }
                     td { (status_html(t.status)) }
                     td { (ep_short(&t.ep)) }
-                    td { (t.runtime.as_ref().map_or_else(|| "-".into(), runtime_text)) }
+                    td { (t.runtime.as_ref().map_or_else(|| "-".into(), crate::report::model::RuntimeInfo::text)) }
                     td.num { (t.placement.as_ref().map_or_else(|| "-".into(), |p| format!("{}/{}", p.target_ep_nodes, p.total_nodes))) }
                     td.num { (t.timing.as_ref().and_then(|x| x.run_ms).filter(|_| ran).map_or_else(|| "-".into(), |v| format!("{v:.2}"))) }
                     td.num { (t.timing.as_ref().map_or_else(|| "-".into(), |x| format!("{:.0}", x.wall_ms))) }
