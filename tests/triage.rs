@@ -259,3 +259,162 @@ fn a_fleet_says_whether_the_quantization_or_one_chipset_is_to_blame() {
         .unwrap();
     assert_close("excess", num(&g["median_excess_db"]), excess, 1e-5);
 }
+
+/// The golden run's input samples as `--inputs` files in `dir`.
+fn golden_inputs(dir: &Path) -> Vec<PathBuf> {
+    (0..2)
+        .map(|k| {
+            let t = Tensor::read_npy(&repo("golden/ppocr_cls_fp32/inputs").join(format!("s{k}/i0.npy"))).unwrap();
+            let path = dir.join(format!("golden_s{k}.npz"));
+            write_npz(&path, &[("x".to_string(), &t)]).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// `triage` against the fp32 reference model (run here on every input set; the golden run's
+/// inputs are the default ones), with `extra` flags.
+fn triage_with(reports: &[&Path], extra: &[&str]) -> (i32, Value, String) {
+    let mut args: Vec<String> = vec!["triage".into()];
+    args.extend(reports.iter().map(|p| p.display().to_string()));
+    let reference = repo("fixtures/real/ppocr_cls_fp32.onnx").display().to_string();
+    for a in ["--model", &model(), "--reference", &reference, "--format", "json"] {
+        args.push(a.into());
+    }
+    let inputs_dir = tempdir();
+    for p in golden_inputs(inputs_dir.path()) {
+        args.push("--inputs".into());
+        args.push(p.display().to_string());
+    }
+    for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
+        args.push("--candidate".into());
+        args.push(c.into());
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = bin().args(&args).output().unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The golden run's inputs with its two samples swapped, stacked as a report's `inputs.npz`.
+fn swapped_inputs(dir: &Path) -> PathBuf {
+    let g = |k: usize| Tensor::read_npy(&repo("golden/ppocr_cls_fp32/inputs").join(format!("s{k}/i0.npy"))).unwrap();
+    let (a, b) = (g(1), g(0));
+    let mut shape = vec![2];
+    shape.extend(&a.shape);
+    let TensorData::Float32(mut flat) = a.data else {
+        panic!("float input")
+    };
+    let TensorData::Float32(rest) = b.data else {
+        panic!("float input")
+    };
+    flat.extend(rest);
+    let path = dir.join("inputs.npz");
+    write_npz(
+        &path,
+        &[("x".to_string(), &Tensor::new(shape, TensorData::Float32(flat)).unwrap())],
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_rerun_reads_back_what_the_store_keeps_and_runs_only_new_inputs() {
+    let dir = tempdir();
+    let saved = simulated(dir.path());
+    let run = saved_runs(&saved);
+    let (s8650, s8450, cpu) = (run("qnn_sm8650"), run("qnn_sm8450"), run("cpu"));
+    let fleet = dir.path().join("fleet");
+    let sm8650 = serde_json::json!({"soc_model": "SM8650"});
+    report(&fleet, "a_sim", &s8650, sm8650.clone());
+    report(&fleet, "b_cpu", &cpu, sm8650.clone());
+    let db = dir.path().join("store.db");
+    let db_arg = db.to_str().unwrap();
+    let store = |t: &Value| {
+        let s = &t["store"];
+        ["reports_from_store", "reports_triaged", "runs_from_store", "runs_made"]
+            .map(|k| s[k].as_u64().unwrap_or_else(|| panic!("no {k} in {s}")))
+    };
+    let (code, first, err) = triage_with(&[&fleet], &["--db", db_arg]);
+    assert_eq!(code, 0, "{err}");
+    // Four candidates on one input set.
+    assert_eq!(store(&first), [0, 2, 0, 4]);
+    let (_, second, _) = triage_with(&[&fleet], &["--db", db_arg]);
+    assert_eq!(store(&second), [2, 0, 0, 0]);
+    assert_eq!(first["reports"], second["reports"]);
+    assert_eq!(first["candidate_runs"], second["candidate_runs"]);
+    // A new report on the same inputs: triaged now, from runs read back.
+    report(&fleet, "c_other", &s8450, sm8650.clone());
+    let (_, third, _) = triage_with(&[&fleet], &["--db", db_arg]);
+    assert_eq!(store(&third), [2, 1, 4, 0]);
+    assert_eq!(verdict(&third, "c_other"), "other_chipset");
+    // A report fed other inputs (the golden samples swapped): four runs on them, reproduced.
+    let swapped: Vec<Vec<f32>> = vec![s8650[1].clone(), s8650[0].clone()];
+    let d = report(&fleet, "d_swapped", &swapped, sm8650.clone());
+    std::fs::rename(swapped_inputs(dir.path()), d.join("inputs.npz")).unwrap();
+    let (code, fourth, err) = triage_with(&[&fleet], &["--db", db_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(store(&fourth), [3, 1, 0, 4]);
+    assert_eq!(verdict(&fourth, "d_swapped"), "reproduced");
+    // The summary is the last triage's fleet, from the store alone.
+    let out = bin()
+        .args(["triage", "--summary", "--db", db_arg, "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary.as_array().unwrap().len(), 1);
+    assert_eq!(summary[0]["reports"].as_array().unwrap().len(), 4);
+    assert_eq!(summary[0]["fleet"]["by_chipset"], fourth["fleet"]["by_chipset"]);
+    assert_eq!(summary[0]["fleet"]["kind"], fourth["fleet"]["kind"]);
+}
+
+#[test]
+fn a_file_that_is_not_a_triage_store_is_refused_and_left_as_it_is() {
+    let dir = tempdir();
+    let fleet = dir.path().join("fleet");
+    let gold = saved_golden_as_report(&fleet);
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a database\n").unwrap();
+    let other = dir.path().join("other.sqlite");
+    // SQLite's own file format header, a database of another program (application_id 0).
+    let status = std::process::Command::new(std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into()))
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()",
+            other.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for f in [&text, &other] {
+        let before = std::fs::read(f).unwrap();
+        let (code, _, err) = triage_with(&[&gold], &["--db", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("triage store") && err.lines().count() == 1, "{err}");
+        assert_eq!(std::fs::read(f).unwrap(), before);
+    }
+    let (code, _, err) = triage_with(
+        &[],
+        &["--summary", "--db", dir.path().join("none.db").to_str().unwrap()],
+    );
+    assert_eq!(code, 2, "{err}");
+}
+
+/// A report whose outputs are the golden run's own (any verdict will do; it exists to be read).
+fn saved_golden_as_report(fleet: &Path) -> PathBuf {
+    let g = |k: usize| {
+        let t = Tensor::read_npy(&repo("golden/ppocr_cls_fp32/outputs").join(format!("s{k}/o0.npy"))).unwrap();
+        values(&t).into_iter().map(|v| v as f32).collect::<Vec<f32>>()
+    };
+    report(
+        fleet,
+        "golden",
+        &[g(0), g(1)],
+        serde_json::json!({"soc_model": "SM8650"}),
+    )
+}

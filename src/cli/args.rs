@@ -681,11 +681,23 @@ pub struct ReleaseBisectArgs {
 pub struct TriageArgs {
     /// Device reports: report directories, `.zip` reports, `qnn-net-run` output directories, AI
     /// Hub `.npz` files, or directories holding many of them (a fleet).
-    #[arg(required = true, value_name = "REPORT")]
+    #[arg(required_unless_present = "summary", value_name = "REPORT")]
     pub reports: Vec<PathBuf>,
     /// The quantized ONNX model the devices ran.
-    #[arg(long)]
-    pub model: PathBuf,
+    #[arg(long, required_unless_present = "summary")]
+    pub model: Option<PathBuf>,
+    /// The store that makes triage incremental (reports already triaged are read back, local
+    /// runs are kept per target and input set); default: `npu-audit-triage.db` in the fleet
+    /// directory, or beside the first report.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Triage without a store (everything measured now, nothing kept).
+    #[arg(long, conflicts_with_all = ["db", "summary"])]
+    pub no_db: bool,
+    /// Print what the store (`--db`) holds instead of triaging: per model and reference, the
+    /// stored reports' verdicts and the fleet analysed again; `--model` narrows it to one model.
+    #[arg(long, requires = "db")]
+    pub summary: bool,
     /// The chipset of reports that do not state one (AI Hub device name or chipset attribute,
     /// part number, marketing name, board platform).
     #[arg(long, value_name = "CHIPSET")]

@@ -26,8 +26,8 @@ fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
     })
 }
 
-fn options(a: &TriageArgs) -> Result<TriageOptions> {
-    let audit = super::compare::findings_audit(&a.model, &a.reference, &a.inputs, &a.exec)?;
+fn options(a: &TriageArgs, model: &std::path::Path) -> Result<TriageOptions> {
+    let audit = super::compare::findings_audit(model, &a.reference, &a.inputs, &a.exec)?;
     Ok(TriageOptions {
         reports: a.reports.clone(),
         audit,
@@ -36,19 +36,27 @@ fn options(a: &TriageArgs) -> Result<TriageOptions> {
         },
         candidates: a.candidates.clone(),
         thresholds: thresholds(a)?,
+        db: match (a.no_db, &a.db) {
+            (true, _) => None,
+            (false, Some(db)) => Some(db.clone()),
+            (false, None) => crate::triage::store::default_path(&a.reports),
+        },
     })
 }
 
 /// Runs `triage`: the table (or JSON) on stdout, the JSON in `--out` when asked.
 pub fn run(a: &TriageArgs) -> Result<ExitCode> {
-    let reads: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
+    let (Some(model), false) = (&a.model, a.summary) else {
+        return summary(a);
+    };
+    let reads: Vec<std::path::PathBuf> = [Some(model.clone()), a.reference.reference.clone()]
         .into_iter()
         .flatten()
         .chain(a.inputs.npz.iter().cloned())
         .chain(a.reports.iter().cloned())
         .collect();
     let outputs = findings_outputs(a.out.as_ref(), reads)?;
-    let triage = crate::triage::run(&options(a)?)?;
+    let triage = crate::triage::run(&options(a, model)?)?;
     emit_findings(
         &triage,
         a.out.as_ref(),
@@ -56,4 +64,22 @@ pub fn run(a: &TriageArgs) -> Result<ExitCode> {
         a.format,
         crate::render::triage::render,
     )
+}
+
+/// `triage --summary`: what the store holds, without triaging anything.
+fn summary(a: &TriageArgs) -> Result<ExitCode> {
+    let db =
+        a.db.as_ref()
+            .ok_or_else(|| bad_flag("--summary reads the store named by --db"))?;
+    if !a.reports.is_empty() {
+        return Err(bad_flag(
+            "--summary triages nothing: give it --db (and --model to narrow it), no reports",
+        ));
+    }
+    let model_sha = a.model.as_ref().map(|m| crate::hash::sha256_file(m)).transpose()?;
+    let triages = crate::triage::summary(db, model_sha.as_deref())?;
+    let outputs = findings_outputs(a.out.as_ref(), vec![db.clone()])?;
+    emit_findings(&triages, a.out.as_ref(), outputs, a.format, |ts: &Vec<_>| {
+        crate::render::triage::render_summary(db, ts)
+    })
 }

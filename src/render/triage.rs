@@ -103,8 +103,48 @@ pub fn render(t: &Triage) -> String {
             let _ = writeln!(s, "device-specific outliers: {}", outliers.join(", "));
         }
     }
+    if let Some(u) = &t.store {
+        let _ = writeln!(
+            s,
+            "store {}: {} report(s) read back, {} triaged now; {} local run(s) read back, {} made now",
+            printable(&u.path),
+            u.reports_from_store,
+            u.reports_triaged,
+            u.runs_from_store,
+            u.runs_made
+        );
+    }
     for n in &t.notes {
         let _ = writeln!(s, "  - {}", printable(n));
+    }
+    s
+}
+
+/// `triage --summary`: one block per model and reference the store holds.
+pub fn render_summary(db: &std::path::Path, triages: &[Triage]) -> String {
+    if triages.is_empty() {
+        return format!("{} holds no triaged report\n", printable(&db.display().to_string()));
+    }
+    let mut s = String::new();
+    for t in triages {
+        let _ = writeln!(
+            s,
+            "{} {} (sha256 {}) against {}",
+            bold("STORE"),
+            printable(&t.model),
+            &t.model_sha256[..t.model_sha256.len().min(12)],
+            printable(&t.reference)
+        );
+        let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+        for e in &t.reports {
+            *counts.entry(keyword(e)).or_default() += 1;
+        }
+        let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let _ = writeln!(s, "{} report(s): {}", t.reports.len(), counts.join(", "));
+        if let Some(f) = &t.fleet {
+            let _ = writeln!(s, "{}", groups_table("chipset", &f.by_chipset));
+            let _ = writeln!(s, "conclusion ({:?}): {}\n", f.kind, f.sentence);
+        }
     }
     s
 }

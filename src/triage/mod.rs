@@ -11,12 +11,13 @@
 
 pub mod fleet;
 pub mod reproduce;
+pub mod store;
 pub mod verdict;
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::audit::CompareOptions;
 use crate::device::{DeviceInfo, DeviceReport, Identity, ReportDefaults, ReportFormat};
@@ -39,10 +40,12 @@ pub struct TriageOptions {
     /// Targets every report is compared with besides its own chipset.
     pub candidates: Vec<String>,
     pub thresholds: Thresholds,
+    /// The store that makes triage incremental (`None`: `--no-db`).
+    pub db: Option<PathBuf>,
 }
 
 /// The numbers that turn measurements into verdicts, recorded in the output.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Thresholds {
     /// A device within this many quantization steps of its chipset's simulation everywhere
     /// differs from it only in rounding.
@@ -69,7 +72,7 @@ impl Default for Thresholds {
 }
 
 /// One candidate run of one input group.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidateRun {
     pub target: String,
     /// The input group it ran on (`golden` or an inputs hash).
@@ -84,7 +87,7 @@ pub struct CandidateRun {
 }
 
 /// One report triaged.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReportEntry {
     pub path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,7 +136,25 @@ pub struct Triage {
     pub reports: Vec<ReportEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<Fleet>,
+    /// What the store gave and kept, when triage used one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreUse>,
     pub notes: Vec<String>,
+}
+
+/// How much of a triage came from the store: a rerun over a grown fleet triages only the new
+/// reports and runs only the targets no earlier triage ran on the same inputs.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StoreUse {
+    pub path: String,
+    /// Reports whose entry was read back (same contents, same context).
+    pub reports_from_store: usize,
+    /// Reports triaged now.
+    pub reports_triaged: usize,
+    /// Local runs (one target on one input set) read back.
+    pub runs_from_store: usize,
+    /// Local runs made now.
+    pub runs_made: usize,
 }
 
 /// Every report path: files and report directories as given, fleet directories expanded.
@@ -149,48 +170,175 @@ fn report_paths(opts: &TriageOptions) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Reads every report (malformed ones kept as their error).
+fn parse_reports(
+    opts: &TriageOptions,
+    sig: &crate::model::Signature,
+) -> Result<Vec<(PathBuf, Result<DeviceReport, String>)>> {
+    Ok(report_paths(opts)?
+        .into_iter()
+        .map(|p| {
+            let r = crate::device::read_report(&p, sig, &opts.defaults).map_err(|e| format!("{e:#}"));
+            (p, r)
+        })
+        .collect())
+}
+
+/// The store's contexts for this triage: (store, run context, entry context).
+fn open_store(
+    opts: &TriageOptions,
+    model_sha256: &str,
+    reference: &str,
+) -> Result<Option<(store::Store, String, String)>> {
+    let Some(path) = &opts.db else { return Ok(None) };
+    let db = store::Store::open(path, true)?;
+    let run_ctx = store::run_context(opts, model_sha256)?;
+    let entry_ctx = store::entry_context(opts, &run_ctx)?;
+    db.record_context(&entry_ctx, opts, model_sha256, reference)?;
+    Ok(Some((db, run_ctx, entry_ctx)))
+}
+
+/// Every report's entry: read back from the store when it has one, else triaged now (and kept).
+fn triage_entries(
+    opts: &TriageOptions,
+    parsed: &[(PathBuf, Result<DeviceReport, String>)],
+    steps: &[Option<f64>],
+    db: Option<&mut (store::Store, String, String)>,
+) -> Result<(Vec<ReportEntry>, Vec<reproduce::Group>, Option<StoreUse>)> {
+    let mut known: Vec<Option<ReportEntry>> = Vec::with_capacity(parsed.len());
+    for (path, r) in parsed {
+        let hit = match (r, db.as_deref()) {
+            (Ok(report), Some((s, _, ctx))) => s.entry(ctx, &report.content_sha256)?.map(|mut e| {
+                e.path = path.display().to_string();
+                e
+            }),
+            _ => None,
+        };
+        known.push(hit);
+    }
+    let todo: Vec<&(PathBuf, Result<DeviceReport, String>)> = parsed
+        .iter()
+        .zip(&known)
+        .filter(|(_, k)| k.is_none())
+        .map(|(p, _)| p)
+        .collect();
+    let todo_reports: Vec<&DeviceReport> = todo.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+    let cache = db.as_deref().map(|(s, run_ctx, _)| reproduce::RunCache {
+        store: s,
+        context: run_ctx,
+    });
+    let (groups, counts) = reproduce::run_groups(opts, &todo_reports, cache.as_ref())?;
+    let mut fresh = verdict::entries(&todo, &groups, steps, &opts.thresholds, &opts.candidates).into_iter();
+    let triaged_now: Vec<bool> = known.iter().map(Option::is_none).collect();
+    let from_store = triaged_now.iter().filter(|now| !**now).count();
+    let entries: Vec<ReportEntry> = known.into_iter().filter_map(|k| k.or_else(|| fresh.next())).collect();
+    let store_use = match db {
+        Some((s, _, ctx)) => {
+            let new: Vec<&ReportEntry> = entries
+                .iter()
+                .zip(&triaged_now)
+                .filter(|(e, now)| **now && e.verdict.kind != VerdictKind::NotReproduced)
+                .map(|(e, _)| e)
+                .collect();
+            s.put_entries(ctx, &new)?;
+            Some(StoreUse {
+                path: s.path.display().to_string(),
+                reports_from_store: from_store,
+                reports_triaged: entries.len() - from_store,
+                runs_from_store: counts.reused,
+                runs_made: counts.made,
+            })
+        }
+        None => None,
+    };
+    Ok((entries, groups, store_use))
+}
+
 /// Runs the triage.
 pub fn run(opts: &TriageOptions) -> Result<Triage> {
     let model = crate::model::load_model(&opts.audit.model)?;
     let sig = crate::model::Signature::of(&model)?;
-    let paths = report_paths(opts)?;
-    let parsed: Vec<(PathBuf, Result<DeviceReport, String>)> = paths
-        .into_iter()
-        .map(|p| {
-            let r = crate::device::read_report(&p, &sig, &opts.defaults).map_err(|e| format!("{e:#}"));
-            (p, r)
-        })
-        .collect();
+    let parsed = parse_reports(opts, &sig)?;
     let graph = model.proto.graph.as_ref();
     let steps = graph.map_or_else(
         || vec![None; sig.outputs.len()],
         |g| crate::model::constant::output_steps(g, &sig.outputs),
     );
-    let groups = reproduce::run_groups(opts, &parsed)?;
-    let mut reports = verdict::entries(&parsed, &groups, &steps, &opts.thresholds);
+    let model_sha256 = crate::hash::sha256_file(&opts.audit.model)?;
+    let reference = reference_text(opts);
+    let mut db = open_store(opts, &model_sha256, &reference)?;
+    let (mut reports, groups, store) = triage_entries(opts, &parsed, &steps, db.as_mut())?;
     verdict::mark_duplicates(&mut reports);
     let fleet = (reports.len() > 1).then(|| fleet::analyse(&reports, &opts.thresholds));
+    let mut candidate_runs: Vec<CandidateRun> = groups.iter().flat_map(|g| g.runs.clone()).collect();
+    if let Some((s, run_ctx, _)) = &db {
+        candidate_runs = s.runs_of_inputs(run_ctx, &input_keys(&reports))?;
+    }
+    candidate_runs.sort_by(|a, b| (&a.inputs, &a.target).cmp(&(&b.inputs, &b.target)));
     Ok(Triage {
         schema_version: TRIAGE_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         model: opts.audit.model.display().to_string(),
-        model_sha256: crate::hash::sha256_file(&opts.audit.model)?,
-        reference: opts
-            .audit
-            .golden
-            .as_ref()
-            .or(opts.audit.reference.as_ref())
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
+        model_sha256,
+        reference,
         intra_op_threads: opts
             .audit
             .exec
             .threads
             .unwrap_or(crate::exec::executor::DEFAULT_INTRA_OP_THREADS),
         thresholds: opts.thresholds.clone(),
-        candidate_runs: groups.iter().flat_map(|g| g.runs.clone()).collect(),
+        candidate_runs,
         reports,
         fleet,
+        store,
         notes: groups.iter().flat_map(|g| g.notes.clone()).collect(),
     })
+}
+
+fn reference_text(opts: &TriageOptions) -> String {
+    opts.audit
+        .golden
+        .as_ref()
+        .or(opts.audit.reference.as_ref())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// The input sets the entries were measured on.
+fn input_keys(reports: &[ReportEntry]) -> Vec<String> {
+    let keys: std::collections::BTreeSet<String> = reports.iter().filter_map(|e| e.inputs.clone()).collect();
+    keys.into_iter().collect()
+}
+
+/// `triage --summary`: what the store holds, per context (model, reference, thresholds), most
+/// recently used first; each as a triage of its stored reports, with the fleet analysed again.
+pub fn summary(db: &std::path::Path, model_sha256: Option<&str>) -> Result<Vec<Triage>> {
+    let s = store::Store::open(db, false)?;
+    let mut out = Vec::new();
+    for c in s.contexts()? {
+        if model_sha256.is_some_and(|m| m != c.model_sha256) {
+            continue;
+        }
+        let mut reports = s.entries(&c.context)?;
+        if reports.is_empty() {
+            continue;
+        }
+        verdict::mark_duplicates(&mut reports);
+        let fleet = (reports.len() > 1).then(|| fleet::analyse(&reports, &c.thresholds));
+        out.push(Triage {
+            schema_version: TRIAGE_SCHEMA_VERSION,
+            tool_version: c.tool_version,
+            model: c.model,
+            model_sha256: c.model_sha256,
+            reference: c.reference,
+            intra_op_threads: c.intra_op_threads,
+            thresholds: c.thresholds,
+            candidate_runs: Vec::new(),
+            reports,
+            fleet,
+            store: None,
+            notes: Vec::new(),
+        });
+    }
+    Ok(out)
 }

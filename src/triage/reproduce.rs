@@ -8,12 +8,14 @@ use std::path::PathBuf;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
 
+use super::store::Store;
 use super::{CandidateRun, TriageOptions};
 use crate::audit::{run_compare_with_outputs, RunTensors};
 use crate::device::{identify_device, DeviceReport, Samples};
 use crate::drift::FingerprintMode;
 use crate::report::model::Report;
 use crate::runtime::catalog::Build;
+use crate::target::parse_targets;
 use crate::tensor::npz_bytes;
 use crate::userfile::Outputs;
 
@@ -60,6 +62,15 @@ fn targets_for(opts: &TriageOptions, members: &[&DeviceReport]) -> Vec<String> {
     out
 }
 
+/// The target ids a report is compared with: the candidates (groups expanded) and its own
+/// chipset at the release it names. Other reports of its input group may add runs; they are not
+/// this report's candidates, so its entry does not depend on the company it came in.
+pub fn report_target_ids(candidates: &[String], report: &DeviceReport) -> Result<Vec<String>> {
+    let mut wanted = candidates.to_vec();
+    wanted.extend(release_target(report));
+    Ok(parse_targets(&wanted)?.into_iter().map(|t| t.id).collect())
+}
+
 /// Writes each sample of `inputs` as an `.npz` for `--inputs`.
 fn write_inputs(dir: &std::path::Path, inputs: &Samples) -> Result<Vec<PathBuf>> {
     inputs
@@ -89,10 +100,10 @@ fn candidate_runs(report: &Report, key: &str) -> Vec<CandidateRun> {
         .collect()
 }
 
-fn audit_group(opts: &TriageOptions, key: &str, members: &[&DeviceReport]) -> Result<Group> {
+fn audit_group(opts: &TriageOptions, key: &str, members: &[&DeviceReport], targets: Vec<String>) -> Result<Group> {
     let scratch = tempfile::tempdir()?;
     let mut audit = opts.audit.clone();
-    audit.targets = targets_for(opts, members);
+    audit.targets = targets;
     audit.allow_failure = vec!["all".into()];
     audit.no_baseline = true;
     audit.fingerprint = FingerprintMode::Off;
@@ -100,6 +111,13 @@ fn audit_group(opts: &TriageOptions, key: &str, members: &[&DeviceReport]) -> Re
     audit.logs = None;
     audit.layers = None;
     if let Some(inputs) = members.first().and_then(|r| r.inputs.as_ref()) {
+        if let Some(golden) = &opts.audit.golden {
+            return Err(crate::error::bad_input(format!(
+                "fed its own inputs ({} sample(s)), and the golden directory {} holds the golden run of its own inputs only: triage with --reference FP32.onnx",
+                inputs.len(),
+                golden.display()
+            )));
+        }
         audit.inputs = crate::inputs::InputOptions {
             npz: write_inputs(scratch.path(), inputs)?,
             ..Default::default()
@@ -115,14 +133,34 @@ fn audit_group(opts: &TriageOptions, key: &str, members: &[&DeviceReport]) -> Re
     })
 }
 
-/// Audits every distinct input set the parsed reports were fed.
-pub fn run_groups(opts: &TriageOptions, parsed: &[(PathBuf, Result<DeviceReport, String>)]) -> Result<Vec<Group>> {
-    let ok: Vec<&DeviceReport> = parsed.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
-    let keys: BTreeSet<String> = ok.iter().map(|r| input_key(r)).collect();
+/// How much of the local work the store saved.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunCounts {
+    /// Target runs (one target on one input set) made now.
+    pub made: usize,
+    /// Target runs read back from the store.
+    pub reused: usize,
+}
+
+/// The store and the context its runs are kept under.
+pub struct RunCache<'s> {
+    pub store: &'s Store,
+    pub context: &'s str,
+}
+
+/// Audits every distinct input set the reports were fed, reading back from the store the runs it
+/// keeps and running only the others.
+pub fn run_groups(
+    opts: &TriageOptions,
+    reports: &[&DeviceReport],
+    cache: Option<&RunCache>,
+) -> Result<(Vec<Group>, RunCounts)> {
+    let keys: BTreeSet<String> = reports.iter().map(|r| input_key(r)).collect();
     let mut groups = Vec::new();
+    let mut counts = RunCounts::default();
     for key in keys {
-        let members: Vec<&DeviceReport> = ok.iter().copied().filter(|r| input_key(r) == key).collect();
-        match audit_group(opts, &key, &members) {
+        let members: Vec<&DeviceReport> = reports.iter().copied().filter(|r| input_key(r) == key).collect();
+        match cached_group(opts, &key, &members, cache, &mut counts) {
             Ok(g) => groups.push(g),
             Err(e) if is_about_the_inputs(&e) => groups.push(Group {
                 key: key.clone(),
@@ -134,7 +172,82 @@ pub fn run_groups(opts: &TriageOptions, parsed: &[(PathBuf, Result<DeviceReport,
             Err(e) => return Err(e),
         }
     }
-    Ok(groups)
+    Ok((groups, counts))
+}
+
+/// One input group: the runs the store keeps, and an audit of the targets it does not (and of
+/// the golden run, when the store lacks it); what succeeded now is kept for next time.
+fn cached_group(
+    opts: &TriageOptions,
+    key: &str,
+    members: &[&DeviceReport],
+    cache: Option<&RunCache>,
+    counts: &mut RunCounts,
+) -> Result<Group> {
+    let wanted: Vec<String> = parse_targets(&targets_for(opts, members))?
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    let mut kept = Group {
+        key: key.to_string(),
+        runs: Vec::new(),
+        tensors: RunTensors::new(),
+        notes: Vec::new(),
+        error: None,
+    };
+    let mut missing = Vec::new();
+    for id in wanted.iter().map(String::as_str).chain(["golden"]) {
+        match cache
+            .map(|c| c.store.reproduction(c.context, id, key))
+            .transpose()?
+            .flatten()
+        {
+            Some(stored) => {
+                if id != "golden" {
+                    kept.runs.push(stored.run);
+                    counts.reused += 1;
+                }
+                kept.tensors.insert(id.to_string(), stored.samples);
+            }
+            None if id != "golden" => missing.push(id.to_string()),
+            None => {}
+        }
+    }
+    if missing.is_empty() && kept.tensors.contains_key("golden") {
+        return Ok(kept);
+    }
+    let targets = if missing.is_empty() { wanted.clone() } else { missing };
+    counts.made += targets.len();
+    let fresh = audit_group(opts, key, members, targets)?;
+    if let Some(c) = cache {
+        keep_runs(c, &fresh)?;
+    }
+    kept.runs.extend(fresh.runs);
+    kept.tensors.extend(fresh.tensors);
+    kept.notes = fresh.notes;
+    kept.runs.sort_by_key(|r| wanted.iter().position(|w| *w == r.target));
+    Ok(kept)
+}
+
+/// Keeps the golden run and every run that succeeded (failures are tried again next time).
+fn keep_runs(cache: &RunCache, group: &Group) -> Result<()> {
+    if let Some(golden) = group.tensors.get("golden") {
+        let run = CandidateRun {
+            target: "golden".into(),
+            inputs: group.key.clone(),
+            status: "ok".into(),
+            runtime: None,
+            error: None,
+            sqnr_db: Vec::new(),
+        };
+        cache.store.put_reproduction(cache.context, &run, golden)?;
+    }
+    for run in &group.runs {
+        if let Some(samples) = group.tensors.get(&run.target) {
+            cache.store.put_reproduction(cache.context, run, samples)?;
+        }
+    }
+    Ok(())
 }
 
 /// Errors that are about one group's inputs (they do not fit the model, or the golden run was

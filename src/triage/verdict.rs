@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::reproduce::{input_key, release_target, Group};
+use super::reproduce::{input_key, release_target, report_target_ids, Group};
 use super::{ReportEntry, Thresholds};
 use crate::compare::{Agreement, ErrorStats};
 use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus};
@@ -17,7 +17,7 @@ use crate::report::model::{CodeDiffs, Num};
 use crate::tensor::Tensor;
 
 /// The stable keyword of a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     /// Bit for bit what the HTP simulation of its chipset gives: auditable on a laptop.
@@ -41,14 +41,14 @@ pub enum VerdictKind {
 }
 
 /// A verdict: the keyword and a sentence for people.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub kind: VerdictKind,
     pub sentence: String,
 }
 
 /// A report's output against the golden run.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputFigures {
     pub output: String,
     pub elements: u64,
@@ -61,7 +61,7 @@ pub struct OutputFigures {
 }
 
 /// A report against one candidate run, over every sample and output.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidateDistance {
     pub target: String,
     pub elements: u64,
@@ -356,7 +356,13 @@ fn worst_sqnr(run: &[Vec<(String, Tensor)>], golden: &[Vec<(String, Tensor)>], n
         .map(Num)
 }
 
-fn entry(report: &DeviceReport, group: &Group, steps: &[Option<f64>], t: &Thresholds) -> ReportEntry {
+fn entry(
+    report: &DeviceReport,
+    group: &Group,
+    steps: &[Option<f64>],
+    t: &Thresholds,
+    wanted: &[String],
+) -> ReportEntry {
     let identity = identify_device(&report.device);
     let mut e = malformed(&report.path, String::new());
     e.format = Some(report.format);
@@ -398,7 +404,7 @@ fn entry(report: &DeviceReport, group: &Group, steps: &[Option<f64>], t: &Thresh
             e.candidates = group
                 .tensors
                 .iter()
-                .filter(|(id, _)| id.as_str() != "golden")
+                .filter(|(id, _)| wanted.contains(id))
                 .map(|(id, run)| distance(id, report, run, steps))
                 .collect();
             decide(report, &identity, &e.candidates, &e.garbage, t)
@@ -409,10 +415,11 @@ fn entry(report: &DeviceReport, group: &Group, steps: &[Option<f64>], t: &Thresh
 
 /// Every report's entry, in the order given.
 pub fn entries(
-    parsed: &[(PathBuf, Result<DeviceReport, String>)],
+    parsed: &[&(PathBuf, Result<DeviceReport, String>)],
     groups: &[Group],
     steps: &[Option<f64>],
     t: &Thresholds,
+    candidates: &[String],
 ) -> Vec<ReportEntry> {
     parsed
         .iter()
@@ -420,8 +427,12 @@ pub fn entries(
             Err(e) => malformed(path, e.clone()),
             Ok(report) => {
                 let key = input_key(report);
+                let wanted = match report_target_ids(candidates, report) {
+                    Ok(w) => w,
+                    Err(e) => return malformed(path, format!("{e:#}")),
+                };
                 match groups.iter().find(|g| g.key == key) {
-                    Some(g) => entry(report, g, steps, t),
+                    Some(g) => entry(report, g, steps, t, &wanted),
                     None => malformed(path, "no local run for its inputs".into()),
                 }
             }

@@ -1,0 +1,478 @@
+//! The triage store: a SQLite file that makes triage incremental. A report already triaged under
+//! the same context (model, reference, runtimes, thresholds, candidates, tool version) is read back
+//! instead of triaged again, keyed by its content hash, so a rerun over a growing fleet triages
+//! only the new reports; every local run is kept per (target, inputs hash), so simulation work
+//! grows with the distinct input sets, not with the reports. `triage --summary` reads it back.
+//!
+//! The file is the tool's own: it is recognised by SQLite's `application_id` and refused when it
+//! is anything else, so a database that happens to sit where the store would go is never touched.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use sha2::{Digest, Sha256};
+
+use super::{CandidateRun, ReportEntry, Thresholds, TriageOptions};
+use crate::error::{bad_output, run_error};
+use crate::tensor::{npz_bytes, read_npz_bytes, Tensor};
+
+/// SQLite `application_id` of a triage store ("NPUA").
+const APPLICATION_ID: i32 = 0x4E50_5541;
+/// Layout version (`PRAGMA user_version`); a store of another version is refused.
+const STORE_VERSION: i32 = 1;
+/// The store's file name when `--db` is not given.
+pub const DEFAULT_FILE_NAME: &str = "npu-audit-triage.db";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS contexts(
+    context TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    model_sha256 TEXT NOT NULL,
+    reference TEXT NOT NULL,
+    thresholds TEXT NOT NULL,
+    candidates TEXT NOT NULL,
+    intra_op_threads INTEGER NOT NULL,
+    tool_version TEXT NOT NULL,
+    last_used INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS reproductions(
+    context TEXT NOT NULL,
+    target TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    run TEXT NOT NULL,
+    names TEXT NOT NULL,
+    outputs BLOB NOT NULL,
+    PRIMARY KEY(context, target, inputs));
+CREATE TABLE IF NOT EXISTS reports(
+    context TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    path TEXT NOT NULL,
+    chipset TEXT,
+    verdict TEXT NOT NULL,
+    sqnr_db REAL,
+    entry TEXT NOT NULL,
+    triaged INTEGER NOT NULL,
+    PRIMARY KEY(context, content_sha256));
+";
+
+/// An open triage store.
+pub struct Store {
+    conn: Connection,
+    pub path: PathBuf,
+}
+
+/// One run of one target on one input set, as kept in the store.
+pub struct StoredRun {
+    pub run: CandidateRun,
+    pub samples: Vec<Vec<(String, Tensor)>>,
+}
+
+/// What a triage context was, as `--summary` shows it.
+#[derive(Debug, Clone)]
+pub struct StoredContext {
+    pub context: String,
+    pub model: String,
+    pub model_sha256: String,
+    pub reference: String,
+    pub thresholds: Thresholds,
+    pub intra_op_threads: usize,
+    pub tool_version: String,
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A store that cannot be used as one (exit code 2): the file is left as it is.
+fn refuse(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+    bad_output(format!(
+        "triage store {}: {e} (name another with --db, or use --no-db)",
+        path.display()
+    ))
+}
+
+/// A store that failed while in use (exit code 4).
+fn store_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+    run_error(format!("triage store {}: {e}", path.display()))
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it when `create` and it does not exist; refuses a file
+    /// that is not a triage store of this version.
+    pub fn open(path: &Path, create: bool) -> Result<Store> {
+        let exists = path.exists();
+        if !exists && !create {
+            return Err(refuse(path, "no such store (triage writes one)"));
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| refuse(path, e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(|e| store_error(path, e))?;
+        let store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.check_or_init(exists)?;
+        Ok(store)
+    }
+
+    fn pragma(&self, name: &str) -> Result<i32> {
+        self.conn
+            .pragma_query_value(None, name, |r| r.get(0))
+            .map_err(|e| refuse(&self.path, format!("not an SQLite database ({e})")))
+    }
+
+    fn check_or_init(&self, existed: bool) -> Result<()> {
+        let (app, version) = (self.pragma("application_id")?, self.pragma("user_version")?);
+        let empty = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
+            .map_err(|e| refuse(&self.path, e))?
+            == 0;
+        if existed && !empty && app != APPLICATION_ID {
+            return Err(refuse(
+                &self.path,
+                "an SQLite database that is not a triage store; left untouched",
+            ));
+        }
+        if existed && !empty && version != STORE_VERSION {
+            return Err(refuse(
+                &self.path,
+                format!("layout version {version}, this tool reads {STORE_VERSION}"),
+            ));
+        }
+        self.conn
+            .execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {STORE_VERSION}; {SCHEMA}"
+            ))
+            .map_err(|e| store_error(&self.path, e))
+    }
+
+    /// Records (or touches) a context so `--summary` can say what it was.
+    pub fn record_context(
+        &self,
+        context: &str,
+        opts: &TriageOptions,
+        model_sha256: &str,
+        reference: &str,
+    ) -> Result<()> {
+        let threads = opts
+            .audit
+            .exec
+            .threads
+            .unwrap_or(crate::exec::executor::DEFAULT_INTRA_OP_THREADS);
+        self.conn
+            .execute(
+                "INSERT INTO contexts VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(context) DO UPDATE SET last_used = excluded.last_used, model = excluded.model",
+                params![
+                    context,
+                    opts.audit.model.display().to_string(),
+                    model_sha256,
+                    reference,
+                    serde_json::to_string(&opts.thresholds)?,
+                    serde_json::to_string(&opts.candidates)?,
+                    i64::try_from(threads).unwrap_or(i64::MAX),
+                    env!("CARGO_PKG_VERSION"),
+                    now(),
+                ],
+            )
+            .map_err(|e| store_error(&self.path, e))?;
+        Ok(())
+    }
+
+    /// The kept run of `target` on `inputs`, if any.
+    pub fn reproduction(&self, context: &str, target: &str, inputs: &str) -> Result<Option<StoredRun>> {
+        let row: Option<(String, String, Vec<u8>)> = self
+            .conn
+            .query_row(
+                "SELECT run, names, outputs FROM reproductions WHERE context = ?1 AND target = ?2 AND inputs = ?3",
+                params![context, target, inputs],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| store_error(&self.path, e))?;
+        let Some((run, names, outputs)) = row else {
+            return Ok(None);
+        };
+        let decoded = (|| -> Result<StoredRun> {
+            let run: CandidateRun = serde_json::from_str(&run)?;
+            let names: Vec<Vec<String>> = serde_json::from_str(&names)?;
+            Ok(StoredRun {
+                run,
+                samples: decode_samples(&names, outputs)?,
+            })
+        })();
+        decoded
+            .map(Some)
+            .with_context(|| format!("triage store {}: a damaged run of {target}", self.path.display()))
+    }
+
+    /// Keeps a successful run of `target` on `inputs`.
+    pub fn put_reproduction(&self, context: &str, run: &CandidateRun, samples: &[Vec<(String, Tensor)>]) -> Result<()> {
+        let names: Vec<Vec<String>> = samples
+            .iter()
+            .map(|s| s.iter().map(|(n, _)| n.clone()).collect())
+            .collect();
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO reproductions VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    context,
+                    run.target,
+                    run.inputs,
+                    serde_json::to_string(run)?,
+                    serde_json::to_string(&names)?,
+                    encode_samples(samples)?,
+                ],
+            )
+            .map_err(|e| store_error(&self.path, e))?;
+        Ok(())
+    }
+
+    /// The entry of the report with this content under this context, if triaged before.
+    pub fn entry(&self, context: &str, content_sha256: &str) -> Result<Option<ReportEntry>> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT entry FROM reports WHERE context = ?1 AND content_sha256 = ?2",
+                params![context, content_sha256],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| store_error(&self.path, e))?;
+        text.map(|t| serde_json::from_str(&t))
+            .transpose()
+            .with_context(|| format!("triage store {}: a damaged report entry", self.path.display()))
+    }
+
+    /// Keeps the entries of reports that were triaged (read, reproduced, decided) in one
+    /// transaction.
+    pub fn put_entries(&mut self, context: &str, entries: &[&ReportEntry]) -> Result<()> {
+        let tx = self.conn.transaction().map_err(|e| store_error(&self.path, e))?;
+        for e in entries {
+            let Some(hash) = &e.content_sha256 else { continue };
+            tx.execute(
+                "INSERT OR REPLACE INTO reports VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    context,
+                    hash,
+                    e.path,
+                    e.identity.as_ref().and_then(|i| i.chipset.clone()),
+                    serde_json::to_value(e.verdict.kind)?.as_str().unwrap_or_default(),
+                    e.sqnr_db.map(|n| n.0).filter(|v| v.is_finite()),
+                    serde_json::to_string(e)?,
+                    now(),
+                ],
+            )
+            .map_err(|er| store_error(&self.path, er))?;
+        }
+        tx.commit().map_err(|e| store_error(&self.path, e))
+    }
+
+    /// Every context, most recently used first.
+    pub fn contexts(&self) -> Result<Vec<StoredContext>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT context, model, model_sha256, reference, thresholds, intra_op_threads, tool_version
+                 FROM contexts ORDER BY last_used DESC, context",
+            )
+            .map_err(|e| store_error(&self.path, e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .map_err(|e| store_error(&self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (context, model, model_sha256, reference, thresholds, threads, tool_version) =
+                row.map_err(|e| store_error(&self.path, e))?;
+            out.push(StoredContext {
+                context,
+                model,
+                model_sha256,
+                reference,
+                thresholds: serde_json::from_str(&thresholds)
+                    .with_context(|| format!("triage store {}: damaged thresholds", self.path.display()))?,
+                intra_op_threads: usize::try_from(threads).unwrap_or(0),
+                tool_version,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every report entry of a context, by path.
+    pub fn entries(&self, context: &str) -> Result<Vec<ReportEntry>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT entry FROM reports WHERE context = ?1 ORDER BY path, content_sha256")
+            .map_err(|e| store_error(&self.path, e))?;
+        let rows = stmt
+            .query_map([context], |r| r.get::<_, String>(0))
+            .map_err(|e| store_error(&self.path, e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let text = row.map_err(|e| store_error(&self.path, e))?;
+            out.push(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("triage store {}: a damaged report entry", self.path.display()))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The records (not the outputs) of every run kept on these input sets.
+    pub fn runs_of_inputs(&self, context: &str, inputs: &[String]) -> Result<Vec<CandidateRun>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run FROM reproductions WHERE context = ?1 AND inputs = ?2 AND target != 'golden'")
+            .map_err(|e| store_error(&self.path, e))?;
+        let mut out = Vec::new();
+        for key in inputs {
+            let rows = stmt
+                .query_map(params![context, key], |r| r.get::<_, String>(0))
+                .map_err(|e| store_error(&self.path, e))?;
+            for row in rows {
+                let text = row.map_err(|e| store_error(&self.path, e))?;
+                out.push(
+                    serde_json::from_str(&text)
+                        .with_context(|| format!("triage store {}: a damaged run", self.path.display()))?,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many runs the store keeps for a context.
+    pub fn reproduction_count(&self, context: &str) -> Result<usize> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM reproductions WHERE context = ?1",
+                [context],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| usize::try_from(n).unwrap_or(0))
+            .map_err(|e| store_error(&self.path, e))
+    }
+}
+
+/// Samples of named outputs as one `.npz` whose members are `<sample>.<index>` (output names
+/// are kept beside it: they may hold `/`, which is no member name).
+fn encode_samples(samples: &[Vec<(String, Tensor)>]) -> Result<Vec<u8>> {
+    let members: Vec<(String, &Tensor)> = samples
+        .iter()
+        .enumerate()
+        .flat_map(|(s, sample)| {
+            sample
+                .iter()
+                .enumerate()
+                .map(move |(k, (_, t))| (format!("{s}.{k}"), t))
+        })
+        .collect();
+    npz_bytes(&members)
+}
+
+fn decode_samples(names: &[Vec<String>], bytes: Vec<u8>) -> Result<Vec<Vec<(String, Tensor)>>> {
+    let mut members: std::collections::HashMap<String, Tensor> = read_npz_bytes(bytes)?.into_iter().collect();
+    names
+        .iter()
+        .enumerate()
+        .map(|(s, sample)| {
+            sample
+                .iter()
+                .enumerate()
+                .map(|(k, name)| {
+                    members
+                        .remove(&format!("{s}.{k}"))
+                        .map(|t| (name.clone(), t))
+                        .ok_or_else(|| anyhow::anyhow!("member {s}.{k} is missing"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The context of local runs: what changes the numbers a target gives on given inputs (the tool,
+/// the model, the reference, the default inputs, the runtimes and thread count).
+pub fn run_context(opts: &TriageOptions, model_sha256: &str) -> Result<String> {
+    let mut h = Sha256::new();
+    let mut put = |label: &str, text: &str| {
+        h.update(label.as_bytes());
+        h.update((text.len() as u64).to_le_bytes());
+        h.update(text.as_bytes());
+    };
+    put("tool", env!("CARGO_PKG_VERSION"));
+    put("model", model_sha256);
+    put("reference", &reference_identity(opts)?);
+    // The default inputs by content: the same files elsewhere are the same inputs.
+    let inputs = &opts.audit.inputs;
+    let generated = (&inputs.gen, inputs.seed, inputs.samples, &inputs.shapes);
+    put("inputs", &format!("{generated:?}"));
+    for npz in &inputs.npz {
+        put("inputs-npz", &crate::hash::sha256_file(npz)?);
+    }
+    for spec in &inputs.npy {
+        let (name, file) = spec.split_once('=').unwrap_or(("", spec));
+        put("inputs-npy", name);
+        put("inputs-npy", &crate::hash::sha256_file(std::path::Path::new(file))?);
+    }
+    let exec = &opts.audit.exec;
+    put("threads", &format!("{:?}", exec.threads));
+    put("runtimes", &format!("{:?}", exec.runtimes));
+    Ok(crate::hash::hex(&h.finalize()))
+}
+
+/// The context of report entries: the run context plus what turns measurements into verdicts.
+pub fn entry_context(opts: &TriageOptions, run_context: &str) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(run_context.as_bytes());
+    h.update(serde_json::to_string(&opts.thresholds)?.as_bytes());
+    h.update(serde_json::to_string(&opts.candidates)?.as_bytes());
+    h.update(format!("{:?}", opts.defaults).as_bytes());
+    h.update(super::TRIAGE_SCHEMA_VERSION.to_le_bytes());
+    Ok(crate::hash::hex(&h.finalize()))
+}
+
+/// The golden directory's manifest (which holds every output's hash) or the reference model's
+/// hash.
+fn reference_identity(opts: &TriageOptions) -> Result<String> {
+    if let Some(dir) = &opts.audit.golden {
+        return crate::hash::sha256_file(&dir.join("manifest.json"));
+    }
+    match &opts.audit.reference {
+        Some(p) => crate::hash::sha256_file(p),
+        None => Ok(String::new()),
+    }
+}
+
+/// Where the store goes when `--db` is not given: inside the fleet directory, or beside the
+/// first report.
+pub fn default_path(reports: &[PathBuf]) -> Option<PathBuf> {
+    let first = reports.first()?;
+    let dir = if first.is_dir() && !crate::device::is_single_report(first) {
+        first.clone()
+    } else {
+        first.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    Some(dir.join(DEFAULT_FILE_NAME))
+}
