@@ -418,3 +418,53 @@ fn saved_golden_as_report(fleet: &Path) -> PathBuf {
         serde_json::json!({"soc_model": "SM8650"}),
     )
 }
+
+fn raw_f32(path: &Path, values: &[f32]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+}
+
+#[test]
+fn a_qnn_net_run_directory_with_its_input_list_is_reproduced_on_those_inputs() {
+    let dir = tempdir();
+    let saved = simulated(dir.path());
+    let s8650 = saved_runs(&saved)("qnn_sm8650");
+    let golden_x = |k: usize| {
+        let t = Tensor::read_npy(&repo("golden/ppocr_cls_fp32/inputs").join(format!("s{k}/i0.npy"))).unwrap();
+        values(&t).into_iter().map(|v| v as f32).collect::<Vec<f32>>()
+    };
+    // The device ran the golden samples in the other order, listed by device paths.
+    let run = dir.path().join("qnn_run");
+    raw_f32(&run.join("inputs/x_a.raw"), &golden_x(1));
+    raw_f32(&run.join("x_b.raw"), &golden_x(0));
+    std::fs::write(
+        run.join("input_list.txt"),
+        "#save_infer_model/scale_0.tmp_1\nx:=/data/local/tmp/npu/inputs/x_a.raw\n/data/local/tmp/npu/x_b.raw\n",
+    )
+    .unwrap();
+    for (k, sample) in [&s8650[1], &s8650[0]].iter().enumerate() {
+        raw_f32(
+            &run.join(format!("Result_{k}/save_infer_model_scale_0_tmp_1.raw")),
+            sample,
+        );
+    }
+    let (code, t, err) = triage_with(&[&run], &["--chipset", "SM8650", "--no-db"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        verdict(&t, "qnn_run"),
+        "reproduced",
+        "{}",
+        entry(&t, "qnn_run")["verdict"]
+    );
+    assert_ne!(entry(&t, "qnn_run")["inputs"], "golden");
+    // A list that points outside the report names a file the report does not hold.
+    std::fs::write(run.join("input_list.txt"), "x:=../../../etc/passwd\n/data/x_b.raw\n").unwrap();
+    let (code, t, err) = triage_with(&[&run], &["--chipset", "SM8650", "--no-db"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(verdict(&t, "qnn_run"), "malformed");
+    let why = entry(&t, "qnn_run")["verdict"]["sentence"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("passwd is not in the report"), "{why}");
+}

@@ -33,6 +33,7 @@ fn options(a: &TriageArgs, model: &std::path::Path) -> Result<TriageOptions> {
         audit,
         defaults: ReportDefaults {
             chipset: a.chipset.clone(),
+            ..Default::default()
         },
         candidates: a.candidates.clone(),
         thresholds: thresholds(a)?,

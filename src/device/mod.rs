@@ -67,6 +67,9 @@ pub struct DeviceReport {
 pub struct ReportDefaults {
     /// A chipset spelling for reports without a `device.json` (AI Hub, `qnn-net-run`).
     pub chipset: Option<String>,
+    /// The shape of each model input as the default inputs have it: what a raw input file of a
+    /// model with dynamic dimensions is read as, when its size fits.
+    pub input_shapes: std::collections::HashMap<String, Vec<usize>>,
 }
 
 /// Reads the report at `path` in whichever format it is, checking every array against `sig`.

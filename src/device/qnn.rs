@@ -1,8 +1,11 @@
 //! A `qnn-net-run` (or `snpe-net-run`) output directory: `Result_<N>/` per inference, each with
 //! one `<output>.raw` per model output (characters other than letters, digits and `_` written as
 //! `_`), float32 by default or the output's own type with `--use_native_output_files`. The device
-//! is a `device.json` beside `Result_0/`, else `--chipset`. The inputs are the golden run's or
-//! `--inputs` (the input list names paths on the device).
+//! is a `device.json` beside `Result_0/`, else `--chipset`. The inputs are those of the
+//! `input_list.txt` beside `Result_0/` when the report has one (one line per inference, each
+//! `name:=path` or a path per model input in order; `#` lines name outputs and are skipped; the
+//! paths are the device's, so each file is looked up by its file name in `inputs/` or beside the
+//! list, never where the path points), else the golden run's or `--inputs`.
 
 use std::path::Path;
 
@@ -66,20 +69,55 @@ fn result_dirs(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     Ok(out)
 }
 
-fn shape_of(info: &TensorInfo) -> Result<Vec<usize>> {
-    match &info.dims {
-        Some(d) => d
-            .iter()
-            .map(|d| match d {
-                Dim::Fixed(n) => Ok(*n),
-                Dim::Dynamic(_) => bail!(
-                    "output '{}' has a dynamic dimension: raw files carry no shape",
+/// The shape of a raw file of `len` bytes: the declared one, with one dynamic dimension (a batch)
+/// taken from the length (as float32 values, what `qnn-net-run` writes by default, else in the
+/// tensor's own type). Raw files carry no shape, so two dynamic dimensions cannot be told.
+fn shape_of(info: &TensorInfo, len: usize) -> Result<Vec<usize>> {
+    let Some(dims) = &info.dims else {
+        bail!("'{}' has no declared shape: raw files carry no shape", info.name);
+    };
+    let fixed: usize = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => *n,
+            Dim::Dynamic(_) => 1,
+        })
+        .product();
+    let dynamic: Vec<usize> = (0..dims.len())
+        .filter(|&k| matches!(dims[k], Dim::Dynamic(_)))
+        .collect();
+    let mut shape: Vec<usize> = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => *n,
+            Dim::Dynamic(_) => 1,
+        })
+        .collect();
+    match dynamic.as_slice() {
+        [] => Ok(shape),
+        [k] => {
+            let per = [4, info.dtype.size()].map(|w| fixed.saturating_mul(w));
+            let Some(width) = per.into_iter().find(|p| *p > 0 && len.is_multiple_of(*p)) else {
+                bail!(
+                    "'{}': {len} bytes are no whole number of its {fixed}-element rows",
                     info.name
-                ),
-            })
-            .collect(),
-        None => bail!("output '{}' has no declared shape: raw files carry no shape", info.name),
+                );
+            };
+            shape[*k] = len / width;
+            Ok(shape)
+        }
+        _ => bail!(
+            "'{}' has {} dynamic dimensions: a raw file carries no shape (give the inputs with --inputs)",
+            info.name,
+            dynamic.len()
+        ),
     }
+}
+
+/// Whether `len` bytes are `shape`'s elements as float32 or in the tensor's own type.
+fn fits(shape: &[usize], info: &TensorInfo, len: usize) -> bool {
+    let n = crate::tensor::checked_len(shape).unwrap_or(0);
+    n > 0 && (len == n.saturating_mul(4) || len == n.saturating_mul(info.dtype.size()))
 }
 
 /// One raw output: float32 (converted to the output's type when that is an integer type and
@@ -142,7 +180,8 @@ fn read_results(dir: &Path, sig: &Signature, hash: &mut Sha256) -> Result<Vec<Ve
             let bytes = std::fs::read(&file)?;
             hash.update(format!("Result_{k}/{file_name}").as_bytes());
             hash.update(&bytes);
-            let t = read_raw(&bytes, info, shape_of(info)?).with_context(|| format!("Result_{k}/{file_name}"))?;
+            let shape = shape_of(info, bytes.len()).with_context(|| format!("Result_{k}/{file_name}"))?;
+            let t = read_raw(&bytes, info, shape).with_context(|| format!("Result_{k}/{file_name}"))?;
             sample.push((info.name.clone(), t));
         }
         samples.push(sample);
@@ -167,19 +206,138 @@ fn device_beside(dir: &Path, defaults: &ReportDefaults, hash: &mut Sha256) -> Re
     DeviceInfo::parse(&bytes)
 }
 
+/// The name of the input list a report may carry beside `Result_0/`.
+pub const INPUT_LIST: &str = "input_list.txt";
+
+/// The model input a `name:=` of an input list means: the name itself or as the converters
+/// write it.
+fn input_index(sig: &Signature, name: &str) -> Option<usize> {
+    sig.inputs
+        .iter()
+        .position(|i| i.name == name || raw_names(&i.name).iter().any(|r| r.strip_suffix(".raw") == Some(name)))
+}
+
+/// The file an input list's path names, looked up by its file name inside the report only.
+fn input_file(dir: &Path, path: &str) -> Result<std::path::PathBuf> {
+    let base = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    if base.is_empty() || base == "." || base == ".." {
+        bail!("{INPUT_LIST}: '{path}' names no file");
+    }
+    [dir.join("inputs").join(base), dir.join(base)]
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+        .ok_or_else(|| anyhow::anyhow!("{INPUT_LIST}: {base} is not in the report (inputs/ or beside the list)"))
+}
+
+/// One line of an input list: the raw file of every model input, in the model's order.
+fn input_line(dir: &Path, sig: &Signature, line: &str, n: usize) -> Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<Option<std::path::PathBuf>> = vec![None; sig.inputs.len()];
+    for (pos, token) in line.split_whitespace().enumerate() {
+        let (k, path) = match token.split_once(":=") {
+            Some((name, path)) => (
+                input_index(sig, name)
+                    .ok_or_else(|| anyhow::anyhow!("{INPUT_LIST} line {n}: the model has no input '{name}'"))?,
+                path,
+            ),
+            None => (pos, token),
+        };
+        let slot = files.get_mut(k).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{INPUT_LIST} line {n}: more files than the model's {} inputs",
+                sig.inputs.len()
+            )
+        })?;
+        if slot.replace(input_file(dir, path)?).is_some() {
+            bail!("{INPUT_LIST} line {n}: input {} is given twice", sig.inputs[k].name);
+        }
+    }
+    files
+        .into_iter()
+        .enumerate()
+        .map(|(k, f)| {
+            f.ok_or_else(|| anyhow::anyhow!("{INPUT_LIST} line {n}: no file for input {}", sig.inputs[k].name))
+        })
+        .collect()
+}
+
+/// The inputs of the report's input list, one sample per line, when it has one.
+fn read_input_list(
+    dir: &Path,
+    sig: &Signature,
+    hints: &std::collections::HashMap<String, Vec<usize>>,
+    hash: &mut Sha256,
+) -> Result<Option<super::Samples>> {
+    let list = dir.join(INPUT_LIST);
+    if std::fs::symlink_metadata(&list).is_err() {
+        return Ok(None);
+    }
+    crate::userfile::regular_file(&list).map_err(|e| anyhow::anyhow!("{INPUT_LIST}: {e}"))?;
+    if std::fs::metadata(&list)?.len() > MAX_TEXT_BYTES {
+        bail!("{INPUT_LIST} is too large");
+    }
+    let text =
+        String::from_utf8(std::fs::read(&list)?).map_err(|_| anyhow::anyhow!("{INPUT_LIST} is not UTF-8 text"))?;
+    hash.update(INPUT_LIST.as_bytes());
+    hash.update(text.as_bytes());
+    let mut total = 0u64;
+    let mut samples = Vec::new();
+    let lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    for (i, line) in lines {
+        if samples.len() >= MAX_RESULTS {
+            bail!("{INPUT_LIST}: more than {MAX_RESULTS} inferences");
+        }
+        let mut sample = Vec::new();
+        for (info, file) in sig.inputs.iter().zip(input_line(dir, sig, line, i + 1)?) {
+            let len = std::fs::metadata(&file)?.len();
+            total += len;
+            if len > MAX_FILE_BYTES || total > MAX_REPORT_BYTES {
+                bail!("{INPUT_LIST}: the inputs are larger than the report limits");
+            }
+            let bytes = std::fs::read(&file)?;
+            hash.update(&bytes);
+            let name = file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let at = || format!("{INPUT_LIST} line {}: {name}", i + 1);
+            let shape = match hints.get(&info.name) {
+                Some(h) if fits(h, info, bytes.len()) => h.clone(),
+                _ => shape_of(info, bytes.len()).with_context(at)?,
+            };
+            let t = read_raw(&bytes, info, shape).with_context(at)?;
+            sample.push((info.name.clone(), t));
+        }
+        samples.push(sample);
+    }
+    Ok(Some(samples))
+}
+
 /// Reads a `qnn-net-run` output directory.
 pub fn read_dir(dir: &Path, sig: &Signature, defaults: &ReportDefaults) -> Result<DeviceReport> {
     let fail = |e: anyhow::Error| bad_input(format!("device report {}: {e:#}", dir.display()));
     let mut hash = Sha256::new();
     let outputs = read_results(dir, sig, &mut hash).map_err(fail)?;
     let device = device_beside(dir, defaults, &mut hash).map_err(fail)?;
+    let inputs = read_input_list(dir, sig, &defaults.input_shapes, &mut hash).map_err(fail)?;
+    if let Some(i) = &inputs {
+        if i.len() != outputs.len() {
+            return Err(fail(anyhow::anyhow!(
+                "{INPUT_LIST} lists {} inferences and there are {} Result_N directories",
+                i.len(),
+                outputs.len()
+            )));
+        }
+    }
     Ok(DeviceReport {
         path: dir.to_path_buf(),
         format: ReportFormat::QnnNetRun,
         content_sha256: crate::hash::hex(&hash.finalize()),
         device,
         outputs,
-        inputs: None,
+        inputs,
         logs: Vec::new(),
     })
 }

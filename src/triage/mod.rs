@@ -170,15 +170,39 @@ fn report_paths(opts: &TriageOptions) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The shape of each input as the default inputs have it (the golden run's first sample, or what
+/// `--inputs`/`--gen` give), for raw input files of a model with dynamic dimensions.
+fn input_shapes(opts: &TriageOptions, sig: &crate::model::Signature) -> std::collections::HashMap<String, Vec<usize>> {
+    match &opts.audit.golden {
+        Some(dir) => sig
+            .inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(k, info)| {
+                let file = dir.join("inputs").join("s0").join(format!("i{k}.npy"));
+                let (_, shape) = crate::tensor::read_npy_header(&file).ok()?;
+                Some((info.name.clone(), shape))
+            })
+            .collect(),
+        None => crate::inputs::prepare(sig, &opts.audit.inputs)
+            .map(|set| set.shapes())
+            .unwrap_or_default(),
+    }
+}
+
 /// Reads every report (malformed ones kept as their error).
 fn parse_reports(
     opts: &TriageOptions,
     sig: &crate::model::Signature,
 ) -> Result<Vec<(PathBuf, Result<DeviceReport, String>)>> {
+    let defaults = ReportDefaults {
+        input_shapes: input_shapes(opts, sig),
+        ..opts.defaults.clone()
+    };
     Ok(report_paths(opts)?
         .into_iter()
         .map(|p| {
-            let r = crate::device::read_report(&p, sig, &opts.defaults).map_err(|e| format!("{e:#}"));
+            let r = crate::device::read_report(&p, sig, &defaults).map_err(|e| format!("{e:#}"));
             (p, r)
         })
         .collect())
