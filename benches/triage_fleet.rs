@@ -97,7 +97,7 @@ fn report_zip(path: &Path, i: usize, sims: &[Vec<(String, Vec<f32>)>], step: f32
         _ => (1, "SM8650"),
     };
     let mut values = sims[k][run].1.clone();
-    if i % 7 == 0 {
+    if i.is_multiple_of(7) {
         let at = i % values.len();
         values[at] += step;
     }
