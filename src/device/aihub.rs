@@ -13,27 +13,45 @@ use crate::error::bad_input;
 use crate::hash::sha256_hex;
 use crate::model::Signature;
 
-/// AI Hub device names (as in AI Hub's device list; a trailing "(Family)" is accepted) and the
-/// chipset each stands for.
+/// AI Hub device names and the chipset each stands for, as AI Hub's device list names them (seen
+/// in the `supported_devices` lists of Qualcomm's published AI Hub model cards: "Samsung Galaxy
+/// S22 Ultra 5G", "Samsung Galaxy Tab S8", "Xiaomi 12 Pro", "Snapdragon 8 Gen 3 QRD", "Snapdragon X
+/// Elite CRD", ...). Variants are folded before the lookup: a trailing "(Family)", "5G", "Ultra",
+/// "Plus"/"+" and "Pro".
 const DEVICES: &[(&str, &str)] = &[
     ("samsung galaxy s21", "sm8350"),
     ("samsung galaxy s22", "sm8450"),
+    ("samsung galaxy tab s8", "sm8450"),
+    ("xiaomi 12", "sm8450"),
     ("samsung galaxy s23", "sm8550"),
     ("samsung galaxy s24", "sm8650"),
     ("samsung galaxy s25", "sm8750"),
     ("snapdragon 8 gen 3 qrd", "sm8650"),
     ("snapdragon 8 elite qrd", "sm8750"),
+    ("snapdragon x elite crd", "snapdragon x elite"),
+    ("snapdragon x plus 8-core crd", "snapdragon x plus"),
 ];
+
+/// A device name without the words that tell variants of one phone apart.
+fn family(text: &str) -> String {
+    let mut name = text.to_lowercase().trim().to_string();
+    loop {
+        let before = name.clone();
+        for suffix in ["(family)", " 5g", " ultra", " plus", "+", " pro"] {
+            if let Some(rest) = name.strip_suffix(suffix) {
+                name = rest.trim_end().to_string();
+            }
+        }
+        if name == before {
+            return name;
+        }
+    }
+}
 
 /// The chipset an AI Hub device name stands for, else the text itself (a chipset attribute or
 /// any other spelling, read by the chipset table).
 pub fn chipset_of_device_name(text: &str) -> String {
-    let lower = text.to_lowercase();
-    let name = lower.trim_end_matches("(family)").trim();
-    let name = name
-        .trim_end_matches(['+', ' '])
-        .trim_end_matches(" ultra")
-        .trim_end_matches(" plus");
+    let name = family(text);
     DEVICES
         .iter()
         .find(|(d, _)| *d == name)
@@ -83,6 +101,23 @@ mod tests {
     fn ai_hub_device_names_map_to_their_chipset() {
         assert_eq!(chipset_of_device_name("Samsung Galaxy S24 (Family)"), "sm8650");
         assert_eq!(chipset_of_device_name("Samsung Galaxy S23 Ultra"), "sm8550");
+        assert_eq!(chipset_of_device_name("Samsung Galaxy S22 Ultra 5G"), "sm8450");
+        assert_eq!(chipset_of_device_name("Samsung Galaxy S22+ 5G"), "sm8450");
+        assert_eq!(chipset_of_device_name("Xiaomi 12 Pro"), "sm8450");
+        assert_eq!(chipset_of_device_name("Samsung Galaxy Tab S8"), "sm8450");
+        assert_eq!(chipset_of_device_name("Snapdragon 8 Gen 3 QRD"), "sm8650");
+        for (name, part) in [
+            ("Snapdragon X Elite CRD", "SC8380XP"),
+            ("Snapdragon X Plus 8-Core CRD", "SC8340XP"),
+        ] {
+            let spelled = crate::target::Chipset::from_spelling(&chipset_of_device_name(name));
+            assert!(
+                matches!(spelled, crate::target::chipset::Spelling::NotSimulated(d) if d.contains(part)),
+                "{name}: {spelled:?}"
+            );
+        }
+        // A phone AI Hub lists whose chipset has no HTP here stays as it was said.
+        assert_eq!(chipset_of_device_name("Google Pixel 3"), "Google Pixel 3");
         assert_eq!(
             chipset_of_device_name("chipset:qualcomm-snapdragon-8gen2"),
             "chipset:qualcomm-snapdragon-8gen2"
