@@ -1,12 +1,12 @@
-//! `npu-audit triage`: flags into options, the triage run, its table or JSON.
+//! `npu-audit triage`: flags into options, the triage run, its table, JSON, Markdown or HTML.
 
 use anyhow::Result;
 
-use super::args::TriageArgs;
-use super::commands::{emit_findings, findings_outputs};
+use super::args::{ReportFormat, TriageArgs};
+use super::commands::{emit_findings, findings_outputs, FindingsFile};
 use crate::device::ReportDefaults;
 use crate::error::{bad_flag, ExitCode};
-use crate::triage::{Thresholds, TriageOptions};
+use crate::triage::{Thresholds, Triage, TriageOptions};
 
 fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
     for (flag, v) in [
@@ -39,7 +39,22 @@ fn options(a: &TriageArgs) -> Result<TriageOptions> {
     })
 }
 
-/// Runs `triage`: the table (or JSON) on stdout, the JSON in `--out` when asked.
+/// The files `--out`, `--markdown` and `--html` ask for, each with its renderer.
+fn files(a: &TriageArgs) -> Vec<FindingsFile<'_, Triage>> {
+    let markdown: fn(&Triage) -> String = crate::render::triage_markdown::render;
+    let html: fn(&Triage) -> String = crate::render::html::triage::render;
+    [
+        ("--out", &a.out, None),
+        ("--markdown", &a.markdown, Some(markdown)),
+        ("--html", &a.html, Some(html)),
+    ]
+    .into_iter()
+    .filter_map(|(flag, path, render)| path.as_ref().map(|path| FindingsFile { flag, path, render }))
+    .collect()
+}
+
+/// Runs `triage`: the `--format` rendering on stdout, and every file asked for, written together
+/// once the triage is done (or none of them).
 pub fn run(a: &TriageArgs) -> Result<ExitCode> {
     let reads: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
         .into_iter()
@@ -47,13 +62,13 @@ pub fn run(a: &TriageArgs) -> Result<ExitCode> {
         .chain(a.inputs.npz.iter().cloned())
         .chain(a.reports.iter().cloned())
         .collect();
-    let outputs = findings_outputs(a.out.as_ref(), reads)?;
+    let files = files(a);
+    let outputs = findings_outputs(&files, reads)?;
     let triage = crate::triage::run(&options(a)?)?;
-    emit_findings(
-        &triage,
-        a.out.as_ref(),
-        outputs,
-        a.format,
-        crate::render::triage::render,
-    )
+    crate::interrupt::check()?;
+    emit_findings(&triage, &files, outputs, |t, json| match a.format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::triage::render(t),
+        ReportFormat::Markdown => crate::render::triage_markdown::render(t),
+    })
 }

@@ -96,7 +96,7 @@ impl DeviceInfo {
 }
 
 /// How sure the chipset of a report is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IdentityStatus {
     /// One chipset the audit can simulate.
@@ -112,7 +112,7 @@ pub enum IdentityStatus {
 }
 
 /// The chipset a report comes from, as far as it can be told.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Identity {
     pub status: IdentityStatus,
     /// The part number (`sm8650`), when identified.

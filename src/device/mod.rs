@@ -17,7 +17,7 @@ mod qnn;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use arrays::{split_samples, Samples};
 pub use info::{identify_device, DeviceInfo, Identity, IdentityStatus};
@@ -33,7 +33,7 @@ pub const MAX_REPORT_BYTES: u64 = 1 << 30;
 pub const MAX_TEXT_BYTES: u64 = 16 << 20;
 
 /// Which format a report came in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReportFormat {
     /// The tool's own directory.

@@ -16,7 +16,7 @@ pub mod verdict;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::audit::CompareOptions;
 use crate::device::{DeviceInfo, DeviceReport, Identity, ReportDefaults, ReportFormat};
@@ -42,7 +42,7 @@ pub struct TriageOptions {
 }
 
 /// The numbers that turn measurements into verdicts, recorded in the output.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Thresholds {
     /// A device within this many quantization steps of its chipset's simulation everywhere
     /// differs from it only in rounding.
@@ -69,7 +69,7 @@ impl Default for Thresholds {
 }
 
 /// One candidate run of one input group.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidateRun {
     pub target: String,
     /// The input group it ran on (`golden` or an inputs hash).
@@ -84,7 +84,7 @@ pub struct CandidateRun {
 }
 
 /// One report triaged.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReportEntry {
     pub path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -119,7 +119,7 @@ pub struct ReportEntry {
 }
 
 /// What `triage` found.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Triage {
     pub schema_version: u32,
     pub tool_version: String,
@@ -134,6 +134,16 @@ pub struct Triage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<Fleet>,
     pub notes: Vec<String>,
+}
+
+/// The JSON Schema of the triage output (`docs/triage.schema.json`, `npu-audit schema triage`),
+/// derived from [`Triage`] so the published layout cannot drift from what `triage` writes.
+pub fn triage_schema_text() -> String {
+    crate::report::schema::schema_text(&crate::report::schema::derived_schema::<Triage>(
+        format!("npu-audit triage, schema version {TRIAGE_SCHEMA_VERSION}"),
+        "The JSON of `npu-audit triage --format json` (and `--out FILE`): derived from the types in src/triage/. \
+         Prose in docs/device-reports.md.",
+    ))
 }
 
 /// Every report path: files and report directories as given, fleet directories expanded.

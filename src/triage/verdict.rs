@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::reproduce::{input_key, release_target, Group};
 use super::{ReportEntry, Thresholds};
@@ -17,7 +17,7 @@ use crate::report::model::{CodeDiffs, Num};
 use crate::tensor::Tensor;
 
 /// The stable keyword of a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     /// Bit for bit what the HTP simulation of its chipset gives: auditable on a laptop.
@@ -41,14 +41,14 @@ pub enum VerdictKind {
 }
 
 /// A verdict: the keyword and a sentence for people.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     pub kind: VerdictKind,
     pub sentence: String,
 }
 
 /// A report's output against the golden run.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputFigures {
     pub output: String,
     pub elements: u64,
@@ -61,7 +61,7 @@ pub struct OutputFigures {
 }
 
 /// A report against one candidate run, over every sample and output.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CandidateDistance {
     pub target: String,
     pub elements: u64,
