@@ -11,14 +11,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
+use std::process::Command;
 
 use common::*;
 use regex::Regex;
 use serde_json::Value;
-use wait_timeout::ChildExt;
 
 /// Runs `compare` with `args`, writing `dir/report.json` and `dir/report.html`; returns the JSON
 /// report (asserting the exit code it records is the process's).
@@ -102,52 +100,6 @@ fn expected_marks(report: &Value) -> BTreeMap<String, usize> {
         want.insert("placement".to_string(), bars);
     }
     want
-}
-
-/// The browser to use: `NPU_AUDIT_CHROMIUM`, else Debian's `/usr/bin/chromium` (which
-/// `scripts/test` installs when missing). A missing browser fails the test.
-fn chromium() -> PathBuf {
-    let path = PathBuf::from(std::env::var("NPU_AUDIT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
-    assert!(
-        path.is_file(),
-        "headless Chromium not found at {}: run the tests with scripts/test (it installs Debian's chromium), \
-         or set NPU_AUDIT_CHROMIUM to a Chromium binary",
-        path.display()
-    );
-    path
-}
-
-/// Runs headless Chromium on `page` with `extra` flags (own profile directory, 120 s limit) and
-/// returns its stdout.
-fn headless(browser: &Path, page: &Path, extra: &[String]) -> String {
-    let profile = tempdir();
-    let stdout_file = page.with_extension("stdout");
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&stdout_file).expect("stdout file"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", browser.display()));
-    match child.wait_timeout(Duration::from_secs(120)).expect("wait for chromium") {
-        Some(status) => assert!(status.success(), "{} exited with {status}", browser.display()),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{} did not finish within 120 s", browser.display());
-        }
-    }
-    std::fs::read_to_string(&stdout_file).expect("chromium output")
 }
 
 /// One attribute of an element's start tag.

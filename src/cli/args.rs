@@ -83,8 +83,13 @@ pub enum Command {
     Merge(MergeArgs),
     /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
     Render(RenderArgs),
-    /// Print the JSON Schema of the report (derived from the report's types).
-    Schema,
+    /// Print a JSON Schema derived from the types the tool writes: the report's (default) or
+    /// the triage output's.
+    Schema {
+        /// Which output's schema.
+        #[arg(value_enum, default_value_t = SchemaKind::Report)]
+        kind: SchemaKind,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -99,6 +104,16 @@ pub enum Command {
     /// Internal: run one target in this process (used by the audit's worker processes).
     #[command(name = "__worker", hide = true)]
     Worker { job: PathBuf },
+}
+
+/// The outputs with a published JSON Schema (`docs/report.schema.json`,
+/// `docs/triage.schema.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    /// The JSON report of `compare`, `layers` and `merge`.
+    Report,
+    /// The JSON of `triage`.
+    Triage,
 }
 
 /// Output format.
@@ -724,12 +739,20 @@ pub struct TriageArgs {
     pub inputs: InputArgs,
     #[command(flatten)]
     pub exec: ExecArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    pub format: ReportFormat,
     /// Also write the triage as JSON to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Also write the triage as Markdown to FILE (a support ticket, `$GITHUB_STEP_SUMMARY`; `-`:
+    /// stdout).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Also write one self-contained HTML page (SQNR per chipset, filterable report list) to
+    /// FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `golden` subcommands.

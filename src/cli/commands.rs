@@ -10,7 +10,7 @@ use clap::CommandFactory;
 
 use super::args::{
     CheckConfigArgs, Cli, ColorChoice, Command, ExecArgs, ExplainArgs, FingerprintArgs, Format, GlobalArgs,
-    GoldenCommand, InputArgs, ReportFiles, ReportFormat, RuntimeEnv,
+    GoldenCommand, InputArgs, ReportFiles, ReportFormat, RuntimeEnv, SchemaKind,
 };
 use crate::audit::golden::{run_golden_create, GoldenOptions};
 use crate::audit::run_compare;
@@ -322,45 +322,70 @@ pub fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::Success)
         }
         Command::Man { dir } => man(dir.as_deref()),
-        Command::Schema => {
-            print_stdout(&crate::report::schema::report_schema_text())?;
+        Command::Schema { kind } => {
+            print_stdout(&match kind {
+                SchemaKind::Report => crate::report::schema::report_schema_text(),
+                SchemaKind::Triage => crate::triage::triage_schema_text(),
+            })?;
             Ok(ExitCode::Success)
         }
         Command::Worker { .. } => Ok(ExitCode::Success),
     }
 }
 
-/// The files a findings command (`runtime bisect`, `triage`) reads, as the inputs of its
-/// `Outputs`, with `--out` checked before any work.
-pub fn findings_outputs(out: Option<&PathBuf>, reads: Vec<PathBuf>) -> Result<Outputs> {
+/// A file a findings command (`runtime bisect`, `triage`) writes: the flag that names it, its
+/// path (`-`: standard output), and its renderer (`None`: the JSON).
+pub struct FindingsFile<'a, T> {
+    pub flag: &'static str,
+    pub path: &'a PathBuf,
+    pub render: Option<fn(&T) -> String>,
+}
+
+/// The files a findings command reads, as the inputs of its `Outputs`, with every file it is
+/// asked to write checked before any work: writable, not one of its inputs, no two flags naming
+/// the same file, at most one naming standard output.
+pub fn findings_outputs<T>(files: &[FindingsFile<'_, T>], reads: Vec<PathBuf>) -> Result<Outputs> {
     let outputs = Outputs::new(&reads);
-    if let Some(out) = out.filter(|o| !crate::userfile::is_stdio(o)) {
-        outputs.check("--out", out)?;
+    let stdout: Vec<&str> = files.iter().filter(|f| is_stdio(f.path)).map(|f| f.flag).collect();
+    if stdout.len() > 1 {
+        return Err(bad_output(format!(
+            "{} all name standard output (-): only one can",
+            stdout.join(", ")
+        )));
+    }
+    for (i, f) in files.iter().enumerate() {
+        outputs.check(f.flag, f.path)?;
+        if let Some(other) = files[..i].iter().find(|o| o.path == f.path && !is_stdio(o.path)) {
+            return Err(bad_output(format!(
+                "{} and {} name the same file {}",
+                other.flag,
+                f.flag,
+                f.path.display()
+            )));
+        }
     }
     Ok(outputs)
 }
 
-/// Writes a findings command's JSON to `--out` (committed with nothing else) and prints the
-/// table or the JSON; `--out -` prints the JSON only.
+/// Renders every file a findings command was asked for, commits them together (all or none),
+/// then prints the one named `-`, else `stdout(found, json)` (the `--format` rendering).
 pub fn emit_findings<T: serde::Serialize>(
     found: &T,
-    out: Option<&PathBuf>,
+    files: &[FindingsFile<'_, T>],
     mut outputs: Outputs,
-    format: Format,
-    table: impl FnOnce(&T) -> String,
+    stdout: impl FnOnce(&T, String) -> String,
 ) -> Result<ExitCode> {
     let json = serde_json::to_string_pretty(found)? + "\n";
-    match out {
-        Some(out) if crate::userfile::is_stdio(out) => return print_stdout(&json).map(|_| ExitCode::Success),
-        Some(out) => {
-            outputs.file("--out", out, json.as_bytes())?;
-            outputs.commit()?;
+    let mut to_stdout = None;
+    for f in files {
+        let text = f.render.map_or_else(|| json.clone(), |render| render(found));
+        if is_stdio(f.path) {
+            to_stdout = Some(text);
+        } else {
+            outputs.file(f.flag, f.path, text.as_bytes())?;
         }
-        None => {}
     }
-    match format {
-        Format::Json => print_stdout(&json)?,
-        Format::Table => print_stdout(&table(found))?,
-    }
+    outputs.commit()?;
+    print_stdout(&to_stdout.unwrap_or_else(|| stdout(found, json)))?;
     Ok(ExitCode::Success)
 }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::args::{Format, RuntimeCommand};
-use super::commands::{emit_findings, findings_outputs, print_json, print_stdout, runtime_choice};
+use super::commands::{emit_findings, findings_outputs, print_json, print_stdout, runtime_choice, FindingsFile};
 use crate::error::ExitCode;
 use crate::listing;
 use crate::runtime::Provisioner;
@@ -62,14 +62,20 @@ fn bisect(a: &super::args::ReleaseBisectArgs) -> Result<ExitCode> {
         .flatten()
         .chain(a.inputs.npz.iter().cloned())
         .collect();
-    let outputs = findings_outputs(a.out.as_ref(), reads)?;
+    let files: Vec<FindingsFile<_>> = a
+        .out
+        .iter()
+        .map(|path| FindingsFile {
+            flag: "--out",
+            path,
+            render: None,
+        })
+        .collect();
+    let outputs = findings_outputs(&files, reads)?;
     let opts = super::compare::release_bisect_options(a)?;
     let found = crate::releases::bisect(&opts)?;
-    emit_findings(
-        &found,
-        a.out.as_ref(),
-        outputs,
-        a.format,
-        crate::render::releases::render,
-    )
+    emit_findings(&found, &files, outputs, |found, json| match a.format {
+        Format::Json => json,
+        Format::Table => crate::render::releases::render(found),
+    })
 }

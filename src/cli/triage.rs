@@ -1,12 +1,12 @@
-//! `npu-audit triage`: flags into options, the triage run, its table or JSON.
+//! `npu-audit triage`: flags into options, the triage run, its table, JSON, Markdown or HTML.
 
 use anyhow::Result;
 
-use super::args::TriageArgs;
-use super::commands::{emit_findings, findings_outputs};
+use super::args::{ReportFormat, TriageArgs};
+use super::commands::{emit_findings, findings_outputs, FindingsFile};
 use crate::device::ReportDefaults;
 use crate::error::{bad_flag, ExitCode};
-use crate::triage::{Thresholds, TriageOptions};
+use crate::triage::{Thresholds, Triage, TriageOptions};
 
 fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
     for (flag, v) in [
@@ -45,7 +45,22 @@ fn options(a: &TriageArgs, model: &std::path::Path) -> Result<TriageOptions> {
     })
 }
 
-/// Runs `triage`: the table (or JSON) on stdout, the JSON in `--out` when asked.
+/// The files `--out`, `--markdown` and `--html` ask for, each with its renderer.
+fn files(a: &TriageArgs) -> Vec<FindingsFile<'_, Triage>> {
+    let markdown: fn(&Triage) -> String = crate::render::triage_markdown::render;
+    let html: fn(&Triage) -> String = crate::render::html::triage::render;
+    [
+        ("--out", &a.out, None),
+        ("--markdown", &a.markdown, Some(markdown)),
+        ("--html", &a.html, Some(html)),
+    ]
+    .into_iter()
+    .filter_map(|(flag, path, render)| path.as_ref().map(|path| FindingsFile { flag, path, render }))
+    .collect()
+}
+
+/// Runs `triage`: the `--format` rendering on stdout, and every file asked for, written together
+/// once the triage is done (or none of them).
 pub fn run(a: &TriageArgs) -> Result<ExitCode> {
     let (Some(model), false) = (&a.model, a.summary) else {
         return summary(a);
@@ -56,15 +71,15 @@ pub fn run(a: &TriageArgs) -> Result<ExitCode> {
         .chain(a.inputs.npz.iter().cloned())
         .chain(a.reports.iter().cloned())
         .collect();
-    let outputs = findings_outputs(a.out.as_ref(), reads)?;
+    let files = files(a);
+    let outputs = findings_outputs(&files, reads)?;
     let triage = crate::triage::run(&options(a, model)?)?;
-    emit_findings(
-        &triage,
-        a.out.as_ref(),
-        outputs,
-        a.format,
-        crate::render::triage::render,
-    )
+    crate::interrupt::check()?;
+    emit_findings(&triage, &files, outputs, |t, json| match a.format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::triage::render(t),
+        ReportFormat::Markdown => crate::render::triage_markdown::render(t),
+    })
 }
 
 /// `triage --summary`: what the store holds, without triaging anything.
@@ -77,10 +92,26 @@ fn summary(a: &TriageArgs) -> Result<ExitCode> {
             "--summary triages nothing: give it --db (and --model to narrow it), no reports",
         ));
     }
+    if a.markdown.is_some() || a.html.is_some() {
+        return Err(bad_flag(
+            "--summary writes a table or JSON (--format, --out); --markdown and --html render one triage",
+        ));
+    }
     let model_sha = a.model.as_ref().map(|m| crate::hash::sha256_file(m)).transpose()?;
     let triages = crate::triage::summary(db, model_sha.as_deref())?;
-    let outputs = findings_outputs(a.out.as_ref(), vec![db.clone()])?;
-    emit_findings(&triages, a.out.as_ref(), outputs, a.format, |ts: &Vec<_>| {
-        crate::render::triage::render_summary(db, ts)
+    let files: Vec<FindingsFile<'_, Vec<Triage>>> = a
+        .out
+        .as_ref()
+        .map(|path| FindingsFile {
+            flag: "--out",
+            path,
+            render: None,
+        })
+        .into_iter()
+        .collect();
+    let outputs = findings_outputs(&files, vec![db.clone()])?;
+    emit_findings(&triages, &files, outputs, |ts, json| match a.format {
+        ReportFormat::Json => json,
+        ReportFormat::Table | ReportFormat::Markdown => crate::render::triage::render_summary(db, ts),
     })
 }

@@ -26,9 +26,9 @@ const MAX_TARGET_ROWS: usize = 100;
 /// The most notes shown.
 const MAX_NOTES: usize = 20;
 /// Longest table cell, in characters.
-const CELL_CHARS: usize = 100;
+pub(super) const CELL_CHARS: usize = 100;
 /// Longest one-line error or note, in characters.
-const LINE_CHARS: usize = 300;
+pub(super) const LINE_CHARS: usize = 300;
 
 /// Byte budgets of the sections; their sum with the heading stays below [`MAX_CHARS`].
 const FAILING_BUDGET: usize = 22_000;
@@ -127,7 +127,7 @@ fn rule_table(s: &mut String, rules: &[&RuleResult], budget: usize) {
 
 /// Writes a table: the header, then rows until `max_rows` or `budget` bytes, then a line
 /// counting the rows left out.
-fn push_table(
+pub(super) fn push_table(
     s: &mut String,
     header: &[&str],
     rows: impl Iterator<Item = Vec<String>>,
@@ -391,7 +391,7 @@ pub fn escape(text: &str) -> String {
 
 /// An inline code span that holds `text` whatever backticks it contains (a fence longer than
 /// any run of backticks inside); line breaks become spaces.
-fn code(text: &str) -> String {
+pub(super) fn code(text: &str) -> String {
     let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let mut longest = 0;
     let mut run = 0;

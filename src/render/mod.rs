@@ -14,3 +14,4 @@ pub mod present;
 pub mod releases;
 pub mod table;
 pub mod triage;
+pub mod triage_markdown;

@@ -3,8 +3,11 @@
 //! significant digits, dB with two decimals, percentages with one, counts with their noun, and
 //! the wording of a first divergence, a runtime, a placement summary.
 
+use crate::device::{Identity, IdentityStatus};
 use crate::report::model::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
 use crate::target::TargetRole;
+use crate::triage::fleet::FleetKind;
+use crate::triage::{Triage, VerdictKind};
 
 /// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
 pub fn num(v: f64) -> String {
@@ -69,6 +72,15 @@ pub fn plural_s(n: usize) -> &'static str {
         ""
     } else {
         "s"
+    }
+}
+
+/// Reports that copy another: `1 copy`, `3 copies`.
+pub fn copies(n: usize) -> String {
+    if n == 1 {
+        "1 copy".into()
+    } else {
+        format!("{n} copies")
     }
 }
 
@@ -332,6 +344,66 @@ pub fn placement_line(p: &PlacementSummary, target_ep: &str) -> String {
     let size = p.crossing_bytes.map_or_else(|| "size unknown".into(), bytes);
     line.push_str(&format!(", {} crossings ({size})", p.crossing_count));
     line
+}
+
+/// A triage verdict's stable keyword, as the JSON writes it (`cpu_fallback`).
+pub fn verdict_keyword(kind: VerdictKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A device report's chipset: the part number in capitals, else how sure the identification is
+/// (`(contradictory)`), else `-` for a report never read.
+pub fn chipset_label(identity: Option<&Identity>) -> String {
+    match identity {
+        Some(i) => i
+            .chipset
+            .as_ref()
+            .map_or_else(|| format!("({})", identity_status(i.status)), |c| c.to_uppercase()),
+        None => "-".into(),
+    }
+}
+
+/// A fleet conclusion's keyword, as the JSON writes it (`quantization`).
+pub fn fleet_keyword(kind: FleetKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Reports per verdict keyword, in the order the verdicts are tried (`reproduced` first).
+pub fn verdict_counts(t: &Triage) -> Vec<(String, usize)> {
+    let mut counts: std::collections::BTreeMap<u8, (String, usize)> = std::collections::BTreeMap::new();
+    for e in &t.reports {
+        let entry = counts
+            .entry(e.verdict.kind as u8)
+            .or_insert_with(|| (verdict_keyword(e.verdict.kind), 0));
+        entry.1 += 1;
+    }
+    counts.into_values().collect()
+}
+
+/// An identification's status keyword, as the JSON writes it (`not_simulated`).
+pub fn identity_status(status: IdentityStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The triage thresholds in one line, as every triage rendering states them.
+pub fn triage_thresholds(t: &crate::triage::Thresholds) -> String {
+    format!(
+        "rounding: within {} quantization steps; NPU drift: a chipset's median more than {} dB below the CPU EP's; \
+         outlier: more than {} dB below its chipset's median; SQNR floor: {}",
+        t.rounding_steps,
+        db(t.excess_db),
+        db(t.outlier_db),
+        t.min_sqnr_db.map_or_else(|| "none".into(), |f| format!("{} dB", db(f)))
+    )
 }
 
 #[cfg(test)]

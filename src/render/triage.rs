@@ -6,27 +6,18 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::present::db;
+use super::present::{chipset_label, db, verdict_keyword};
 use super::table::{bold, table};
 use crate::console::printable;
 use crate::triage::fleet::GroupFigures;
 use crate::triage::{ReportEntry, Triage};
 
 fn keyword(e: &ReportEntry) -> String {
-    serde_json::to_value(e.verdict.kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
+    verdict_keyword(e.verdict.kind)
 }
 
 fn chipset(e: &ReportEntry) -> String {
-    match &e.identity {
-        Some(i) => i
-            .chipset
-            .clone()
-            .map_or_else(|| format!("({:?})", i.status).to_lowercase(), |c| c.to_uppercase()),
-        None => "-".into(),
-    }
+    chipset_label(e.identity.as_ref())
 }
 
 fn reports_table(t: &Triage) -> String {

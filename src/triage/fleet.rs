@@ -10,13 +10,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{ReportEntry, Thresholds};
 use crate::report::model::Num;
 
 /// Figures of one group of reports.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GroupFigures {
     pub key: String,
     pub reports: usize,
@@ -29,7 +29,7 @@ pub struct GroupFigures {
 }
 
 /// What the fleet says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FleetKind {
     /// Drift on every chipset, as large on the CPU EP: fix the quantized model.
@@ -43,7 +43,7 @@ pub enum FleetKind {
 }
 
 /// The fleet's groups and conclusion.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fleet {
     pub measured_reports: usize,
     pub by_chipset: Vec<GroupFigures>,
@@ -105,7 +105,8 @@ fn group_by(entries: &[&ReportEntry], key: impl Fn(&ReportEntry) -> String) -> V
         .collect()
 }
 
-fn chipset_of(e: &ReportEntry) -> String {
+/// The chipset a report is grouped under: its identified part number, else `unidentified`.
+pub fn chipset_of(e: &ReportEntry) -> String {
     e.identity
         .as_ref()
         .and_then(|i| i.chipset.clone())

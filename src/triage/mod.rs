@@ -122,7 +122,7 @@ pub struct ReportEntry {
 }
 
 /// What `triage` found.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Triage {
     pub schema_version: u32,
     pub tool_version: String,
@@ -155,6 +155,16 @@ pub struct StoreUse {
     pub runs_from_store: usize,
     /// Local runs made now.
     pub runs_made: usize,
+}
+
+/// The JSON Schema of the triage output (`docs/triage.schema.json`, `npu-audit schema triage`),
+/// derived from [`Triage`] so the published layout cannot drift from what `triage` writes.
+pub fn triage_schema_text() -> String {
+    crate::report::schema::schema_text(&crate::report::schema::derived_schema::<Triage>(
+        format!("npu-audit triage, schema version {TRIAGE_SCHEMA_VERSION}"),
+        "The JSON of `npu-audit triage --format json` (and `--out FILE`): derived from the types in src/triage/. \
+         Prose in docs/device-reports.md.",
+    ))
 }
 
 /// Every report path: files and report directories as given, fleet directories expanded.
@@ -298,7 +308,13 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
     if let Some((s, run_ctx, _)) = &db {
         candidate_runs = s.runs_of_inputs(run_ctx, &input_keys(&reports))?;
     }
-    candidate_runs.sort_by(|a, b| (&a.inputs, &a.target).cmp(&(&b.inputs, &b.target)));
+    // Per input set, the candidates in the order asked, then the releases devices named.
+    let asked: Vec<String> = crate::target::parse_targets(&opts.candidates)?
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    let rank = |r: &CandidateRun| asked.iter().position(|id| *id == r.target).unwrap_or(asked.len());
+    candidate_runs.sort_by(|a, b| (&a.inputs, rank(a), &a.target).cmp(&(&b.inputs, rank(b), &b.target)));
     Ok(Triage {
         schema_version: TRIAGE_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),

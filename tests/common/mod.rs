@@ -360,3 +360,60 @@ pub fn strip_keys(v: &Value, keys: &[&str]) -> Value {
         other => other.clone(),
     }
 }
+
+/// The browser to use: `NPU_AUDIT_CHROMIUM`, else Debian's `/usr/bin/chromium` (which
+/// `scripts/test` installs when missing). A missing browser fails the test.
+pub fn chromium() -> PathBuf {
+    let path = PathBuf::from(std::env::var("NPU_AUDIT_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
+    assert!(
+        path.is_file(),
+        "headless Chromium not found at {}: run the tests with scripts/test (it installs Debian's chromium), \
+         or set NPU_AUDIT_CHROMIUM to a Chromium binary",
+        path.display()
+    );
+    path
+}
+
+/// Runs headless Chromium on `page` with `extra` flags (own profile directory, 120 s limit) and
+/// returns its stdout.
+pub fn headless(browser: &Path, page: &Path, extra: &[String]) -> String {
+    headless_url(
+        browser,
+        &format!("file://{}", page.display()),
+        &page.with_extension("stdout"),
+        extra,
+    )
+}
+
+/// [`headless`] on a URL (a page with a fragment), its stdout kept in `stdout_file`.
+pub fn headless_url(browser: &Path, url: &str, stdout_file: &Path, extra: &[String]) -> String {
+    let profile = tempdir();
+    let mut child = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(stdout_file).expect("stdout file"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", browser.display()));
+    match wait_timeout::ChildExt::wait_timeout(&mut child, std::time::Duration::from_secs(120))
+        .expect("wait for chromium")
+    {
+        Some(status) => assert!(status.success(), "{} exited with {status}", browser.display()),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{} did not finish within 120 s", browser.display());
+        }
+    }
+    std::fs::read_to_string(stdout_file).expect("chromium output")
+}

@@ -42,6 +42,8 @@ mod agreement_plot;
 mod layer_plot;
 mod placement_plot;
 mod plot;
+mod sqnr_plot;
+pub mod triage;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -73,7 +75,7 @@ pub fn render(report: &Report) -> String {
                 (placement_section(report))
                 (fingerprint_section(report))
                 (notes_section(report))
-                (PreEscaped(SELF_CHECK_SCRIPT))
+                (PreEscaped(format!("<script>{SELF_CHECK_JS}</script>\n")))
             }
         }
     };
@@ -133,8 +135,9 @@ fn verdict_class(v: Verdict) -> &'static str {
     }
 }
 
-/// The script that checks every plot was drawn (see the module documentation).
-const SELF_CHECK_SCRIPT: &str = r#"<script>
+/// The script that checks every plot was drawn (see the module documentation); the triage page
+/// runs it too.
+const SELF_CHECK_JS: &str = r#"
 (function () {
   var plots = document.querySelectorAll('svg[data-plot]');
   var ok = 0;
@@ -157,7 +160,6 @@ const SELF_CHECK_SCRIPT: &str = r#"<script>
   }
   document.body.setAttribute('data-plots-rendered', ok + ' of ' + plots.length);
 })();
-</script>
 "#;
 
 // ---------------------------------------------------------------------------------------------
