@@ -7,10 +7,13 @@
 //!   `inputs.npz` and `logs/` (`docs/device-reports.md`);
 //! - a `qnn-net-run`/`snpe-net-run` output directory (`Result_N/<output>.raw`);
 //! - Qualcomm AI Hub inference outputs saved as one `.npz` (output name -> samples).
+//!
+//! A report's logs are read by [`logs`]: QNN error codes, fallback, versions, contradictions.
 
 mod aihub;
 mod arrays;
 mod info;
+pub mod logs;
 mod own;
 mod qnn;
 
@@ -21,6 +24,7 @@ use serde::Serialize;
 
 pub use arrays::{split_samples, Samples};
 pub use info::{identify_device, DeviceInfo, Identity, IdentityStatus};
+pub use logs::LogFindings;
 
 use crate::error::bad_input;
 use crate::model::Signature;
