@@ -84,7 +84,9 @@ pub fn read_report(path: &Path, sig: &Signature, defaults: &ReportDefaults) -> R
         )));
     }
     let report = if meta.is_dir() {
-        if path.join("device.json").exists() || path.join("outputs.npz").exists() {
+        // A qnn-net-run directory may carry device.json beside Result_0/; outputs.npz is ours.
+        let qnn = path.join("Result_0").is_dir() && !path.join("outputs.npz").exists();
+        if !qnn && (path.join("device.json").exists() || path.join("outputs.npz").exists()) {
             own::read_dir(path, sig)?
         } else {
             qnn::read_dir(path, sig, defaults)?
