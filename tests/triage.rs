@@ -274,6 +274,13 @@ const FALLBACK_LOG: &str = "\
 11-23 10:01:02.391  1234  1250 I MyApp   : ORT Build Info: git-branch=rel-1.31.1, git-commit-id=0123abcd, build type=Release
 ";
 
+/// ONNX Runtime's own log of a session whose graph QNN cut in three and failed to finalize.
+const PARTIAL_LOG: &str = "\
+2026-11-23 22:44:32.86 [I:onnxruntime:, qnn_execution_provider.cc:1152 GetCapability] Number of partitions supported by QNN EP: 3, number of nodes in the graph: 60, number of nodes supported by QNN: 58
+2026-11-23 22:44:32.87 [V:onnxruntime:, qnn_backend_manager.cc:466 QnnLogging] QnnDsp <E> Failed to finalize graph (id: 1) with err 1002
+2026-11-23 22:44:32.88 [E:onnxruntime:, qnn_model.cc:387 FinalizeGraphs] Failed to finalize QNN graph. Error code: 1002
+";
+
 #[test]
 fn logs_explain_a_cpu_fallback_and_contradict_device_json() {
     let dir = tempdir();
@@ -306,7 +313,23 @@ fn logs_explain_a_cpu_fallback_and_contradict_device_json() {
         "b_old_ort",
         serde_json::json!({"soc_model": "SM8650", "onnxruntime_version": "1.22.0"}),
     );
-    let t = triage_against(&[&said_qnn, &old_ort], &["cpu:noopt", "cpu"]);
+    // Outputs nothing reproduces, and a log with a QNN finalize error in a graph cut in three.
+    let step = output_step() as f32;
+    let noise: Vec<Vec<f32>> = cpu.iter().map(|s| s.iter().map(|v| v + 9.0 * step).collect()).collect();
+    let odd = report(&fleet, "c_odd", &noise, serde_json::json!({"soc_model": "SM8650"}));
+    std::fs::create_dir_all(odd.join("logs")).unwrap();
+    std::fs::write(odd.join("logs/ort.log"), PARTIAL_LOG).unwrap();
+    let t = triage_against(&[&said_qnn, &old_ort, &odd], &["cpu:noopt", "cpu"]);
+    assert_eq!(verdict(&t, "c_odd"), "unexplained");
+    let sentence = entry(&t, "c_odd")["verdict"]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.ends_with(
+            "; the log says: QNN took 58 of 60 nodes in 3 partitions (QNN error 1002 QNN_COMMON_ERROR_MEM_ALLOC)"
+        ),
+        "{sentence}"
+    );
+    let err = &entry(&t, "c_odd")["logs"]["qnn_errors"][0];
+    assert_eq!((err["code"].as_u64(), err["count"].as_u64()), (Some(1002), Some(2)));
     for name in ["a_qnn", "b_old_ort"] {
         let e = entry(&t, name);
         assert_eq!(verdict(&t, name), "cpu_fallback");
