@@ -1,4 +1,5 @@
-//! Writes the seed corpora of the fuzz targets from the repository's fixtures:
+//! Writes the seed corpora of the fuzz targets from the repository's fixtures (and, for
+//! `device_report`, the valid reports of each format `npu_audit::fuzzing` builds):
 //! `cargo run --manifest-path fuzz/Cargo.toml --bin make_seeds` (from the repository root).
 //! The corpora under `fuzz/corpus/` are committed; this regenerates their seeds.
 
@@ -127,10 +128,17 @@ fn report_seeds() {
     }
 }
 
+fn device_report_seeds() {
+    for (name, bytes) in npu_audit::fuzzing::device_report_seeds().expect("device report seeds") {
+        put("device_report", &name, &bytes);
+    }
+}
+
 fn main() {
     onnx_seeds();
     tensor_seeds();
     golden_seeds();
     policy_seeds();
     report_seeds();
+    device_report_seeds();
 }

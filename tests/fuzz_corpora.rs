@@ -11,6 +11,7 @@ const TARGETS: &[&str] = &[
     "golden_manifest",
     "policy_file",
     "report_json",
+    "device_report",
 ];
 
 fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
@@ -32,6 +33,7 @@ fn replay(target: &str, data: &[u8], scratch: &Path) {
         "golden_manifest" => npu_audit::fuzzing::golden_manifest(data, scratch),
         "policy_file" => npu_audit::fuzzing::policy_file(data),
         "report_json" => npu_audit::fuzzing::report_json(data),
+        "device_report" => npu_audit::fuzzing::device_report(data, scratch),
         other => panic!("unknown fuzz target {other}"),
     }
 }

@@ -64,14 +64,18 @@ fn report(dir: &Path, name: &str, samples: &[Vec<f32>], device: Value) -> PathBu
 }
 
 fn triage(reports: &[&Path]) -> Value {
+    triage_against(reports, &["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"])
+}
+
+fn triage_against(reports: &[&Path], candidates: &[&str]) -> Value {
     let mut args: Vec<String> = vec!["triage".into()];
     args.extend(reports.iter().map(|p| p.display().to_string()));
     for a in ["--model", &model(), "--golden", &golden(), "--format", "json"] {
         args.push(a.into());
     }
-    for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
+    for c in candidates {
         args.push("--candidate".into());
-        args.push(c.into());
+        args.push((*c).into());
     }
     let out = bin().args(&args).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -467,4 +471,115 @@ fn a_qnn_net_run_directory_with_its_input_list_is_reproduced_on_those_inputs() {
         .unwrap()
         .to_string();
     assert!(why.contains("passwd is not in the report"), "{why}");
+}
+
+/// An Android log of a session whose QNN backend did not load: ORT's lines in logcat's
+/// `threadtime` format, as the QNN EP and the session print them.
+const FALLBACK_LOG: &str = "\
+11-23 10:01:02.301  1234  1250 I onnxruntime: [I:onnxruntime:, qnn_provider_factory.cc:253 CreateEpImpl] Creating QNN EP
+11-23 10:01:02.345  1234  1250 E onnxruntime: [E:onnxruntime:, qnn_execution_provider.cc:2290 GetCapabilityImpl] QNN SetupBackend failed Unable to load backend, error:  libQnnHtp.so: cannot open shared object file: No such file or directory
+11-23 10:01:02.346  1234  1250 I onnxruntime: [I:onnxruntime:, qnn_execution_provider.cc:1152 GetCapability] Number of partitions supported by QNN EP: 0
+11-23 10:01:02.390  1234  1250 V onnxruntime: [V:onnxruntime:, session_state.cc:1581 VerifyEachNodeIsAssignedToAnEp]  All nodes placed on [CPUExecutionProvider]. Number of nodes: 449
+11-23 10:01:02.391  1234  1250 I MyApp   : ORT Build Info: git-branch=rel-1.31.1, git-commit-id=0123abcd, build type=Release
+";
+
+/// ONNX Runtime's own log of a session whose graph QNN cut in three and failed to finalize.
+const PARTIAL_LOG: &str = "\
+2026-11-23 22:44:32.86 [I:onnxruntime:, qnn_execution_provider.cc:1152 GetCapability] Number of partitions supported by QNN EP: 3, number of nodes in the graph: 60, number of nodes supported by QNN: 58
+2026-11-23 22:44:32.87 [V:onnxruntime:, qnn_backend_manager.cc:466 QnnLogging] QnnDsp <E> Failed to finalize graph (id: 1) with err 1002
+2026-11-23 22:44:32.88 [E:onnxruntime:, qnn_model.cc:387 FinalizeGraphs] Failed to finalize QNN graph. Error code: 1002
+";
+
+#[test]
+fn logs_explain_a_cpu_fallback_and_contradict_device_json() {
+    let dir = tempdir();
+    let saved = dir.path().join("saved");
+    let (code, _, stderr) = compare_json(&[
+        &model(),
+        "--golden",
+        &golden(),
+        "-t",
+        "cpu",
+        "--fingerprint",
+        "off",
+        "--save-outputs",
+        saved.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let cpu = saved_runs(&saved)("cpu");
+    let fleet = dir.path().join("fleet");
+    let with_log = |name: &str, device: Value| {
+        let d = report(&fleet, name, &cpu, device);
+        std::fs::create_dir_all(d.join("logs")).unwrap();
+        std::fs::write(d.join("logs/logcat.txt"), FALLBACK_LOG).unwrap();
+        d
+    };
+    let said_qnn = with_log(
+        "a_qnn",
+        serde_json::json!({"soc_model": "SM8650", "ep": "QNNExecutionProvider", "onnxruntime_version": "1.31.1"}),
+    );
+    let old_ort = with_log(
+        "b_old_ort",
+        serde_json::json!({"soc_model": "SM8650", "onnxruntime_version": "1.22.0"}),
+    );
+    // Outputs nothing reproduces, and a log with a QNN finalize error in a graph cut in three.
+    let step = output_step() as f32;
+    let noise: Vec<Vec<f32>> = cpu.iter().map(|s| s.iter().map(|v| v + 9.0 * step).collect()).collect();
+    let odd = report(&fleet, "c_odd", &noise, serde_json::json!({"soc_model": "SM8650"}));
+    std::fs::create_dir_all(odd.join("logs")).unwrap();
+    std::fs::write(odd.join("logs/ort.log"), PARTIAL_LOG).unwrap();
+    let t = triage_against(&[&said_qnn, &old_ort, &odd], &["cpu:noopt", "cpu"]);
+    assert_eq!(verdict(&t, "c_odd"), "unexplained");
+    let sentence = entry(&t, "c_odd")["verdict"]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.ends_with(
+            "; the log says: QNN took 58 of 60 nodes in 3 partitions (QNN error 1002 QNN_COMMON_ERROR_MEM_ALLOC)"
+        ),
+        "{sentence}"
+    );
+    let err = &entry(&t, "c_odd")["logs"]["qnn_errors"][0];
+    assert_eq!((err["code"].as_u64(), err["count"].as_u64()), (Some(1002), Some(2)));
+    for name in ["a_qnn", "b_old_ort"] {
+        let e = entry(&t, name);
+        assert_eq!(verdict(&t, name), "cpu_fallback");
+        let sentence = e["verdict"]["sentence"].as_str().unwrap();
+        assert!(
+            sentence.ends_with("; the log says: QNN took 0 of 449 nodes (the QNN backend failed to load)"),
+            "{sentence}"
+        );
+        let fb = &e["logs"]["fallback"];
+        assert_eq!(
+            [
+                &fb["partitions"],
+                &fb["nodes_total"],
+                &fb["nodes_on_qnn"],
+                &fb["nodes_on_cpu"]
+            ],
+            [0, 449, 0, 449].map(Value::from).each_ref()
+        );
+        assert_eq!(e["logs"]["ort_version"], "1.31.1");
+        assert_eq!(e["logs"]["lines_read"], 5);
+        let evidence: Vec<&str> = e["log_evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        assert!(evidence.contains(&"logcat.txt:4: All nodes placed on [CPUExecutionProvider]. Number of nodes: 449"));
+        assert!(evidence
+            .iter()
+            .any(|l| l.starts_with("logcat.txt:2: QNN SetupBackend failed Unable to load backend")));
+    }
+    let contradictions = |name: &str| entry(&t, name)["logs"]["contradictions"].as_array().unwrap().clone();
+    assert_eq!(
+        contradictions("b_old_ort"),
+        [Value::from(
+            "device.json says onnxruntime_version 1.22.0, the log shows ONNX Runtime 1.31.1"
+        )]
+    );
+    let qnn = contradictions("a_qnn");
+    assert_eq!(qnn.len(), 1, "{qnn:?}");
+    assert!(qnn[0].as_str().unwrap().starts_with(
+        "device.json says ep QNNExecutionProvider, but the QNN backend failed to load: QNN SetupBackend failed"
+    ));
 }

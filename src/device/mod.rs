@@ -7,10 +7,13 @@
 //!   `inputs.npz` and `logs/` (`docs/device-reports.md`);
 //! - a `qnn-net-run`/`snpe-net-run` output directory (`Result_N/<output>.raw`);
 //! - Qualcomm AI Hub inference outputs saved as one `.npz` (output name -> samples).
+//!
+//! A report's logs are read by [`logs`]: QNN error codes, fallback, versions, contradictions.
 
 mod aihub;
 mod arrays;
 mod info;
+pub mod logs;
 mod own;
 mod qnn;
 
@@ -21,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use arrays::{split_samples, Samples};
 pub use info::{identify_device, DeviceInfo, Identity, IdentityStatus};
+pub use logs::LogFindings;
 
 use crate::error::bad_input;
 use crate::model::Signature;
@@ -83,7 +87,9 @@ pub fn read_report(path: &Path, sig: &Signature, defaults: &ReportDefaults) -> R
         )));
     }
     let report = if meta.is_dir() {
-        if path.join("device.json").exists() || path.join("outputs.npz").exists() {
+        // A qnn-net-run directory may carry device.json beside Result_0/; outputs.npz is ours.
+        let qnn = path.join("Result_0").is_dir() && !path.join("outputs.npz").exists();
+        if !qnn && (path.join("device.json").exists() || path.join("outputs.npz").exists()) {
             own::read_dir(path, sig)?
         } else {
             qnn::read_dir(path, sig, defaults)?

@@ -80,6 +80,9 @@ pub fn render(t: &Triage) -> String {
         for line in &e.log_evidence {
             let _ = writeln!(s, "     log: {}", printable(line));
         }
+        for c in e.logs.iter().flat_map(|l| &l.contradictions) {
+            let _ = writeln!(s, "     log contradicts device.json: {}", printable(c));
+        }
         if let Some(d) = &e.duplicate_of {
             let _ = writeln!(s, "     same contents as {}", printable(d));
         }

@@ -113,8 +113,12 @@ pub struct ReportEntry {
     pub candidates: Vec<CandidateDistance>,
     /// Problems of the outputs themselves (NaN, constant, all zero).
     pub garbage: Vec<String>,
-    /// Lines of the report's logs that show where the model ran.
+    /// Lines of the report's logs that show where the model ran (`file:line: text`).
     pub log_evidence: Vec<String>,
+    /// What the report's logs say (QNN errors, fallback, versions, contradictions with
+    /// `device.json`); absent when it sent no logs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logs: Option<crate::device::LogFindings>,
     pub verdict: Verdict,
     /// The earlier report with the same contents, when this one is a copy.
     #[serde(skip_serializing_if = "Option::is_none")]

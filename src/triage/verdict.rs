@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::reproduce::{input_key, release_target, report_target_ids, Group};
 use super::{ReportEntry, Thresholds};
 use crate::compare::{Agreement, ErrorStats};
-use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus};
+use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus, LogFindings};
 use crate::report::model::{CodeDiffs, Num};
+use crate::runtime::catalog::Build;
 use crate::tensor::Tensor;
 
 /// The stable keyword of a verdict.
@@ -192,27 +193,27 @@ fn garbage(report: &DeviceReport) -> Vec<String> {
     out
 }
 
-/// Log lines that say where the model ran (fallback to the CPU, unsupported nodes, QNN errors).
-fn log_evidence(report: &DeviceReport) -> Vec<String> {
-    const NEEDLES: &[&str] = &[
-        "cpuexecutionprovider",
-        "not supported",
-        "fall back",
-        "fallback",
-        "falling back",
-        "failed to finalize",
-        "qnn error",
-    ];
-    report
-        .logs
-        .iter()
-        .flat_map(|(file, text)| {
-            text.lines()
-                .filter(|l| NEEDLES.iter().any(|n| l.to_lowercase().contains(n)))
-                .map(move |l| format!("{file}: {}", crate::error::one_line_str(l.trim())))
-        })
-        .take(8)
-        .collect()
+/// What the report's logs say, checked against its `device.json` and the catalogue's QNN SDK of
+/// the release it names; `None` when it sent no logs.
+fn read_logs(report: &DeviceReport) -> Option<LogFindings> {
+    if report.logs.is_empty() {
+        return None;
+    }
+    let mut f = LogFindings::parse(&report.logs);
+    let sdk = report
+        .device
+        .qnn_release
+        .as_deref()
+        .and_then(|r| Build::release("qnn", r.trim()))
+        .and_then(|b| b.qnn_sdk.as_deref());
+    crate::device::logs::cross_check(&mut f, &report.device, sdk);
+    Some(f)
+}
+
+/// `; the log says: QNN took 0 of 212 nodes (...)` when the logs explain a fallback.
+fn log_says(logs: Option<&LogFindings>) -> String {
+    logs.and_then(LogFindings::reason)
+        .map_or(String::new(), |r| format!("; the log says: {r}"))
 }
 
 fn steps_text(d: &CandidateDistance) -> String {
@@ -268,6 +269,7 @@ fn decide(
     identity: &Identity,
     cands: &[CandidateDistance],
     garbage: &[String],
+    logs: Option<&LogFindings>,
     t: &Thresholds,
 ) -> Verdict {
     let own = own_ids(report, identity);
@@ -288,8 +290,9 @@ fn decide(
         return verdict(
             VerdictKind::CpuFallback,
             format!(
-                "identical to {}: the NPU did not run this model on that device (silent CPU fallback)",
-                c.target
+                "identical to {}: the NPU did not run this model on that device (silent CPU fallback){}",
+                c.target,
+                log_says(logs)
             ),
         );
     }
@@ -321,9 +324,11 @@ fn decide(
     if identity.status != IdentityStatus::Identified {
         return verdict(VerdictKind::Unidentified, format!("{}; {near}", identity.sentence));
     }
+    // A QNN error or a cut graph in the log is a lead the figures alone do not give.
+    let lead = log_says(logs.filter(|l| l.shows_problem()));
     verdict(
         VerdictKind::Unexplained,
-        format!("nothing here reproduces it ({near}): device-, driver- or firmware-specific"),
+        format!("nothing here reproduces it ({near}): device-, driver- or firmware-specific{lead}"),
     )
 }
 
@@ -342,6 +347,7 @@ fn malformed(path: &std::path::Path, error: String) -> ReportEntry {
         candidates: Vec::new(),
         garbage: Vec::new(),
         log_evidence: Vec::new(),
+        logs: None,
         verdict: verdict(VerdictKind::Malformed, error),
         duplicate_of: None,
     }
@@ -371,7 +377,8 @@ fn entry(
     e.inputs = Some(group.key.clone());
     e.samples = report.outputs.len();
     e.garbage = garbage(report);
-    e.log_evidence = log_evidence(report);
+    e.logs = read_logs(report);
+    e.log_evidence = e.logs.as_ref().map_or_else(Vec::new, |l| l.evidence.clone());
     e.identity = Some(identity.clone());
     let golden = group.tensors.get("golden");
     e.verdict = match (&group.error, golden) {
@@ -407,7 +414,7 @@ fn entry(
                 .filter(|(id, _)| wanted.contains(id))
                 .map(|(id, run)| distance(id, report, run, steps))
                 .collect();
-            decide(report, &identity, &e.candidates, &e.garbage, t)
+            decide(report, &identity, &e.candidates, &e.garbage, e.logs.as_ref(), t)
         }
     };
     e
