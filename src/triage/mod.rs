@@ -213,13 +213,15 @@ fn parse_reports(
         input_shapes: input_shapes(opts, sig),
         ..opts.defaults.clone()
     };
-    Ok(report_paths(opts)?
+    let mut parsed: Vec<(PathBuf, Result<DeviceReport, String>)> = report_paths(opts)?
         .into_iter()
         .map(|p| {
             let r = crate::device::read_report(&p, sig, &defaults).map_err(|e| format!("{e:#}"));
             (p, r)
         })
-        .collect())
+        .collect();
+    reproduce::fold_default_inputs(opts, sig, &mut parsed);
+    Ok(parsed)
 }
 
 /// The store's contexts for this triage: (store, run context, entry context).

@@ -23,16 +23,72 @@ use crate::userfile::Outputs;
 pub fn input_key(report: &DeviceReport) -> String {
     match &report.inputs {
         None => "golden".into(),
-        Some(samples) => {
-            let mut h = Sha256::new();
-            for sample in samples {
-                for (name, t) in sample {
-                    h.update(name.as_bytes());
-                    h.update(format!("{:?}{:?}", t.dtype(), t.shape).as_bytes());
-                    h.update(t.data.to_le_bytes());
-                }
-            }
-            crate::hash::hex(&h.finalize())
+        Some(samples) => samples_key(samples),
+    }
+}
+
+/// The SHA-256 of input samples (names, types, shapes and bytes).
+fn samples_key(samples: &Samples) -> String {
+    let mut h = Sha256::new();
+    for sample in samples {
+        for (name, t) in sample {
+            h.update(name.as_bytes());
+            h.update(format!("{:?}{:?}", t.dtype(), t.shape).as_bytes());
+            h.update(t.data.to_le_bytes());
+        }
+    }
+    crate::hash::hex(&h.finalize())
+}
+
+/// The default inputs (the golden run's, or `--inputs`/`--gen`), as samples in the model's input
+/// order, when they can be read.
+fn default_inputs(opts: &TriageOptions, sig: &crate::model::Signature) -> Option<Samples> {
+    match &opts.audit.golden {
+        Some(dir) => (0..)
+            .map(|k| dir.join("inputs").join(format!("s{k}")))
+            .take_while(|d| d.is_dir())
+            .map(|d| {
+                sig.inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(j, info)| {
+                        crate::tensor::Tensor::read_npy(&d.join(format!("i{j}.npy")))
+                            .ok()
+                            .map(|t| (info.name.clone(), t))
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .collect(),
+        None => crate::inputs::prepare(sig, &opts.audit.inputs).ok().map(|set| {
+            set.samples
+                .into_iter()
+                .map(|s| s.into_iter().map(|nt| (nt.name, nt.tensor)).collect())
+                .collect()
+        }),
+    }
+}
+
+/// Reports whose inputs are the default ones, bit for bit, are measured with them (the golden
+/// directory holds their golden run): a capture writes what it fed even when that is the golden
+/// run's inputs.
+pub fn fold_default_inputs(
+    opts: &TriageOptions,
+    sig: &crate::model::Signature,
+    parsed: &mut [(PathBuf, Result<DeviceReport, String>)],
+) {
+    if parsed
+        .iter()
+        .all(|(_, r)| r.as_ref().map_or(true, |r| r.inputs.is_none()))
+    {
+        return;
+    }
+    let Some(default) = default_inputs(opts, sig) else {
+        return;
+    };
+    let key = samples_key(&default);
+    for r in parsed.iter_mut().filter_map(|(_, r)| r.as_mut().ok()) {
+        if r.inputs.as_ref().is_some_and(|i| samples_key(i) == key) {
+            r.inputs = None;
         }
     }
 }
@@ -52,7 +108,12 @@ pub struct Group {
 pub fn release_target(report: &DeviceReport) -> Option<String> {
     let sm = identify_device(&report.device).chipset?;
     let release = report.device.qnn_release.as_deref()?.trim();
-    Build::release("qnn", release).map(|_| format!("qnn:{sm}@{release}"))
+    let build = Build::release("qnn", release)?;
+    // The catalogue's default release is what `qnn:<chipset>` runs already.
+    if Build::get("qnn").is_some_and(|default| default.version == build.version) {
+        return Some(format!("qnn:{sm}"));
+    }
+    Some(format!("qnn:{sm}@{release}"))
 }
 
 fn targets_for(opts: &TriageOptions, members: &[&DeviceReport]) -> Vec<String> {

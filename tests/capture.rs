@@ -1,0 +1,232 @@
+//! The capture script (docs/capture/capture.py) end to end: it runs a real quantized CNN with
+//! ONNX Runtime's Python package on the CPU EP and on Qualcomm's HTP simulator (the QNN plugin
+//! npu-audit fetched), writes device reports, and `npu-audit triage` gives each the verdict its
+//! construction implies; the SQNR triage prints is recomputed here from what the script wrote.
+//!
+//! Python comes from a virtual environment this test makes once under npu-audit's cache
+//! (`capture-venv-<hash of docs/capture/requirements.txt>`) with exactly the pinned packages.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::*;
+use npu_audit::tensor::{read_npz_bytes, Tensor};
+use serde_json::Value;
+
+const MODEL: &str = "fixtures/models/cnn_qdq_u8.onnx";
+const GOLDEN: &str = "golden/cnn_fp32";
+const SAMPLES: usize = 4;
+
+/// The venv's Python, made once per requirements (atomically: made aside, then renamed).
+fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let reqs = repo("docs/capture/requirements.txt");
+        let hash = npu_audit::hash::sha256_file(&reqs).unwrap();
+        let cache = npu_audit::runtime::provision::cache_root();
+        let venv = cache.join(format!("capture-venv-{}", &hash[..12]));
+        let py = venv.join("bin/python");
+        if !venv.join("complete").exists() {
+            std::fs::create_dir_all(&cache).unwrap();
+            let tmp = tempfile::tempdir_in(&cache).unwrap();
+            let staging = tmp.path().join("venv");
+            let host = std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into());
+            run_ok(Command::new(host).args(["-m", "venv"]).arg(&staging));
+            run_ok(
+                Command::new(staging.join("bin/python"))
+                    .args(["-m", "pip", "install", "--quiet", "--only-binary", ":all:", "-r"])
+                    .arg(&reqs),
+            );
+            std::fs::write(staging.join("complete"), "").unwrap();
+            // Another test process may have won the race; its venv is as good as ours.
+            if std::fs::rename(&staging, &venv).is_err() {
+                assert!(venv.join("complete").exists(), "cannot place {}", venv.display());
+            }
+        }
+        py
+    })
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The golden run's input samples as one `.npz` each (what an app would feed).
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    (0..SAMPLES)
+        .map(|k| {
+            let t = Tensor::read_npy(&repo(GOLDEN).join(format!("inputs/s{k}/i0.npy"))).unwrap();
+            let p = dir.join(format!("in{k}.npz"));
+            npu_audit::tensor::write_npz(&p, &[("image".to_string(), &t)]).unwrap();
+            p
+        })
+        .collect()
+}
+
+fn qnn_plugin() -> String {
+    let out = bin().args(["runtime", "path", "qnn"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Runs capture.py; returns its exit code and stderr.
+fn capture(inputs: &[PathBuf], out: &Path, extra: &[&str]) -> (i32, String) {
+    let mut cmd = Command::new(python());
+    cmd.arg(repo("docs/capture/capture.py")).arg(repo(MODEL));
+    for i in inputs {
+        cmd.arg("--inputs").arg(i);
+    }
+    cmd.arg("--out").arg(out).args(extra);
+    let o = cmd.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn triage(reports: &[&Path]) -> Value {
+    let mut cmd = bin();
+    cmd.arg("triage").args(reports);
+    cmd.args(["--model", &repo(MODEL).display().to_string()]);
+    cmd.args([
+        "--golden",
+        &repo(GOLDEN).display().to_string(),
+        "--no-db",
+        "--format",
+        "json",
+    ]);
+    for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
+        cmd.args(["--candidate", c]);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn entry<'a>(t: &'a Value, name: &str) -> &'a Value {
+    t["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"].as_str().unwrap().ends_with(name))
+        .unwrap_or_else(|| panic!("no report {name}"))
+}
+
+/// An output's SQNR over every sample: the captured outputs against the golden run's files.
+fn recomputed_sqnr(outputs_npz: Vec<u8>, output: &str, index: usize) -> f64 {
+    let captured = read_npz_bytes(outputs_npz).unwrap();
+    let stacked = &captured.iter().find(|(n, _)| n == output).unwrap().1;
+    let golden: Vec<f64> = (0..SAMPLES)
+        .flat_map(|k| values(&Tensor::read_npy(&repo(GOLDEN).join(format!("outputs/s{k}/o{index}.npy"))).unwrap()))
+        .collect();
+    plain_metrics(&values(stacked), &golden).sqnr_db
+}
+
+fn zip_member(path: &Path, name: &str) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut z = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut bytes = Vec::new();
+    z.by_name(name).unwrap().read_to_end(&mut bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn captured_reports_triage_as_what_ran_them() {
+    let dir = tempdir();
+    let ins = inputs(dir.path());
+    let plugin = qnn_plugin();
+    let sim = dir.path().join("s24_qnn.zip");
+    let cpu = dir.path().join("s24_cpu");
+    let other = dir.path().join("s24_other");
+    let qnn = ["--ep", "qnn", "--qnn-plugin", &plugin];
+    let runs: [(&Path, Vec<&str>); 3] = [
+        (&sim, [&qnn[..], &["--chipset", "sm8650", "--log"]].concat()),
+        (&cpu, vec!["--ep", "cpu", "--device", "soc_model=SM8650"]),
+        (
+            &other,
+            [&qnn[..], &["--chipset", "sm8450", "--device", "soc_model=SM8650"]].concat(),
+        ),
+    ];
+    for (out, extra) in &runs {
+        let (code, err) = capture(&ins, out, extra);
+        assert_eq!(code, 0, "{err}");
+    }
+    let t = triage(&[&sim, &cpu, &other]);
+    let kind = |name: &str| entry(&t, name)["verdict"]["kind"].as_str().unwrap().to_string();
+    assert_eq!(
+        kind("s24_qnn.zip"),
+        "reproduced",
+        "{}",
+        entry(&t, "s24_qnn.zip")["verdict"]
+    );
+    assert_eq!(kind("s24_cpu"), "cpu_fallback", "{}", entry(&t, "s24_cpu")["verdict"]);
+    assert_eq!(
+        kind("s24_other"),
+        "other_chipset",
+        "{}",
+        entry(&t, "s24_other")["verdict"]
+    );
+    // The capture fed the golden run's inputs: measured against the golden run itself.
+    assert_eq!(entry(&t, "s24_qnn.zip")["inputs"], "golden");
+    // What the simulated device says about itself, and what its log shows.
+    let e = entry(&t, "s24_qnn.zip");
+    assert_eq!(e["device"]["soc_model"], "SM8650");
+    assert_eq!(e["device"]["ep_options"]["htp_arch"], "75");
+    assert_eq!(e["device"]["qnn_release"], "2.7.0");
+    assert_eq!(
+        (e["logs"]["htp_arch"].as_u64(), e["logs"]["soc_model"].as_u64()),
+        (Some(75), Some(57))
+    );
+    // Every output's SQNR against the golden run, recomputed from the captured files.
+    for (k, output) in ["logits", "probs"].iter().enumerate() {
+        let m = e["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["output"] == *output)
+            .unwrap();
+        let want = recomputed_sqnr(zip_member(&sim, "outputs.npz"), output, k);
+        assert_close(output, num(&m["sqnr_db"]), want, 1e-6);
+        let m = entry(&t, "s24_cpu")["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["output"] == *output)
+            .unwrap()
+            .clone();
+        let want = recomputed_sqnr(std::fs::read(cpu.join("outputs.npz")).unwrap(), output, k);
+        assert_close(output, num(&m["sqnr_db"]), want, 1e-6);
+    }
+}
+
+#[test]
+fn the_script_refuses_what_it_must_not_do_in_one_line() {
+    let dir = tempdir();
+    let ins = inputs(dir.path());
+    let out = dir.path().join("r.zip");
+    std::fs::write(&out, b"someone's file").unwrap();
+    for (extra, says) in [
+        (vec![], "exists (--force replaces it)"),
+        (
+            vec!["--force", "--device", "shell=rm"],
+            "--device shell: not a device.json key",
+        ),
+        (
+            vec!["--force", "--ep", "qnn", "--qnn-plugin", "/nonexistent.so"],
+            "no such file",
+        ),
+    ] {
+        let (code, err) = capture(&ins, &out, &extra);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.trim().lines().count() == 1 && err.contains(says), "{err}");
+        assert_eq!(std::fs::read(&out).unwrap(), b"someone's file");
+    }
+}
