@@ -230,3 +230,105 @@ fn the_script_refuses_what_it_must_not_do_in_one_line() {
         assert_eq!(std::fs::read(&out).unwrap(), b"someone's file");
     }
 }
+
+/// Each output's quantization step, read from the model (the scale of its DequantizeLinear).
+fn output_steps() -> Vec<Option<f64>> {
+    let m = npu_audit::model::load_model(&repo(MODEL)).unwrap();
+    let sig = npu_audit::model::Signature::of(&m).unwrap();
+    npu_audit::model::constant::output_steps(m.proto.graph.as_ref().unwrap(), &sig.outputs)
+}
+
+/// A copy of the captured report `src` whose outputs are moved by `steps(output index, element)`
+/// quantization steps.
+fn moved_copy(src: &Path, dst: &Path, steps: impl Fn(usize, usize) -> f32) {
+    std::fs::create_dir_all(dst).unwrap();
+    for f in ["device.json", "inputs.npz"] {
+        std::fs::copy(src.join(f), dst.join(f)).unwrap();
+    }
+    let lsb = output_steps();
+    let arrays = read_npz_bytes(std::fs::read(src.join("outputs.npz")).unwrap()).unwrap();
+    let moved: Vec<(String, Tensor)> = arrays
+        .into_iter()
+        .enumerate()
+        .map(|(k, (name, t))| {
+            let step = lsb[k].expect("a quantized output") as f32;
+            let v: Vec<f32> = values(&t)
+                .iter()
+                .enumerate()
+                .map(|(i, x)| *x as f32 + steps(k, i) * step)
+                .collect();
+            (
+                name,
+                Tensor::new(t.shape.clone(), npu_audit::tensor::TensorData::Float32(v)).unwrap(),
+            )
+        })
+        .collect();
+    let refs: Vec<(String, &Tensor)> = moved.iter().map(|(n, t)| (n.clone(), t)).collect();
+    npu_audit::tensor::write_npz(&dst.join("outputs.npz"), &refs).unwrap();
+}
+
+#[test]
+fn rounding_noise_malformed_and_hostile_copies_of_a_capture() {
+    let dir = tempdir();
+    let ins = inputs(dir.path());
+    let sim = dir.path().join("sim");
+    let (code, err) = capture(
+        &ins,
+        &sim,
+        &["--ep", "qnn", "--qnn-plugin", &qnn_plugin(), "--chipset", "sm8650"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let round = dir.path().join("round");
+    moved_copy(&sim, &round, |k, i| if k == 0 && i == 3 { -1.0 } else { 0.0 });
+    let noise = dir.path().join("noise");
+    moved_copy(&sim, &noise, |_, i| if i % 2 == 0 { 7.0 } else { -7.0 });
+    let broken = dir.path().join("broken");
+    moved_copy(&sim, &broken, |_, _| 0.0);
+    let bytes = std::fs::read(broken.join("outputs.npz")).unwrap();
+    std::fs::write(broken.join("outputs.npz"), &bytes[..bytes.len() / 2]).unwrap();
+    let hostile = dir.path().join("hostile.zip");
+    {
+        use std::io::Write as _;
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&hostile).unwrap());
+        let o = zip::write::SimpleFileOptions::default();
+        for (name, data) in [
+            ("device.json", std::fs::read(sim.join("device.json")).unwrap()),
+            ("outputs.npz", std::fs::read(sim.join("outputs.npz")).unwrap()),
+            ("../../escape.txt", b"pwned".to_vec()),
+        ] {
+            z.start_file(name, o).unwrap();
+            z.write_all(&data).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    let t = triage(&[&sim, &round, &noise, &broken, &hostile]);
+    let kind = |name: &str| entry(&t, name)["verdict"]["kind"].as_str().unwrap().to_string();
+    assert_eq!(kind("sim"), "reproduced");
+    assert_eq!(kind("round"), "rounding", "{}", entry(&t, "round")["verdict"]);
+    let to_sim = |name: &str| {
+        entry(&t, name)["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["target"] == "qnn:sm8650")
+            .unwrap()["steps"]
+            .clone()
+    };
+    assert_eq!(
+        (
+            to_sim("round")["off_by_one"].as_u64(),
+            to_sim("round")["max_steps"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_eq!(kind("noise"), "unexplained", "{}", entry(&t, "noise")["verdict"]);
+    assert_eq!(to_sim("noise")["max_steps"].as_u64(), Some(7));
+    assert_eq!(kind("broken"), "malformed");
+    assert_eq!(kind("hostile.zip"), "malformed");
+    let why = entry(&t, "hostile.zip")["verdict"]["sentence"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("escape.txt"), "{why}");
+    assert!(!dir.path().join("escape.txt").exists() && !dir.path().parent().unwrap().join("escape.txt").exists());
+}
