@@ -26,7 +26,10 @@ fn python() -> &'static Path {
     PY.get_or_init(|| {
         let reqs = repo("docs/capture/requirements.txt");
         let hash = npu_audit::hash::sha256_file(&reqs).unwrap();
-        let cache = npu_audit::runtime::provision::cache_root();
+        // The tool's cache: NPU_AUDIT_CACHE as the binary reads it, else the platform default.
+        let cache = std::env::var_os("NPU_AUDIT_CACHE")
+            .filter(|v| !v.is_empty())
+            .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from);
         let venv = cache.join(format!("capture-venv-{}", &hash[..12]));
         let py = venv.join("bin/python");
         if !venv.join("complete").exists() {
