@@ -59,19 +59,24 @@ CREATE TABLE IF NOT EXISTS reports(
 /// An open triage store.
 pub struct Store {
     conn: Connection,
+    /// Where the file is, for messages and the triage's `store.path`.
     pub path: PathBuf,
 }
 
 /// One run of one target on one input set, as kept in the store.
 pub struct StoredRun {
+    /// Its record as the triage JSON lists it.
     pub run: CandidateRun,
+    /// Its outputs per sample, by output name.
     pub samples: Vec<Vec<(String, Tensor)>>,
 }
 
 /// What a triage context was, as `--summary` shows it.
 #[derive(Debug, Clone)]
 pub struct StoredContext {
+    /// The entry context's hash (see [`entry_context`]).
     pub context: String,
+    /// The model's path when it was last triaged.
     pub model: String,
     pub model_sha256: String,
     pub reference: String,
