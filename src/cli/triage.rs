@@ -72,8 +72,20 @@ pub fn run(a: &TriageArgs) -> Result<ExitCode> {
         .chain(a.reports.iter().cloned())
         .collect();
     let files = files(a);
+    let opts = options(a, model)?;
+    // The store is read too: an output naming it (by any path) is refused before any work.
+    let reads: Vec<std::path::PathBuf> = reads.into_iter().chain(opts.db.clone()).collect();
+    if let Some(db) = &opts.db {
+        if let Some(f) = files.iter().find(|f| f.path == db) {
+            return Err(bad_flag(format!(
+                "{} names the triage store {}: give the store and the output different files",
+                f.flag,
+                db.display()
+            )));
+        }
+    }
     let outputs = findings_outputs(&files, reads)?;
-    let triage = crate::triage::run(&options(a, model)?)?;
+    let triage = crate::triage::run(&opts)?;
     crate::interrupt::check()?;
     emit_findings(&triage, &files, outputs, |t, json| match a.format {
         ReportFormat::Json => json,
