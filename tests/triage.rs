@@ -402,6 +402,15 @@ fn a_file_that_is_not_a_triage_store_is_refused_and_left_as_it_is() {
         assert!(err.contains("triage store") && err.lines().count() == 1, "{err}");
         assert_eq!(std::fs::read(f).unwrap(), before);
     }
+    // An output naming the store is refused before any work; nothing is written.
+    let store = dir.path().join("store.db");
+    let (code, _, err) = triage_with(
+        &[&gold],
+        &["--db", store.to_str().unwrap(), "--out", store.to_str().unwrap()],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("names the triage store"), "{err}");
+    assert!(!store.exists());
     let (code, _, err) = triage_with(
         &[],
         &["--summary", "--db", dir.path().join("none.db").to_str().unwrap()],
