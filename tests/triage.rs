@@ -364,6 +364,20 @@ fn a_rerun_reads_back_what_the_store_keeps_and_runs_only_new_inputs() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(store(&fourth), [3, 1, 0, 4]);
     assert_eq!(verdict(&fourth, "d_swapped"), "reproduced");
+    // A damaged entry is a cache miss: triaged again from the kept runs, with the same figures.
+    let status = std::process::Command::new(std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into()))
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update reports set entry='{broken'\"); c.commit()",
+            db_arg,
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, healed, err) = triage_with(&[&fleet], &["--db", db_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(store(&healed), [0, 4, 8, 0]);
+    assert_eq!(healed["reports"], fourth["reports"]);
     // The summary is the last triage's fleet, from the store alone.
     let out = bin()
         .args(["triage", "--summary", "--db", db_arg, "--format", "json"])

@@ -214,9 +214,8 @@ impl Store {
                 samples: decode_samples(&names, outputs)?,
             })
         })();
-        decoded
-            .map(Some)
-            .with_context(|| format!("triage store {}: a damaged run of {target}", self.path.display()))
+        // A damaged row is a cache miss: the run is made again and the row replaced.
+        Ok(decoded.ok())
     }
 
     /// Keeps a successful run of `target` on `inputs`.
@@ -252,9 +251,8 @@ impl Store {
             )
             .optional()
             .map_err(|e| store_error(&self.path, e))?;
-        text.map(|t| serde_json::from_str(&t))
-            .transpose()
-            .with_context(|| format!("triage store {}: a damaged report entry", self.path.display()))
+        // A damaged row is a cache miss: the report is triaged again and the row replaced.
+        Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
     }
 
     /// Keeps the entries of reports that were triaged (read, reproduced, decided) in one
@@ -333,10 +331,8 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let text = row.map_err(|e| store_error(&self.path, e))?;
-            out.push(
-                serde_json::from_str(&text)
-                    .with_context(|| format!("triage store {}: a damaged report entry", self.path.display()))?,
-            );
+            // A damaged row is left out (the next triage of that report replaces it).
+            out.extend(serde_json::from_str::<ReportEntry>(&text).ok());
         }
         Ok(out)
     }
@@ -354,10 +350,8 @@ impl Store {
                 .map_err(|e| store_error(&self.path, e))?;
             for row in rows {
                 let text = row.map_err(|e| store_error(&self.path, e))?;
-                out.push(
-                    serde_json::from_str(&text)
-                        .with_context(|| format!("triage store {}: a damaged run", self.path.display()))?,
-                );
+                // A damaged row is left out (the next run on these inputs replaces it).
+                out.extend(serde_json::from_str::<CandidateRun>(&text).ok());
             }
         }
         Ok(out)
