@@ -35,5 +35,6 @@ pub mod report;
 pub mod runtime;
 pub mod target;
 pub mod tensor;
+pub mod timings;
 pub mod triage;
 pub mod userfile;

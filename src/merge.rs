@@ -517,6 +517,8 @@ pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -
         notes,
         shard: None,
         merged_from: paths.iter().map(|p| p.display().to_string()).collect(),
+        // The shards' times were spent on other machines, in parallel: no sum means anything.
+        timings: None,
         exit_code,
     })
 }

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "foundation",
         &[
             "error",
+            "timings",
             "hash",
             "console",
             "interrupt",

@@ -476,3 +476,79 @@ fn a_layer_the_baseline_cannot_return_is_counted_as_not_compared_not_as_agreeing
         "{conv2}"
     );
 }
+
+/// The CNN fixture as old exporters write models: IR version 3 (ONNX Runtime then refuses an
+/// initializer no node reads) and nodes without names.
+fn ir3_unnamed_twin(src: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    use npu_audit::model::pb::ModelProto;
+    use prost::Message;
+    let mut model = ModelProto::decode(std::fs::read(src).expect("read").as_slice()).expect("decode");
+    model.ir_version = Some(3);
+    for n in &mut model.graph.as_mut().expect("graph").node {
+        n.name = None;
+    }
+    let path = dir.join("cnn_ir3_unnamed.onnx");
+    std::fs::write(&path, model.encode_to_vec()).expect("write");
+    path
+}
+
+#[test]
+fn layers_run_alone_on_an_ir3_model_with_unnamed_nodes_as_on_its_modern_twin() {
+    let dir = tempdir();
+    let twin = ir3_unnamed_twin(&repo("fixtures/models/cnn_qdq_u8.onnx"), dir.path());
+    let run_on = |m: &str| {
+        let (code, report, stderr) = compare_json(&[
+            m,
+            "--reference",
+            &cnn_fp32(),
+            "-t",
+            "cpu",
+            "--seed",
+            "4",
+            "--layers",
+            "all",
+            // Several runs, so that each isolation model holds some layers and not others.
+            "--tap-memory",
+            "8K",
+            "--fingerprint",
+            "off",
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        report
+    };
+    let named = run_on(&cnn());
+    let old = run_on(twin.to_str().unwrap());
+    assert_eq!(old["layer_audit"]["problems"], serde_json::json!([]));
+    assert!(
+        old["layer_audit"]["tap_runs"].as_u64().unwrap() > 3,
+        "{}",
+        old["layer_audit"]
+    );
+    // Node names differ (the twin's are made up); tensors and every figure are the same.
+    let figures = |report: &Value, id: &str| -> Vec<Value> {
+        layers_of(report, id)
+            .iter()
+            .map(|l| {
+                serde_json::json!([
+                    l["tensor"],
+                    l["sqnr_db"],
+                    l["introduced_sqnr_db"],
+                    l["introduced_max_abs"],
+                    l["introduced_vs_baseline"]
+                ])
+            })
+            .collect()
+    };
+    for id in ["cpu", "cpu:noopt"] {
+        assert!(
+            target(&old, id)["layer_summary"]["error"].is_null(),
+            "{id}: {}",
+            target(&old, id)["layer_summary"]
+        );
+        let got = figures(&old, id);
+        assert_eq!(got.len(), 14, "{id}");
+        // Every layer was measured alone.
+        assert!(got.iter().all(|f| !f[2].is_null()), "{id}: {got:?}");
+        assert_eq!(got, figures(&named, id), "{id}");
+    }
+}

@@ -63,7 +63,9 @@ pub fn run<'e>(
         .clone()
         .or_else(|| crate::exec::executor::cpu_runtime(&plan.provisioner).ok());
     let ends = target_ends(plan, executed, executor, probe_cpu.clone(), &mut notes);
-    let mut comparison = compare_targets(plan, &ends, &golden_samples, &golden_map)?;
+    let mut comparison = crate::timings::time(crate::timings::Phase::Compare, || {
+        compare_targets(plan, &ends, &golden_samples, &golden_map)
+    })?;
     let has_baseline = attach_baseline(&mut comparison.metrics, BASELINE_ID);
     let (fingerprints, fingerprint_notes) =
         crate::drift::fingerprints(&plan.targets, &ends, executor, opts.fingerprint);

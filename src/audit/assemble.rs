@@ -22,8 +22,8 @@ use crate::inputs::InputSet;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, Report, RuntimeInfo, ShardInfo, TargetReport, Timing,
-    ToolInfo, SCHEMA_VERSION,
+    AuditTimings, ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, PhaseTiming, Report, RuntimeInfo, ShardInfo,
+    TargetReport, Timing, ToolInfo, WorkerTiming, SCHEMA_VERSION,
 };
 use crate::runtime::{Runtime, TargetRuntime};
 
@@ -252,8 +252,57 @@ pub fn report(
         notes,
         shard: plan.shard.map(|s| ShardInfo { output_files, ..s }),
         merged_from: Vec::new(),
+        timings: crate::timings::enabled().then(|| audit_timings(&crate::timings::snapshot())),
         exit_code: judgement.exit_code,
     })
+}
+
+/// The report's view of what `--timings` recorded so far.
+pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let wall_ms = ms(t.wall());
+    let mut phases: Vec<PhaseTiming> = t
+        .parent
+        .iter()
+        .map(|((stage, phase), p)| PhaseTiming {
+            stage: stage.to_string(),
+            phase: phase.as_str().into(),
+            ms: ms(p.elapsed),
+            count: p.count,
+        })
+        .collect();
+    // What ran outside every stage (parsing flags, assembling the report) closes the account.
+    let staged: f64 = phases.iter().map(|p| p.ms).sum();
+    phases.push(PhaseTiming {
+        stage: "audit".into(),
+        phase: crate::timings::Phase::Other.as_str().into(),
+        ms: (wall_ms - staged).max(0.0),
+        count: 1,
+    });
+    AuditTimings {
+        wall_ms,
+        phases,
+        workers: t
+            .workers
+            .iter()
+            .map(|((stage, target), w)| {
+                let x = &w.time;
+                let inside = x.load + x.register + x.session_create + x.run + x.io;
+                WorkerTiming {
+                    stage: stage.to_string(),
+                    target: target.clone(),
+                    sessions: w.sessions,
+                    load_ms: x.load,
+                    register_ms: x.register,
+                    session_create_ms: x.session_create,
+                    run_ms: x.run,
+                    io_ms: x.io,
+                    overhead_ms: (x.wall - inside).max(0.0),
+                    wall_ms: x.wall,
+                }
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::inputs::InputOptions;
 use crate::policy::Policy;
 use crate::report::model::Report;
 use crate::tensor::Tensor;
+use crate::timings;
 use crate::userfile::Outputs;
 
 /// Where `--save-outputs` keeps every run's outputs, and how a shard report records it.
@@ -95,20 +96,33 @@ pub fn run_compare_with_outputs(opts: &CompareOptions, outputs: &mut Outputs) ->
 }
 
 fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool) -> Result<(Report, RunTensors)> {
-    let plan = plan::AuditPlan::new(opts, outputs)?;
-    let executor = Executor::new(&opts.exec)?;
+    let (plan, executor) = {
+        let _stage = timings::stage("plan");
+        let _span = timings::span(timings::Phase::Prepare);
+        (plan::AuditPlan::new(opts, outputs)?, Executor::new(&opts.exec)?)
+    };
     let repeat = execute::Repeat {
         runs: opts.repeat,
         thread_probe: opts.thread_probe,
     };
-    let executed = execute::run(&plan, &executor, repeat)?;
-    let mut analysis = analyze::run(&plan, &executed, &executor, opts)?;
+    let executed = {
+        let _stage = timings::stage("golden and outputs");
+        execute::run(&plan, &executor, repeat)?
+    };
+    let mut analysis = {
+        let _stage = timings::stage("analysis");
+        analyze::run(&plan, &executed, &executor, opts)?
+    };
     let tensors = if keep {
         run_tensors(&plan, &analysis)?
     } else {
         RunTensors::new()
     };
-    let persisted = files::persist(opts, &plan, &executed, &analysis, &executor, outputs)?;
+    let persisted = {
+        let _stage = timings::stage("report");
+        let _span = timings::span(timings::Phase::Persist);
+        files::persist(opts, &plan, &executed, &analysis, &executor, outputs)?
+    };
     crate::interrupt::check()?;
     let rows = assemble::target_rows(&plan.targets, &mut analysis, &persisted.logs);
     let previous = plan.previous.as_ref().map(|(report, label)| Previous {

@@ -453,6 +453,11 @@ pub struct ReportArgs {
     /// every part); join the parts with `npu-audit merge`.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
+    /// Measure where the audit's time goes: phases of the audit and of every worker session, as a
+    /// `timings` object in the JSON report and tables on stderr at the end (wall-clock figures:
+    /// the only ones of a report that differ between runs).
+    #[arg(long)]
+    pub timings: bool,
 }
 
 /// How the per-layer audit localises drift.

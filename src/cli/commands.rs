@@ -142,11 +142,23 @@ fn emit(report: &Report, format: ReportFormat, files: &OutputPaths, mut outputs:
 
 fn compare(a: super::args::CompareArgs, layers_command: bool) -> Result<ExitCode> {
     let format = a.reports.format;
+    if a.reports.timings {
+        crate::timings::enable();
+    }
     let (opts, files, mut outputs) = super::compare::options(a, layers_command)?;
     let report = run_compare(&opts, &mut outputs)?;
     // An interruption after the workers finished still means: write nothing.
     crate::interrupt::check()?;
-    emit(&report, format, &files, outputs)?;
+    {
+        let _stage = crate::timings::stage("report");
+        let _span = crate::timings::span(crate::timings::Phase::Render);
+        emit(&report, format, &files, outputs)?;
+    }
+    if crate::timings::enabled() {
+        // The full account, rendering included (the JSON's stops at the report's assembly).
+        let all = crate::audit::assemble::audit_timings(&crate::timings::snapshot());
+        eprint!("{}", crate::render::timings::render(&all));
+    }
     // One line for all required targets that did not run; the report has the full errors.
     let failed: Vec<String> = report
         .targets

@@ -164,10 +164,12 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
     }
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
+        let reading = Instant::now();
         let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(sample.len());
         for input in sample {
             tensors.push((input.name.clone(), Tensor::read_npy(&input.path)?));
         }
+        result.io_ms += ms_since(reading);
         let start = Instant::now();
         let first = run_once(session, &tensors, &output_names)?;
         result.run_ms.push(ms_since(start));
@@ -187,11 +189,13 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
             }
         }
         result.phase = Phase::WriteOutputs;
+        let writing = Instant::now();
         result.outputs.push(write_outputs(
             &job.output_dir.join(format!("s{si}")),
             &output_names,
             first,
         )?);
+        result.io_ms += ms_since(writing);
     }
     Ok(())
 }

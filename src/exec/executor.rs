@@ -17,6 +17,7 @@ use crate::model::rewrite::{pin_input_shapes, write_model};
 use crate::model::LoadedModel;
 use crate::runtime::{catalog, Build, Provisioner, Runtime, TargetRuntime};
 use crate::target::{Backend, OptLevel, TargetRole, TargetSpec};
+use crate::timings;
 
 /// How workers are run.
 #[derive(Debug, Clone)]
@@ -128,6 +129,7 @@ impl Executor {
     /// Runs the jobs with a progress line on stderr (drawn only on a terminal) and returns their
     /// outcomes in order.
     pub fn run(&self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
+        let _span = timings::span(timings::Phase::Sessions);
         self.sessions.set(self.sessions.get() + jobs.len());
         let config = pool_config(&self.options, jobs.len());
         let target = if crate::console::progress() {
@@ -153,6 +155,9 @@ impl Executor {
             });
         });
         bar.finish_and_clear();
+        for ((job, _), outcome) in jobs.iter().zip(&outcomes) {
+            timings::worker(&job.target_id, worker_time(outcome));
+        }
         crate::interrupt::check()?;
         if outcomes.iter().any(|o| o.status != super::RunStatus::Ok) {
             check_room(&self.work.path)?;
@@ -338,4 +343,20 @@ pub fn cpu_runtime(provisioner: &Provisioner) -> Result<Runtime> {
             crate::error::one_line(&e)
         ))
     })
+}
+
+/// What a worker said of its own time, and its wall time as the parent saw it.
+fn worker_time(outcome: &Outcome) -> timings::WorkerTime {
+    let mut t = timings::WorkerTime {
+        wall: outcome.wall_ms,
+        ..Default::default()
+    };
+    if let Some(r) = &outcome.result {
+        t.load = r.load_ms;
+        t.register = r.register_ms;
+        t.session_create = r.session_create_ms;
+        t.run = r.run_ms.iter().sum();
+        t.io = r.io_ms;
+    }
+    t
 }

@@ -139,6 +139,9 @@ pub struct JobResult {
     pub session_create_ms: f64,
     /// Wall time of each `run` call, one per sample.
     pub run_ms: Vec<f64>,
+    /// Reading the inputs and writing the outputs, over every sample.
+    #[serde(default)]
+    pub io_ms: f64,
     /// Per sample, every model output in session order.
     pub outputs: Vec<Vec<OutputFile>>,
     /// Execution-provider devices the runtime offered (`EP: vendor type`).
@@ -188,6 +191,7 @@ impl JobResult {
             register_ms: 0.0,
             session_create_ms: 0.0,
             run_ms: Vec::new(),
+            io_ms: 0.0,
             outputs: Vec::new(),
             devices: Vec::new(),
             placement: Vec::new(),

@@ -21,6 +21,7 @@ use crate::exec::{Job, JobResult, Outcome};
 use crate::inputs::InputFile;
 use crate::report::model::{LayerAuditInfo, LayerReport};
 use crate::tensor::Tensor;
+use crate::timings;
 
 /// What every target that ran has accumulated so far, per selected layer.
 pub(super) struct Accumulators {
@@ -168,9 +169,12 @@ pub(super) fn tap_all(
         crate::interrupt::check()?;
         let dir = ctx.work.join("layers").join(format!("run{n}"));
         let taps = RunTaps::new(state, selected, run, &units, isolate);
+        let stage = timings::stage("layers: tapped runs");
         let results = execute_run(state, selected, run, &taps, &dir, n, &mut accs)?;
         measure_run(state, selected, run, &results, &mut accs);
+        drop(stage);
         if isolate {
+            let _stage = timings::stage("layers: isolated runs");
             isolated::run(state, selected, run, &units, results.golden.as_ref(), &dir, &mut accs)?;
         }
         drop(results);
@@ -371,6 +375,7 @@ pub(super) fn golden_tensor(ctx: &Context<'_>, golden: &JobResult, sample: usize
 
 /// Analyze: every tapped tensor of one run against the golden activation and the baseline's.
 fn measure_run(state: &State<'_>, selected: &[usize], run: &[usize], results: &RunResults, accs: &mut Accumulators) {
+    let _span = crate::timings::span(crate::timings::Phase::Compare);
     let ctx = state.ctx;
     let baseline: &[JobResult] = ctx
         .baseline

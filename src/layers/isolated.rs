@@ -240,6 +240,7 @@ fn measure(
     results: &BTreeMap<usize, Vec<JobResult>>,
     accs: &mut Accumulators,
 ) {
+    let _span = crate::timings::span(crate::timings::Phase::Compare);
     let ctx = state.ctx;
     let baseline: &[JobResult] = ctx.baseline.and_then(|b| results.get(&b)).map_or(&[], |v| v.as_slice());
     for s in 0..ctx.input_files.len() {

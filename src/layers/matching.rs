@@ -233,6 +233,7 @@ impl<'a> Reference<'a> {
 /// reference, so per-layer drift can be measured against fp32 values. Keys are the tensors of
 /// [`float_domain_tensors`] that found a counterpart.
 pub fn match_tensors(quantized: &Topology, reference: &Topology) -> BTreeMap<String, TensorMatch> {
+    let _span = crate::timings::span(crate::timings::Phase::Matching);
     let q = Quantized::new(quantized);
     let r = Reference::new(reference);
     let keys = q.float_domain();

@@ -192,11 +192,17 @@ fn blank_info(opts: &LayerOptions) -> LayerAuditInfo {
 pub fn execute(ctx: &Context<'_>, opts: &LayerOptions) -> LayerResults {
     let mut info = blank_info(opts);
     let mut targets: Vec<Option<(Vec<LayerReport>, TargetLayerSummary)>> = vec![None; ctx.planned.len()];
-    match super::plan::prepare(ctx, opts, &mut info) {
+    let planning = crate::timings::stage("layers: plan");
+    let prepared = super::plan::prepare(ctx, opts, &mut info);
+    drop(planning);
+    match prepared {
         Ok(Some((mut state, selected, index))) => {
             let outcome = match opts.mode {
                 LayerMode::Tap => super::cumulative::tap_all(&mut state, &selected, &index, &mut info),
-                LayerMode::Bisect => super::bisect::run(&mut state, &selected),
+                LayerMode::Bisect => {
+                    let _stage = crate::timings::stage("layers: bisection");
+                    super::bisect::run(&mut state, &selected)
+                }
             };
             match outcome {
                 Ok(per_target) => {

@@ -2,7 +2,7 @@
 //! (untyped: ONNX Runtime infers their types) outputs, a prefix cut at one tensor for bisection,
 //! and "isolation" models in which each layer reads golden inputs from graph inputs of its own.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::model::pb::{GraphProto, ModelProto, NodeProto};
 use crate::model::slice::{value_info, MeasuredType};
@@ -12,6 +12,7 @@ use crate::model::topology::Topology;
 /// place (the final outputs of a tapped run are checked against the untapped run's).
 /// Graph inputs are never added: a runtime may hand an input back as an output without a copy.
 pub fn tapped(model: &ModelProto, taps: &[String]) -> ModelProto {
+    let _span = crate::timings::span(crate::timings::Phase::Rewrite);
     let mut out = model.clone();
     if let Some(g) = out.graph.as_mut() {
         let mut present: BTreeSet<String> = g.output.iter().chain(&g.input).filter_map(|o| o.name.clone()).collect();
@@ -25,8 +26,9 @@ pub fn tapped(model: &ModelProto, taps: &[String]) -> ModelProto {
 }
 
 /// The nodes that `tensor` depends on, as a model whose only output is `tensor`: the graph cut
-/// there. Initializers stay (runtimes drop unused ones).
+/// there, with the initializers its nodes read.
 pub fn prefix(model: &ModelProto, tensor: &str) -> Option<ModelProto> {
+    let _span = crate::timings::span(crate::timings::Phase::Rewrite);
     let mut out = model.clone();
     let g = out.graph.as_mut()?;
     let topo = Topology::of_graph(g);
@@ -53,6 +55,7 @@ pub fn prefix(model: &ModelProto, tensor: &str) -> Option<ModelProto> {
     // Every graph input stays, used or not: the samples fed name them all.
     g.output = vec![value_info(tensor, None)];
     g.value_info.clear();
+    drop_unused_initializers(g);
     Some(out)
 }
 
@@ -228,6 +231,7 @@ pub fn isolation_model(
     units: &[(usize, Unit)],
     types: &HashMap<String, MeasuredType>,
 ) -> Option<ModelProto> {
+    let _span = crate::timings::span(crate::timings::Phase::Rewrite);
     let mut out = model.clone();
     let original = model.graph.as_ref()?;
     let g = out.graph.as_mut()?;
@@ -245,7 +249,13 @@ pub fn isolation_model(
         };
         for &n in &u.nodes {
             let mut node = original.node[n].clone();
-            node.name = Some(unit_name(*k, node.name.as_deref().unwrap_or("")));
+            // Unnamed nodes get their index: ONNX Runtime refuses two nodes of one name.
+            let name = node
+                .name
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| format!("#{n}"));
+            node.name = Some(unit_name(*k, &name));
             node.input = node.input.iter().map(rename).collect();
             node.output = node.output.iter().map(rename).collect();
             nodes.push(node);
@@ -264,7 +274,37 @@ pub fn isolation_model(
     g.input = inputs;
     g.output = outputs;
     g.value_info.clear();
+    drop_unused_initializers(g);
     Some(out)
+}
+
+/// Removes the initializers no node (nor control-flow subgraph) reads and no graph input or
+/// output names. A graph cut out of a model keeps only some of its nodes, and ONNX Runtime
+/// refuses a model of IR version 3 with an initializer nothing refers to ("Graph ctor should
+/// have created NodeArg for initializer"); the weights of the dropped nodes are also not worth
+/// writing again for every rewritten model.
+fn drop_unused_initializers(g: &mut GraphProto) {
+    fn read_by(g: &GraphProto, used: &mut HashSet<String>) {
+        for n in &g.node {
+            used.extend(n.input.iter().filter(|t| !t.is_empty()).cloned());
+            for a in &n.attribute {
+                for sub in a.g.iter().chain(&a.graphs) {
+                    read_by(sub, used);
+                }
+            }
+        }
+    }
+    let mut used = HashSet::new();
+    read_by(g, &mut used);
+    used.extend(g.input.iter().chain(&g.output).filter_map(|v| v.name.clone()));
+    g.initializer
+        .retain(|t| t.name.as_ref().is_some_and(|n| used.contains(n)));
+    g.sparse_initializer.retain(|s| {
+        s.values
+            .as_ref()
+            .and_then(|v| v.name.as_ref())
+            .is_some_and(|n| used.contains(n))
+    });
 }
 
 #[cfg(test)]

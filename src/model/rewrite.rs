@@ -13,6 +13,7 @@ use super::LoadedModel;
 /// Writes a rewritten model to `dest`, making the external data files of the original model
 /// (relative to its directory) visible beside it.
 pub fn write_model(proto: &ModelProto, original: &LoadedModel, dest: &Path) -> Result<()> {
+    let _span = crate::timings::span(crate::timings::Phase::WriteModels);
     let dir = dest.parent().context("destination has no directory")?;
     let source_dir = original.path.parent().unwrap_or(Path::new("."));
     for file in original.external_data_files() {

@@ -13,5 +13,6 @@ pub mod outputs;
 pub mod present;
 pub mod releases;
 pub mod table;
+pub mod timings;
 pub mod triage;
 pub mod triage_markdown;

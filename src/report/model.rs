@@ -116,8 +116,60 @@ pub struct Report {
     /// For a report made by `npu-audit merge`: the shard reports it joined.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub merged_from: Vec<String>,
+    /// With `--timings`: where the audit's time went, up to this report's assembly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<AuditTimings>,
     /// The exit code the run ended with.
     pub exit_code: ExitCode,
+}
+
+/// Where an audit's time went (`--timings`). Wall-clock figures of one machine and one run:
+/// unlike every other figure of the report, they are not reproducible.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AuditTimings {
+    /// From the start of the audit to this report's assembly.
+    pub wall_ms: f64,
+    /// The parent process's work per stage and phase. Phases are exclusive (a phase nested in
+    /// another is not counted in it), so they add up to `wall_ms`.
+    pub phases: Vec<PhaseTiming>,
+    /// Worker sessions per stage and target, summed over the stage's sessions. Workers run
+    /// concurrently: these overlap each other and sit within the parent's `sessions` phase.
+    pub workers: Vec<WorkerTiming>,
+}
+
+/// One phase of the parent's work within one stage of the audit.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PhaseTiming {
+    /// The part of the audit (`plan`, `golden and outputs`, `layers: tapped runs`...).
+    pub stage: String,
+    /// `provision`, `prepare`, `rewrite_models`, `write_models`, `sessions`, `read_tensors`,
+    /// `matching`, `compare`, `persist`, `render` or `other`.
+    pub phase: String,
+    pub ms: f64,
+    /// How many times the phase was entered.
+    pub count: usize,
+}
+
+/// The worker sessions of one target within one stage, summed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct WorkerTiming {
+    pub stage: String,
+    /// The target id (`golden` for the reference runs).
+    pub target: String,
+    pub sessions: usize,
+    /// Loading ONNX Runtime and creating its environment.
+    pub load_ms: f64,
+    /// Registering a plugin EP library.
+    pub register_ms: f64,
+    pub session_create_ms: f64,
+    /// The `run` calls.
+    pub run_ms: f64,
+    /// Reading the input files and writing the output files.
+    pub io_ms: f64,
+    /// The rest of the workers' wall time: process spawn and exit, the job and result files.
+    pub overhead_ms: f64,
+    /// Spawn to exit, as the parent measured it.
+    pub wall_ms: f64,
 }
 
 /// One shard of a sharded audit.

@@ -205,6 +205,7 @@ impl Provisioner {
 
     /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
     pub fn get(&self, build: &'static Build) -> Result<Runtime> {
+        let _span = crate::timings::span(crate::timings::Phase::Provision);
         if let Some(why) = build.obstacle() {
             return Err(runtime_unavailable(format!(
                 "{} is not available here: {why}",

@@ -35,6 +35,7 @@ impl Tensor {
 
     /// Reads a `.npy` file of any supported element type.
     pub fn read_npy(path: &Path) -> Result<Tensor> {
+        let _span = crate::timings::span(crate::timings::Phase::ReadTensors);
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let mut reader = BufReader::new(file);
         Tensor::read_npy_from(&mut reader).with_context(|| format!("{}", path.display()))
