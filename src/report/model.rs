@@ -145,6 +145,7 @@ pub struct PhaseTiming {
     /// `provision`, `prepare`, `rewrite_models`, `write_models`, `sessions`, `read_tensors`,
     /// `matching`, `compare`, `persist`, `render` or `other`.
     pub phase: String,
+    /// Milliseconds spent in the phase, nested phases excluded.
     pub ms: f64,
     /// How many times the phase was entered.
     pub count: usize,
@@ -153,14 +154,17 @@ pub struct PhaseTiming {
 /// The worker sessions of one target within one stage, summed.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct WorkerTiming {
+    /// The part of the audit that started these sessions.
     pub stage: String,
     /// The target id (`golden` for the reference runs).
     pub target: String,
+    /// How many sessions the figures add up.
     pub sessions: usize,
     /// Loading ONNX Runtime and creating its environment.
     pub load_ms: f64,
     /// Registering a plugin EP library.
     pub register_ms: f64,
+    /// Creating the sessions (graph optimisation, EP compilation).
     pub session_create_ms: f64,
     /// The `run` calls.
     pub run_ms: f64,
