@@ -395,23 +395,7 @@ fn a_model_with_external_data_is_tapped_like_its_inline_twin() {
     let dir = tempdir();
     // Every initializer outside, scales and zero points included.
     let external = with_external_data(&repo("fixtures/models/cnn_qdq_u8.onnx"), dir.path());
-    let run_on = |m: &str| {
-        let (code, report, stderr) = compare_json(&[
-            m,
-            "--reference",
-            &cnn_fp32(),
-            "-t",
-            "cpu",
-            "--seed",
-            "4",
-            "--layers",
-            "all",
-            "--fingerprint",
-            "off",
-        ]);
-        assert_eq!(code, 0, "{stderr}");
-        report
-    };
+    let run_on = |m: &str| cnn_layer_audit(m, &[]).0;
     let inline = run_on(&cnn());
     let ext = run_on(external.to_str().unwrap());
     assert_eq!(ext["layer_audit"]["selected"], 14);
@@ -496,26 +480,8 @@ fn ir3_unnamed_twin(src: &std::path::Path, dir: &std::path::Path) -> std::path::
 fn layers_run_alone_on_an_ir3_model_with_unnamed_nodes_as_on_its_modern_twin() {
     let dir = tempdir();
     let twin = ir3_unnamed_twin(&repo("fixtures/models/cnn_qdq_u8.onnx"), dir.path());
-    let run_on = |m: &str| {
-        let (code, report, stderr) = compare_json(&[
-            m,
-            "--reference",
-            &cnn_fp32(),
-            "-t",
-            "cpu",
-            "--seed",
-            "4",
-            "--layers",
-            "all",
-            // Several runs, so that each isolation model holds some layers and not others.
-            "--tap-memory",
-            "8K",
-            "--fingerprint",
-            "off",
-        ]);
-        assert_eq!(code, 0, "{stderr}");
-        report
-    };
+    // Several runs, so that each isolation model holds some layers and not others.
+    let run_on = |m: &str| cnn_layer_audit(m, &["--tap-memory", "8K"]).0;
     let named = run_on(&cnn());
     let old = run_on(twin.to_str().unwrap());
     assert_eq!(old["layer_audit"]["problems"], serde_json::json!([]));

@@ -8,37 +8,14 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use serde_json::Value;
-
-fn audit(extra: &[&str]) -> (Value, String) {
-    let cnn = cnn();
-    let reference = cnn_fp32();
-    let mut args = vec![
-        cnn.as_str(),
-        "--reference",
-        reference.as_str(),
-        "-t",
-        "cpu",
-        "--seed",
-        "4",
-        "--layers",
-        "all",
-        "--fingerprint",
-        "off",
-    ];
-    args.extend_from_slice(extra);
-    let (code, report, stderr) = compare_json(&args);
-    assert_eq!(code, 0, "{stderr}");
-    (report, stderr)
-}
 
 #[test]
 fn timings_account_for_every_session_in_its_stage_and_only_when_asked() {
-    let (plain, stderr) = audit(&[]);
+    let (plain, stderr) = cnn_layer_audit(&cnn(), &[]);
     assert!(plain.get("timings").is_none(), "{}", plain["timings"]);
     assert!(!stderr.contains("Timings:"), "{stderr}");
 
-    let (report, stderr) = audit(&["--timings"]);
+    let (report, stderr) = cnn_layer_audit(&cnn(), &["--timings"]);
     let t = &report["timings"];
     assert!(
         stderr.contains("Timings:") && stderr.contains("Worker sessions"),

@@ -142,6 +142,30 @@ pub fn cnn_fp32() -> String {
     repo("fixtures/models/cnn_fp32.onnx").display().to_string()
 }
 
+/// `compare --layers all` of `model` (the CNN fixture or a twin of it) against the CNN's fp32
+/// model on `cpu`, seed 4, fingerprint off, plus `extra`; the audit must succeed. Returns the
+/// JSON report and stderr.
+pub fn cnn_layer_audit(model: &str, extra: &[&str]) -> (Value, String) {
+    let reference = cnn_fp32();
+    let mut args = vec![
+        model,
+        "--reference",
+        reference.as_str(),
+        "-t",
+        "cpu",
+        "--seed",
+        "4",
+        "--layers",
+        "all",
+        "--fingerprint",
+        "off",
+    ];
+    args.extend_from_slice(extra);
+    let (code, report, stderr) = compare_json(&args);
+    assert_eq!(code, 0, "{stderr}");
+    (report, stderr)
+}
+
 /// Asserts that the binary fails with `code`, one line on stderr that starts with
 /// `npu-audit: error: ` and contains `needle`.
 pub fn fails_with(args: &[&str], code: i32, needle: &str) {
