@@ -221,31 +221,26 @@ pub fn time<T>(phase: Phase, f: impl FnOnce() -> T) -> T {
 /// dropped (the enclosing stage becomes current again).
 #[must_use = "the stage ends when this is dropped"]
 pub struct Stage {
-    active: bool,
-    /// The stage's own `other` phase: time in the stage outside any named phase.
-    _other: Option<Span>,
+    /// The stage's own `other` phase (time in the stage outside any named phase); `None` when
+    /// recording is off and no stage was entered.
+    other: Option<Span>,
 }
 
 /// Makes `name` the current stage.
 pub fn stage(name: &'static str) -> Stage {
     if !enabled() {
-        return Stage {
-            active: false,
-            _other: None,
-        };
+        return Stage { other: None };
     }
     STAGE.with(|s| s.borrow_mut().push(name));
     Stage {
-        active: true,
-        _other: Some(span(Phase::Other)),
+        other: Some(span(Phase::Other)),
     }
 }
 
 impl Drop for Stage {
     fn drop(&mut self) {
         // The stage's `other` span closes first, while the stage is still current.
-        self._other.take();
-        if self.active {
+        if self.other.take().is_some() {
             STAGE.with(|s| s.borrow_mut().pop());
         }
     }
