@@ -62,6 +62,16 @@ impl Agreement {
 
     /// Adds one sample of both targets' outputs (same shape).
     pub fn update(&mut self, a: &TensorData, b: &TensorData) {
+        // Codes are most of what the per-layer audit compares: integers of one type are counted
+        // on their own type, without going through doubles element by element.
+        match (a, b) {
+            (TensorData::Uint8(x), TensorData::Uint8(y)) => return self.update_ints(x, y),
+            (TensorData::Int8(x), TensorData::Int8(y)) => return self.update_ints(x, y),
+            (TensorData::Uint16(x), TensorData::Uint16(y)) => return self.update_ints(x, y),
+            (TensorData::Int16(x), TensorData::Int16(y)) => return self.update_ints(x, y),
+            (TensorData::Int32(x), TensorData::Int32(y)) => return self.update_ints(x, y),
+            _ => {}
+        }
         if let Some(c) = self.codes.as_mut() {
             for i in 0..a.len().min(b.len()) {
                 c.add(a.get_f64(i), b.get_f64(i));
@@ -81,6 +91,41 @@ impl Agreement {
                 };
                 self.max_abs = self.max_abs.max(s.max_abs());
             }
+        }
+    }
+
+    /// Integers of one type: the difference of two values is exact in `i64`, and a step
+    /// count of an `lsb` of 1 is the difference itself.
+    fn update_ints<T: Copy + Into<i64>>(&mut self, x: &[T], y: &[T]) {
+        let n = x.len().min(y.len());
+        let (mut differing, mut largest) = (0u64, 0u64);
+        let mut by_steps = [0u64; 3];
+        let lsb = self.codes.as_ref().map(|c| c.lsb);
+        for (&a, &b) in x[..n].iter().zip(&y[..n]) {
+            let d = (a.into() - b.into()).unsigned_abs();
+            differing += (d != 0) as u64;
+            largest = largest.max(d);
+            if let Some(lsb) = lsb {
+                let steps = if lsb == 1.0 { d } else { (d as f64 / lsb).round() as u64 };
+                if steps > 0 {
+                    by_steps[(steps.min(3) - 1) as usize] += 1;
+                }
+            }
+        }
+        if let Some(c) = self.codes.as_mut() {
+            c.off_by_one += by_steps[0];
+            c.off_by_two += by_steps[1];
+            c.off_by_more += by_steps[2];
+            c.max_steps = c.max_steps.max(if c.lsb == 1.0 {
+                largest
+            } else {
+                (largest as f64 / c.lsb).round() as u64
+            });
+        }
+        self.elements += n as u64;
+        self.differing = self.differing.map(|d| d + differing);
+        if n > 0 {
+            self.max_abs = self.max_abs.max(largest as f64);
         }
     }
 
@@ -145,5 +190,36 @@ mod tests {
         u.update(&TensorData::Uint8(vec![3, 200]), &TensorData::Uint8(vec![4, 200]));
         assert_eq!(u.codes.unwrap().off_by_one, 1);
         assert!(Agreement::with_lsb(None).codes.is_none());
+    }
+
+    #[test]
+    fn integer_codes_are_counted_on_their_own_type() {
+        // Hand-worked: differences 0, 1, -1, 2, -3, 300 (int16 only) -> 5 differing, steps
+        // 1, 1, 2, 3, 300; max 300.
+        let mut a = Agreement::with_lsb(Some(1.0));
+        a.update(
+            &TensorData::Int16(vec![5, -4, 7, 0, -10, 150]),
+            &TensorData::Int16(vec![5, -5, 8, -2, -7, -150]),
+        );
+        let c = a.codes.unwrap();
+        assert_eq!((c.off_by_one, c.off_by_two, c.off_by_more, c.max_steps), (2, 1, 2, 300));
+        assert_eq!((a.elements, a.differing, a.max_abs), (6, Some(5), 300.0));
+        // int8 extremes: -128 against 127 is 255 apart, beyond i8.
+        let mut e = Agreement::with_lsb(Some(1.0));
+        e.update(&TensorData::Int8(vec![-128, 3]), &TensorData::Int8(vec![127, 3]));
+        assert_eq!(
+            (e.codes.unwrap().max_steps, e.max_abs, e.differing),
+            (255, 255.0, Some(1))
+        );
+        // A step of 2 codes: differences 1, 4 and 7 are 0.5, 2 and 3.5 steps, rounded half
+        // away from zero to 1, 2 and 4.
+        let mut s = Agreement::with_lsb(Some(2.0));
+        s.update(&TensorData::Uint8(vec![1, 4, 7]), &TensorData::Uint8(vec![0, 0, 0]));
+        let c = s.codes.unwrap();
+        assert_eq!((c.off_by_one, c.off_by_two, c.off_by_more, c.max_steps), (1, 1, 1, 4));
+        // No elements: max_abs stays as it was.
+        let mut z = Agreement::with_lsb(Some(1.0));
+        z.update(&TensorData::Uint16(vec![]), &TensorData::Uint16(vec![]));
+        assert_eq!((z.elements, z.max_abs, z.differing), (0, 0.0, Some(0)));
     }
 }

@@ -11,7 +11,7 @@ use anyhow::{anyhow, Context as _, Result};
 
 use super::cumulative::{golden_tensor, Accumulators};
 use super::plan::{Feed, Planned};
-use super::run::{quantize, read_any, result_of, write, State};
+use super::run::{quantize, read_any, result_of, write, Context as AuditContext, State};
 use super::split::{retry_in_halves, retryable};
 use super::tap::{self, Unit};
 use crate::exec::{JobResult, Outcome};
@@ -67,7 +67,9 @@ pub(super) fn run(
 }
 
 /// Writes every unit input of every sample; returns the samples and the types of what is fed
-/// (inference may not know them).
+/// (inference may not know them). A golden activation that feeds several units (the inputs of a
+/// dense block's concatenations, a residual branch) is read, quantized and written once per
+/// sample, and every unit that reads it is fed the same file.
 fn write_feeds(
     state: &State<'_>,
     iso: &Units<'_>,
@@ -80,33 +82,34 @@ fn write_feeds(
     for (s, files) in ctx.input_files.iter().enumerate() {
         let sdir = dir.join("iso-inputs").join(format!("s{s}"));
         std::fs::create_dir_all(&sdir)?;
+        let mut written: HashMap<FeedKey, (PathBuf, MeasuredType)> = HashMap::new();
         let mut sample = Vec::new();
         for &(k, unit, feeds) in iso {
-            for (i, (t, feed)) in unit.inputs.iter().zip(feeds).enumerate() {
-                let path = match feed {
+            for (t, feed) in unit.inputs.iter().zip(feeds) {
+                let (path, ty) = match feed {
                     Feed::GraphInput(g) => {
                         let f = files.iter().find(|f| &f.name == g).context("sample input missing")?;
-                        if let Some(nt) = ctx.inputs.samples[s].iter().find(|nt| &nt.name == g) {
-                            types.insert(t.clone(), measured(&nt.tensor));
+                        let ty = ctx.inputs.samples[s]
+                            .iter()
+                            .find(|nt| &nt.name == g)
+                            .map(|nt| measured(&nt.tensor));
+                        (f.path.clone(), ty)
+                    }
+                    Feed::Codes(..) | Feed::Float(..) => {
+                        let key = FeedKey::of(feed);
+                        if !written.contains_key(&key) {
+                            let file = sdir.join(format!("f{}.npy", written.len()));
+                            let fed = feed_tensor(ctx, golden, s, feed)?;
+                            fed.write_npy(&file)?;
+                            written.insert(key.clone(), (file, measured(&fed)));
                         }
-                        f.path.clone()
-                    }
-                    Feed::Codes(r, q) => {
-                        let g = golden_tensor(ctx, golden, s, r)?;
-                        let data = quantize(&super::measure::real_values(&g, None), q)
-                            .ok_or_else(|| anyhow!("codes of type {} cannot be fed", q.elem_type))?;
-                        feed_file(
-                            Tensor::new(g.shape.clone(), data)?,
-                            t,
-                            &sdir.join(format!("u{k}-{i}.npy")),
-                            &mut types,
-                        )?
-                    }
-                    Feed::Float(r) => {
-                        let g = golden_tensor(ctx, golden, s, r)?;
-                        feed_file(g, t, &sdir.join(format!("u{k}-{i}.npy")), &mut types)?
+                        let (file, ty) = &written[&key];
+                        (file.clone(), Some(ty.clone()))
                     }
                 };
+                if let Some(ty) = ty {
+                    types.insert(t.clone(), ty);
+                }
                 sample.push(InputFile {
                     name: tap::unit_name(k, t),
                     path,
@@ -118,18 +121,47 @@ fn write_feeds(
     Ok((samples, types))
 }
 
+/// What a fed file holds: a golden activation, as codes of one quantization or as floats.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct FeedKey {
+    tensor: String,
+    /// Scale and zero point bits and the code type; `None` for the float activation.
+    quant: Option<(u32, u64, i32)>,
+}
+
+impl FeedKey {
+    fn of(feed: &Feed) -> FeedKey {
+        match feed {
+            Feed::Codes(r, q) => FeedKey {
+                tensor: r.clone(),
+                quant: Some((q.scale.to_bits(), q.zero_point.to_bits(), q.elem_type)),
+            },
+            Feed::Float(r) | Feed::GraphInput(r) => FeedKey {
+                tensor: r.clone(),
+                quant: None,
+            },
+        }
+    }
+}
+
+/// The tensor an isolated unit is fed: the golden activation, quantized when it is codes.
+fn feed_tensor(ctx: &AuditContext<'_>, golden: &JobResult, sample: usize, feed: &Feed) -> Result<Tensor> {
+    match feed {
+        Feed::Codes(r, q) => {
+            let g = golden_tensor(ctx, golden, sample, r)?;
+            let data = quantize(&super::measure::real_values(&g, None), q)
+                .ok_or_else(|| anyhow!("codes of type {} cannot be fed", q.elem_type))?;
+            Ok(Tensor::new(g.shape.clone(), data)?)
+        }
+        Feed::Float(r) | Feed::GraphInput(r) => golden_tensor(ctx, golden, sample, r),
+    }
+}
+
 fn measured(t: &Tensor) -> MeasuredType {
     MeasuredType {
         elem_type: t.dtype().onnx_code(),
         shape: t.shape.clone(),
     }
-}
-
-/// Writes one isolated input and records its type.
-fn feed_file(t: Tensor, name: &str, path: &Path, types: &mut HashMap<String, MeasuredType>) -> Result<PathBuf> {
-    t.write_npy(path)?;
-    types.insert(name.to_string(), measured(&t));
-    Ok(path.to_path_buf())
 }
 
 /// Execute: one isolated session per target that ran (the baseline's with the values before

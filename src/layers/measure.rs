@@ -3,6 +3,8 @@
 //! baseline's (a histogram of differences in LSB, and how many one-LSB differences sat on a
 //! .5 tie of the baseline's value before rounding).
 
+use std::borrow::Cow;
+
 use crate::compare::agreement::Agreement;
 use crate::compare::stats::ErrorStats;
 use crate::tensor::{Tensor, TensorData};
@@ -15,15 +17,48 @@ use super::points::Quant;
 pub const TIE_WINDOW_LSB: f64 = 0.01;
 
 /// The float value of a tapped tensor: codes dequantized as DequantizeLinear does
-/// (`(code − zero_point) · scale` in float32), floats as float32.
-pub fn real_values(t: &Tensor, quant: Option<&Quant>) -> Vec<f32> {
+/// (`(code − zero_point) · scale` in float32), floats as float32 (borrowed, not copied).
+pub fn real_values<'a>(t: &'a Tensor, quant: Option<&Quant>) -> Cow<'a, [f32]> {
     match (quant, &t.data) {
-        (None, TensorData::Float32(v)) => v.clone(),
-        (Some(q), data) if !t.dtype().is_float() => (0..data.len())
-            .map(|i| (data.get_f64(i) - q.zero_point) as f32 * q.scale)
-            .collect(),
-        (_, data) => (0..data.len()).map(|i| data.get_f64(i) as f32).collect(),
+        (None, TensorData::Float32(v)) => Cow::Borrowed(v),
+        (Some(q), TensorData::Uint8(v)) => Cow::Owned(dequantize(v, q)),
+        (Some(q), TensorData::Int8(v)) => Cow::Owned(dequantize(v, q)),
+        (Some(q), TensorData::Uint16(v)) => Cow::Owned(dequantize(v, q)),
+        (Some(q), TensorData::Int16(v)) => Cow::Owned(dequantize(v, q)),
+        (Some(q), TensorData::Int32(v)) => Cow::Owned(dequantize(v, q)),
+        (Some(q), data) if !t.dtype().is_float() => Cow::Owned(
+            (0..data.len())
+                .map(|i| (data.get_f64(i) - q.zero_point) as f32 * q.scale)
+                .collect(),
+        ),
+        (_, data) => Cow::Owned((0..data.len()).map(|i| data.get_f64(i) as f32).collect()),
     }
+}
+
+/// Codes of one integer type dequantized (the same arithmetic as the generic path: the
+/// difference in double precision, then the product in float32).
+fn dequantize<T: Copy + Into<f64>>(codes: &[T], q: &Quant) -> Vec<f32> {
+    codes
+        .iter()
+        .map(|&c| (c.into() - q.zero_point) as f32 * q.scale)
+        .collect()
+}
+
+/// Positions where two code tensors of one integer type differ by exactly one step; `None`
+/// for other types.
+fn one_step_apart(a: &TensorData, b: &TensorData) -> Option<Vec<usize>> {
+    fn positions<T: Copy + Into<i64>>(x: &[T], y: &[T]) -> Vec<usize> {
+        let one = |(i, (&a, &b)): (usize, (&T, &T))| ((a.into() - b.into()).abs() == 1).then_some(i);
+        x.iter().zip(y).enumerate().filter_map(one).collect()
+    }
+    Some(match (a, b) {
+        (TensorData::Uint8(x), TensorData::Uint8(y)) => positions(x, y),
+        (TensorData::Int8(x), TensorData::Int8(y)) => positions(x, y),
+        (TensorData::Uint16(x), TensorData::Uint16(y)) => positions(x, y),
+        (TensorData::Int16(x), TensorData::Int16(y)) => positions(x, y),
+        (TensorData::Int32(x), TensorData::Int32(y)) => positions(x, y),
+        _ => return None,
+    })
 }
 
 /// The code a value maps to before rounding, in LSB (`x / scale + zero_point`).
@@ -34,6 +69,18 @@ fn ideal(x: f32, q: &Quant) -> f64 {
 /// Whether an ideal value sits on a .5 tie.
 pub fn on_tie(ideal: f64) -> bool {
     ((ideal - ideal.floor()) - 0.5).abs() <= TIE_WINDOW_LSB
+}
+
+/// How many one-step code differences between `target` and `base` sat on a tie of the
+/// baseline's value before rounding (`before`, the same length).
+fn one_lsb_ties(target: &Tensor, base: &Tensor, before: &Tensor, q: &Quant) -> u64 {
+    let at = |i: usize| on_tie(ideal(before.data.get_f64(i) as f32, q));
+    match one_step_apart(&target.data, &base.data) {
+        Some(positions) => positions.into_iter().filter(|&i| at(i)).count() as u64,
+        None => (0..target.len())
+            .filter(|&i| (target.data.get_f64(i) - base.data.get_f64(i)).abs() == 1.0 && at(i))
+            .count() as u64,
+    }
 }
 
 /// One layer, one target.
@@ -158,12 +205,7 @@ impl LayerAcc {
             if let (Some(q), Some(f)) = (quant, baseline_float) {
                 if f.len() == target.len() {
                     self.ties_known = true;
-                    let floats = real_values(f, None);
-                    for (i, &x) in floats.iter().enumerate() {
-                        if (target.data.get_f64(i) - base.data.get_f64(i)).abs() == 1.0 && on_tie(ideal(x, q)) {
-                            self.ties += 1;
-                        }
-                    }
+                    self.ties += one_lsb_ties(target, base, f, q);
                 }
             }
         }
