@@ -84,6 +84,8 @@ pub struct WorkerTime {
     pub io: f64,
     /// Spawn to exit as the parent saw it.
     pub wall: f64,
+    /// The worker's peak resident memory in MiB (a maximum over sessions, not a sum).
+    pub peak_rss_mb: f64,
 }
 
 /// The sums of one (stage, target) over its sessions.
@@ -262,7 +264,20 @@ pub fn worker(target: &str, time: WorkerTime) {
         w.run += time.run;
         w.io += time.io;
         w.wall += time.wall;
+        w.peak_rss_mb = w.peak_rss_mb.max(time.peak_rss_mb);
     }
+}
+
+/// This process's peak resident set size in MiB so far (`getrusage`), 0 where the system
+/// cannot say. Workers report theirs in their result; the audit reports its own.
+pub fn peak_rss_mb() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    // Linux reports kilobytes.
+    usage.ru_maxrss as f64 / 1024.0
 }
 
 #[cfg(test)]

@@ -39,7 +39,13 @@ fn timings_account_for_every_session_in_its_stage_and_only_when_asked() {
         let wall = w["wall_ms"].as_f64().unwrap();
         assert!(inside <= wall + 1.0, "{w}");
         assert!((inside + w["overhead_ms"].as_f64().unwrap() - wall).abs() < 1e-6, "{w}");
+        // A worker has ONNX Runtime's library mapped and resident (tens of MiB); the CNN's
+        // tensors are kilobytes, so no worker comes near a gigabyte.
+        let peak = w["peak_rss_mb"].as_f64().unwrap();
+        assert!((10.0..1024.0).contains(&peak), "{w}");
     }
+    let parent = t["parent_peak_rss_mb"].as_f64().unwrap();
+    assert!((1.0..1024.0).contains(&parent), "{t}");
     let want: BTreeMap<(String, String), u64> = [
         ("golden and outputs", "golden", 1),
         ("golden and outputs", "cpu", 1),

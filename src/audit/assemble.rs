@@ -299,9 +299,11 @@ pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
                     io_ms: x.io,
                     overhead_ms: (x.wall - inside).max(0.0),
                     wall_ms: x.wall,
+                    peak_rss_mb: x.peak_rss_mb,
                 }
             })
             .collect(),
+        parent_peak_rss_mb: crate::timings::peak_rss_mb(),
     }
 }
 

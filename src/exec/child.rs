@@ -43,6 +43,7 @@ pub fn run(job_path: &Path) -> i32 {
         }
         Err(e) => result.error = Some(format!("{e:#}")),
     }
+    result.peak_rss_mb = crate::timings::peak_rss_mb();
     let final_path = job.output_dir.join("result.json");
     let tmp_path = job.output_dir.join("result.json.tmp");
     let written = serde_json::to_vec_pretty(&result)

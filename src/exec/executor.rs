@@ -357,6 +357,7 @@ fn worker_time(outcome: &Outcome) -> timings::WorkerTime {
         t.session_create = r.session_create_ms;
         t.run = r.run_ms.iter().sum();
         t.io = r.io_ms;
+        t.peak_rss_mb = r.peak_rss_mb;
     }
     t
 }

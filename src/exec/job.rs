@@ -166,6 +166,9 @@ pub struct JobResult {
     /// The intra-op threads the session ran with.
     #[serde(default)]
     pub intra_threads: Option<usize>,
+    /// The worker's peak resident memory in MiB, read as it wrote this result.
+    #[serde(default)]
+    pub peak_rss_mb: f64,
 }
 
 impl JobResult {
@@ -200,6 +203,7 @@ impl JobResult {
             repeat_differences: Vec::new(),
             output_types: Vec::new(),
             intra_threads: None,
+            peak_rss_mb: 0.0,
         }
     }
 }

@@ -15,7 +15,15 @@ fn ms(v: f64) -> String {
 /// Both tables, as printed on stderr at the end of an audit run with `--timings`.
 pub fn render(t: &AuditTimings) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{}", bold(&format!("Timings: {:.2} s wall", t.wall_ms / 1e3)));
+    let _ = writeln!(
+        s,
+        "{}",
+        bold(&format!(
+            "Timings: {:.2} s wall; peak memory of the audit process {:.0} MiB",
+            t.wall_ms / 1e3,
+            t.parent_peak_rss_mb
+        ))
+    );
     let mut phases: Vec<_> = t.phases.iter().filter(|p| p.ms >= 0.5).collect();
     phases.sort_by(|a, b| b.ms.total_cmp(&a.ms));
     let mut b = Builder::default();
@@ -35,11 +43,11 @@ pub fn render(t: &AuditTimings) -> String {
     if !t.workers.is_empty() {
         let _ = writeln!(
             s,
-            "Worker sessions (concurrent; summed over each stage's sessions; within the phase `sessions`):"
+            "Worker sessions (concurrent; ms summed over each stage's sessions, within the phase `sessions`; peak MiB the largest worker's):"
         );
         let mut b = Builder::default();
         b.push_record([
-            "stage", "target", "sessions", "load", "register", "create", "run", "io", "overhead", "wall",
+            "stage", "target", "sessions", "load", "register", "create", "run", "io", "overhead", "wall", "peak MiB",
         ]);
         for w in &t.workers {
             b.push_record([
@@ -53,6 +61,7 @@ pub fn render(t: &AuditTimings) -> String {
                 ms(w.io_ms),
                 ms(w.overhead_ms),
                 ms(w.wall_ms),
+                ms(w.peak_rss_mb),
             ]);
         }
         s.push_str(&table(b));

@@ -135,6 +135,10 @@ pub struct AuditTimings {
     /// Worker sessions per stage and target, summed over the stage's sessions. Workers run
     /// concurrently: these overlap each other and sit within the parent's `sessions` phase.
     pub workers: Vec<WorkerTiming>,
+    /// The audit process's own peak resident memory in MiB (workers excluded: each is in
+    /// `workers`), read as the report was assembled.
+    #[serde(default)]
+    pub parent_peak_rss_mb: f64,
 }
 
 /// One phase of the parent's work within one stage of the audit.
@@ -174,6 +178,9 @@ pub struct WorkerTiming {
     pub overhead_ms: f64,
     /// Spawn to exit, as the parent measured it.
     pub wall_ms: f64,
+    /// The largest peak resident memory of one of these sessions' worker processes, in MiB.
+    #[serde(default)]
+    pub peak_rss_mb: f64,
 }
 
 /// One shard of a sharded audit.
