@@ -37,8 +37,11 @@ impl Tensor {
     pub fn read_npy(path: &Path) -> Result<Tensor> {
         let _span = crate::timings::span(crate::timings::Phase::ReadTensors);
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        // The file's length bounds the data (so it can be allocated once, up front, without
+        // trusting the header); a file that is not regular gives no bound.
+        let room = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
         let mut reader = BufReader::new(file);
-        Tensor::read_npy_from(&mut reader).with_context(|| format!("{}", path.display()))
+        Tensor::read_npy_checked(&mut reader, "", &accept_any, room).with_context(|| format!("{}", path.display()))
     }
 
     /// Reads one `.npy` stream.
@@ -68,7 +71,7 @@ impl Tensor {
         let nbytes = count * dtype.size();
         if let Some(room) = room.filter(|&r| nbytes as u64 > r) {
             bail!(
-                "shape {:?} of {dtype} needs {nbytes} bytes but the archive entry holds {room}",
+                "truncated .npy data: shape {:?} of {dtype} needs {nbytes} bytes but the file or archive entry holds {room}",
                 header.shape
             );
         }
