@@ -518,3 +518,67 @@ fn layers_run_alone_on_an_ir3_model_with_unnamed_nodes_as_on_its_modern_twin() {
         assert_eq!(got, figures(&named, id), "{id}");
     }
 }
+
+#[test]
+fn external_data_on_another_file_system_is_copied_once_per_audit_not_once_per_model() {
+    use std::os::unix::fs::MetadataExt;
+    let models = tempdir();
+    let external = with_external_data(&repo("fixtures/models/cnn_qdq_u8.onnx"), models.path());
+    // The audit's work directory on another file system than the model, so hard links to the
+    // model's weight file fail: /dev/shm is a tmpfs on Linux.
+    let work = tempfile::tempdir_in("/dev/shm").expect("a directory in /dev/shm (Linux tmpfs)");
+    let device = |p: &std::path::Path| std::fs::metadata(p).expect("metadata").dev();
+    assert_ne!(
+        device(models.path()),
+        device(work.path()),
+        "/dev/shm must be another file system"
+    );
+    let out = bin()
+        .env("TMPDIR", work.path())
+        .args([
+            "compare",
+            external.to_str().unwrap(),
+            "--reference",
+            &cnn_fp32(),
+            "-t",
+            "cpu",
+        ])
+        .args([
+            "--fingerprint",
+            "off",
+            "--layers",
+            "all",
+            "--tap-memory",
+            "8K",
+            "--keep-work",
+        ])
+        .args(["--out", "-"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Every rewritten model (sizing, each tap run, each isolation run) has the weights beside it,
+    // and all of them are one file.
+    let mut weights = Vec::new();
+    let mut stack = vec![work.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "weights.bin") {
+                weights.push(std::fs::metadata(&p).expect("metadata").ino());
+            }
+        }
+    }
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let runs = report["layer_audit"]["tap_runs"].as_u64().expect("tap_runs");
+    assert!(runs >= 3, "the tap budget should split the taps: {runs} run(s)");
+    assert!(
+        weights.len() as u64 > runs,
+        "{} weight file(s) for {runs} runs",
+        weights.len()
+    );
+    weights.sort_unstable();
+    weights.dedup();
+    assert_eq!(weights.len(), 1, "one copy of the weights, linked everywhere");
+}

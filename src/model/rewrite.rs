@@ -1,8 +1,9 @@
 //! Writing rewritten models: keeping their external data reachable, and pinning dynamic input
 //! dimensions.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 use prost::Message;
@@ -35,10 +36,25 @@ pub fn write_model(proto: &ModelProto, original: &LoadedModel, dest: &Path) -> R
 
 /// A hard link where the file system allows it, else a copy. Not a symbolic link: ONNX Runtime
 /// resolves links and refuses external data that lives outside the model's directory.
+///
+/// When the model and the work directory are on different file systems, the external data is
+/// copied once, and every later rewritten model links to that copy: an audit writes a model per
+/// tap run, isolation run and retry, and a multi-gigabyte weight file must not be copied for each
+/// (on a `/tmp` in memory, each copy would take that much RAM).
 fn link_or_copy(from: &Path, to: &Path) -> Result<()> {
-    std::fs::hard_link(from, to)
-        .or_else(|_| std::fs::copy(from, to).map(|_| ()))
-        .with_context(|| format!("cannot link or copy {} to {}", from.display(), to.display()))
+    static COPIES: Mutex<BTreeMap<PathBuf, PathBuf>> = Mutex::new(BTreeMap::new());
+    if std::fs::hard_link(from, to).is_ok() {
+        return Ok(());
+    }
+    let mut copies = COPIES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(copy) = copies.get(from) {
+        if std::fs::hard_link(copy, to).is_ok() {
+            return Ok(());
+        }
+    }
+    std::fs::copy(from, to).with_context(|| format!("cannot link or copy {} to {}", from.display(), to.display()))?;
+    copies.insert(from.to_path_buf(), to.to_path_buf());
+    Ok(())
 }
 
 /// Replaces the dynamic dimensions of graph inputs with the concrete shapes being fed, so that
