@@ -128,7 +128,10 @@ fn wait_or_kill(
 
 /// Writes the job file and starts a worker process on it, its stderr going to `log`.
 fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child, String> {
-    std::fs::create_dir_all(&job.output_dir).map_err(|e| format!("cannot create {}: {e}", job.output_dir.display()))?;
+    // The job's directory and its output directory (elsewhere when tensors go to shared memory).
+    for d in [dir, job.output_dir.as_path()] {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
     let job_path = dir.join("job.json");
     let bytes = serde_json::to_vec_pretty(job).map_err(|e| format!("cannot encode the job: {e}"))?;
     std::fs::write(&job_path, bytes).map_err(|e| format!("cannot write {}: {e}", job_path.display()))?;

@@ -84,9 +84,7 @@ fn probe(
             compare_cut(state, r, &base_cache[&i], &cuts[i])
         })
         .collect::<Result<Vec<_>>>()?;
-    if !ctx.executor.options().keep_work {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    ctx.executor.discard(&dir);
     Ok(probes)
 }
 
@@ -342,8 +340,6 @@ fn segment_layers(
             }
         }
     }
-    if !ctx.executor.options().keep_work {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    ctx.executor.discard(&dir);
     Ok(super::reports(&state.points, segment, &state.matches, &accs, None))
 }

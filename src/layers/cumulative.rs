@@ -178,9 +178,7 @@ pub(super) fn tap_all(
             isolated::run(state, selected, run, &units, results.golden.as_ref(), &dir, &mut accs)?;
         }
         drop(results);
-        if !ctx.executor.options().keep_work {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
+        ctx.executor.discard(&dir);
     }
     Ok(finish(state, selected, accs, isolate))
 }

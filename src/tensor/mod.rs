@@ -304,10 +304,16 @@ impl TensorData {
 
     /// Little-endian bytes of the values, as stored in `.npy` and fed to ONNX Runtime.
     pub fn to_le_bytes(&self) -> Vec<u8> {
+        // Sized up front: `flat_map` cannot tell `collect` its length, and growing a vector of
+        // hundreds of megabytes (a tapped run's activations) by doubling copies it again and again.
         macro_rules! encode {
-            ($v:expr) => {
-                $v.iter().flat_map(|x| x.to_le_bytes()).collect()
-            };
+            ($v:expr) => {{
+                let mut out = Vec::with_capacity($v.len() * self.dtype().size());
+                for x in $v.iter() {
+                    out.extend_from_slice(&x.to_le_bytes());
+                }
+                out
+            }};
         }
         match self {
             TensorData::Float32(v) => encode!(v),
