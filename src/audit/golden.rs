@@ -47,6 +47,7 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let cpu = cpu_runtime(&provisioner)?;
     let executor = Executor::new(&opts.exec)?;
+    executor.expect_model_bytes(model.total_bytes());
     let work = executor.work();
     let input_files = inputs.write(&work.join("inputs"))?;
     let mut notes = Vec::new();

@@ -99,7 +99,13 @@ fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool)
     let (plan, executor) = {
         let _stage = timings::stage("plan");
         let _span = timings::span(timings::Phase::Prepare);
-        (plan::AuditPlan::new(opts, outputs)?, Executor::new(&opts.exec)?)
+        let plan = plan::AuditPlan::new(opts, outputs)?;
+        let executor = Executor::new(&opts.exec)?;
+        executor.expect_model_bytes(plan.model.total_bytes());
+        if let reference::ReferencePlan::Model { model, .. } = &plan.reference {
+            executor.expect_model_bytes(model.total_bytes());
+        }
+        (plan, executor)
     };
     let repeat = execute::Repeat {
         runs: opts.repeat,
