@@ -64,13 +64,8 @@ impl Agreement {
     pub fn update(&mut self, a: &TensorData, b: &TensorData) {
         // Codes are most of what the per-layer audit compares: integers of one type are counted
         // on their own type, without going through doubles element by element.
-        match (a, b) {
-            (TensorData::Uint8(x), TensorData::Uint8(y)) => return self.update_ints(x, y),
-            (TensorData::Int8(x), TensorData::Int8(y)) => return self.update_ints(x, y),
-            (TensorData::Uint16(x), TensorData::Uint16(y)) => return self.update_ints(x, y),
-            (TensorData::Int16(x), TensorData::Int16(y)) => return self.update_ints(x, y),
-            (TensorData::Int32(x), TensorData::Int32(y)) => return self.update_ints(x, y),
-            _ => {}
+        if crate::tensor::with_code_pair!(a, b, x, y => self.update_ints(x, y)).is_some() {
+            return;
         }
         if let Some(c) = self.codes.as_mut() {
             for i in 0..a.len().min(b.len()) {

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use crate::compare::agreement::Agreement;
 use crate::compare::stats::ErrorStats;
-use crate::tensor::{Tensor, TensorData};
+use crate::tensor::{with_code_pair, with_codes, Tensor, TensorData};
 
 use super::points::Quant;
 
@@ -21,16 +21,13 @@ pub const TIE_WINDOW_LSB: f64 = 0.01;
 pub fn real_values<'a>(t: &'a Tensor, quant: Option<&Quant>) -> Cow<'a, [f32]> {
     match (quant, &t.data) {
         (None, TensorData::Float32(v)) => Cow::Borrowed(v),
-        (Some(q), TensorData::Uint8(v)) => Cow::Owned(dequantize(v, q)),
-        (Some(q), TensorData::Int8(v)) => Cow::Owned(dequantize(v, q)),
-        (Some(q), TensorData::Uint16(v)) => Cow::Owned(dequantize(v, q)),
-        (Some(q), TensorData::Int16(v)) => Cow::Owned(dequantize(v, q)),
-        (Some(q), TensorData::Int32(v)) => Cow::Owned(dequantize(v, q)),
-        (Some(q), data) if !t.dtype().is_float() => Cow::Owned(
-            (0..data.len())
-                .map(|i| (data.get_f64(i) - q.zero_point) as f32 * q.scale)
-                .collect(),
-        ),
+        (Some(q), data) if !t.dtype().is_float() => {
+            Cow::Owned(with_codes!(data, v => dequantize(v, q)).unwrap_or_else(|| {
+                (0..data.len())
+                    .map(|i| (data.get_f64(i) - q.zero_point) as f32 * q.scale)
+                    .collect()
+            }))
+        }
         (_, data) => Cow::Owned((0..data.len()).map(|i| data.get_f64(i) as f32).collect()),
     }
 }
@@ -51,14 +48,7 @@ fn one_step_apart(a: &TensorData, b: &TensorData) -> Option<Vec<usize>> {
         let one = |(i, (&a, &b)): (usize, (&T, &T))| ((a.into() - b.into()).abs() == 1).then_some(i);
         x.iter().zip(y).enumerate().filter_map(one).collect()
     }
-    Some(match (a, b) {
-        (TensorData::Uint8(x), TensorData::Uint8(y)) => positions(x, y),
-        (TensorData::Int8(x), TensorData::Int8(y)) => positions(x, y),
-        (TensorData::Uint16(x), TensorData::Uint16(y)) => positions(x, y),
-        (TensorData::Int16(x), TensorData::Int16(y)) => positions(x, y),
-        (TensorData::Int32(x), TensorData::Int32(y)) => positions(x, y),
-        _ => return None,
-    })
+    with_code_pair!(a, b, x, y => positions(x, y))
 }
 
 /// The code a value maps to before rounding, in LSB (`x / scale + zero_point`).

@@ -236,6 +236,38 @@ macro_rules! with_data {
     };
 }
 
+/// Applies `$body` to the typed vector of integer codes (the types QuantizeLinear produces:
+/// u8, i8, u16, i16, i32) inside a [`TensorData`]: `Some(body)`, `None` for other types. Lets a
+/// hot loop over codes run on their own type instead of element by element through `f64`.
+macro_rules! with_codes {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            $crate::tensor::TensorData::Uint8($v) => Some($body),
+            $crate::tensor::TensorData::Int8($v) => Some($body),
+            $crate::tensor::TensorData::Uint16($v) => Some($body),
+            $crate::tensor::TensorData::Int16($v) => Some($body),
+            $crate::tensor::TensorData::Int32($v) => Some($body),
+            _ => None,
+        }
+    };
+}
+pub(crate) use with_codes;
+
+/// [`with_codes`] for two tensors of the same code type: `None` when they are not.
+macro_rules! with_code_pair {
+    ($a:expr, $b:expr, $x:ident, $y:ident => $body:expr) => {
+        match ($a, $b) {
+            ($crate::tensor::TensorData::Uint8($x), $crate::tensor::TensorData::Uint8($y)) => Some($body),
+            ($crate::tensor::TensorData::Int8($x), $crate::tensor::TensorData::Int8($y)) => Some($body),
+            ($crate::tensor::TensorData::Uint16($x), $crate::tensor::TensorData::Uint16($y)) => Some($body),
+            ($crate::tensor::TensorData::Int16($x), $crate::tensor::TensorData::Int16($y)) => Some($body),
+            ($crate::tensor::TensorData::Int32($x), $crate::tensor::TensorData::Int32($y)) => Some($body),
+            _ => None,
+        }
+    };
+}
+pub(crate) use with_code_pair;
+
 impl TensorData {
     /// The element type of the stored values.
     pub fn dtype(&self) -> DType {
