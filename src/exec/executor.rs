@@ -60,7 +60,7 @@ const SHARED_MEMORY_MIN_FREE: u64 = 2 << 30;
 pub struct WorkDir {
     dir: Option<tempfile::TempDir>,
     pub path: PathBuf,
-    tensors: Option<(tempfile::TempDir, PathBuf)>,
+    tensors: Option<tempfile::TempDir>,
 }
 
 impl WorkDir {
@@ -99,7 +99,7 @@ impl WorkDir {
     /// Where the tensors of a job whose directory is `dir` (inside the work directory) go.
     fn tensors_of(&self, dir: &Path) -> PathBuf {
         match (&self.tensors, dir.strip_prefix(&self.path)) {
-            (Some((_, root)), Ok(relative)) => root.join(relative),
+            (Some(root), Ok(relative)) => root.path().join(relative),
             _ => dir.to_path_buf(),
         }
     }
@@ -108,7 +108,7 @@ impl WorkDir {
 /// A fresh directory in shared memory for workers' tensors, when the user left the temporary
 /// directory to the system (a `TMPDIR` the user chose is used for everything) and shared memory
 /// has room; `None` otherwise. Marked and swept like the work directory.
-fn shared_memory_dir() -> Option<(tempfile::TempDir, PathBuf)> {
+fn shared_memory_dir() -> Option<tempfile::TempDir> {
     if std::env::var_os("TMPDIR").is_some() || free_bytes(Path::new(SHARED_MEMORY))? < SHARED_MEMORY_MIN_FREE {
         return None;
     }
@@ -117,10 +117,9 @@ fn shared_memory_dir() -> Option<(tempfile::TempDir, PathBuf)> {
         .prefix(WORK_DIR_PREFIX)
         .tempdir_in(SHARED_MEMORY)
         .ok()?;
-    let path = dir.path().to_path_buf();
-    crate::process::mark_owned(&path).ok()?;
-    crate::interrupt::dir_created(&path);
-    Some((dir, path))
+    crate::process::mark_owned(dir.path()).ok()?;
+    crate::interrupt::dir_created(dir.path());
+    Some(dir)
 }
 
 /// Bytes an unprivileged process may still write on the file system of `dir`.
@@ -141,7 +140,8 @@ impl Drop for WorkDir {
             let _ = d.close();
             crate::interrupt::dir_released(&self.path);
         }
-        if let Some((d, path)) = self.tensors.take() {
+        if let Some(d) = self.tensors.take() {
+            let path = d.path().to_path_buf();
             let _ = d.close();
             crate::interrupt::dir_released(&path);
         }
@@ -248,8 +248,8 @@ impl Executor {
         crate::interrupt::check()?;
         if outcomes.iter().any(|o| o.status != super::RunStatus::Ok) {
             check_room(&self.work.path)?;
-            if let Some((_, tensors)) = &self.work.tensors {
-                check_room(tensors)?;
+            if let Some(tensors) = &self.work.tensors {
+                check_room(tensors.path())?;
             }
         }
         Ok(outcomes)

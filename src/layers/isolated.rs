@@ -96,7 +96,7 @@ fn write_feeds(
                         (f.path.clone(), ty)
                     }
                     Feed::Codes(..) | Feed::Float(..) => {
-                        let key = FeedKey::of(feed);
+                        let key = FeedKey::of(feed).context("a golden feed has no key")?;
                         if !written.contains_key(&key) {
                             let file = sdir.join(format!("f{}.npy", written.len()));
                             let fed = feed_tensor(ctx, golden, s, feed)?;
@@ -130,21 +130,25 @@ struct FeedKey {
 }
 
 impl FeedKey {
-    fn of(feed: &Feed) -> FeedKey {
+    /// The key of a feed taken from the golden run; `None` for a graph input (fed the sample's
+    /// own file).
+    fn of(feed: &Feed) -> Option<FeedKey> {
         match feed {
-            Feed::Codes(r, q) => FeedKey {
+            Feed::Codes(r, q) => Some(FeedKey {
                 tensor: r.clone(),
                 quant: Some((q.scale.to_bits(), q.zero_point.to_bits(), q.elem_type)),
-            },
-            Feed::Float(r) | Feed::GraphInput(r) => FeedKey {
+            }),
+            Feed::Float(r) => Some(FeedKey {
                 tensor: r.clone(),
                 quant: None,
-            },
+            }),
+            Feed::GraphInput(_) => None,
         }
     }
 }
 
-/// The tensor an isolated unit is fed: the golden activation, quantized when it is codes.
+/// The tensor an isolated unit is fed from the golden run: the activation, quantized when it is
+/// codes. A graph input is not taken from the golden run.
 fn feed_tensor(ctx: &AuditContext<'_>, golden: &JobResult, sample: usize, feed: &Feed) -> Result<Tensor> {
     match feed {
         Feed::Codes(r, q) => {
@@ -153,7 +157,8 @@ fn feed_tensor(ctx: &AuditContext<'_>, golden: &JobResult, sample: usize, feed: 
                 .ok_or_else(|| anyhow!("codes of type {} cannot be fed", q.elem_type))?;
             Ok(Tensor::new(g.shape.clone(), data)?)
         }
-        Feed::Float(r) | Feed::GraphInput(r) => golden_tensor(ctx, golden, sample, r),
+        Feed::Float(r) => golden_tensor(ctx, golden, sample, r),
+        Feed::GraphInput(g) => Err(anyhow!("graph input {g} is fed from the sample, not the golden run")),
     }
 }
 
