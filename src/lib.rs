@@ -22,6 +22,7 @@ pub mod inputs;
 pub mod interrupt;
 pub mod layers;
 pub mod listing;
+pub mod matrix;
 pub mod merge;
 pub mod model;
 pub mod outcome;

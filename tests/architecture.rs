@@ -32,7 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("judge", &["policy", "gate"]),
     (
         "commands",
-        &["audit", "explain", "merge", "listing", "releases", "triage"],
+        &["audit", "explain", "matrix", "merge", "listing", "releases", "triage"],
     ),
     ("renderers", &["render"]),
     ("command line", &["cli"]),

@@ -20,46 +20,10 @@ const MODEL: &str = "fixtures/models/cnn_qdq_u8.onnx";
 const GOLDEN: &str = "golden/cnn_fp32";
 const SAMPLES: usize = 4;
 
-/// The venv's Python, made once per requirements (atomically: made aside, then renamed).
+/// The venv's Python with the capture script's pinned packages.
 fn python() -> &'static Path {
     static PY: OnceLock<PathBuf> = OnceLock::new();
-    PY.get_or_init(|| {
-        let reqs = repo("docs/capture/requirements.txt");
-        let hash = npu_audit::hash::sha256_file(&reqs).unwrap();
-        // The tool's cache: NPU_AUDIT_CACHE as the binary reads it, else the platform default.
-        let cache = std::env::var_os("NPU_AUDIT_CACHE")
-            .filter(|v| !v.is_empty())
-            .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from);
-        let venv = cache.join(format!("capture-venv-{}", &hash[..12]));
-        let py = venv.join("bin/python");
-        if !venv.join("complete").exists() {
-            std::fs::create_dir_all(&cache).unwrap();
-            let tmp = tempfile::tempdir_in(&cache).unwrap();
-            let staging = tmp.path().join("venv");
-            let host = std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into());
-            run_ok(Command::new(host).args(["-m", "venv"]).arg(&staging));
-            run_ok(
-                Command::new(staging.join("bin/python"))
-                    .args(["-m", "pip", "install", "--quiet", "--only-binary", ":all:", "-r"])
-                    .arg(&reqs),
-            );
-            std::fs::write(staging.join("complete"), "").unwrap();
-            // Another test process may have won the race; its venv is as good as ours.
-            if std::fs::rename(&staging, &venv).is_err() {
-                assert!(venv.join("complete").exists(), "cannot place {}", venv.display());
-            }
-        }
-        py
-    })
-}
-
-fn run_ok(cmd: &mut Command) {
-    let out = cmd.output().expect("runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    PY.get_or_init(|| venv_python("docs/capture/requirements.txt", "capture"))
 }
 
 /// The golden run's input samples as one `.npz` each (what an app would feed).

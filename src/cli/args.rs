@@ -68,6 +68,9 @@ pub enum Command {
     /// the chipset, a silent CPU fallback, another chipset, rounding or the device explains it,
     /// and over a fleet whether the quantization, the NPU or single devices are to blame.
     Triage(Box<TriageArgs>),
+    /// What to ship where: every model variant on every target, the cheapest variant that meets
+    /// the policy per target (a dispatch table), and mixed-precision fixes proven by re-audit.
+    Matrix(Box<MatrixArgs>),
     /// List the targets this machine can and cannot run.
     Targets(TargetsArgs),
     /// Manage the ONNX Runtime builds the audit loads.
@@ -114,6 +117,8 @@ pub enum SchemaKind {
     Report,
     /// The JSON of `triage`.
     Triage,
+    /// The JSON of `matrix`.
+    Matrix,
 }
 
 /// Output format.
@@ -694,6 +699,69 @@ pub struct ReleaseBisectArgs {
     /// Also write the findings as JSON to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+/// `matrix`: the variants, the targets, the policy, the remedies and the files.
+#[derive(Debug, Clone, Args)]
+pub struct MatrixArgs {
+    /// A model variant, repeatable: NAME=MODEL.onnx[,[EP:]KEY=VALUE]... Options without an EP
+    /// go to the QNN targets (`session.` keys to every target): an fp32 model with
+    /// `enable_htp_fp16_precision=1` is the fp16 variant.
+    #[arg(long = "variant", value_name = "NAME=MODEL", required = true)]
+    pub variants: Vec<String>,
+    /// A column of the matrix, repeatable: cpu, qnn:<chipset>, qnn:all, openvino... (one release
+    /// each).
+    #[arg(long = "target", short = 't', value_name = "TARGET", required = true)]
+    pub targets: Vec<String>,
+    /// The variants cheapest first, comma-separated (default: int8 < a16w8 < fp16 < fp32 by
+    /// what each graph computes; running on the CPU is always last).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub cost: Vec<String>,
+    /// Class axis for top-1 agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
+    #[arg(long = "class-axis", value_name = "AXIS")]
+    pub class_axis: Vec<String>,
+    /// Search mixed-precision fixes for int8 variants that fail the policy somewhere
+    /// (repeatable): widen16 (the worst layers' activations to 16 bits), float (left in float).
+    #[arg(long = "search", value_enum, value_name = "REMEDY")]
+    pub search: Vec<RemedyChoice>,
+    /// Layers a search may change at most.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub max_promoted: u64,
+    /// Write every candidate model of the searches into DIR (new or empty).
+    #[arg(long, value_name = "DIR")]
+    pub write_candidates: Option<PathBuf>,
+    #[command(flatten)]
+    pub reference: ReferenceArgs,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table, help_heading = "Reports")]
+    pub format: ReportFormat,
+    /// Also write the matrix as JSON to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub out: Option<PathBuf>,
+    /// Also write the matrix as Markdown.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub markdown: Option<PathBuf>,
+    /// Also write the matrix as an HTML page with a heat map of the cells.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub html: Option<PathBuf>,
+    /// Write the dispatch table an app loads (target -> model file, EP, options) as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub dispatch: Option<PathBuf>,
+}
+
+/// A mixed-precision remedy `matrix --search` tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RemedyChoice {
+    /// Activations of the worst layers quantized to 16 bits over their 8-bit range.
+    Widen16,
+    /// Activations of the worst layers left in float (their Q/DQ pair removed).
+    Float,
 }
 
 /// Flags of `triage`.

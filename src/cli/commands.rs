@@ -326,6 +326,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Runtime(c) => super::runtime::run(c),
         Command::Triage(a) => super::triage::run(&a),
+        Command::Matrix(a) => super::matrix::run(&a),
         Command::Golden(c) => golden(c),
         Command::Completions { shell } => {
             let mut script = Vec::new();
@@ -338,6 +339,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
             print_stdout(&match kind {
                 SchemaKind::Report => crate::report::schema::report_schema_text(),
                 SchemaKind::Triage => crate::triage::triage_schema_text(),
+                SchemaKind::Matrix => crate::matrix::matrix_schema_text(),
             })?;
             Ok(ExitCode::Success)
         }

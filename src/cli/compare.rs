@@ -330,6 +330,23 @@ pub fn findings_audit(
     })
 }
 
+/// The audit every cell of `matrix` runs in: golden source, inputs, execution, the policy from
+/// its file and flags (every target allowed to fail: a cell that does not run is a finding, and
+/// the matrix's own exit code says whether a target has no variant).
+pub fn matrix_audit(a: &super::args::MatrixArgs) -> Result<CompareOptions> {
+    if a.gate.baseline_report.is_some() || a.gate.max_layer_sqnr_loss.is_some() {
+        return Err(bad_flag(
+            "matrix judges each cell against limits: --baseline-report and --max-layer-sqnr-loss do not apply",
+        ));
+    }
+    let policy =
+        policy_file(a.gate.config.as_deref(), a.gate.no_config)?.with_flags(&thresholds(&a.gate)?, &[], None)?;
+    let mut audit = findings_audit(Path::new(""), &a.reference, &a.inputs, &a.exec)?;
+    audit.policy = policy;
+    audit.class_axis = a.class_axis.clone();
+    Ok(audit)
+}
+
 /// The options of `runtime bisect`: the audit every release runs in (no baseline, no policy, no
 /// files), the target without a release, and the per-layer audit with its defaults.
 pub fn release_bisect_options(a: &ReleaseBisectArgs) -> Result<ReleaseBisectOptions> {

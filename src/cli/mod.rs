@@ -4,6 +4,7 @@
 pub mod args;
 pub mod commands;
 mod compare;
+mod matrix;
 mod runtime;
 mod triage;
 

@@ -5,6 +5,7 @@ pub mod build;
 pub mod constant;
 pub mod derive;
 pub mod load;
+pub mod precision;
 pub mod rewrite;
 pub mod signature;
 pub mod slice;

@@ -9,6 +9,7 @@ pub mod junit;
 pub mod layers;
 pub mod listing;
 pub mod markdown;
+pub mod matrix;
 pub mod outputs;
 pub mod present;
 pub mod releases;

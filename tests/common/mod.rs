@@ -441,3 +441,46 @@ pub fn headless_url(browser: &Path, url: &str, stdout_file: &Path, extra: &[Stri
     }
     std::fs::read_to_string(stdout_file).expect("chromium output")
 }
+
+/// A virtual environment's Python with exactly the packages pinned in `requirements` (relative
+/// to the repository), made once under npu-audit's cache as `<name>-venv-<hash of the file>`
+/// (made aside, then renamed, so concurrent test processes never see half of one).
+pub fn venv_python(requirements: &str, name: &str) -> PathBuf {
+    let reqs = repo(requirements);
+    let hash = npu_audit::hash::sha256_file(&reqs).unwrap();
+    // The tool's cache: NPU_AUDIT_CACHE as the binary reads it, else the platform default.
+    let cache = std::env::var_os("NPU_AUDIT_CACHE")
+        .filter(|v| !v.is_empty())
+        .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from);
+    let venv = cache.join(format!("{name}-venv-{}", &hash[..12]));
+    let py = venv.join("bin/python");
+    if !venv.join("complete").exists() {
+        std::fs::create_dir_all(&cache).unwrap();
+        let tmp = tempfile::tempdir_in(&cache).unwrap();
+        let staging = tmp.path().join("venv");
+        let host = std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into());
+        run_ok(std::process::Command::new(host).args(["-m", "venv"]).arg(&staging));
+        run_ok(
+            std::process::Command::new(staging.join("bin/python"))
+                .args(["-m", "pip", "install", "--quiet", "--only-binary", ":all:", "-r"])
+                .arg(&reqs),
+        );
+        std::fs::write(staging.join("complete"), "").unwrap();
+        // Another test process may have won the race; its venv is as good as ours.
+        if std::fs::rename(&staging, &venv).is_err() {
+            assert!(venv.join("complete").exists(), "cannot place {}", venv.display());
+        }
+    }
+    py
+}
+
+/// Runs a command and fails the test with its stderr unless it succeeds.
+pub fn run_ok(cmd: &mut std::process::Command) -> Output {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -40,6 +40,7 @@
 
 mod agreement_plot;
 mod layer_plot;
+pub mod matrix;
 mod placement_plot;
 mod plot;
 mod sqnr_plot;

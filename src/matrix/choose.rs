@@ -1,0 +1,291 @@
+//! What to ship where: the variants' cost order, and per target the cheapest variant whose cell
+//! meets the policy (on the target's own accelerator first, then on the CPU), or the closest one
+//! when none does; and the dispatch table an app loads.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::cells::{rank_sqnr, Cell};
+use super::VariantInfo;
+use crate::report::model::Num;
+
+/// How a variant computes, read off its graph and options: the default cost order is
+/// `int8 < a16w8 < fp16 < fp32` (then the order given on the command line).
+pub fn precision_class(model: &crate::model::pb::ModelProto, options: &[(String, String)]) -> (&'static str, u8) {
+    let graph = model.graph.as_ref();
+    let consts = graph.map(crate::model::constant::constants).unwrap_or_default();
+    let q_types: Vec<i32> = graph
+        .into_iter()
+        .flat_map(|g| &g.node)
+        .filter(|n| n.op_type.as_deref() == Some("QuantizeLinear"))
+        .filter_map(|n| n.input.get(2).and_then(|zp| consts.get(zp)).and_then(|t| t.data_type))
+        .collect();
+    let fp16 = options
+        .iter()
+        .any(|(k, v)| k.ends_with("enable_htp_fp16_precision") && v == "1");
+    if q_types.iter().any(|&t| t == 4 || t == 5) {
+        ("a16w8", 1)
+    } else if !q_types.is_empty() {
+        ("int8", 0)
+    } else if fp16 {
+        ("fp16", 2)
+    } else {
+        ("fp32", 3)
+    }
+}
+
+/// The decision for one target.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Recommendation {
+    pub target: String,
+    /// The variant to ship, or `null` when no variant meets the policy anywhere this target's
+    /// device can run it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Where it runs: the target itself, or `cpu` when only the CPU meets the policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<String>,
+    /// The chosen cell's SQNR (worst output).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sqnr_db: Option<Num>,
+    /// When none meets the policy: the cell on this target with the highest SQNR.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closest: Option<Closest>,
+    /// One sentence: why this choice.
+    pub reason: String,
+}
+
+/// The best cell that still fails the policy, and what it fails.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Closest {
+    pub variant: String,
+    pub sqnr_db: Option<Num>,
+    pub failed_rules: Vec<String>,
+}
+
+/// The cost order: `order` as given (every variant named once), else by precision class, ties
+/// in command-line order.
+pub fn cost_order(variants: &[VariantInfo], order: &[String]) -> Vec<String> {
+    if !order.is_empty() {
+        return order.to_vec();
+    }
+    let mut v: Vec<(u8, usize, &str)> = variants
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.cost_rank, i, x.name.as_str()))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, _, n)| n.to_string()).collect()
+}
+
+/// The first cell in cost order on `target` that meets the policy.
+fn cheapest<'a>(cells: &'a [Cell], order: &[String], target: &str) -> Option<&'a Cell> {
+    order
+        .iter()
+        .filter_map(|v| cells.iter().find(|c| c.variant == *v && c.target == target))
+        .find(|c| c.meets_policy)
+}
+
+/// One recommendation per target in `targets`: the cheapest passing variant there; failing
+/// that, the cheapest that passes on the `cpu` target (running on the CPU is the most expensive
+/// remedy); failing that, none, with the closest cell.
+pub fn recommend(cells: &[Cell], order: &[String], targets: &[String]) -> Vec<Recommendation> {
+    targets
+        .iter()
+        .map(|t| {
+            if let Some(c) = cheapest(cells, order, t) {
+                return chosen(t, c, t, format!("the cheapest variant that meets the policy on {t}"));
+            }
+            let cpu = targets.iter().find(|x| *x == "cpu" && *x != t);
+            if let Some(c) = cpu.and_then(|cpu| cheapest(cells, order, cpu)) {
+                let why = format!("no variant meets the policy on {t}; {} does on the CPU", c.variant);
+                return chosen(t, c, "cpu", why);
+            }
+            none_meets(cells, t)
+        })
+        .collect()
+}
+
+fn chosen(target: &str, c: &Cell, run_on: &str, reason: String) -> Recommendation {
+    Recommendation {
+        target: target.to_string(),
+        variant: Some(c.variant.clone()),
+        run_on: Some(run_on.to_string()),
+        sqnr_db: c.sqnr_db,
+        closest: None,
+        reason,
+    }
+}
+
+fn none_meets(cells: &[Cell], target: &str) -> Recommendation {
+    let best = cells
+        .iter()
+        .filter(|c| c.target == target && c.status == "ok")
+        .max_by(|a, b| rank_sqnr(a).total_cmp(&rank_sqnr(b)));
+    Recommendation {
+        target: target.to_string(),
+        variant: None,
+        run_on: None,
+        sqnr_db: None,
+        closest: best.map(|c| Closest {
+            variant: c.variant.clone(),
+            sqnr_db: c.sqnr_db,
+            failed_rules: c.failed_rules.clone(),
+        }),
+        reason: match best {
+            Some(c) => format!("none meets the policy; closest: {}", c.variant),
+            None => "no variant ran".into(),
+        },
+    }
+}
+
+/// One row of the dispatch table an app loads: which file to open with which execution
+/// provider and options on a device of this target.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DispatchEntry {
+    pub target: String,
+    /// The chipset's `sm` name and SoC model (as QNN's `soc_model` option and Android's
+    /// `ro.soc.model` name them), for QNN targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chipset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soc_model: Option<u32>,
+    pub variant: String,
+    pub model: String,
+    pub model_sha256: String,
+    /// ONNX Runtime's name of the execution provider to register.
+    pub execution_provider: String,
+    /// The provider options the audit ran the cell with (the variant's included).
+    pub ep_options: BTreeMap<String, String>,
+    pub sqnr_db: Option<Num>,
+}
+
+/// The dispatch table: one entry per target with a recommendation.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Dispatch {
+    pub schema_version: u32,
+    /// The policy the choices meet, as the limits it sets.
+    pub policy: Vec<String>,
+    pub entries: Vec<DispatchEntry>,
+    /// Targets for which no variant meets the policy.
+    pub unresolved: Vec<String>,
+}
+
+/// The dispatch table of `recs`.
+pub fn dispatch(recs: &[Recommendation], cells: &[Cell], variants: &[VariantInfo], policy: Vec<String>) -> Dispatch {
+    let mut entries = Vec::new();
+    let mut unresolved = Vec::new();
+    for r in recs {
+        let (Some(v), Some(on)) = (&r.variant, &r.run_on) else {
+            unresolved.push(r.target.clone());
+            continue;
+        };
+        let Some(cell) = cells.iter().find(|c| c.variant == *v && c.target == *on) else {
+            continue;
+        };
+        let Some(info) = variants.iter().find(|x| x.name == *v) else {
+            continue;
+        };
+        let spec = crate::target::TargetSpec::parse_many(on)
+            .ok()
+            .and_then(|s| s.into_iter().next());
+        let chip = spec.as_ref().and_then(|s| match &s.backend {
+            crate::target::Backend::Qnn(c) => Some(c),
+            _ => None,
+        });
+        entries.push(DispatchEntry {
+            target: r.target.clone(),
+            chipset: chip.map(|c| c.sm.to_string()),
+            soc_model: chip.map(|c| c.soc_model),
+            variant: v.clone(),
+            model: info.path.clone(),
+            model_sha256: info.sha256.clone(),
+            execution_provider: spec.map_or("", |s| s.backend.ep_name()).to_string(),
+            ep_options: cell.options.clone(),
+            sqnr_db: cell.sqnr_db,
+        });
+    }
+    Dispatch {
+        schema_version: 1,
+        policy,
+        entries,
+        unresolved,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(variant: &str, target: &str, sqnr: f64, meets: bool) -> Cell {
+        Cell {
+            variant: variant.into(),
+            target: target.into(),
+            status: "ok".into(),
+            error: None,
+            meets_policy: meets,
+            failed_rules: if meets {
+                vec![]
+            } else {
+                vec![format!("min_sqnr_db y: {sqnr} vs 20")]
+            },
+            worst_output: Some("y".into()),
+            sqnr_db: Some(Num(sqnr)),
+            max_abs: None,
+            top1_agreement: None,
+            compute_fallback_nodes: None,
+            partitions: None,
+            crossing_bytes: None,
+            fallback_nodes: vec![],
+            model_bytes: 1,
+            runtime: None,
+            options: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_cheapest_passing_variant_then_the_cpu_then_the_closest() {
+        let order = vec!["int8".to_string(), "a16w8".to_string()];
+        let targets = vec!["qnn:a".to_string(), "qnn:b".to_string(), "cpu".to_string()];
+        let cells = vec![
+            cell("int8", "qnn:a", 25.0, true),
+            cell("a16w8", "qnn:a", 40.0, true),
+            cell("int8", "qnn:b", 12.0, false),
+            cell("a16w8", "qnn:b", 15.0, false),
+            cell("int8", "cpu", 30.0, true),
+            cell("a16w8", "cpu", 45.0, true),
+        ];
+        let recs = recommend(&cells, &order, &targets);
+        // qnn:a: int8 passes and is cheaper than a16w8.
+        assert_eq!(
+            (recs[0].variant.as_deref(), recs[0].run_on.as_deref()),
+            (Some("int8"), Some("qnn:a"))
+        );
+        // qnn:b: nothing passes there; int8 on the CPU does.
+        assert_eq!(
+            (recs[1].variant.as_deref(), recs[1].run_on.as_deref()),
+            (Some("int8"), Some("cpu"))
+        );
+        // Without a CPU column, none: the closest is a16w8 at 15 dB.
+        let recs = recommend(&cells[..4], &order, &targets[..2]);
+        assert_eq!(recs[1].variant, None);
+        assert_eq!(recs[1].closest.as_ref().map(|c| c.variant.as_str()), Some("a16w8"));
+    }
+
+    #[test]
+    fn the_default_cost_order_follows_what_each_graph_computes() {
+        let info = |name: &str, rank: u8| VariantInfo {
+            name: name.into(),
+            path: String::new(),
+            sha256: String::new(),
+            size_bytes: 0,
+            precision: String::new(),
+            cost_rank: rank,
+            options: vec![],
+        };
+        let v = [info("fp16", 2), info("a16", 1), info("u8", 0), info("u8b", 0)];
+        assert_eq!(cost_order(&v, &[]), ["u8", "u8b", "a16", "fp16"]);
+        assert_eq!(cost_order(&v, &["fp16".into()]), ["fp16"]);
+    }
+}

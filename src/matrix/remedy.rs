@@ -1,0 +1,407 @@
+//! Mixed precision, proven: for a variant that fails the policy on some targets, the layers that
+//! introduce the most drift there (the per-layer audit's isolated runs) are changed one at a time
+//! (their activations widened to 16 bits, or left in float), and every candidate is audited again
+//! on every target. A layer is kept when it raises the failing targets' SQNR; the search stops
+//! when the policy holds on all of them or the budget is spent.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::cells::{rank_sqnr, Cell};
+use super::{audit_cells, MatrixOptions, Variant};
+use crate::layers::select::Selection;
+use crate::layers::{LayerMode, LayerOptions};
+use crate::model::pb::ModelProto;
+use crate::model::precision::{leave_in_float, widen_to_16_bits};
+use crate::report::model::{DivergenceRules, Num, Report};
+use crate::target::TargetSpec;
+use crate::userfile::Outputs;
+
+/// A kept layer must raise the lowest SQNR of the failing targets by more than this.
+const MIN_GAIN_DB: f64 = 0.05;
+
+/// The two rewrites a search can make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemedyKind {
+    /// The layer's activation quantized to 16 bits over its 8-bit range.
+    Widen16,
+    /// The layer's activation left unquantized (its Q/DQ pair dropped).
+    Float,
+}
+
+impl RemedyKind {
+    fn file_tag(self) -> &'static str {
+        match self {
+            RemedyKind::Widen16 => "a16",
+            RemedyKind::Float => "float",
+        }
+    }
+}
+
+/// A layer ranked by the drift it introduces on the failing targets.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RankedLayer {
+    /// The float activation (the QuantizeLinear's input).
+    pub tensor: String,
+    pub node: String,
+    pub op_type: String,
+    /// Its SQNR run alone on golden inputs, lowest over the failing targets.
+    pub introduced_sqnr_db: Num,
+}
+
+/// Where a changed layer ran on one target, and what the graph's placement became.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StepPlacement {
+    /// `npu` (the target's EP) or `cpu` (left to the CPU EP).
+    pub layer_runs_on: String,
+    pub compute_fallback_nodes: Option<usize>,
+    pub partitions: Option<usize>,
+    pub crossing_bytes: Option<u64>,
+}
+
+/// One candidate: the previous kept candidate with one more layer changed.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RemedyStep {
+    pub layer: RankedLayer,
+    /// What the rewrite did (the 16-bit scale and zero point, or the nodes removed).
+    pub rewrite: String,
+    /// Whether the layer stays in the candidate (it raised the failing targets' SQNR).
+    pub kept: bool,
+    /// Per target: the worst output's SQNR of this candidate, and the change from the last kept
+    /// candidate (the dB this layer buys).
+    pub sqnr_db: BTreeMap<String, Num>,
+    pub gained_db: BTreeMap<String, Num>,
+    pub meets_policy: BTreeMap<String, bool>,
+    pub placement: BTreeMap<String, StepPlacement>,
+    /// The candidate's file under `--write-candidates`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub candidate_file: Option<String>,
+}
+
+/// One search on one variant.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RemedySearch {
+    pub variant: String,
+    pub kind: RemedyKind,
+    /// The targets where the variant failed the policy.
+    pub failing_targets: Vec<String>,
+    /// The candidates' layers in the order tried (most introduced drift first).
+    pub ranking: Vec<RankedLayer>,
+    pub steps: Vec<RemedyStep>,
+    /// The layers of the final candidate.
+    pub changed: Vec<String>,
+    /// Whether the final candidate meets the policy on every failing target.
+    pub fixed: bool,
+    /// One sentence on the outcome.
+    pub outcome: String,
+    /// The final candidate's cells on every target (empty when no layer was kept).
+    pub cells: Vec<Cell>,
+    /// For ONNX Runtime's `quantize_static`: `extra_options.TensorQuantOverrides` (16-bit
+    /// activations) or `nodes_to_exclude` (layers left in float), to regenerate the model from
+    /// the user's calibration data.
+    pub quantizer_overrides: serde_json::Value,
+    /// Why the search could not run, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Every search asked for: each kind on each variant that fails the policy on a target where
+/// it ran.
+pub fn search_all(
+    opts: &MatrixOptions,
+    specs: &[TargetSpec],
+    cells: &[Cell],
+    order: &[String],
+    work: &Path,
+    outputs: &mut Outputs,
+) -> Result<Vec<RemedySearch>> {
+    let mut out = Vec::new();
+    for kind in &opts.remedies.kinds {
+        for name in order {
+            let Some(variant) = opts.variants.iter().find(|v| v.name == *name) else {
+                continue;
+            };
+            let failing: Vec<&TargetSpec> = specs
+                .iter()
+                .filter(|s| {
+                    cells
+                        .iter()
+                        .any(|c| c.variant == *name && c.target == s.id && c.status == "ok" && !c.meets_policy)
+                })
+                .collect();
+            let model = crate::model::load_model(&variant.path)?;
+            if failing.is_empty() || super::choose::precision_class(&model.proto, &[]).0 != "int8" {
+                continue;
+            }
+            crate::console::note(format!(
+                "matrix: {} search on {} ({} failing targets)",
+                kind.file_tag(),
+                name,
+                failing.len()
+            ));
+            let base: Vec<Cell> = cells.iter().filter(|c| c.variant == *name).cloned().collect();
+            let search = Search {
+                opts,
+                variant,
+                specs,
+                kind: *kind,
+                work,
+                model: &model,
+            };
+            out.push(search.run(&failing, base, outputs)?);
+            crate::interrupt::check()?;
+        }
+    }
+    Ok(out)
+}
+
+struct Search<'a> {
+    opts: &'a MatrixOptions,
+    variant: &'a Variant,
+    specs: &'a [TargetSpec],
+    kind: RemedyKind,
+    work: &'a Path,
+    model: &'a crate::model::LoadedModel,
+}
+
+impl Search<'_> {
+    fn run(&self, failing: &[&TargetSpec], base: Vec<Cell>, outputs: &mut Outputs) -> Result<RemedySearch> {
+        let failing_ids: Vec<String> = failing.iter().map(|s| s.id.clone()).collect();
+        let mut search = RemedySearch {
+            variant: self.variant.name.clone(),
+            kind: self.kind,
+            failing_targets: failing_ids.clone(),
+            ranking: Vec::new(),
+            steps: Vec::new(),
+            changed: Vec::new(),
+            fixed: false,
+            outcome: String::new(),
+            cells: Vec::new(),
+            quantizer_overrides: serde_json::Value::Null,
+            error: None,
+        };
+        let failing_specs: Vec<TargetSpec> = failing.iter().map(|s| (*s).clone()).collect();
+        let (_, report) = audit_cells(
+            self.opts,
+            self.variant,
+            &self.variant.path,
+            &failing_specs,
+            Some(layer_options()),
+        )?;
+        search.ranking = self.ranking(&report, &failing_ids);
+        if search.ranking.is_empty() {
+            search.error = Some("the per-layer audit measured no quantized layer that can be changed".into());
+            search.outcome = "no candidate".into();
+            return Ok(search);
+        }
+        let mut proto = self.model.proto.clone();
+        let mut current = base;
+        let budget = self.opts.remedies.max_promoted;
+        for layer in search.ranking.clone().into_iter().take(budget * 2) {
+            if search.changed.len() == budget {
+                break;
+            }
+            let mut candidate = proto.clone();
+            let Ok(rewrite) = self.rewrite(&mut candidate, &layer.tensor) else {
+                continue;
+            };
+            let index = search.steps.len() + 1;
+            let file = self
+                .work
+                .join(format!("{}-{}-{index}.onnx", self.variant.name, self.kind.file_tag()));
+            crate::model::rewrite::write_model(&candidate, self.model, &file)?;
+            let (cells, _) = audit_cells(self.opts, self.variant, &file, self.specs, None)?;
+            let mut step = self.step(layer, rewrite, &current, &cells, &failing_ids);
+            if let Some(dir) = &self.opts.remedies.write_candidates {
+                let dest = dir.join(file.file_name().unwrap_or_default());
+                outputs.file("--write-candidates", &dest, &std::fs::read(&file)?)?;
+                step.candidate_file = Some(dest.display().to_string());
+            }
+            let kept = step.kept;
+            search.steps.push(step);
+            if kept {
+                proto = candidate;
+                search.changed.push(layer_tensor(&search));
+                current = cells;
+                if failing_ids.iter().all(|t| meets(&current, t)) {
+                    search.fixed = true;
+                    break;
+                }
+            }
+            crate::interrupt::check()?;
+        }
+        self.conclude(&mut search, current);
+        Ok(search)
+    }
+
+    fn rewrite(&self, proto: &mut ModelProto, tensor: &str) -> Result<String, crate::model::precision::PrecisionError> {
+        match self.kind {
+            RemedyKind::Widen16 => widen_to_16_bits(proto, tensor).map(|w| {
+                format!(
+                    "{}: scale {:e} zero point {} (8-bit) -> scale {:e} zero point {} ({})",
+                    w.tensor, w.scale_8, w.zero_point_8, w.scale_16, w.zero_point_16, w.code_type
+                )
+            }),
+            RemedyKind::Float => leave_in_float(proto, tensor).map(|f| {
+                format!(
+                    "{}: removed {}; read in float by {}",
+                    f.tensor,
+                    f.removed.join(", "),
+                    f.consumers.join(", ")
+                )
+            }),
+        }
+    }
+
+    /// Quantized layers that the rewrite accepts, most drift introduced first.
+    fn ranking(&self, report: &Report, failing: &[String]) -> Vec<RankedLayer> {
+        let mut worst: BTreeMap<String, RankedLayer> = BTreeMap::new();
+        let rows = report
+            .targets
+            .iter()
+            .filter(|t| failing.iter().any(|f| t.id.starts_with(f.as_str())));
+        for layer in rows.flat_map(|t| &t.layers).filter(|l| l.quantized) {
+            let Some(s) = layer.introduced_sqnr_db else {
+                continue;
+            };
+            let entry = worst.entry(layer.float_tensor.clone()).or_insert_with(|| RankedLayer {
+                tensor: layer.float_tensor.clone(),
+                node: layer.node.clone(),
+                op_type: layer.op_type.clone(),
+                introduced_sqnr_db: s,
+            });
+            if s.0 < entry.introduced_sqnr_db.0 {
+                entry.introduced_sqnr_db = s;
+            }
+        }
+        let mut ranked: Vec<RankedLayer> = worst
+            .into_values()
+            .filter(|l| self.rewrite(&mut self.model.proto.clone(), &l.tensor).is_ok())
+            .collect();
+        ranked.sort_by(|a, b| a.introduced_sqnr_db.0.total_cmp(&b.introduced_sqnr_db.0));
+        ranked
+    }
+
+    fn step(
+        &self,
+        layer: RankedLayer,
+        rewrite: String,
+        before: &[Cell],
+        after: &[Cell],
+        failing: &[String],
+    ) -> RemedyStep {
+        let mut step = RemedyStep {
+            layer,
+            rewrite,
+            kept: false,
+            sqnr_db: BTreeMap::new(),
+            gained_db: BTreeMap::new(),
+            meets_policy: BTreeMap::new(),
+            placement: BTreeMap::new(),
+            candidate_file: None,
+        };
+        for c in after {
+            let prev = before.iter().find(|b| b.target == c.target);
+            if let Some(s) = c.sqnr_db {
+                step.sqnr_db.insert(c.target.clone(), s);
+                if let Some(p) = prev.and_then(|p| p.sqnr_db) {
+                    step.gained_db.insert(c.target.clone(), Num(s.0 - p.0));
+                }
+            }
+            step.meets_policy.insert(c.target.clone(), c.meets_policy);
+            let on_cpu = c.target.starts_with("cpu") || c.fallback_nodes.contains(&step.layer.node);
+            step.placement.insert(
+                c.target.clone(),
+                StepPlacement {
+                    layer_runs_on: if on_cpu { "cpu" } else { "npu" }.into(),
+                    compute_fallback_nodes: c.compute_fallback_nodes,
+                    partitions: c.partitions,
+                    crossing_bytes: c.crossing_bytes,
+                },
+            );
+        }
+        let lowest = |cells: &[Cell]| {
+            failing
+                .iter()
+                .filter_map(|t| cells.iter().find(|c| c.target == *t))
+                .map(rank_sqnr)
+                .fold(f64::INFINITY, f64::min)
+        };
+        let newly_passing = failing.iter().any(|t| meets(after, t) && !meets(before, t));
+        step.kept = newly_passing || lowest(after) > lowest(before) + MIN_GAIN_DB;
+        step
+    }
+
+    fn conclude(&self, search: &mut RemedySearch, current: Vec<Cell>) {
+        let n = search.changed.len();
+        search.outcome = match (search.fixed, n) {
+            (true, _) => format!(
+                "the policy holds on every failing target with {n} layer(s) changed: {}",
+                search.changed.join(", ")
+            ),
+            (false, 0) => "no layer raised the failing targets' SQNR".into(),
+            (false, _) => format!(
+                "budget spent ({n} layer(s) changed, --max-promoted {}): the policy still fails on {}",
+                self.opts.remedies.max_promoted,
+                search
+                    .failing_targets
+                    .iter()
+                    .filter(|t| !meets(&current, t))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        search.quantizer_overrides = overrides(self.kind, search);
+        if n > 0 {
+            search.cells = current;
+        }
+    }
+}
+
+fn layer_tensor(search: &RemedySearch) -> String {
+    search.steps.last().map(|s| s.layer.tensor.clone()).unwrap_or_default()
+}
+
+fn meets(cells: &[Cell], target: &str) -> bool {
+    cells.iter().any(|c| c.target == target && c.meets_policy)
+}
+
+/// What to give ONNX Runtime's quantizer to make the final candidate properly.
+fn overrides(kind: RemedyKind, search: &RemedySearch) -> serde_json::Value {
+    let kept = search.steps.iter().filter(|s| s.kept);
+    match kind {
+        RemedyKind::Widen16 => {
+            let signed = |s: &RemedyStep| s.rewrite.contains("(int16)");
+            let map: serde_json::Map<String, serde_json::Value> = kept
+                .map(|s| {
+                    let t = if signed(s) { "QInt16" } else { "QUInt16" };
+                    (s.layer.tensor.clone(), serde_json::json!([{ "quant_type": t }]))
+                })
+                .collect();
+            serde_json::json!({ "extra_options": { "TensorQuantOverrides": map } })
+        }
+        RemedyKind::Float => {
+            let nodes: Vec<String> = kept.map(|s| s.layer.node.clone()).collect();
+            serde_json::json!({ "nodes_to_exclude": nodes })
+        }
+    }
+}
+
+/// The per-layer audit that ranks layers: every layer tapped and run alone on golden inputs.
+fn layer_options() -> LayerOptions {
+    LayerOptions {
+        mode: LayerMode::Tap,
+        selection: Selection::default(),
+        divergence: DivergenceRules::default(),
+        baseline: None,
+        isolate: true,
+        isolate_window: 1,
+        tap_budget_bytes: 256 << 20,
+        top: 10,
+    }
+}

@@ -1,0 +1,168 @@
+//! The HTML page of `matrix` (`--html FILE`): the variant-by-target heat map (inline SVG, one
+//! rect per cell coloured by its worst output's SQNR, outlined when it meets the policy), the
+//! recommendation per target, the remedy searches and the cells that did not run. Built like the
+//! other pages: inline CSS and SVG, the shared self-check script, every string escaped by `maud`.
+//!
+//! Every cell rect carries `data-variant`, `data-target`, `data-sqnr` and `data-meets`, and the
+//! self-check marks the SVG `data-rendered="ok"` with the number of drawn marks, so a headless
+//! browser's DOM dump can be checked against the JSON (`tests/matrix.rs`).
+
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use super::{SELF_CHECK_JS, STYLE};
+use crate::matrix::Matrix;
+use crate::render::matrix::{cell_text, find};
+use crate::render::present::{bytes, db, db_opt, pct};
+
+const CELL_W: f64 = 118.0;
+const CELL_H: f64 = 40.0;
+const LEFT: f64 = 120.0;
+const TOP: f64 = 70.0;
+/// The colour scale's ends: red at or below `LOW_DB`, green at or above `HIGH_DB`.
+pub const LOW_DB: f64 = 0.0;
+pub const HIGH_DB: f64 = 40.0;
+
+/// The heat map colour of an SQNR: red (0 dB) through yellow to green (40 dB), grey when the
+/// cell did not run or has no figure.
+pub fn heat_colour(sqnr: Option<f64>) -> String {
+    let Some(s) = sqnr.filter(|s| !s.is_nan()) else {
+        return "#bdbdbd".into();
+    };
+    let t = ((s - LOW_DB) / (HIGH_DB - LOW_DB)).clamp(0.0, 1.0);
+    // Hue 0 (red) to 120 (green), as RGB so the DOM dump compares exactly.
+    let (r, g) = if t < 0.5 {
+        (255.0, 510.0 * t)
+    } else {
+        (510.0 * (1.0 - t), 255.0)
+    };
+    format!("#{:02x}{:02x}40", r.round() as u8, g.round() as u8)
+}
+
+fn heat_map(m: &Matrix) -> Markup {
+    let width = LEFT + CELL_W * m.targets.len() as f64 + 10.0;
+    let height = TOP + CELL_H * m.cost_order.len() as f64 + 10.0;
+    html! {
+        svg.plot data-plot="matrix" xmlns="http://www.w3.org/2000/svg" width=(width) height=(height)
+            viewBox=(format!("0 0 {width} {height}")) role="img" aria-label="SQNR by variant and target" {
+            @for (j, t) in m.targets.iter().enumerate() {
+                text x=(LEFT + CELL_W * (j as f64 + 0.5)) y=(TOP - 8.0) text-anchor="middle"
+                    transform=(format!("rotate(-20 {} {})", LEFT + CELL_W * (j as f64 + 0.5), TOP - 8.0)) { (t) }
+            }
+            @for (i, v) in m.cost_order.iter().enumerate() {
+                text x=(LEFT - 8.0) y=(TOP + CELL_H * (i as f64 + 0.5) + 4.0) text-anchor="end" { (v) }
+                @for (j, t) in m.targets.iter().enumerate() {
+                    @let c = find(m, v, t);
+                    @let sqnr = c.filter(|c| c.status == "ok").and_then(|c| c.sqnr_db).map(|s| s.0);
+                    @let meets = c.is_some_and(|c| c.meets_policy);
+                    @let x = LEFT + CELL_W * j as f64;
+                    @let y = TOP + CELL_H * i as f64;
+                    g.cell {
+                        rect.mark x=(x + 1.0) y=(y + 1.0) width=(CELL_W - 2.0) height=(CELL_H - 2.0)
+                            fill=(heat_colour(sqnr)) stroke=(if meets { "#0b3d1a" } else { "none" })
+                            stroke-width=(if meets { "3" } else { "0" })
+                            data-variant=(v) data-target=(t) data-sqnr=(sqnr.map_or("none".into(), |s| format!("{s}")))
+                            data-meets=(meets) {
+                            title { (v) " on " (t) ": " (cell_text(c)) }
+                        }
+                        text x=(x + CELL_W / 2.0) y=(y + CELL_H / 2.0 + 4.0) text-anchor="middle" { (cell_text(c)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn recommendations(m: &Matrix) -> Markup {
+    html! {
+        h2 { "What to ship where" }
+        table {
+            tr { th { "target" } th { "ship" } th { "runs on" } th { "SQNR dB" } th { "why" } }
+            @for r in &m.recommendations {
+                tr {
+                    td { code { (r.target) } }
+                    td { @if let Some(v) = &r.variant { (v) } @else { span.bad { "none" } } }
+                    td { (r.run_on.as_deref().unwrap_or("-")) }
+                    td.num { (db_opt(r.sqnr_db)) }
+                    td { (r.reason) }
+                }
+            }
+        }
+    }
+}
+
+fn cells_table(m: &Matrix) -> Markup {
+    html! {
+        h2 { "Cells" }
+        table {
+            tr { th { "variant" } th { "target" } th { "status" } th { "SQNR dB" } th { "max abs" } th { "top-1" }
+                 th { "CPU fallback" } th { "partitions" } th { "size" } th { "runtime" } }
+            @for c in &m.cells {
+                tr {
+                    td { (c.variant) } td { code { (c.target) } }
+                    td { (c.status) @if let Some(e) = &c.error { details { summary { "error" } pre { (e) } } } }
+                    td.num { (db_opt(c.sqnr_db)) }
+                    td.num { (c.max_abs.map_or("-".into(), |v| format!("{:.5}", v.0))) }
+                    td.num { (pct(c.top1_agreement)) }
+                    td.num { (c.compute_fallback_nodes.map_or("-".into(), |n| n.to_string())) }
+                    td.num { (c.partitions.map_or("-".into(), |n| n.to_string())) }
+                    td.num { (bytes(c.model_bytes)) }
+                    td { (c.runtime.as_deref().unwrap_or("-")) }
+                }
+            }
+        }
+    }
+}
+
+fn remedies(m: &Matrix) -> Markup {
+    html! {
+        @for s in &m.remedies {
+            h2 { "Remedy for " (s.variant) ": " (format!("{:?}", s.kind)) }
+            p { (s.outcome) }
+            table {
+                tr { th { "#" } th { "layer" } th { "op" } th { "alone dB" } th { "kept" }
+                     @for t in &s.failing_targets { th { (t) " dB (gain)" } } }
+                @for (i, st) in s.steps.iter().enumerate() {
+                    tr {
+                        td.num { (i + 1) } td { code { (st.layer.tensor) } } td { (st.layer.op_type) }
+                        td.num { (db(st.layer.introduced_sqnr_db.0)) } td { (if st.kept { "yes" } else { "no" }) }
+                        @for t in &s.failing_targets {
+                            td.num { (st.sqnr_db.get(t).map_or("-".into(), |v| db(v.0)))
+                                (st.gained_db.get(t).map_or(String::new(), |g| format!(" ({:+.2})", g.0))) }
+                        }
+                    }
+                }
+            }
+            details { summary { "quantizer overrides" } pre { (serde_json::to_string_pretty(&s.quantizer_overrides).unwrap_or_default()) } }
+        }
+    }
+}
+
+/// Renders the matrix as one self-contained HTML page.
+pub fn render(m: &Matrix) -> String {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "npu-audit matrix" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "npu-audit matrix" }
+                p { "Golden run: " code { (m.reference) } ". Policy: "
+                    (if m.policy.is_empty() { "none".to_string() } else { m.policy.join(", ") })
+                    ". Cost order: " (m.cost_order.join(" < ")) "." }
+                (heat_map(m))
+                p.muted { "Worst output's SQNR in dB against the golden run, red at " (LOW_DB) " dB to green at "
+                    (HIGH_DB) " dB; outlined cells meet the policy; grey cells did not run." }
+                (recommendations(m))
+                (remedies(m))
+                (cells_table(m))
+                @for n in &m.notes { p.note { (n) } }
+                p.muted { "npu-audit " (m.tool_version) }
+                (PreEscaped(format!("<script>{SELF_CHECK_JS}</script>\n")))
+            }
+        }
+    };
+    page.into_string() + "\n"
+}

@@ -1,0 +1,255 @@
+//! `matrix` in the terminal and as Markdown: the SQNR of every cell (variant by target, a mark on
+//! the cells that meet the policy), the recommendation per target, the remedy searches; and the
+//! dispatch table as JSON.
+
+use std::fmt::Write as _;
+
+use tabled::builder::Builder;
+
+use super::present::{bytes, db, db_opt, pct};
+use super::table::{bold, table as grid_text};
+use crate::console::printable;
+use crate::matrix::cells::Cell;
+use crate::matrix::remedy::{RemedyKind, RemedySearch};
+use crate::matrix::Matrix;
+
+/// A cell's text: SQNR with `✓` when it meets the policy, else its status.
+pub fn cell_text(c: Option<&Cell>) -> String {
+    match c {
+        None => "-".into(),
+        Some(c) if c.status != "ok" => c.status.clone(),
+        Some(c) => format!("{}{}", db_opt(c.sqnr_db), if c.meets_policy { " ✓" } else { "" }),
+    }
+}
+
+/// The cell of `variant` on `target`.
+pub fn find<'a>(m: &'a Matrix, variant: &str, target: &str) -> Option<&'a Cell> {
+    m.cells.iter().find(|c| c.variant == variant && c.target == target)
+}
+
+fn grid(m: &Matrix) -> Builder {
+    let mut b = Builder::default();
+    let mut head = vec!["variant".to_string(), "size".to_string()];
+    head.extend(m.targets.iter().cloned());
+    b.push_record(head);
+    for name in &m.cost_order {
+        let size = m.variants.iter().find(|v| v.name == *name).map_or(0, |v| v.size_bytes);
+        let mut row = vec![name.clone(), bytes(size)];
+        row.extend(m.targets.iter().map(|t| cell_text(find(m, name, t))));
+        b.push_record(row);
+    }
+    b
+}
+
+fn recommendation_rows(m: &Matrix) -> Builder {
+    let mut b = Builder::default();
+    b.push_record(["target", "ship", "runs on", "SQNR dB", "why"]);
+    for r in &m.recommendations {
+        b.push_record([
+            r.target.clone(),
+            r.variant.clone().unwrap_or_else(|| "none".into()),
+            r.run_on.clone().unwrap_or_else(|| "-".into()),
+            db_opt(r.sqnr_db),
+            r.reason.clone(),
+        ]);
+    }
+    b
+}
+
+fn failures(m: &Matrix) -> Vec<String> {
+    m.cells
+        .iter()
+        .filter(|c| c.status != "ok")
+        .map(|c| {
+            let error = c.error.as_deref().map(printable).unwrap_or_default();
+            format!(
+                "{} on {}: {} {}",
+                c.variant,
+                c.target,
+                c.status,
+                error.lines().next().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn kind_name(k: RemedyKind) -> &'static str {
+    match k {
+        RemedyKind::Widen16 => "16-bit activations",
+        RemedyKind::Float => "layers left in float",
+    }
+}
+
+fn remedy_rows(s: &RemedySearch) -> Builder {
+    let mut b = Builder::default();
+    let mut head = vec![
+        "#".to_string(),
+        "layer".into(),
+        "op".into(),
+        "alone dB".into(),
+        "kept".into(),
+    ];
+    head.extend(s.failing_targets.iter().map(|t| format!("{t} dB (gain)")));
+    head.push("runs on".into());
+    b.push_record(head);
+    for (i, st) in s.steps.iter().enumerate() {
+        let mut row = vec![
+            (i + 1).to_string(),
+            printable(&st.layer.tensor),
+            st.layer.op_type.clone(),
+            db(st.layer.introduced_sqnr_db.0),
+            if st.kept { "yes" } else { "no" }.into(),
+        ];
+        for t in &s.failing_targets {
+            let v = st.sqnr_db.get(t).map_or("-".into(), |v| db(v.0));
+            let g = st.gained_db.get(t).map_or(String::new(), |g| format!(" ({:+.2})", g.0));
+            row.push(v + &g);
+        }
+        let on: Vec<String> = s
+            .failing_targets
+            .iter()
+            .filter_map(|t| st.placement.get(t).map(|p| p.layer_runs_on.clone()))
+            .collect();
+        row.push(on.join(","));
+        b.push_record(row);
+    }
+    b
+}
+
+/// The terminal rendering.
+pub fn table(m: &Matrix) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}",
+        bold("MATRIX (worst output's SQNR dB against the golden run; ✓ meets the policy)")
+    );
+    let _ = writeln!(out, "{}", grid_text(grid(m)));
+    let _ = writeln!(out, "policy: {}", policy_text(m));
+    let _ = writeln!(out, "cost order: {}\n", m.cost_order.join(" < "));
+    let _ = writeln!(out, "{}", bold("RECOMMENDATION"));
+    let _ = writeln!(out, "{}", grid_text(recommendation_rows(m)));
+    for s in &m.remedies {
+        let _ = writeln!(
+            out,
+            "\n{}",
+            bold(&format!("REMEDY: {} for {}", kind_name(s.kind), s.variant))
+        );
+        if !s.steps.is_empty() {
+            let _ = writeln!(out, "{}", grid_text(remedy_rows(s)));
+        }
+        let _ = writeln!(out, "{}", printable(&s.outcome));
+        if let Some(e) = &s.error {
+            let _ = writeln!(out, "error: {}", printable(e));
+        }
+    }
+    let failed = failures(m);
+    if !failed.is_empty() {
+        let _ = writeln!(out, "\n{}", bold("CELLS THAT DID NOT RUN"));
+        for f in failed {
+            let _ = writeln!(out, "  {f}");
+        }
+    }
+    for n in &m.notes {
+        let _ = writeln!(out, "note: {}", printable(n));
+    }
+    out
+}
+
+fn policy_text(m: &Matrix) -> String {
+    if m.policy.is_empty() {
+        "none (every cell that runs meets it)".into()
+    } else {
+        m.policy.join(", ")
+    }
+}
+
+fn md_row(cells: &[String]) -> String {
+    format!(
+        "| {} |",
+        cells
+            .iter()
+            .map(|c| c.replace('|', "\\|"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    )
+}
+
+/// The Markdown rendering (a pull-request comment).
+pub fn markdown(m: &Matrix) -> String {
+    let mut out = String::from("## npu-audit matrix\n\n");
+    let mut head = vec!["variant".to_string(), "size".into()];
+    head.extend(m.targets.iter().map(|t| format!("`{t}`")));
+    out += &(md_row(&head) + "\n");
+    out += &(md_row(&vec!["---".to_string(); head.len()]) + "\n");
+    for name in &m.cost_order {
+        let size = m.variants.iter().find(|v| v.name == *name).map_or(0, |v| v.size_bytes);
+        let mut row = vec![format!("**{name}**"), bytes(size)];
+        row.extend(m.targets.iter().map(|t| cell_text(find(m, name, t))));
+        out += &(md_row(&row) + "\n");
+    }
+    let _ = write!(
+        out,
+        "\nSQNR in dB of the worst output against the golden run; ✓ meets the policy ({}).\n\n",
+        policy_text(m)
+    );
+    out += "### What to ship where\n\n";
+    out += &(md_row(&[
+        "target".into(),
+        "ship".into(),
+        "runs on".into(),
+        "SQNR dB".into(),
+        "why".into(),
+    ]) + "\n");
+    out += "| --- | --- | --- | --- | --- |\n";
+    for r in &m.recommendations {
+        out += &(md_row(&[
+            format!("`{}`", r.target),
+            r.variant.clone().unwrap_or_else(|| "**none**".into()),
+            r.run_on.clone().unwrap_or_else(|| "-".into()),
+            db_opt(r.sqnr_db),
+            r.reason.clone(),
+        ]) + "\n");
+    }
+    for s in &m.remedies {
+        let _ = write!(
+            out,
+            "\n### {} for {}\n\n{}\n\n",
+            kind_name(s.kind),
+            s.variant,
+            s.outcome
+        );
+        for (i, st) in s.steps.iter().enumerate() {
+            let gains: Vec<String> = s
+                .failing_targets
+                .iter()
+                .filter_map(|t| st.gained_db.get(t).map(|g| format!("`{t}` {:+.2} dB", g.0)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{}. `{}` ({}, {} dB alone){}: {}",
+                i + 1,
+                st.layer.tensor,
+                st.layer.op_type,
+                db(st.layer.introduced_sqnr_db.0),
+                if st.kept { "" } else { ", not kept" },
+                gains.join(", ")
+            );
+        }
+    }
+    let top1: Vec<String> = m
+        .cells
+        .iter()
+        .filter(|c| c.top1_agreement.is_some_and(|t| t < 1.0))
+        .map(|c| format!("{} on `{}` {}", c.variant, c.target, pct(c.top1_agreement)))
+        .collect();
+    if !top1.is_empty() {
+        let _ = write!(out, "\nTop-1 agreement below 100%: {}.\n", top1.join(", "));
+    }
+    out
+}
+
+/// The dispatch table as JSON.
+pub fn dispatch_json(m: &Matrix) -> String {
+    serde_json::to_string_pretty(&m.dispatch).unwrap_or_default() + "\n"
+}
