@@ -63,6 +63,8 @@ pub struct Floated {
 /// The QuantizeLinear reading `tensor`, its per-tensor scale, zero point and code type, and the
 /// DequantizeLinear nodes reading its codes (the only readers allowed).
 struct Pair {
+    /// The old scale and zero point's names (dropped once nothing reads them).
+    params: Vec<String>,
     q: usize,
     dqs: Vec<usize>,
     scale: f32,
@@ -119,7 +121,9 @@ fn find_pair(graph: &GraphProto, tensor: &str) -> Result<Pair, PrecisionError> {
         }
         dqs.push(i);
     }
+    let params = node.input.iter().skip(1).filter(|s| !s.is_empty()).cloned().collect();
     Ok(Pair {
+        params,
         q,
         dqs,
         scale: scale as f32,
@@ -215,6 +219,7 @@ pub fn widen_to_16_bits(model: &mut ModelProto, tensor: &str) -> Result<Widened,
         }
         nodes.push(n.name.clone().unwrap_or_default());
     }
+    drop_unread_initializers(graph, &pair.params, &[]);
     let codes = graph.node[pair.q].output.first().cloned().unwrap_or_default();
     for vi in graph
         .value_info
@@ -298,6 +303,7 @@ pub fn leave_in_float(model: &mut ModelProto, tensor: &str) -> Result<Floated, P
     }
     let mut gone: Vec<usize> = std::iter::once(pair.q).chain(pair.dqs).collect();
     gone.sort_unstable();
+    drop_unread_initializers(graph, &pair.params, &gone);
     let removed = gone
         .iter()
         .rev()
@@ -311,6 +317,23 @@ pub fn leave_in_float(model: &mut ModelProto, tensor: &str) -> Result<Floated, P
         removed,
         consumers,
     })
+}
+
+/// Removes the initializers among `names` that no node reads any more, the nodes at `gone` (about
+/// to be removed) not counting: the old scale and zero point of a rewritten pair, unless other
+/// pairs share them.
+fn drop_unread_initializers(graph: &mut GraphProto, names: &[String], gone: &[usize]) {
+    let read: HashSet<String> = graph
+        .node
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !gone.contains(i))
+        .flat_map(|(_, n)| n.input.iter().cloned())
+        .collect();
+    graph.initializer.retain(|t| {
+        let name = t.name.as_deref().unwrap_or("");
+        !names.iter().any(|n| n == name) || read.contains(name)
+    });
 }
 
 #[cfg(test)]
