@@ -373,7 +373,7 @@ mod tests {
         let v = Variant::parse("fp16=m.onnx,enable_htp_fp16_precision=1,session.x=2,openvino:precision=FP16").unwrap();
         assert_eq!(v.name, "fp16");
         assert_eq!(v.path, PathBuf::from("m.onnx"));
-        let chip: Chipset = crate::target::CHIPSETS[0].clone();
+        let chip: Chipset = crate::target::CHIPSETS[0];
         let kv = |k: &str, val: &str| (k.to_string(), val.to_string());
         assert_eq!(
             v.options_for(&Backend::Qnn(chip)),
