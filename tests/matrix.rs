@@ -414,6 +414,19 @@ fn ppocr_matrix_over_u8_a16w8_and_fp16_with_a_16_bit_fix_on_the_failing_chipset(
         .collect();
     let check = numpy_check(&repo("fixtures/real/ppocr_cls_qdq_u8.onnx"), file);
     assert_widened_per_onnx(&check, &tensors, 11);
+    // SM8450 ships fp16 (u8 and a16w8 fail there), and the recommendation names the cheaper fix.
+    let rec = m["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["target"] == "qnn:sm8450")
+        .unwrap();
+    assert_eq!(rec["variant"], "fp16");
+    let fix = rec["remedy"].as_str().unwrap();
+    assert!(
+        fix.starts_with(&format!("u8 with {} at 16 bits meets it at", tensors.join(", "))),
+        "{fix}"
+    );
 }
 
 #[test]
@@ -488,4 +501,59 @@ fn the_matrix_json_follows_the_committed_schema_derived_from_the_types() {
             .collect();
         assert!(errors.is_empty(), "{errors:#?}");
     }
+}
+
+/// The real transformer (all-MiniLM-L6-v2's first two layers): its u8 model is about 5 dB from the
+/// fp32 one everywhere, the a16w8 model above 35 dB; at a 25 dB floor a16w8 is what ships, and
+/// the 16-bit rewrite of a transformer's activations follows the ONNX definitions too.
+#[test]
+fn minilm_matrix_ships_a16w8_and_its_16_bit_candidates_follow_the_definitions() {
+    let real = |f: &str| repo(&format!("fixtures/real/{f}")).display().to_string();
+    let inputs = repo("fixtures/inputs/minilm_text0.npz").display().to_string();
+    let run = matrix(&[
+        "--variant",
+        &format!("u8={}", real("minilm_l2_qdq_u8.onnx")),
+        "--variant",
+        &format!("a16w8={}", real("minilm_l2_qdq_a16w8.onnx")),
+        "--reference",
+        &real("minilm_l2_fp32.onnx"),
+        "--inputs",
+        &inputs,
+        "-t",
+        "cpu",
+        "-t",
+        "qnn:sm8650",
+        "--min-sqnr",
+        "25",
+        "--search",
+        "widen16",
+        "--max-promoted",
+        "1",
+    ]);
+    let m = &run.json;
+    for t in ["cpu", "qnn:sm8650"] {
+        assert!(num(&cell(m, "u8", t)["sqnr_db"]) < 10.0);
+        let rec = m["recommendations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["target"] == t)
+            .unwrap();
+        assert_eq!(rec["variant"], "a16w8");
+        let (reported, recomputed) = rerun_sqnr(
+            &real("minilm_l2_qdq_a16w8.onnx"),
+            &real("minilm_l2_fp32.onnx"),
+            t,
+            &["--inputs", &inputs],
+        );
+        assert_eq!(reported, num(&cell(m, "a16w8", t)["sqnr_db"]));
+        assert_close(t, recomputed, reported, 1e-9);
+    }
+    let search = &m["remedies"][0];
+    let first = &search["steps"][0];
+    let tensor = first["layer"]["tensor"].as_str().unwrap();
+    let original = repo("fixtures/real/minilm_l2_qdq_u8.onnx");
+    let check = numpy_check(&original, first["candidate_file"].as_str().unwrap());
+    let opset = check["opset"].as_i64().unwrap();
+    assert_widened_per_onnx(&check, &[tensor], opset);
 }

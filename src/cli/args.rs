@@ -728,7 +728,7 @@ pub struct MatrixArgs {
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub max_promoted: u64,
     /// Write every candidate model of the searches into DIR (new or empty).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "search")]
     pub write_candidates: Option<PathBuf>,
     #[command(flatten)]
     pub reference: ReferenceArgs,

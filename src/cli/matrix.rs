@@ -104,9 +104,6 @@ pub fn run(a: &MatrixArgs) -> Result<ExitCode> {
         .collect();
     let files = files(a);
     let mut outputs = findings_outputs(&files, reads)?;
-    if let Some(dir) = &a.write_candidates {
-        outputs.dir("--write-candidates", dir)?;
-    }
     let matrix = crate::matrix::run(&opts, &specs, &mut outputs)?;
     crate::interrupt::check()?;
     emit_findings(&matrix, &files, outputs, |m, json| match a.format {

@@ -54,6 +54,10 @@ pub struct Recommendation {
     pub closest: Option<Closest>,
     /// One sentence: why this choice.
     pub reason: String,
+    /// A cheaper fix a search proved on this target: the variant with some layers changed, to
+    /// regenerate with the search's quantizer overrides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<String>,
 }
 
 /// The best cell that still fails the policy, and what it fails.
@@ -115,6 +119,7 @@ fn chosen(target: &str, c: &Cell, run_on: &str, reason: String) -> Recommendatio
         sqnr_db: c.sqnr_db,
         closest: None,
         reason,
+        remedy: None,
     }
 }
 
@@ -137,6 +142,36 @@ fn none_meets(cells: &[Cell], target: &str) -> Recommendation {
             Some(c) => format!("none meets the policy; closest: {}", c.variant),
             None => "no variant ran".into(),
         },
+        remedy: None,
+    }
+}
+
+/// Adds to each recommendation the searches whose final candidate meets the policy on its target
+/// and is built from a variant cheaper than the one recommended (or when none is).
+pub fn add_remedies(recs: &mut [Recommendation], searches: &[super::remedy::RemedySearch], order: &[String]) {
+    let rank = |v: &str| order.iter().position(|o| o == v).unwrap_or(usize::MAX);
+    for r in recs.iter_mut() {
+        let chosen = r
+            .variant
+            .as_deref()
+            .filter(|_| r.run_on.as_deref() == Some(r.target.as_str()));
+        let fixes: Vec<String> = searches
+            .iter()
+            .filter(|s| chosen.is_none_or(|c| rank(&s.variant) < rank(c)))
+            .filter_map(|s| {
+                let cell = s.cells.iter().find(|c| c.target == r.target && c.meets_policy)?;
+                Some(format!(
+                    "{} with {} {} meets it at {} dB",
+                    s.variant,
+                    s.changed.join(", "),
+                    super::remedy::kind_phrase(s.kind),
+                    cell.sqnr_db.map_or("-".into(), |v| format!("{:.2}", v.0))
+                ))
+            })
+            .collect();
+        if !fixes.is_empty() {
+            r.remedy = Some(fixes.join("; "));
+        }
     }
 }
 

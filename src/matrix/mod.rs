@@ -262,8 +262,9 @@ fn policy_lines(reports: &[Report]) -> Vec<String> {
 pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) -> Result<Matrix> {
     let work = tempfile::Builder::new().prefix("npu-audit-matrix-").tempdir()?;
     let mut opts = opts.clone();
-    let reference = golden_for_all(&mut opts, work.path())?;
+    // Every variant is read before anything runs: a bad model is refused at once.
     let variants = variant_infos(&opts.variants)?;
+    let reference = golden_for_all(&mut opts, work.path())?;
     let order = choose::cost_order(&variants, &opts.cost);
     let mut cells = Vec::new();
     let mut reports = Vec::new();
@@ -278,10 +279,11 @@ pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) ->
         crate::interrupt::check()?;
     }
     let target_ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
-    let recommendations = choose::recommend(&cells, &order, &target_ids);
+    let mut recommendations = choose::recommend(&cells, &order, &target_ids);
     let policy = policy_lines(&reports);
     let dispatch = choose::dispatch(&recommendations, &cells, &variants, policy.clone());
     let remedies = remedy::search_all(&opts, specs, &cells, &order, work.path(), outputs)?;
+    choose::add_remedies(&mut recommendations, &remedies, &order);
     let mut notes = Vec::new();
     if policy.is_empty() {
         notes.push("no limits were set (--min-sqnr, --max-abs, --min-top1, a policy file): every cell that ran meets the policy, and the cheapest variant that runs is recommended".into());

@@ -34,11 +34,28 @@ pub enum RemedyKind {
 }
 
 impl RemedyKind {
+    /// Whether the rewrite can change a variant of this precision: 8-bit activations widen to
+    /// 16 bits; 8- or 16-bit ones can be left in float.
+    fn applies_to(self, precision: &str) -> bool {
+        match self {
+            RemedyKind::Widen16 => precision == "int8",
+            RemedyKind::Float => matches!(precision, "int8" | "a16w8"),
+        }
+    }
+
     fn file_tag(self) -> &'static str {
         match self {
             RemedyKind::Widen16 => "a16",
             RemedyKind::Float => "float",
         }
+    }
+}
+
+/// How a recommendation names a search's change: `at 16 bits`, `in float`.
+pub fn kind_phrase(kind: RemedyKind) -> &'static str {
+    match kind {
+        RemedyKind::Widen16 => "at 16 bits",
+        RemedyKind::Float => "in float",
     }
 }
 
@@ -110,7 +127,7 @@ pub struct RemedySearch {
 }
 
 /// Every search asked for: each kind on each variant that fails the policy on a target where
-/// it ran.
+/// it ran. The per-layer audit that ranks a variant's layers runs once for all kinds.
 pub fn search_all(
     opts: &MatrixOptions,
     specs: &[TargetSpec],
@@ -120,39 +137,51 @@ pub fn search_all(
     outputs: &mut Outputs,
 ) -> Result<Vec<RemedySearch>> {
     let mut out = Vec::new();
-    for kind in &opts.remedies.kinds {
-        for name in order {
-            let Some(variant) = opts.variants.iter().find(|v| v.name == *name) else {
-                continue;
-            };
-            let failing: Vec<&TargetSpec> = specs
-                .iter()
-                .filter(|s| {
-                    cells
-                        .iter()
-                        .any(|c| c.variant == *name && c.target == s.id && c.status == "ok" && !c.meets_policy)
-                })
-                .collect();
-            let model = crate::model::load_model(&variant.path)?;
-            if failing.is_empty() || super::choose::precision_class(&model.proto, &[]).0 != "int8" {
-                continue;
-            }
-            crate::console::note(format!(
-                "matrix: {} search on {} ({} failing targets)",
-                kind.file_tag(),
-                name,
-                failing.len()
-            ));
-            let base: Vec<Cell> = cells.iter().filter(|c| c.variant == *name).cloned().collect();
+    if opts.remedies.kinds.is_empty() {
+        return Ok(out);
+    }
+    if let Some(dir) = &opts.remedies.write_candidates {
+        outputs.dir("--write-candidates", dir)?;
+    }
+    for variant in order.iter().filter_map(|n| opts.variants.iter().find(|v| v.name == *n)) {
+        let failing: Vec<TargetSpec> = specs
+            .iter()
+            .filter(|s| {
+                let cell = cells.iter().find(|c| c.variant == variant.name && c.target == s.id);
+                cell.is_some_and(|c| c.status == "ok" && !c.meets_policy)
+            })
+            .cloned()
+            .collect();
+        let model = crate::model::load_model(&variant.path)?;
+        let precision = super::choose::precision_class(&model.proto, &[]).0;
+        let kinds: Vec<RemedyKind> = opts
+            .remedies
+            .kinds
+            .iter()
+            .copied()
+            .filter(|k| k.applies_to(precision))
+            .collect();
+        if failing.is_empty() || kinds.is_empty() {
+            continue;
+        }
+        crate::console::note(format!(
+            "matrix: per-layer audit of {} on its {} failing target(s)",
+            variant.name,
+            failing.len()
+        ));
+        let (_, layers) = audit_cells(opts, variant, &variant.path, &failing, Some(layer_options()))?;
+        let base: Vec<Cell> = cells.iter().filter(|c| c.variant == variant.name).cloned().collect();
+        for kind in kinds {
+            crate::console::note(format!("matrix: {} search on {}", kind.file_tag(), variant.name));
             let search = Search {
                 opts,
                 variant,
                 specs,
-                kind: *kind,
+                kind,
                 work,
                 model: &model,
             };
-            out.push(search.run(&failing, base, outputs)?);
+            out.push(search.run(&failing, &layers, base.clone(), outputs)?);
             crate::interrupt::check()?;
         }
     }
@@ -169,7 +198,13 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    fn run(&self, failing: &[&TargetSpec], base: Vec<Cell>, outputs: &mut Outputs) -> Result<RemedySearch> {
+    fn run(
+        &self,
+        failing: &[TargetSpec],
+        layers: &Report,
+        base: Vec<Cell>,
+        outputs: &mut Outputs,
+    ) -> Result<RemedySearch> {
         let failing_ids: Vec<String> = failing.iter().map(|s| s.id.clone()).collect();
         let mut search = RemedySearch {
             variant: self.variant.name.clone(),
@@ -184,17 +219,18 @@ impl Search<'_> {
             quantizer_overrides: serde_json::Value::Null,
             error: None,
         };
-        let failing_specs: Vec<TargetSpec> = failing.iter().map(|s| (*s).clone()).collect();
-        let (_, report) = audit_cells(
-            self.opts,
-            self.variant,
-            &self.variant.path,
-            &failing_specs,
-            Some(layer_options()),
-        )?;
-        search.ranking = self.ranking(&report, &failing_ids);
+        search.ranking = self.ranking(layers);
         if search.ranking.is_empty() {
-            search.error = Some("the per-layer audit measured no quantized layer that can be changed".into());
+            let problems = layers
+                .layer_audit
+                .as_ref()
+                .map(|l| l.problems.join("; "))
+                .unwrap_or_default();
+            search.error = Some(if problems.is_empty() {
+                "the per-layer audit measured no quantized layer that can be changed".into()
+            } else {
+                format!("the per-layer audit ranked no layer: {problems}")
+            });
             search.outcome = "no candidate".into();
             return Ok(search);
         }
@@ -258,12 +294,13 @@ impl Search<'_> {
     }
 
     /// Quantized layers that the rewrite accepts, most drift introduced first.
-    fn ranking(&self, report: &Report, failing: &[String]) -> Vec<RankedLayer> {
+    /// The layers of the failing targets' rows (not the baseline's) in `report`.
+    fn ranking(&self, report: &Report) -> Vec<RankedLayer> {
         let mut worst: BTreeMap<String, RankedLayer> = BTreeMap::new();
         let rows = report
             .targets
             .iter()
-            .filter(|t| failing.iter().any(|f| t.id.starts_with(f.as_str())));
+            .filter(|t| t.role == crate::target::TargetRole::Target);
         for layer in rows.flat_map(|t| &t.layers).filter(|l| l.quantized) {
             let Some(s) = layer.introduced_sqnr_db else {
                 continue;

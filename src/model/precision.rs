@@ -22,8 +22,8 @@ pub enum PrecisionError {
     NotQuantized(String),
     #[error("{tensor}: its quantization is not one constant scale and zero point")]
     NotPerTensor { tensor: String },
-    #[error("{tensor}: its codes are {bits} already")]
-    NotEightBit { tensor: String, bits: String },
+    #[error("{tensor}: its codes are {bits}, which this rewrite does not change")]
+    UnsupportedCodes { tensor: String, bits: String },
     #[error("{tensor}: its codes {codes} are read by {consumer}, not only by DequantizeLinear")]
     OtherConsumer {
         tensor: String,
@@ -60,8 +60,8 @@ pub struct Floated {
     pub consumers: Vec<String>,
 }
 
-/// The QuantizeLinear reading `tensor`, its per-tensor scale, zero point and code type, and the
-/// DequantizeLinear nodes reading its codes (the only readers allowed).
+/// The QuantizeLinear reading `tensor`, its per-tensor scale, zero point and code type (one of
+/// `code_types`), and the DequantizeLinear nodes reading its codes (the only readers allowed).
 struct Pair {
     /// The old scale and zero point's names (dropped once nothing reads them).
     params: Vec<String>,
@@ -72,7 +72,7 @@ struct Pair {
     code_type: i32,
 }
 
-fn find_pair(graph: &GraphProto, tensor: &str) -> Result<Pair, PrecisionError> {
+fn find_pair(graph: &GraphProto, tensor: &str, code_types: &[i32]) -> Result<Pair, PrecisionError> {
     let q = graph
         .node
         .iter()
@@ -92,10 +92,10 @@ fn find_pair(graph: &GraphProto, tensor: &str) -> Result<Pair, PrecisionError> {
     };
     let (scale, _) = value(1).ok_or_else(not_per_tensor)?;
     let (zero_point, code_type) = value(2).ok_or_else(not_per_tensor)?;
-    if !matches!(code_type, UINT8 | INT8) {
+    if !code_types.contains(&code_type) {
         let bits =
             crate::tensor::DType::from_onnx(code_type).map_or("not integers".to_string(), |d| d.name().to_string());
-        return Err(PrecisionError::NotEightBit {
+        return Err(PrecisionError::UnsupportedCodes {
             tensor: tensor.to_string(),
             bits,
         });
@@ -193,7 +193,7 @@ pub fn widen_to_16_bits(model: &mut ModelProto, tensor: &str) -> Result<Widened,
     let Some(graph) = model.graph.as_mut() else {
         return Err(PrecisionError::NotQuantized(tensor.to_string()));
     };
-    let pair = find_pair(graph, tensor)?;
+    let pair = find_pair(graph, tensor, &[UINT8, INT8])?;
     let signed = pair.code_type == INT8;
     let (scale_16, zero_point_16) = widened_params(pair.scale, pair.zero_point, signed);
     let scale_name = fresh_name(graph, &format!("{tensor}_scale_16bit"));
@@ -273,7 +273,7 @@ pub fn leave_in_float(model: &mut ModelProto, tensor: &str) -> Result<Floated, P
     let Some(graph) = model.graph.as_mut() else {
         return Err(PrecisionError::NotQuantized(tensor.to_string()));
     };
-    let pair = find_pair(graph, tensor)?;
+    let pair = find_pair(graph, tensor, &[UINT8, INT8, UINT16, INT16])?;
     let dq_outputs: Vec<String> = pair
         .dqs
         .iter()
@@ -339,6 +339,130 @@ fn drop_unread_initializers(graph: &mut GraphProto, names: &[String], gone: &[us
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::pb::{GraphProto, NodeProto, OperatorSetIdProto, ValueInfoProto};
+
+    fn node(name: &str, op: &str, inputs: &[&str], output: &str) -> NodeProto {
+        NodeProto {
+            name: Some(name.into()),
+            op_type: Some(op.into()),
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.into()],
+            ..Default::default()
+        }
+    }
+
+    /// x -> Conv -> y -> Q(0.02, 100, uint8) -> DQ -> Relu -> out, opset 13.
+    fn model() -> ModelProto {
+        ModelProto {
+            opset_import: vec![OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(13),
+            }],
+            graph: Some(GraphProto {
+                node: vec![
+                    node("conv", "Conv", &["x", "w"], "y"),
+                    node("q", "QuantizeLinear", &["y", "y_scale", "y_zp"], "y_q"),
+                    node("dq", "DequantizeLinear", &["y_q", "y_scale", "y_zp"], "y_dq"),
+                    node("relu", "Relu", &["y_dq"], "out"),
+                ],
+                initializer: vec![
+                    scalar("y_scale", 1, 0.02f32.to_le_bytes().to_vec()),
+                    scalar("y_zp", UINT8, vec![100]),
+                ],
+                output: vec![ValueInfoProto {
+                    name: Some("out".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn initializer<'a>(m: &'a ModelProto, name: &str) -> Option<&'a TensorProto> {
+        m.graph
+            .as_ref()?
+            .initializer
+            .iter()
+            .find(|t| t.name.as_deref() == Some(name))
+    }
+
+    #[test]
+    fn widening_rewrites_the_pair_with_new_parameters_and_contrib_ops_before_opset_21() {
+        let mut m = model();
+        let w = widen_to_16_bits(&mut m, "y").expect("widens");
+        assert_eq!((w.zero_point_8, w.zero_point_16, w.code_type), (100, 25_700, "uint16"));
+        assert_eq!(w.nodes, ["q", "dq"]);
+        let g = m.graph.as_ref().expect("graph");
+        for n in &g.node[1..3] {
+            assert_eq!(
+                n.input[1..],
+                ["y_scale_16bit".to_string(), "y_zero_point_16bit".to_string()]
+            );
+            assert_eq!(n.domain.as_deref(), Some("com.microsoft"));
+        }
+        let zp = initializer(&m, "y_zero_point_16bit").expect("zero point");
+        assert_eq!(
+            (zp.data_type, zp.raw_data.as_deref()),
+            (Some(UINT16), Some(&25_700u16.to_le_bytes()[..]))
+        );
+        let scale = initializer(&m, "y_scale_16bit").expect("scale");
+        assert_eq!(
+            scale.raw_data.as_deref(),
+            Some(&((0.02f64 / 257.0) as f32).to_le_bytes()[..])
+        );
+        // The old parameters are gone; the contrib domain is imported.
+        assert!(initializer(&m, "y_scale").is_none() && initializer(&m, "y_zp").is_none());
+        assert!(m
+            .opset_import
+            .iter()
+            .any(|o| o.domain.as_deref() == Some("com.microsoft")));
+        // Twice is refused: the codes are 16-bit now.
+        assert!(matches!(
+            widen_to_16_bits(&mut m, "y"),
+            Err(PrecisionError::UnsupportedCodes { .. })
+        ));
+    }
+
+    #[test]
+    fn leaving_in_float_rewires_the_readers_and_removes_the_pair() {
+        let mut m = model();
+        let f = leave_in_float(&mut m, "y").expect("floats");
+        assert_eq!(
+            (f.removed, f.consumers),
+            (vec!["q".to_string(), "dq".to_string()], vec!["relu".to_string()])
+        );
+        let g = m.graph.as_ref().expect("graph");
+        let ops: Vec<&str> = g.node.iter().filter_map(|n| n.op_type.as_deref()).collect();
+        assert_eq!(ops, ["Conv", "Relu"]);
+        assert_eq!(g.node[1].input, ["y"]);
+        assert!(g.initializer.is_empty());
+    }
+
+    #[test]
+    fn pairs_read_by_other_ops_or_ending_the_graph_are_refused() {
+        let mut m = model();
+        m.graph
+            .as_mut()
+            .expect("graph")
+            .node
+            .push(node("peek", "Identity", &["y_q"], "z"));
+        assert!(matches!(
+            widen_to_16_bits(&mut m, "y"),
+            Err(PrecisionError::OtherConsumer { .. })
+        ));
+        let mut m = model();
+        m.graph.as_mut().expect("graph").output[0].name = Some("y_dq".into());
+        assert!(matches!(
+            leave_in_float(&mut m, "y"),
+            Err(PrecisionError::GraphOutput { .. })
+        ));
+        assert!(matches!(
+            widen_to_16_bits(&mut model(), "x"),
+            Err(PrecisionError::NotQuantized(_))
+        ));
+    }
 
     #[test]
     fn widened_ranges_equal_the_eight_bit_ranges() {

@@ -43,7 +43,7 @@ fn grid(m: &Matrix) -> Builder {
 
 fn recommendation_rows(m: &Matrix) -> Builder {
     let mut b = Builder::default();
-    b.push_record(["target", "ship", "runs on", "SQNR dB", "why"]);
+    b.push_record(["target", "ship", "runs on", "SQNR dB", "why", "cheaper proven fix"]);
     for r in &m.recommendations {
         b.push_record([
             r.target.clone(),
@@ -51,6 +51,7 @@ fn recommendation_rows(m: &Matrix) -> Builder {
             r.run_on.clone().unwrap_or_else(|| "-".into()),
             db_opt(r.sqnr_db),
             r.reason.clone(),
+            r.remedy.as_deref().map_or("-".into(), printable),
         ]);
     }
     b
@@ -200,8 +201,9 @@ pub fn markdown(m: &Matrix) -> String {
         "runs on".into(),
         "SQNR dB".into(),
         "why".into(),
+        "cheaper proven fix".into(),
     ]) + "\n");
-    out += "| --- | --- | --- | --- | --- |\n";
+    out += "| --- | --- | --- | --- | --- | --- |\n";
     for r in &m.recommendations {
         out += &(md_row(&[
             format!("`{}`", r.target),
@@ -209,6 +211,7 @@ pub fn markdown(m: &Matrix) -> String {
             r.run_on.clone().unwrap_or_else(|| "-".into()),
             db_opt(r.sqnr_db),
             r.reason.clone(),
+            r.remedy.clone().unwrap_or_else(|| "-".into()),
         ]) + "\n");
     }
     for s in &m.remedies {

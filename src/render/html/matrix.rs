@@ -76,7 +76,7 @@ fn recommendations(m: &Matrix) -> Markup {
     html! {
         h2 { "What to ship where" }
         table {
-            tr { th { "target" } th { "ship" } th { "runs on" } th { "SQNR dB" } th { "why" } }
+            tr { th { "target" } th { "ship" } th { "runs on" } th { "SQNR dB" } th { "why" } th { "cheaper proven fix" } }
             @for r in &m.recommendations {
                 tr {
                     td { code { (r.target) } }
@@ -84,6 +84,7 @@ fn recommendations(m: &Matrix) -> Markup {
                     td { (r.run_on.as_deref().unwrap_or("-")) }
                     td.num { (db_opt(r.sqnr_db)) }
                     td { (r.reason) }
+                    td { (r.remedy.as_deref().unwrap_or("-")) }
                 }
             }
         }
