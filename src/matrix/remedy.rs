@@ -94,6 +94,12 @@ pub struct RemedyStep {
     pub gained_db: BTreeMap<String, Num>,
     pub meets_policy: BTreeMap<String, bool>,
     pub placement: BTreeMap<String, StepPlacement>,
+    /// Targets that met the policy with the last kept candidate and do not with this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regressions: Vec<String>,
+    /// Targets where the last kept candidate ran and this one did not (its cells say why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub did_not_run: Vec<String>,
     /// The candidate's file under `--write-candidates`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub candidate_file: Option<String>,
@@ -339,6 +345,8 @@ impl Search<'_> {
             gained_db: BTreeMap::new(),
             meets_policy: BTreeMap::new(),
             placement: BTreeMap::new(),
+            regressions: Vec::new(),
+            did_not_run: Vec::new(),
             candidate_file: None,
         };
         for c in after {
@@ -361,15 +369,17 @@ impl Search<'_> {
                 },
             );
         }
-        let lowest = |cells: &[Cell]| {
-            failing
-                .iter()
-                .filter_map(|t| cells.iter().find(|c| c.target == *t))
-                .map(rank_sqnr)
-                .fold(f64::INFINITY, f64::min)
-        };
-        let newly_passing = failing.iter().any(|t| meets(after, t) && !meets(before, t));
-        step.kept = newly_passing || lowest(after) > lowest(before) + MIN_GAIN_DB;
+        step.regressions = after
+            .iter()
+            .filter(|c| !c.meets_policy && meets(before, &c.target))
+            .map(|c| c.target.clone())
+            .collect();
+        step.did_not_run = after
+            .iter()
+            .filter(|c| c.status != "ok" && before.iter().any(|b| b.target == c.target && b.status == "ok"))
+            .map(|c| c.target.clone())
+            .collect();
+        step.kept = improves(before, after, failing);
         step
     }
 
@@ -380,7 +390,20 @@ impl Search<'_> {
                 "the policy holds on every failing target with {n} layer(s) changed: {}",
                 search.changed.join(", ")
             ),
-            (false, 0) => "no layer raised the failing targets' SQNR".into(),
+            (false, 0) => {
+                let broke: std::collections::BTreeSet<&String> = search
+                    .steps
+                    .iter()
+                    .flat_map(|st| &st.did_not_run)
+                    .filter(|t| search.failing_targets.contains(t))
+                    .collect();
+                if broke.is_empty() {
+                    "no layer raised the failing targets' SQNR".into()
+                } else {
+                    let names: Vec<&str> = broke.into_iter().map(String::as_str).collect();
+                    format!("no layer kept: candidates stopped running on {}", names.join(", "))
+                }
+            }
             (false, _) => format!(
                 "budget spent ({n} layer(s) changed, --max-promoted {}): the policy still fails on {}",
                 self.opts.remedies.max_promoted,
@@ -402,6 +425,28 @@ impl Search<'_> {
 
 fn layer_tensor(search: &RemedySearch) -> String {
     search.steps.last().map(|s| s.layer.tensor.clone()).unwrap_or_default()
+}
+
+/// Whether a candidate (`after`) is better than the last kept one (`before`) on the failing
+/// targets: no failing target that ran stops running, and more of them meet the policy, or as
+/// many and the lowest SQNR of those that still do not rises by more than [`MIN_GAIN_DB`].
+fn improves(before: &[Cell], after: &[Cell], failing: &[String]) -> bool {
+    let ran = |cells: &[Cell], t: &str| cells.iter().any(|c| c.target == t && c.status == "ok");
+    if failing.iter().any(|t| ran(before, t) && !ran(after, t)) {
+        return false;
+    }
+    let score = |cells: &[Cell]| {
+        let passing = failing.iter().filter(|t| meets(cells, t)).count();
+        let lowest = failing
+            .iter()
+            .filter(|t| !meets(cells, t))
+            .filter_map(|t| cells.iter().find(|c| c.target == *t))
+            .map(rank_sqnr)
+            .fold(f64::INFINITY, f64::min);
+        (passing, lowest)
+    };
+    let ((passing_before, lowest_before), (passing_after, lowest_after)) = (score(before), score(after));
+    passing_after > passing_before || (passing_after == passing_before && lowest_after > lowest_before + MIN_GAIN_DB)
 }
 
 fn meets(cells: &[Cell], target: &str) -> bool {
@@ -440,5 +485,61 @@ fn layer_options() -> LayerOptions {
         isolate_window: 1,
         tap_budget_bytes: 256 << 20,
         top: 10,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(target: &str, status: &str, sqnr: f64, meets_policy: bool) -> Cell {
+        Cell {
+            variant: "v".into(),
+            target: target.into(),
+            status: status.into(),
+            error: None,
+            meets_policy,
+            failed_rules: vec![],
+            worst_output: None,
+            sqnr_db: Some(Num(sqnr)),
+            max_abs: None,
+            top1_agreement: None,
+            compute_fallback_nodes: None,
+            partitions: None,
+            crossing_bytes: None,
+            fallback_nodes: vec![],
+            model_bytes: 0,
+            runtime: None,
+            options: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_candidate_is_kept_for_more_passing_targets_or_a_higher_floor_never_for_a_broken_one() {
+        let failing = ["a".to_string(), "b".to_string()];
+        let before = [cell("a", "ok", 15.0, false), cell("b", "ok", 14.0, false)];
+        // One more target passes, even though the other one drops.
+        assert!(improves(
+            &before,
+            &[cell("a", "ok", 26.0, true), cell("b", "ok", 10.0, false)],
+            &failing
+        ));
+        // Neither passes: the lowest must rise by more than 0.05 dB.
+        assert!(improves(
+            &before,
+            &[cell("a", "ok", 16.0, false), cell("b", "ok", 14.1, false)],
+            &failing
+        ));
+        assert!(!improves(
+            &before,
+            &[cell("a", "ok", 19.0, false), cell("b", "ok", 14.04, false)],
+            &failing
+        ));
+        // A target that ran and no longer runs rules the candidate out.
+        assert!(!improves(
+            &before,
+            &[cell("a", "ok", 26.0, true), cell("b", "failed", 0.0, false)],
+            &failing
+        ));
     }
 }

@@ -139,6 +139,19 @@ pub fn table(m: &Matrix) -> String {
         if !s.steps.is_empty() {
             let _ = writeln!(out, "{}", grid_text(remedy_rows(s)));
         }
+        for (i, st) in s.steps.iter().enumerate() {
+            if !st.did_not_run.is_empty() {
+                let _ = writeln!(out, "candidate {}: did not run on {}", i + 1, st.did_not_run.join(", "));
+            }
+            if !st.regressions.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "candidate {}: no longer meets the policy on {}",
+                    i + 1,
+                    st.regressions.join(", ")
+                );
+            }
+        }
         let _ = writeln!(out, "{}", printable(&s.outcome));
         if let Some(e) = &s.error {
             let _ = writeln!(out, "error: {}", printable(e));
@@ -238,6 +251,9 @@ pub fn markdown(m: &Matrix) -> String {
                 if st.kept { "" } else { ", not kept" },
                 gains.join(", ")
             );
+            if !st.regressions.is_empty() {
+                let _ = writeln!(out, "   no longer meets the policy on {}", st.regressions.join(", "));
+            }
         }
     }
     let top1: Vec<String> = m
