@@ -73,7 +73,7 @@ pub struct RankedLayer {
 /// Where a changed layer ran on one target, and what the graph's placement became.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepPlacement {
-    /// `npu` (the target's EP) or `cpu` (left to the CPU EP).
+    /// `npu` (the target's EP), `cpu` (left to the CPU EP), or `-` when the candidate did not run.
     pub layer_runs_on: String,
     pub compute_fallback_nodes: Option<usize>,
     pub partitions: Option<usize>,
@@ -258,11 +258,7 @@ impl Search<'_> {
             crate::model::rewrite::write_model(&candidate, self.model, &file)?;
             let (cells, _) = audit_cells(self.opts, self.variant, &file, self.specs, None)?;
             let mut step = self.step(layer, rewrite, &current, &cells, &failing_ids);
-            if let Some(dir) = &self.opts.remedies.write_candidates {
-                let dest = dir.join(file.file_name().unwrap_or_default());
-                outputs.file("--write-candidates", &dest, &std::fs::read(&file)?)?;
-                step.candidate_file = Some(dest.display().to_string());
-            }
+            step.candidate_file = self.keep_candidate(&file, outputs)?;
             let kept = step.kept;
             search.steps.push(step);
             if kept {
@@ -278,6 +274,20 @@ impl Search<'_> {
         }
         self.conclude(&mut search, current);
         Ok(search)
+    }
+
+    /// Stages the candidate under `--write-candidates`, unless the model keeps its weights in
+    /// external data (the candidate's file alone would not load elsewhere).
+    fn keep_candidate(&self, file: &Path, outputs: &mut Outputs) -> Result<Option<String>> {
+        let Some(dir) = &self.opts.remedies.write_candidates else {
+            return Ok(None);
+        };
+        if !self.model.external_data_files().is_empty() {
+            return Ok(None);
+        }
+        let dest = dir.join(file.file_name().unwrap_or_default());
+        outputs.file("--write-candidates", &dest, &std::fs::read(file)?)?;
+        Ok(Some(dest.display().to_string()))
     }
 
     fn rewrite(&self, proto: &mut ModelProto, tensor: &str) -> Result<String, crate::model::precision::PrecisionError> {
@@ -359,10 +369,15 @@ impl Search<'_> {
             }
             step.meets_policy.insert(c.target.clone(), c.meets_policy);
             let on_cpu = c.target.starts_with("cpu") || c.fallback_nodes.contains(&step.layer.node);
+            let runs_on = match (c.status.as_str(), on_cpu) {
+                ("ok", true) => "cpu",
+                ("ok", false) => "npu",
+                _ => "-",
+            };
             step.placement.insert(
                 c.target.clone(),
                 StepPlacement {
-                    layer_runs_on: if on_cpu { "cpu" } else { "npu" }.into(),
+                    layer_runs_on: runs_on.into(),
                     compute_fallback_nodes: c.compute_fallback_nodes,
                     partitions: c.partitions,
                     crossing_bytes: c.crossing_bytes,
@@ -404,17 +419,21 @@ impl Search<'_> {
                     format!("no layer kept: candidates stopped running on {}", names.join(", "))
                 }
             }
-            (false, _) => format!(
-                "budget spent ({n} layer(s) changed, --max-promoted {}): the policy still fails on {}",
-                self.opts.remedies.max_promoted,
-                search
+            (false, _) => {
+                let budget = self.opts.remedies.max_promoted;
+                let spent = if n == budget {
+                    format!("budget spent ({n} layer(s) kept, --max-promoted {budget})")
+                } else {
+                    format!("{} layer(s) tried, {n} kept", search.steps.len())
+                };
+                let still: Vec<&str> = search
                     .failing_targets
                     .iter()
                     .filter(|t| !meets(&current, t))
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+                    .map(String::as_str)
+                    .collect();
+                format!("{spent}: the policy still fails on {}", still.join(", "))
+            }
         };
         search.quantizer_overrides = overrides(self.kind, search);
         if n > 0 {
@@ -428,13 +447,11 @@ fn layer_tensor(search: &RemedySearch) -> String {
 }
 
 /// Whether a candidate (`after`) is better than the last kept one (`before`) on the failing
-/// targets: no failing target that ran stops running, and more of them meet the policy, or as
-/// many and the lowest SQNR of those that still do not rises by more than [`MIN_GAIN_DB`].
+/// targets: more of them meet the policy, or as many and the lowest SQNR of those that still do
+/// not rises by more than [`MIN_GAIN_DB`] (a target where the candidate does not run counts as
+/// −∞ dB). The dispatch is per target: a candidate that fixes some failing targets and stops
+/// running on others, which failed anyway, is progress.
 fn improves(before: &[Cell], after: &[Cell], failing: &[String]) -> bool {
-    let ran = |cells: &[Cell], t: &str| cells.iter().any(|c| c.target == t && c.status == "ok");
-    if failing.iter().any(|t| ran(before, t) && !ran(after, t)) {
-        return false;
-    }
     let score = |cells: &[Cell]| {
         let passing = failing.iter().filter(|t| meets(cells, t)).count();
         let lowest = failing
@@ -515,7 +532,7 @@ mod tests {
     }
 
     #[test]
-    fn a_candidate_is_kept_for_more_passing_targets_or_a_higher_floor_never_for_a_broken_one() {
+    fn a_candidate_is_kept_for_more_passing_targets_or_a_higher_floor() {
         let failing = ["a".to_string(), "b".to_string()];
         let before = [cell("a", "ok", 15.0, false), cell("b", "ok", 14.0, false)];
         // One more target passes, even though the other one drops.
@@ -535,11 +552,10 @@ mod tests {
             &[cell("a", "ok", 19.0, false), cell("b", "ok", 14.04, false)],
             &failing
         ));
-        // A target that ran and no longer runs rules the candidate out.
-        assert!(!improves(
-            &before,
-            &[cell("a", "ok", 26.0, true), cell("b", "failed", 0.0, false)],
-            &failing
-        ));
+        // A failing target that stops running is −∞ dB: progress only if another one passes.
+        let stops = [cell("a", "ok", 19.0, false), cell("b", "failed", 0.0, false)];
+        assert!(!improves(&before, &stops, &failing));
+        let fixes_one = [cell("a", "ok", 26.0, true), cell("b", "failed", 0.0, false)];
+        assert!(improves(&before, &fixes_one, &failing));
     }
 }
