@@ -557,3 +557,46 @@ fn minilm_matrix_ships_a16w8_and_its_16_bit_candidates_follow_the_definitions() 
     let opset = check["opset"].as_i64().unwrap();
     assert_widened_per_onnx(&check, &[tensor], opset);
 }
+
+/// With a stored golden run the searches rank layers on its activations (`golden create
+/// --layers`), and say why they cannot when it holds outputs only.
+#[test]
+fn searches_against_a_stored_golden_run_need_its_activations() {
+    let dir = tempdir();
+    let fp32 = repo("fixtures/models/cnn_fp32.onnx").display().to_string();
+    let u8m = repo("fixtures/models/cnn_qdq_u8.onnx").display().to_string();
+    for (name, layers) in [("with", true), ("without", false)] {
+        let golden = dir.path().join(name);
+        let mut create = vec!["golden", "create", &fp32, "--out", golden.to_str().unwrap()];
+        if layers {
+            create.push("--layers");
+        }
+        assert_eq!(run(&create).status.code(), Some(0));
+        let out = run(&[
+            "matrix",
+            "--variant",
+            &format!("int8={u8m}"),
+            "--golden",
+            golden.to_str().unwrap(),
+            "-t",
+            "qnn:sm8650",
+            "--min-sqnr",
+            "28",
+            "--search",
+            "widen16",
+            "--format",
+            "json",
+        ]);
+        let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let search = &m["remedies"][0];
+        if layers {
+            assert_eq!(search["fixed"], true, "{search:#}");
+            assert_eq!(search["changed"], serde_json::json!(["conv2_out"]));
+        } else {
+            assert!(
+                search["error"].as_str().unwrap().contains("golden create --layers"),
+                "{search:#}"
+            );
+        }
+    }
+}

@@ -720,8 +720,8 @@ pub struct MatrixArgs {
     /// Class axis for top-1 agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS")]
     pub class_axis: Vec<String>,
-    /// Search mixed-precision fixes for int8 variants that fail the policy somewhere
-    /// (repeatable): widen16 (the worst layers' activations to 16 bits), float (left in float).
+    /// Search mixed-precision fixes for variants that fail the policy somewhere (repeatable):
+    /// widen16 (the worst layers' 8-bit activations to 16 bits), float (left in float).
     #[arg(long = "search", value_enum, value_name = "REMEDY")]
     pub search: Vec<RemedyChoice>,
     /// Layers a search may change at most.

@@ -52,7 +52,7 @@ fn run_inputs(a: &CompareArgs) -> Vec<PathBuf> {
 }
 
 /// The files under `dir`, `depth` levels down at most.
-fn files_under(dir: &Path, depth: usize) -> Vec<PathBuf> {
+pub(super) fn files_under(dir: &Path, depth: usize) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -50,19 +50,20 @@ fn options(a: &MatrixArgs) -> Result<MatrixOptions> {
             )));
         }
     }
-    let mut kinds: Vec<RemedyKind> = a
-        .search
-        .iter()
-        .map(|s| match s {
+    let mut kinds: Vec<RemedyKind> = Vec::new();
+    for s in &a.search {
+        let kind = match s {
             RemedyChoice::Widen16 => RemedyKind::Widen16,
             RemedyChoice::Float => RemedyKind::Float,
-        })
-        .collect();
-    kinds.dedup();
+        };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
     let audit = super::compare::matrix_audit(a)?;
     Ok(MatrixOptions {
         variants,
-        asked_inputs: audit.inputs.clone(),
+        asked_inputs: None,
         audit,
         cost: a.cost.clone(),
         remedies: RemedyOptions {
@@ -101,6 +102,12 @@ pub fn run(a: &MatrixArgs) -> Result<ExitCode> {
         .chain(a.reference.reference.clone())
         .chain(a.inputs.npz.iter().cloned())
         .chain(a.gate.config.clone())
+        .chain(
+            a.reference
+                .golden_dir
+                .iter()
+                .flat_map(|d| super::compare::files_under(d, 4)),
+        )
         .collect();
     let files = files(a);
     let mut outputs = findings_outputs(&files, reads)?;

@@ -180,8 +180,8 @@ pub fn add_remedies(recs: &mut [Recommendation], searches: &[super::remedy::Reme
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DispatchEntry {
     pub target: String,
-    /// The chipset's `sm` name and SoC model (as QNN's `soc_model` option and Android's
-    /// `ro.soc.model` name them), for QNN targets.
+    /// The device's chipset: its `sm` name and SoC model (as QNN's `soc_model` option and
+    /// Android's `ro.soc.model` name them), for QNN targets (also when the choice is its CPU).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chipset: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -222,13 +222,19 @@ pub fn dispatch(recs: &[Recommendation], cells: &[Cell], variants: &[VariantInfo
         let Some(info) = variants.iter().find(|x| x.name == *v) else {
             continue;
         };
-        let spec = crate::target::TargetSpec::parse_many(on)
-            .ok()
-            .and_then(|s| s.into_iter().next());
-        let chip = spec.as_ref().and_then(|s| match &s.backend {
+        let first = |t: &str| {
+            crate::target::TargetSpec::parse_many(t)
+                .ok()
+                .and_then(|s| s.into_iter().next())
+        };
+        // The device's chipset (what an app looks up), which stays the target's own when the
+        // choice is to run on its CPU.
+        let device = first(&r.target);
+        let chip = device.as_ref().and_then(|s| match &s.backend {
             crate::target::Backend::Qnn(c) => Some(c),
             _ => None,
         });
+        let spec = first(on);
         entries.push(DispatchEntry {
             target: r.target.clone(),
             chipset: chip.map(|c| c.sm.to_string()),
@@ -322,5 +328,30 @@ mod tests {
         let v = [info("fp16", 2), info("a16", 1), info("u8", 0), info("u8b", 0)];
         assert_eq!(cost_order(&v, &[]), ["u8", "u8b", "a16", "fp16"]);
         assert_eq!(cost_order(&v, &["fp16".into()]), ["fp16"]);
+    }
+
+    #[test]
+    fn a_device_sent_to_its_cpu_keeps_its_chipset_in_the_dispatch_table() {
+        let order = vec!["int8".to_string()];
+        let targets = vec!["qnn:sm8650".to_string(), "cpu".to_string()];
+        let cells = vec![cell("int8", "qnn:sm8650", 12.0, false), cell("int8", "cpu", 30.0, true)];
+        let recs = recommend(&cells, &order, &targets);
+        let info = VariantInfo {
+            name: "int8".into(),
+            path: "m.onnx".into(),
+            sha256: "ab".into(),
+            size_bytes: 1,
+            precision: "int8".into(),
+            cost_rank: 0,
+            options: vec![],
+        };
+        let d = dispatch(&recs, &cells, &[info], vec![]);
+        let e = &d.entries[0];
+        assert_eq!(
+            (e.target.as_str(), e.chipset.as_deref(), e.soc_model),
+            ("qnn:sm8650", Some("sm8650"), Some(57))
+        );
+        assert_eq!(e.execution_provider, "CPUExecutionProvider");
+        assert_eq!(e.model, "m.onnx");
     }
 }

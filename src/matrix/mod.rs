@@ -119,9 +119,11 @@ pub struct MatrixOptions {
     /// `--cost`: the variants cheapest first (empty: by precision).
     pub cost: Vec<String>,
     pub remedies: RemedyOptions,
-    /// The inputs as asked, kept for the searches' per-layer audits, which run the reference
-    /// model themselves (a stored golden run may lack activations they need).
-    pub asked_inputs: crate::inputs::InputOptions,
+    /// When the matrix made the golden run from `--reference`: the inputs as asked, for the
+    /// searches' per-layer audits, which run the reference model themselves on them (a stored
+    /// golden run may lack activations they need). `None` with a golden run given: the per-layer
+    /// audits use it, and so its inputs.
+    pub asked_inputs: Option<crate::inputs::InputOptions>,
 }
 
 /// A variant as measured: its file, size and precision.
@@ -224,9 +226,9 @@ pub fn audit_cells(
         ids.push(id);
     }
     let mut audit = opts.audit.clone();
-    if layers.is_some() && audit.reference.is_some() {
+    if let (Some(_), Some(inputs)) = (&layers, &opts.asked_inputs) {
         audit.golden = None;
-        audit.inputs = opts.asked_inputs.clone();
+        audit.inputs = inputs.clone();
     }
     audit.model = model.to_path_buf();
     audit.targets = targets;
@@ -327,7 +329,7 @@ fn golden_for_all(opts: &mut MatrixOptions, work: &std::path::Path) -> Result<St
         exec: opts.audit.exec.clone(),
         layers: false,
     })?;
-    opts.asked_inputs = opts.audit.inputs.clone();
+    opts.asked_inputs = Some(opts.audit.inputs.clone());
     opts.audit.golden = Some(dir);
     // The golden directory supplies the inputs from now on (compare refuses both).
     opts.audit.inputs = crate::inputs::InputOptions {
