@@ -361,16 +361,7 @@ pub fn release_bisect_options(a: &ReleaseBisectArgs) -> Result<ReleaseBisectOpti
         return Err(bad_flag("--max-abs must be a non-negative number"));
     }
     let audit = findings_audit(&a.model, &a.reference, &a.inputs, &a.exec)?;
-    let layers = (!a.no_layers).then(|| LayerOptions {
-        mode: LayerMode::Tap,
-        selection: Selection::default(),
-        divergence: DivergenceRules::default(),
-        baseline: None,
-        isolate: true,
-        isolate_window: 1,
-        tap_budget_bytes: 256 << 20,
-        top: 10,
-    });
+    let layers = (!a.no_layers).then(LayerOptions::isolated_taps);
     Ok(ReleaseBisectOptions {
         audit,
         target: specs.remove(0),

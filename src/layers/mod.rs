@@ -58,6 +58,24 @@ pub struct LayerOptions {
     pub top: usize,
 }
 
+impl LayerOptions {
+    /// Every layer tapped and run alone on golden inputs, with the default rules, budget and
+    /// listing: the audit that commands other than `compare` run for their attributions
+    /// (`runtime bisect`, `matrix --search`).
+    pub fn isolated_taps() -> LayerOptions {
+        LayerOptions {
+            mode: LayerMode::Tap,
+            selection: select::Selection::default(),
+            divergence: DivergenceRules::default(),
+            baseline: None,
+            isolate: true,
+            isolate_window: 1,
+            tap_budget_bytes: 256 << 20,
+            top: 10,
+        }
+    }
+}
+
 /// The per-layer results of one audit: the common part and, per planned target, its layers
 /// and summary (`None` for targets that did not run).
 pub struct LayerResults {

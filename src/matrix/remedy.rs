@@ -12,11 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use super::cells::{rank_sqnr, Cell};
 use super::{audit_cells, MatrixOptions, Variant};
-use crate::layers::select::Selection;
-use crate::layers::{LayerMode, LayerOptions};
+use crate::layers::LayerOptions;
 use crate::model::pb::ModelProto;
 use crate::model::precision::{leave_in_float, widen_to_16_bits};
-use crate::report::model::{DivergenceRules, Num, Report};
+use crate::report::model::{Num, Report};
 use crate::target::TargetSpec;
 use crate::userfile::Outputs;
 
@@ -175,7 +174,13 @@ pub fn search_all(
             variant.name,
             failing.len()
         ));
-        let (_, layers) = audit_cells(opts, variant, &variant.path, &failing, Some(layer_options()))?;
+        let (_, layers) = audit_cells(
+            opts,
+            variant,
+            &variant.path,
+            &failing,
+            Some(LayerOptions::isolated_taps()),
+        )?;
         let base: Vec<Cell> = cells.iter().filter(|c| c.variant == variant.name).cloned().collect();
         for kind in kinds {
             crate::console::note(format!("matrix: {} search on {}", kind.file_tag(), variant.name));
@@ -488,20 +493,6 @@ fn overrides(kind: RemedyKind, search: &RemedySearch) -> serde_json::Value {
             let nodes: Vec<String> = kept.map(|s| s.layer.node.clone()).collect();
             serde_json::json!({ "nodes_to_exclude": nodes })
         }
-    }
-}
-
-/// The per-layer audit that ranks layers: every layer tapped and run alone on golden inputs.
-fn layer_options() -> LayerOptions {
-    LayerOptions {
-        mode: LayerMode::Tap,
-        selection: Selection::default(),
-        divergence: DivergenceRules::default(),
-        baseline: None,
-        isolate: true,
-        isolate_window: 1,
-        tap_budget_bytes: 256 << 20,
-        top: 10,
     }
 }
 
