@@ -209,12 +209,13 @@ fn cell_target(spec: &TargetSpec, variant: &Variant) -> Result<(String, String)>
     Ok((text, id))
 }
 
-/// Runs `model` (the variant's file or a candidate of it) on `specs` with `variant`'s options
-/// in one `compare`, and returns each target's cell in `specs` order, with the report.
+/// Runs `model` (the variant's file or a candidate of it, `model_bytes` with its external data)
+/// on `specs` with `variant`'s options in one `compare`, and returns each target's cell in
+/// `specs` order, with the report.
 pub fn audit_cells(
     opts: &MatrixOptions,
     variant: &Variant,
-    model: &std::path::Path,
+    (model, model_bytes): (&std::path::Path, u64),
     specs: &[TargetSpec],
     layers: Option<crate::layers::LayerOptions>,
 ) -> Result<(Vec<Cell>, Report)> {
@@ -235,7 +236,6 @@ pub fn audit_cells(
     audit.no_baseline = layers.is_none();
     audit.layers = layers;
     let report = run_compare(&audit, &mut Outputs::new(&[]))?;
-    let model_bytes = crate::model::load_model(model)?.total_bytes();
     let cells = specs
         .iter()
         .zip(&ids)
@@ -270,12 +270,12 @@ pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) ->
     let order = choose::cost_order(&variants, &opts.cost);
     let mut cells = Vec::new();
     let mut reports = Vec::new();
-    for name in &order {
-        let Some(v) = opts.variants.iter().find(|v| v.name == *name) else {
+    for info in order.iter().filter_map(|n| variants.iter().find(|v| v.name == *n)) {
+        let Some(v) = opts.variants.iter().find(|v| v.name == info.name) else {
             continue;
         };
         crate::console::note(format!("matrix: variant {} on {} targets", v.name, specs.len()));
-        let (c, report) = audit_cells(&opts, v, &v.path, specs, None)?;
+        let (c, report) = audit_cells(&opts, v, (&v.path, info.size_bytes), specs, None)?;
         cells.extend(c);
         reports.push(report);
         crate::interrupt::check()?;
@@ -284,7 +284,7 @@ pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) ->
     let mut recommendations = choose::recommend(&cells, &order, &target_ids);
     let policy = policy_lines(&reports);
     let dispatch = choose::dispatch(&recommendations, &cells, &variants, policy.clone());
-    let remedies = remedy::search_all(&opts, specs, &cells, &order, work.path(), outputs)?;
+    let remedies = remedy::search_all(&opts, specs, &cells, (&variants, &order), work.path(), outputs)?;
     choose::add_remedies(&mut recommendations, &remedies, &order);
     let mut notes = Vec::new();
     if policy.is_empty() {

@@ -137,7 +137,7 @@ pub fn search_all(
     opts: &MatrixOptions,
     specs: &[TargetSpec],
     cells: &[Cell],
-    order: &[String],
+    (variants, order): (&[super::VariantInfo], &[String]),
     work: &Path,
     outputs: &mut Outputs,
 ) -> Result<Vec<RemedySearch>> {
@@ -148,7 +148,10 @@ pub fn search_all(
     if let Some(dir) = &opts.remedies.write_candidates {
         outputs.dir("--write-candidates", dir)?;
     }
-    for variant in order.iter().filter_map(|n| opts.variants.iter().find(|v| v.name == *n)) {
+    for info in order.iter().filter_map(|n| variants.iter().find(|v| v.name == *n)) {
+        let Some(variant) = opts.variants.iter().find(|v| v.name == info.name) else {
+            continue;
+        };
         let failing: Vec<TargetSpec> = specs
             .iter()
             .filter(|s| {
@@ -157,18 +160,18 @@ pub fn search_all(
             })
             .cloned()
             .collect();
-        let model = crate::model::load_model(&variant.path)?;
-        let precision = super::choose::precision_class(&model.proto, &[]).0;
         let kinds: Vec<RemedyKind> = opts
             .remedies
             .kinds
             .iter()
             .copied()
-            .filter(|k| k.applies_to(precision))
+            .filter(|k| k.applies_to(&info.precision))
             .collect();
         if failing.is_empty() || kinds.is_empty() {
             continue;
         }
+        // Read only for the variants searched: the rewrites start from its graph.
+        let model = crate::model::load_model(&variant.path)?;
         crate::console::note(format!(
             "matrix: per-layer audit of {} on its {} failing target(s)",
             variant.name,
@@ -177,7 +180,7 @@ pub fn search_all(
         let (_, layers) = audit_cells(
             opts,
             variant,
-            &variant.path,
+            (&variant.path, info.size_bytes),
             &failing,
             Some(LayerOptions::isolated_taps()),
         )?;
@@ -261,7 +264,9 @@ impl Search<'_> {
                 .work
                 .join(format!("{}-{}-{index}.onnx", self.variant.name, self.kind.file_tag()));
             crate::model::rewrite::write_model(&candidate, self.model, &file)?;
-            let (cells, _) = audit_cells(self.opts, self.variant, &file, self.specs, None)?;
+            // The candidate's file, and the external data it shares with the variant.
+            let bytes = std::fs::metadata(&file)?.len() + self.model.total_bytes() - self.model.size;
+            let (cells, _) = audit_cells(self.opts, self.variant, (&file, bytes), self.specs, None)?;
             let mut step = self.step(layer, rewrite, &current, &cells, &failing_ids);
             step.candidate_file = self.keep_candidate(&file, outputs)?;
             let kept = step.kept;
