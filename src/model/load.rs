@@ -22,15 +22,20 @@ pub struct LoadedModel {
     pub modified: bool,
 }
 
+/// The version of a model's default (`ai.onnx`) opset, 0 when it imports none.
+pub fn default_opset(model: &ModelProto) -> i64 {
+    model
+        .opset_import
+        .iter()
+        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
+        .and_then(|o| o.version)
+        .unwrap_or(0)
+}
+
 impl LoadedModel {
     /// The version of the default (`ai.onnx`) opset.
     pub fn opset(&self) -> i64 {
-        self.proto
-            .opset_import
-            .iter()
-            .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
-            .and_then(|o| o.version)
-            .unwrap_or(0)
+        default_opset(&self.proto)
     }
 
     /// Whether some graph input has a dimension that is not a fixed size.

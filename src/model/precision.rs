@@ -189,7 +189,7 @@ fn scalar(name: &str, data_type: i32, raw: Vec<u8>) -> TensorProto {
 /// ONNX Runtime's `com.microsoft` QuantizeLinear/DequantizeLinear, as its quantizer writes
 /// 16-bit activations for such models.
 pub fn widen_to_16_bits(model: &mut ModelProto, tensor: &str) -> Result<Widened, PrecisionError> {
-    let opset = default_opset(model);
+    let opset = super::load::default_opset(model);
     let Some(graph) = model.graph.as_mut() else {
         return Err(PrecisionError::NotQuantized(tensor.to_string()));
     };
@@ -255,15 +255,6 @@ fn set_elem_type(vi: &mut super::pb::ValueInfoProto, elem_type: i32) {
     if let Some(Value::TensorType(t)) = vi.r#type.as_mut().and_then(|t| t.value.as_mut()) {
         t.elem_type = Some(elem_type);
     }
-}
-
-fn default_opset(model: &ModelProto) -> i64 {
-    model
-        .opset_import
-        .iter()
-        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
-        .and_then(|o| o.version)
-        .unwrap_or(0)
 }
 
 /// Removes the QuantizeLinear/DequantizeLinear pair of the activation `tensor`: the nodes that

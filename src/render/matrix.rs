@@ -27,16 +27,23 @@ pub fn find<'a>(m: &'a Matrix, variant: &str, target: &str) -> Option<&'a Cell> 
     m.cells.iter().find(|c| c.variant == variant && c.target == target)
 }
 
+/// The matrix's rows, cheapest variant first: its name, its size, then one cell per target.
+fn variant_rows(m: &Matrix) -> impl Iterator<Item = (&String, Vec<String>)> {
+    m.cost_order.iter().map(|name| {
+        let size = m.variants.iter().find(|v| v.name == *name).map_or(0, |v| v.size_bytes);
+        let mut cells = vec![bytes(size)];
+        cells.extend(m.targets.iter().map(|t| cell_text(find(m, name, t))));
+        (name, cells)
+    })
+}
+
 fn grid(m: &Matrix) -> Builder {
     let mut b = Builder::default();
     let mut head = vec!["variant".to_string(), "size".to_string()];
     head.extend(m.targets.iter().cloned());
     b.push_record(head);
-    for name in &m.cost_order {
-        let size = m.variants.iter().find(|v| v.name == *name).map_or(0, |v| v.size_bytes);
-        let mut row = vec![name.clone(), bytes(size)];
-        row.extend(m.targets.iter().map(|t| cell_text(find(m, name, t))));
-        b.push_record(row);
+    for (name, cells) in variant_rows(m) {
+        b.push_record(std::iter::once(name.clone()).chain(cells));
     }
     b
 }
@@ -196,10 +203,8 @@ pub fn markdown(m: &Matrix) -> String {
     head.extend(m.targets.iter().map(|t| format!("`{t}`")));
     out += &(md_row(&head) + "\n");
     out += &(md_row(&vec!["---".to_string(); head.len()]) + "\n");
-    for name in &m.cost_order {
-        let size = m.variants.iter().find(|v| v.name == *name).map_or(0, |v| v.size_bytes);
-        let mut row = vec![format!("**{name}**"), bytes(size)];
-        row.extend(m.targets.iter().map(|t| cell_text(find(m, name, t))));
+    for (name, cells) in variant_rows(m) {
+        let row: Vec<String> = std::iter::once(format!("**{name}**")).chain(cells).collect();
         out += &(md_row(&row) + "\n");
     }
     let _ = write!(
