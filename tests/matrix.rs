@@ -76,7 +76,6 @@ fn cnn() -> &'static Run {
 fn ppocr() -> &'static Run {
     static RUN: OnceLock<Run> = OnceLock::new();
     RUN.get_or_init(|| {
-        let real = |f: &str| repo(&format!("fixtures/real/{f}")).display().to_string();
         matrix(&[
             "--variant",
             &format!("u8={}", real("ppocr_cls_qdq_u8.onnx")),
@@ -102,6 +101,26 @@ fn ppocr() -> &'static Run {
             "4",
         ])
     })
+}
+
+/// A file of `fixtures/real/`.
+fn real(file: &str) -> String {
+    repo(&format!("fixtures/real/{file}")).display().to_string()
+}
+
+/// The lowest SQNR over a report row's outputs.
+fn worst_sqnr(row: &Value) -> f64 {
+    row["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| num(&o["sqnr_db"]))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// A JSON array of strings.
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect()
 }
 
 fn cell<'a>(m: &'a Value, variant: &str, target: &str) -> &'a Value {
@@ -159,12 +178,7 @@ fn rerun_sqnr(model: &str, reference: &str, target: &str, extra: &[&str]) -> (f6
     let (_, report, stderr) = compare_json(&args);
     let row = &report["targets"][0];
     assert_eq!(row["status"], "ok", "{target}: {stderr}");
-    let reported = row["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| num(&o["sqnr_db"]))
-        .fold(f64::INFINITY, f64::min);
+    let reported = worst_sqnr(row);
     // The target's directory (its id made a file name), beside the golden run's.
     let run_dir = std::fs::read_dir(saved.path())
         .unwrap()
@@ -309,12 +323,7 @@ fn assert_widened_per_onnx(check: &Value, tensors: &[&str], opset: i64) {
 fn the_16_bit_rewrite_matches_the_onnx_quantize_definitions() {
     let run = cnn();
     let (search, step) = kept_step(&run.json, "widen16");
-    let tensors: Vec<&str> = search["changed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let tensors: Vec<&str> = strs(&search["changed"]);
     let check = numpy_check(
         &repo("fixtures/models/cnn_qdq_u8.onnx"),
         step["candidate_file"].as_str().unwrap(),
@@ -354,12 +363,7 @@ fn a_layer_left_in_float_reports_where_it_runs_and_what_it_buys() {
     assert_eq!(placed["layer_runs_on"], if fell_back { "cpu" } else { "npu" });
     assert_eq!(placed["partitions"], p["ep_partitions"]);
     assert_eq!(placed["compute_fallback_nodes"], p["compute_fallback_nodes"]);
-    let sqnr = report["targets"][0]["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| num(&o["sqnr_db"]))
-        .fold(f64::INFINITY, f64::min);
+    let sqnr = worst_sqnr(&report["targets"][0]);
     assert_eq!(sqnr, num(&step["sqnr_db"]["qnn:sm8650"]));
 }
 
@@ -406,12 +410,7 @@ fn ppocr_matrix_over_u8_a16w8_and_fp16_with_a_16_bit_fix_on_the_failing_chipset(
     );
     assert_eq!(reported, num(&step["sqnr_db"]["qnn:sm8450"]));
     assert!(reported >= 20.0);
-    let tensors: Vec<&str> = search["changed"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let tensors: Vec<&str> = strs(&search["changed"]);
     let check = numpy_check(&repo("fixtures/real/ppocr_cls_qdq_u8.onnx"), file);
     assert_widened_per_onnx(&check, &tensors, 11);
     // SM8450 ships fp16 (u8 and a16w8 fail there), and the recommendation names the cheaper fix.
@@ -508,7 +507,6 @@ fn the_matrix_json_follows_the_committed_schema_derived_from_the_types() {
 /// the 16-bit rewrite of a transformer's activations follows the ONNX definitions too.
 #[test]
 fn minilm_matrix_ships_a16w8_and_its_16_bit_candidates_follow_the_definitions() {
-    let real = |f: &str| repo(&format!("fixtures/real/{f}")).display().to_string();
     let inputs = repo("fixtures/inputs/minilm_text0.npz").display().to_string();
     let run = matrix(&[
         "--variant",
