@@ -14,7 +14,7 @@ use super::cells::{rank_sqnr, Cell};
 use super::{audit_cells, MatrixOptions, Variant};
 use crate::layers::LayerOptions;
 use crate::model::pb::ModelProto;
-use crate::model::precision::{leave_in_float, widen_to_16_bits};
+use crate::model::precision::{can_rewrite, leave_in_float, widen_to_16_bits};
 use crate::report::model::{Num, Report};
 use crate::target::TargetSpec;
 use crate::userfile::Outputs;
@@ -343,7 +343,7 @@ impl Search<'_> {
         }
         let mut ranked: Vec<RankedLayer> = worst
             .into_values()
-            .filter(|l| self.rewrite(&mut self.model.proto.clone(), &l.tensor).is_ok())
+            .filter(|l| can_rewrite(&self.model.proto, &l.tensor, self.kind == RemedyKind::Widen16).is_ok())
             .collect();
         ranked.sort_by(|a, b| a.introduced_sqnr_db.0.total_cmp(&b.introduced_sqnr_db.0));
         ranked

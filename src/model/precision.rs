@@ -11,6 +11,9 @@ const UINT8: i32 = 2;
 const INT8: i32 = 3;
 const UINT16: i32 = 4;
 const INT16: i32 = 5;
+/// The code types a widening starts from, and those a pair left in float may have.
+const EIGHT_BIT: &[i32] = &[UINT8, INT8];
+const ANY_CODES: &[i32] = &[UINT8, INT8, UINT16, INT16];
 /// `ai.onnx` QuantizeLinear and DequantizeLinear accept 16-bit codes from this opset on; before
 /// it, ONNX Runtime's own `com.microsoft` versions of the two ops do.
 const FIRST_OPSET_WITH_16_BIT_QDQ: i64 = 21;
@@ -193,7 +196,7 @@ pub fn widen_to_16_bits(model: &mut ModelProto, tensor: &str) -> Result<Widened,
     let Some(graph) = model.graph.as_mut() else {
         return Err(PrecisionError::NotQuantized(tensor.to_string()));
     };
-    let pair = find_pair(graph, tensor, &[UINT8, INT8])?;
+    let pair = find_pair(graph, tensor, EIGHT_BIT)?;
     let signed = pair.code_type == INT8;
     let (scale_16, zero_point_16) = widened_params(pair.scale, pair.zero_point, signed);
     let scale_name = fresh_name(graph, &format!("{tensor}_scale_16bit"));
@@ -257,14 +260,9 @@ fn set_elem_type(vi: &mut super::pb::ValueInfoProto, elem_type: i32) {
     }
 }
 
-/// Removes the QuantizeLinear/DequantizeLinear pair of the activation `tensor`: the nodes that
-/// read the dequantized value read the float tensor instead, so its producer and readers are no
-/// longer a quantized node group (the runtime decides where the float part runs).
-pub fn leave_in_float(model: &mut ModelProto, tensor: &str) -> Result<Floated, PrecisionError> {
-    let Some(graph) = model.graph.as_mut() else {
-        return Err(PrecisionError::NotQuantized(tensor.to_string()));
-    };
-    let pair = find_pair(graph, tensor, &[UINT8, INT8, UINT16, INT16])?;
+/// The pair [`leave_in_float`] removes, and its DequantizeLinear outputs (none a graph output).
+fn float_pair(graph: &GraphProto, tensor: &str) -> Result<(Pair, Vec<String>), PrecisionError> {
+    let pair = find_pair(graph, tensor, ANY_CODES)?;
     let dq_outputs: Vec<String> = pair
         .dqs
         .iter()
@@ -281,6 +279,30 @@ pub fn leave_in_float(model: &mut ModelProto, tensor: &str) -> Result<Floated, P
             output: out.to_string(),
         });
     }
+    Ok((pair, dq_outputs))
+}
+
+/// Whether [`widen_to_16_bits`] (`widen`) or [`leave_in_float`] can rewrite the activation
+/// `tensor`, checked without copying or changing the model.
+pub fn can_rewrite(model: &ModelProto, tensor: &str, widen: bool) -> Result<(), PrecisionError> {
+    let Some(graph) = model.graph.as_ref() else {
+        return Err(PrecisionError::NotQuantized(tensor.to_string()));
+    };
+    if widen {
+        find_pair(graph, tensor, EIGHT_BIT).map(drop)
+    } else {
+        float_pair(graph, tensor).map(drop)
+    }
+}
+
+/// Removes the QuantizeLinear/DequantizeLinear pair of the activation `tensor`: the nodes that
+/// read the dequantized value read the float tensor instead, so its producer and readers are no
+/// longer a quantized node group (the runtime decides where the float part runs).
+pub fn leave_in_float(model: &mut ModelProto, tensor: &str) -> Result<Floated, PrecisionError> {
+    let Some(graph) = model.graph.as_mut() else {
+        return Err(PrecisionError::NotQuantized(tensor.to_string()));
+    };
+    let (pair, dq_outputs) = float_pair(graph, tensor)?;
     let mut consumers = Vec::new();
     for n in graph.node.iter_mut() {
         let mut reads = false;
@@ -439,12 +461,14 @@ mod tests {
             .expect("graph")
             .node
             .push(node("peek", "Identity", &["y_q"], "z"));
+        assert!(can_rewrite(&m, "y", true).is_err() && can_rewrite(&m, "y", false).is_err());
         assert!(matches!(
             widen_to_16_bits(&mut m, "y"),
             Err(PrecisionError::OtherConsumer { .. })
         ));
         let mut m = model();
         m.graph.as_mut().expect("graph").output[0].name = Some("y_dq".into());
+        assert!(can_rewrite(&m, "y", true).is_ok() && can_rewrite(&m, "y", false).is_err());
         assert!(matches!(
             leave_in_float(&mut m, "y"),
             Err(PrecisionError::GraphOutput { .. })
