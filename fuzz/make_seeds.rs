@@ -122,6 +122,33 @@ fn policy_seeds() {
     );
 }
 
+/// Pipeline files: the fixture, and one per way a feed resolves or fails (by name, explicit,
+/// unknown stage, later stage, unknown output, a name with a dot, one stage).
+fn pipeline_seeds() {
+    let fixture = std::fs::read("fixtures/real/ppocr_cls_pipeline.toml").expect("read the pipeline fixture");
+    put("pipeline_file", "fixture", &fixture);
+    let stage = |name: &str, feeds: &str| format!("[[stage]]\nname = \"{name}\"\nmodel = \"m.onnx\"\n{feeds}\n");
+    let cases = [
+        ("by-name", stage("a", "") + &stage("b", "")),
+        ("explicit", stage("a", "") + &stage("b", "feeds = { x = \"a.y\" }")),
+        ("three", stage("a", "") + &stage("b", "reference = \"r.onnx\"") + &stage("c", "feeds = { x = \"a.y\", features = \"b.features\" }")),
+        ("unknown-stage", stage("a", "") + &stage("b", "feeds = { x = \"z.y\" }")),
+        ("later-stage", stage("a", "") + &stage("b", "feeds = { x = \"c.y\" }") + &stage("c", "")),
+        ("self", stage("a", "") + &stage("b", "feeds = { x = \"b.y\" }")),
+        ("unknown-output", stage("a", "") + &stage("b", "feeds = { x = \"a.nope\" }")),
+        ("unknown-input", stage("a", "") + &stage("b", "feeds = { nope = \"a.y\" }")),
+        ("no-dot", stage("a", "") + &stage("b", "feeds = { x = \"ay\" }")),
+        ("dotted-name", stage("a.b", "") + &stage("c", "")),
+        ("duplicate", stage("a", "") + &stage("a", "")),
+        ("first-fed", stage("a", "feeds = { x = \"a.y\" }") + &stage("b", "")),
+        ("one-stage", stage("a", "")),
+        ("unknown-key", stage("a", "extra = 1") + &stage("b", "")),
+    ];
+    for (name, text) in cases {
+        put("pipeline_file", name, text.as_bytes());
+    }
+}
+
 fn report_seeds() {
     for p in files("fixtures/reports", "json").into_iter().chain(files("tests/data", "json")) {
         put("report_json", &stem(&p), &std::fs::read(&p).expect("read report"));
@@ -139,6 +166,7 @@ fn main() {
     tensor_seeds();
     golden_seeds();
     policy_seeds();
+    pipeline_seeds();
     report_seeds();
     device_report_seeds();
 }

@@ -104,6 +104,30 @@ pub fn policy_file(data: &[u8]) {
     }
 }
 
+/// `pipeline`'s file: TOML, stage names, paths, then every feed resolved against fixed
+/// signatures (each stage takes `x` and `features`, float [1,4], and returns `features` and
+/// `y`), so every resolution path runs without models on disk.
+pub fn pipeline_file(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(named) = crate::pipeline::file::parse(text, Path::new(".")) else {
+        return;
+    };
+    let info = |name: &str| TensorInfo {
+        name: name.into(),
+        dtype: DType::Float32,
+        dims: Some(vec![Dim::Fixed(1), Dim::Fixed(4)]),
+    };
+    let sig = Signature {
+        inputs: vec![info("x"), info("features")],
+        outputs: vec![info("features"), info("y")],
+        softmax_axes: HashMap::new(),
+    };
+    let sigs = vec![sig; named.len()];
+    let _ = crate::pipeline::file::resolve(named, &sigs);
+}
+
 /// A JSON report (`merge`, `render`, baseline mode): parsing and the schema version check, then
 /// every renderer on what parsed.
 pub fn report_json(data: &[u8]) {

@@ -88,6 +88,17 @@ fn check_same_audit(parts: &[Part]) -> Result<()> {
         Some(l) => format!("{} of {} layers", l.mode, l.selected),
         None => "off".into(),
     })?;
+    same("the stream", &|r| match &r.stream {
+        Some(s) => format!(
+            "{} steps, feeds {}, decisions {}, divergence below {} dB, teacher forcing {}",
+            s.steps,
+            s.feedback.join(","),
+            s.decisions.join(","),
+            s.divergence_sqnr_db.0,
+            s.teacher_forcing
+        ),
+        None => "off".into(),
+    })?;
     same("the shard count", &|r| match &r.shard {
         Some(s) => format!("{}", s.count),
         None => "not sharded".into(),
@@ -439,6 +450,30 @@ fn gate(parts: &[Part], targets: &[TargetReport], agreement: &[AgreementEntry]) 
     }
 }
 
+/// The shards' per-layer audit info as one: sessions summed, the longest time, every problem once.
+fn merged_layer_audit(parts: &[Part]) -> Option<crate::report::model::LayerAuditInfo> {
+    parts[0].report.layer_audit.clone().map(|mut info| {
+        info.sessions = parts
+            .iter()
+            .filter_map(|p| p.report.layer_audit.as_ref())
+            .map(|l| l.sessions)
+            .sum();
+        info.seconds = parts
+            .iter()
+            .filter_map(|p| p.report.layer_audit.as_ref())
+            .map(|l| l.seconds)
+            .fold(0.0, f64::max);
+        for p in &parts[1..] {
+            for problem in p.report.layer_audit.iter().flat_map(|l| &l.problems) {
+                if !info.problems.contains(problem) {
+                    info.problems.push(problem.clone());
+                }
+            }
+        }
+        info
+    })
+}
+
 /// Reads the shard reports and joins them; `outputs` are `--outputs REPORT=DIR` overrides of
 /// where a shard's saved outputs are; `allow_other_threads` accepts shards whose sessions ran
 /// with other intra-op thread counts.
@@ -478,26 +513,7 @@ pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -
         })
         .collect();
     let gate = gate(&parts, &targets, &agreement);
-    let layer_audit = parts[0].report.layer_audit.clone().map(|mut info| {
-        info.sessions = parts
-            .iter()
-            .filter_map(|p| p.report.layer_audit.as_ref())
-            .map(|l| l.sessions)
-            .sum();
-        info.seconds = parts
-            .iter()
-            .filter_map(|p| p.report.layer_audit.as_ref())
-            .map(|l| l.seconds)
-            .fold(0.0, f64::max);
-        for p in &parts[1..] {
-            for problem in p.report.layer_audit.iter().flat_map(|l| &l.problems) {
-                if !info.problems.contains(problem) {
-                    info.problems.push(problem.clone());
-                }
-            }
-        }
-        info
-    });
+    let layer_audit = merged_layer_audit(&parts);
     let exit_code = crate::gate::exit_code(&targets, gate.verdict);
     let first = &parts[0].report;
     Ok(Report {
@@ -514,6 +530,7 @@ pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -
         gate,
         metric_definitions: first.metric_definitions.clone(),
         layer_audit,
+        stream: first.stream.clone(),
         notes,
         shard: None,
         merged_from: paths.iter().map(|p| p.display().to_string()).collect(),

@@ -27,12 +27,22 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("report model", &["report"]),
     (
         "analyses",
-        &["compare", "placement", "outcome", "fingerprint", "drift", "layers"],
+        &[
+            "compare",
+            "placement",
+            "outcome",
+            "fingerprint",
+            "drift",
+            "layers",
+            "stream",
+        ],
     ),
     ("judge", &["policy", "gate"]),
     (
         "commands",
-        &["audit", "explain", "matrix", "merge", "listing", "releases", "triage"],
+        &[
+            "audit", "explain", "matrix", "merge", "listing", "pipeline", "releases", "triage",
+        ],
     ),
     ("renderers", &["render"]),
     ("command line", &["cli"]),

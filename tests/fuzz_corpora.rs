@@ -10,6 +10,7 @@ const TARGETS: &[&str] = &[
     "tensor_files",
     "golden_manifest",
     "policy_file",
+    "pipeline_file",
     "report_json",
     "device_report",
 ];
@@ -32,6 +33,7 @@ fn replay(target: &str, data: &[u8], scratch: &Path) {
         "tensor_files" => npu_audit::fuzzing::tensor_files(data),
         "golden_manifest" => npu_audit::fuzzing::golden_manifest(data, scratch),
         "policy_file" => npu_audit::fuzzing::policy_file(data),
+        "pipeline_file" => npu_audit::fuzzing::pipeline_file(data),
         "report_json" => npu_audit::fuzzing::report_json(data),
         "device_report" => npu_audit::fuzzing::device_report(data, scratch),
         other => panic!("unknown fuzz target {other}"),

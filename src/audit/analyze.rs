@@ -21,7 +21,7 @@ use crate::layers::LayerResults;
 use crate::model::load_model;
 use crate::outcome::TargetEnd;
 use crate::placement::targets::{self as placement, Probe};
-use crate::report::model::{BaselineDelta, Num, OutputMetrics, ReferenceInfo};
+use crate::report::model::{BaselineDelta, Num, OutputMetrics, ReferenceInfo, TargetStream};
 use crate::runtime::{Runtime, TargetRuntime};
 use crate::tensor::Tensor;
 
@@ -43,6 +43,8 @@ pub struct Analysis<'e> {
     pub drift: Vec<TargetDrift>,
     /// The per-layer audit, when asked for.
     pub layers: Option<LayerResults>,
+    /// With `--stream`: per planned target that ran, its figures step by step.
+    pub streams: Vec<Option<TargetStream>>,
     pub notes: Vec<String>,
 }
 
@@ -94,6 +96,17 @@ pub fn run<'e>(
         Some(lo) => Some(layer_audit(plan, executed, executor, &ends, probe_cpu.as_ref(), lo)?),
         None => None,
     };
+    let streams = match &plan.stream {
+        Some(spec) => {
+            let golden = crate::stream::Golden {
+                steps: &golden_samples,
+                names: &golden_map,
+                outputs: &plan.output_names,
+            };
+            stream_figures(plan, executed, &ends, &golden, spec)?
+        }
+        None => Vec::new(),
+    };
     Ok(Analysis {
         golden_samples,
         golden_names: golden_map,
@@ -103,8 +116,71 @@ pub fn run<'e>(
         has_baseline,
         drift,
         layers,
+        streams,
         notes,
     })
+}
+
+/// Each target's stream against the golden stream: running free, and teacher-forced when it was.
+fn stream_figures(
+    plan: &AuditPlan,
+    executed: &Executed,
+    ends: &[TargetEnd<'_>],
+    golden: &crate::stream::Golden<'_>,
+    spec: &crate::stream::StreamSpec,
+) -> Result<Vec<Option<TargetStream>>> {
+    let first: Vec<Tensor> = match golden.steps.first() {
+        Some(files) => golden
+            .names
+            .iter()
+            .map(|n| {
+                let f = files
+                    .iter()
+                    .find(|f| &f.name == n)
+                    .context("the golden run lost an output")?;
+                Tensor::read_npy(&f.path)
+            })
+            .collect::<Result<_>>()?,
+        None => Vec::new(),
+    };
+    let decisions = spec.decisions(&plan.output_names, &first, &plan.classes);
+    let mut out = Vec::with_capacity(ends.len());
+    for (i, end) in ends.iter().enumerate() {
+        let Some(result) = end
+            .outcome
+            .and_then(|o| o.result.as_ref())
+            .filter(|_| end.status == RunStatus::Ok)
+        else {
+            out.push(None);
+            continue;
+        };
+        let free = crate::stream::measure(golden, &result.outputs, spec, &decisions)?;
+        let forced = executed.teacher_forced.get(i).and_then(Option::as_ref);
+        let (teacher_forced, teacher_forced_error) = match forced {
+            Some(o) if o.status == RunStatus::Ok => match &o.result {
+                Some(r) => (
+                    Some(crate::stream::measure(golden, &r.outputs, spec, &decisions)?),
+                    None,
+                ),
+                None => (None, Some("the teacher-forced run wrote no result".to_string())),
+            },
+            Some(o) => (
+                None,
+                Some(format!(
+                    "{}: {}",
+                    o.status.as_str(),
+                    o.error.clone().unwrap_or_default()
+                )),
+            ),
+            None => (None, None),
+        };
+        out.push(Some(TargetStream {
+            free,
+            teacher_forced,
+            teacher_forced_error,
+        }));
+    }
+    Ok(out)
 }
 
 /// How each target ended, with its placement analysed (and crossing sizes probed on the CPU

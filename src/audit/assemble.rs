@@ -22,8 +22,8 @@ use crate::inputs::InputSet;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    AuditTimings, ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, PhaseTiming, Report, RuntimeInfo, ShardInfo,
-    TargetReport, Timing, ToolInfo, WorkerTiming, SCHEMA_VERSION,
+    AuditTimings, ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, Num, PhaseTiming, Report, RuntimeInfo,
+    ShardInfo, StreamInfo, TargetReport, Timing, ToolInfo, WorkerTiming, SCHEMA_VERSION,
 };
 use crate::runtime::{Runtime, TargetRuntime};
 
@@ -188,6 +188,7 @@ pub fn target_rows(
             outputs,
             layers,
             layer_summary,
+            stream: analysis.streams.get_mut(i).and_then(Option::take),
         });
     }
     rows
@@ -225,6 +226,10 @@ pub fn report(
     output_files: std::collections::BTreeMap<String, String>,
 ) -> Result<Report> {
     let tolerances = tolerances(&plan.output_names, &targets);
+    let stream = plan
+        .stream
+        .as_ref()
+        .map(|s| stream_info(s, plan.inputs.samples.len(), &targets));
     let mut notes = plan.notes;
     notes.extend(executed.notes.iter().cloned());
     notes.extend(analysis.notes);
@@ -249,12 +254,35 @@ pub fn report(
         gate: judgement.gate,
         metric_definitions: crate::report::definitions(),
         layer_audit: analysis.layers.map(|l| l.info),
+        stream,
         notes,
         shard: plan.shard.map(|s| ShardInfo { output_files, ..s }),
         merged_from: Vec::new(),
         timings: crate::timings::enabled().then(|| audit_timings(&crate::timings::snapshot())),
         exit_code: judgement.exit_code,
     })
+}
+
+/// How the stream ran, for the report: its feeds, steps, decisions (as the targets' series name
+/// them) and divergence threshold.
+fn stream_info(s: &crate::stream::StreamSpec, steps: usize, targets: &[TargetReport]) -> StreamInfo {
+    let decisions = targets
+        .iter()
+        .find_map(|t| t.stream.as_ref())
+        .map(|st| st.free.decisions.iter().map(|d| d.decision.clone()).collect())
+        .unwrap_or_else(|| s.decisions.clone());
+    StreamInfo {
+        steps,
+        feedback: s
+            .feedback
+            .iter()
+            .map(|f| format!("{}->{}", f.output, f.input))
+            .collect(),
+        state_outputs: s.state_outputs().map(String::from).collect(),
+        decisions,
+        divergence_sqnr_db: Num(s.divergence_db),
+        teacher_forcing: s.teacher_forcing,
+    }
 }
 
 /// The report's view of what `--timings` recorded so far.

@@ -9,10 +9,11 @@ use anyhow::Result;
 use super::plan::AuditPlan;
 use super::reference::ReferencePlan;
 use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
-use crate::exec::{Executor, Job, Outcome};
+use crate::exec::{Executor, Job, Outcome, OutputFile};
 use crate::inputs::InputFile;
 use crate::placement::targets::INSPECT_LIMIT_BYTES;
 use crate::runtime::Runtime;
+use crate::stream::StreamSpec;
 use crate::target::Backend;
 
 /// What ran.
@@ -29,6 +30,9 @@ pub struct Executed {
     pub probe_of: Vec<Option<usize>>,
     /// The CPU build of the golden run.
     pub cpu: Option<Runtime>,
+    /// `--stream --teacher-forcing`: per planned target, its teacher-forced run (the golden
+    /// state fed at every step), when the target and the golden run ran.
+    pub teacher_forced: Vec<Option<Outcome>>,
     pub notes: Vec<String>,
 }
 
@@ -81,7 +85,16 @@ pub fn run(plan: &AuditPlan, executor: &Executor, repeat: Repeat) -> Result<Exec
     }
     let job_of = target_jobs(plan, executor, &audited, &input_files, inspect, repeat.runs, &mut jobs);
     let probe_of = probe_jobs(plan, &job_of, repeat, &mut jobs);
+    if let Some(stream) = &plan.stream {
+        for (job, _) in &mut jobs {
+            job.feedback = stream.feedback.clone();
+        }
+    }
     let outcomes = executor.run(&jobs)?;
+    let teacher_forced = match plan.stream.as_ref().filter(|s| s.teacher_forcing && golden_ran) {
+        Some(stream) => teacher_forced_runs(stream, &jobs, &job_of, &outcomes, executor)?,
+        None => vec![None; plan.targets.len()],
+    };
     Ok(Executed {
         input_files,
         outcomes,
@@ -89,8 +102,89 @@ pub fn run(plan: &AuditPlan, executor: &Executor, repeat: Repeat) -> Result<Exec
         job_of,
         probe_of,
         cpu,
+        teacher_forced,
         notes,
     })
+}
+
+/// Every target that ran its stream runs it again with the golden run's state as each step's
+/// state input (the first step's is the stream's initial state): the same steps as independent
+/// samples, no feedback.
+fn teacher_forced_runs(
+    stream: &StreamSpec,
+    jobs: &[(Job, PathBuf)],
+    job_of: &[Option<usize>],
+    outcomes: &[Outcome],
+    executor: &Executor,
+) -> Result<Vec<Option<Outcome>>> {
+    let golden = match outcomes.first().and_then(|o| o.result.as_ref()).filter(|r| r.ok) {
+        Some(r) => &r.outputs,
+        None => return Ok(vec![None; job_of.len()]),
+    };
+    let ran = |j: usize| outcomes[j].status == crate::exec::RunStatus::Ok;
+    let mut forced: Vec<(Job, PathBuf)> = Vec::new();
+    let mut index_of = Vec::with_capacity(job_of.len());
+    for j in job_of {
+        let Some(j) = j.filter(|j| ran(*j)) else {
+            index_of.push(None);
+            continue;
+        };
+        let (job, dir) = &jobs[j];
+        let dir = dir.with_file_name(format!(
+            "{}-teacher",
+            dir.file_name().unwrap_or_default().to_string_lossy()
+        ));
+        let samples = golden_state_samples(stream, &job.samples, golden);
+        forced.push((
+            Job {
+                samples,
+                feedback: Vec::new(),
+                inspect_placement: false,
+                repeat: 1,
+                output_dir: dir.join("out"),
+                ..job.clone()
+            },
+            dir,
+        ));
+        index_of.push(Some(forced.len() - 1));
+    }
+    let mut outcomes = executor.run(&forced)?.into_iter().map(Some).collect::<Vec<_>>();
+    Ok(index_of
+        .into_iter()
+        .map(|i| i.and_then(|i| outcomes[i].take()))
+        .collect())
+}
+
+/// The steps with each fed-back input replaced, from the second step on, by the golden run's
+/// output of the step before.
+fn golden_state_samples(
+    stream: &StreamSpec,
+    samples: &[Vec<InputFile>],
+    golden: &[Vec<OutputFile>],
+) -> Vec<Vec<InputFile>> {
+    samples
+        .iter()
+        .enumerate()
+        .map(|(k, sample)| {
+            sample
+                .iter()
+                .map(|input| {
+                    let fed = stream.feedback.iter().find(|f| f.input == input.name);
+                    let previous = k.checked_sub(1).and_then(|p| golden.get(p));
+                    match fed
+                        .zip(previous)
+                        .and_then(|(f, files)| files.iter().find(|o| o.name == f.output))
+                    {
+                        Some(file) => InputFile {
+                            name: input.name.clone(),
+                            path: file.path.clone(),
+                        },
+                        None => input.clone(),
+                    }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// How often every sample runs, and the threads of the extra run that probes thread

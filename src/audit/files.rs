@@ -113,6 +113,17 @@ pub fn persist(
                 all.push((t.spec.id.as_str(), &r.outputs));
             }
         }
+        // A stream's teacher-forced runs, as `<target>@teacher-forced`.
+        let forced: Vec<(String, &[Vec<OutputFile>])> = plan
+            .targets
+            .iter()
+            .zip(&executed.teacher_forced)
+            .filter_map(|(t, o)| {
+                let r = o.as_ref()?.result.as_ref().filter(|r| r.ok)?;
+                Some((format!("{}@teacher-forced", t.spec.id), r.outputs.as_slice()))
+            })
+            .collect();
+        all.extend(forced.iter().map(|(id, o)| (id.as_str(), *o)));
         output_files = save_outputs((&saved.dir, &saved.flag), &all, outputs)?;
     }
     let logs: Vec<(&str, &Path)> = plan

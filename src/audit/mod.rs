@@ -77,6 +77,8 @@ pub struct CompareOptions {
     pub fingerprint: crate::drift::FingerprintMode,
     /// The per-layer audit, when asked for.
     pub layers: Option<crate::layers::LayerOptions>,
+    /// `--stream`: run every sample as a step of one stream, outputs fed back.
+    pub stream: Option<crate::stream::StreamSpec>,
 }
 
 /// Runs `compare` and returns the report (its `exit_code` says how the process should end). The

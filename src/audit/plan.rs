@@ -39,6 +39,8 @@ pub struct AuditPlan {
     pub targets: Vec<PlannedTarget>,
     pub shard: Option<ShardInfo>,
     pub provisioner: Provisioner,
+    /// `--stream`, checked against both models.
+    pub stream: Option<crate::stream::StreamSpec>,
     pub notes: Vec<String>,
 }
 
@@ -66,7 +68,18 @@ impl AuditPlan {
             opts.allow_golden_mismatch,
             &mut notes,
         )?;
-        let inputs = audit_inputs(&reference, &signature, &opts.inputs)?;
+        check_stream(opts, &signature, &reference)?;
+        let mut input_opts = opts.inputs.clone();
+        if let Some(stream) = &opts.stream {
+            input_opts.zero_default = stream.state_inputs();
+        }
+        let mut inputs = audit_inputs(&reference, &signature, &input_opts)?;
+        if let Some(stream) = &opts.stream {
+            // A fed-back state may grow (a KV cache): its open dimensions stay open.
+            let open = growing_dims(&signature, &stream.state_inputs());
+            inputs.free_dims.retain(|(name, _)| !open.contains(name));
+            inputs.growing = stream.state_inputs();
+        }
         let input_info = super::assemble::input_tensor_info(&inputs)?;
         // The previous report of baseline mode is checked before anything runs.
         let previous = match &opts.policy.baseline_report {
@@ -97,8 +110,57 @@ impl AuditPlan {
                 info
             }),
             provisioner,
+            stream: opts.stream.clone(),
             notes,
         })
+    }
+}
+
+/// The symbolic dimensions only the fed-back inputs have (a cache's length; not the batch they
+/// share with the fresh inputs, which stays pinned).
+fn growing_dims(signature: &Signature, fed: &[String]) -> Vec<String> {
+    let names = |is_fed: bool| -> Vec<String> {
+        signature
+            .inputs
+            .iter()
+            .filter(|i| fed.contains(&i.name) == is_fed)
+            .flat_map(|i| i.dims.iter().flatten())
+            .filter_map(|d| match d {
+                crate::model::Dim::Dynamic(Some(name)) => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let fresh = names(false);
+    names(true).into_iter().filter(|n| !fresh.contains(n)).collect()
+}
+
+/// A stream needs a reference model to run as a stream too (a stored golden run holds
+/// independent samples), and no per-layer audit (its runs are of independent samples); its
+/// feeds and decisions must exist in both models.
+fn check_stream(opts: &CompareOptions, signature: &Signature, reference: &ReferencePlan) -> Result<()> {
+    let Some(stream) = &opts.stream else {
+        return Ok(());
+    };
+    if opts.layers.is_some() {
+        return Err(bad_flag("--stream cannot be combined with --layers"));
+    }
+    let fed = stream.state_inputs();
+    for text in &opts.inputs.chunks {
+        let spec = crate::inputs::sequence::ChunkSpec::parse(text)?;
+        if fed.contains(&spec.input) {
+            return Err(bad_flag(format!(
+                "--chunk {text}: input '{}' is fed back from the second step on; give its first value with --input {}=FILE.npy",
+                spec.input, spec.input
+            )));
+        }
+    }
+    stream.check(signature, "the model")?;
+    match reference {
+        ReferencePlan::Model { signature: ref_sig, .. } => stream.check(ref_sig, "the reference model"),
+        ReferencePlan::Stored { .. } => Err(bad_flag(
+            "--stream needs a reference model to run as a stream too (--reference, or a QDQ model's derived reference), not --golden",
+        )),
     }
 }
 

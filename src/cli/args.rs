@@ -71,6 +71,9 @@ pub enum Command {
     /// What to ship where: every model variant on every target, the cheapest variant that meets
     /// the policy per target (a dispatch table), and mixed-precision fixes proven by re-audit.
     Matrix(Box<MatrixArgs>),
+    /// Audit a chain of models end to end per target (outputs of one feed inputs of the next),
+    /// and attribute the final output's drift to the stage it comes from (docs/streams.md).
+    Pipeline(Box<PipelineArgs>),
     /// List the targets this machine can and cannot run.
     Targets(TargetsArgs),
     /// Manage the ONNX Runtime builds the audit loads.
@@ -119,6 +122,8 @@ pub enum SchemaKind {
     Triage,
     /// The JSON of `matrix`.
     Matrix,
+    /// The JSON of `pipeline`.
+    Pipeline,
 }
 
 /// Output format.
@@ -338,7 +343,48 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub layers: LayerArgs,
     #[command(flatten)]
+    pub stream: StreamArgs,
+    #[command(flatten)]
     pub exec: ExecArgs,
+}
+
+/// A stateful model run as a stream: every sample is a step, some outputs fed back as the next
+/// step's inputs, in every target's worker and in the golden run alike (docs/streams.md).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Stream")]
+pub struct StreamArgs {
+    /// Run the samples as the steps of one stream, feeding each OUTPUT back as INPUT on the
+    /// next step (comma-separated pairs); the fed inputs start as zeros unless a file gives them.
+    #[arg(long, value_name = "OUTPUT->INPUT,...")]
+    pub stream: Option<String>,
+    /// Steps of the stream (default: every window or step the files hold; 1 with generators).
+    #[arg(long, value_name = "N", requires = "stream", value_parser = clap::value_parser!(u64).range(1..=100000))]
+    pub steps: Option<u64>,
+    /// A fresh input per step cut from a long array along its last axis, one window of the
+    /// input's last dimension every H samples (default: the window); with H shorter than the
+    /// window, the array is left-padded with window-H zeros so each window carries context.
+    #[arg(long, value_name = "NAME=FILE.npy[:hop=H]", requires = "stream")]
+    pub chunk: Vec<String>,
+    /// Every step's inputs: each member holds one input stacked over the steps on axis 0.
+    #[arg(long, value_name = "FILE.npz", requires = "stream")]
+    pub sequence: Option<PathBuf>,
+    /// What a step decides: OUTPUT>THRESHOLD or OUTPUT<THRESHOLD (repeatable); default: the
+    /// top-1 class of each output with a class axis.
+    #[arg(long, value_name = "OUTPUT>THRESHOLD", requires = "stream")]
+    pub decision: Vec<String>,
+    /// The state has diverged at the first step where a fed-back output's SQNR against the
+    /// golden stream is below DB.
+    #[arg(
+        long = "divergence-sqnr",
+        value_name = "DB",
+        requires = "stream",
+        allow_hyphen_values = true
+    )]
+    pub divergence_sqnr: Option<f64>,
+    /// Also run every target with the golden state fed at each step: the error one step
+    /// introduces, apart from what the loop accumulates.
+    #[arg(long = "teacher-forcing", requires = "stream")]
+    pub teacher_forcing: bool,
 }
 
 /// Where the golden run comes from.
@@ -424,6 +470,14 @@ pub struct GateArgs {
     /// baseline's on the same layer (needs --layers; the summary's SQNR-loss level).
     #[arg(long = "max-layer-sqnr-loss", value_name = "DB")]
     pub max_layer_sqnr_loss: Option<f64>,
+    /// Fail (exit 1) when a stream's decisions agree with the golden stream's on fewer than
+    /// this fraction of steps (needs --stream).
+    #[arg(long = "min-decision-agreement", value_name = "FRACTION")]
+    pub min_decision_agreement: Option<f64>,
+    /// Fail (exit 1) when a stream's state diverges (falls below --divergence-sqnr) at step N
+    /// or before (needs --stream).
+    #[arg(long = "max-divergence-step", value_name = "N")]
+    pub max_divergence_step: Option<usize>,
     /// The release policy: limits per target, group and output, targets allowed to fail,
     /// baseline mode (`-`: stdin). Default: npu-audit.toml in the current directory or the
     /// nearest parent up to the repository's root; flags override it.
@@ -698,6 +752,30 @@ pub struct ReleaseBisectArgs {
     pub format: Format,
     /// Also write the findings as JSON to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// `pipeline`: the pipeline file, the targets, the first stage's inputs and the files.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineArgs {
+    /// The pipeline: [[stage]] tables with name, model, reference (optional) and feeds
+    /// (INPUT = "STAGE.OUTPUT"; default: the previous stage's output of the input's name).
+    pub file: PathBuf,
+    /// Target to run every stage on (repeatable).
+    #[arg(long = "target", short = 't', value_name = "TARGET", required = true)]
+    pub targets: Vec<String>,
+    /// Fail (exit 1) when a target's final output is below DB against the golden chain.
+    #[arg(long = "min-sqnr", value_name = "DB", allow_hyphen_values = true)]
+    pub min_sqnr: Option<f64>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table, help_heading = "Reports")]
+    pub format: ReportFormat,
+    /// Also write the findings as JSON to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub out: Option<PathBuf>,
 }
 

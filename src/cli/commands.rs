@@ -97,6 +97,7 @@ pub fn input_options(i: &InputArgs) -> InputOptions {
         seed: i.seed,
         samples: i.samples as usize,
         shapes: i.shapes.clone(),
+        ..InputOptions::default()
     }
 }
 
@@ -327,6 +328,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::Runtime(c) => super::runtime::run(c),
         Command::Triage(a) => super::triage::run(&a),
         Command::Matrix(a) => super::matrix::run(&a),
+        Command::Pipeline(a) => super::pipeline::run(&a),
         Command::Golden(c) => golden(c),
         Command::Completions { shell } => {
             let mut script = Vec::new();
@@ -340,6 +342,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
                 SchemaKind::Report => crate::report::schema::report_schema_text(),
                 SchemaKind::Triage => crate::triage::triage_schema_text(),
                 SchemaKind::Matrix => crate::matrix::matrix_schema_text(),
+                SchemaKind::Pipeline => crate::pipeline::schema_text(),
             })?;
             Ok(ExitCode::Success)
         }

@@ -7,13 +7,14 @@ use anyhow::Result;
 
 use super::args::{
     CompareArgs, ExecArgs, FingerprintChoice, GateArgs, InputArgs, LayerArgs, LayersChoice, ReferenceArgs,
-    ReleaseBisectArgs, ReportArgs,
+    ReleaseBisectArgs, ReportArgs, StreamArgs,
 };
 use super::commands::{exec_options, input_options, output_paths};
 use crate::audit::shard::Shard;
 use crate::audit::{CompareOptions, SavedOutputs};
 use crate::drift::FingerprintMode;
 use crate::error::{bad_flag, bad_policy};
+use crate::inputs::InputOptions;
 use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
 use crate::pattern::Pattern;
@@ -21,6 +22,7 @@ use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
 use crate::releases::ReleaseBisectOptions;
 use crate::render::outputs::OutputPaths;
 use crate::report::model::DivergenceRules;
+use crate::stream::StreamSpec;
 use crate::userfile::{is_stdio, Outputs};
 
 /// Every file the run reads that the user named: no output may replace one of them.
@@ -38,6 +40,12 @@ fn run_inputs(a: &CompareArgs) -> Vec<PathBuf> {
     inputs.extend(a.gate.config.clone());
     inputs.extend(a.gate.baseline_report.clone());
     inputs.extend(a.layers.tap_list.clone());
+    inputs.extend(a.stream.sequence.clone());
+    inputs.extend(a.stream.chunk.iter().filter_map(|c| {
+        crate::inputs::sequence::ChunkSpec::parse(c)
+            .ok()
+            .map(|spec| PathBuf::from(spec.file))
+    }));
     inputs.extend(
         a.exec
             .runtime
@@ -115,8 +123,9 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
         targets,
         allow_failure: policy.allow_failure.clone(),
         no_baseline: a.targets.no_baseline,
-        inputs: input_options(&a.inputs),
+        inputs: stream_inputs(&a.inputs, &a.stream)?,
         class_axis: a.targets.class_axis,
+        stream: stream_spec(&a.stream, &a.gate)?,
         policy,
         shard,
         exec: exec_options(&a.exec)?,
@@ -135,6 +144,45 @@ pub fn options(a: CompareArgs, layers_command: bool) -> Result<(CompareOptions, 
     Ok((opts, files, outputs))
 }
 
+/// The inputs with a stream's step files and step count.
+fn stream_inputs(i: &InputArgs, s: &StreamArgs) -> Result<InputOptions> {
+    let mut inputs = input_options(i);
+    if s.stream.is_none() {
+        return Ok(inputs);
+    }
+    if i.samples != 1 {
+        return Err(bad_flag(
+            "--stream counts steps, not samples: use --steps instead of --samples",
+        ));
+    }
+    inputs.chunks = s.chunk.clone();
+    inputs.sequence = s.sequence.clone();
+    inputs.steps = s.steps.map(|n| n as usize);
+    if let Some(n) = inputs.steps {
+        inputs.samples = n;
+    }
+    Ok(inputs)
+}
+
+/// `--stream` and its flags, checked; the stream's gate flags need it.
+fn stream_spec(s: &StreamArgs, g: &GateArgs) -> Result<Option<StreamSpec>> {
+    let Some(feeds) = &s.stream else {
+        if g.min_decision_agreement.is_some() || g.max_divergence_step.is_some() {
+            return Err(bad_flag(
+                "--min-decision-agreement and --max-divergence-step judge a stream: add --stream",
+            ));
+        }
+        return Ok(None);
+    };
+    StreamSpec::parse(
+        feeds,
+        s.decision.clone(),
+        s.divergence_sqnr.unwrap_or(crate::stream::spec::DEFAULT_DIVERGENCE_DB),
+        s.teacher_forcing,
+    )
+    .map(Some)
+}
+
 /// The limits given as flags, checked.
 fn thresholds(g: &GateArgs) -> Result<Thresholds> {
     if let Some(v) = g.min_sqnr.filter(|v| v.is_nan()) {
@@ -145,6 +193,9 @@ fn thresholds(g: &GateArgs) -> Result<Thresholds> {
     }
     if g.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(bad_flag("--min-top1 must be a fraction between 0 and 1"));
+    }
+    if g.min_decision_agreement.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        return Err(bad_flag("--min-decision-agreement must be a fraction between 0 and 1"));
     }
     if g.max_layer_sqnr_loss.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
         return Err(bad_flag("--max-layer-sqnr-loss must be a non-negative number of dB"));
@@ -158,6 +209,8 @@ fn thresholds(g: &GateArgs) -> Result<Thresholds> {
         max_partitions: g.max_partitions,
         fail_on_fallback: g.fail_on_fallback,
         max_layer_sqnr_loss_db: g.max_layer_sqnr_loss,
+        min_decision_agreement: g.min_decision_agreement,
+        max_divergence_step: g.max_divergence_step,
     })
 }
 
@@ -327,6 +380,7 @@ pub fn findings_audit(
         allow_other_threads: false,
         fingerprint: FingerprintMode::Off,
         layers: None,
+        stream: None,
     })
 }
 

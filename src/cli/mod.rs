@@ -5,6 +5,7 @@ pub mod args;
 pub mod commands;
 mod compare;
 mod matrix;
+mod pipeline;
 mod runtime;
 mod triage;
 

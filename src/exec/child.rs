@@ -163,12 +163,21 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
         result.phase = Phase::Run;
         bail!("injected fault: this session cannot return output {name}");
     }
+    let fed = fed_outputs(job, &output_names)?;
+    let mut state: Vec<Option<Tensor>> = Vec::new();
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
         let reading = Instant::now();
         let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(sample.len());
         for input in sample {
-            tensors.push((input.name.clone(), Tensor::read_npy(&input.path)?));
+            // A fed-back input after the first step is the previous step's output: its file
+            // holds only the first step's value.
+            let carried = fed.iter().position(|(_, name)| *name == input.name).filter(|_| si > 0);
+            let tensor = match carried.and_then(|k| state.get_mut(k)?.take()) {
+                Some(t) => t,
+                None => Tensor::read_npy(&input.path)?,
+            };
+            tensors.push((input.name.clone(), tensor));
         }
         result.io_ms += ms_since(reading);
         let start = Instant::now();
@@ -189,6 +198,7 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
                 }
             }
         }
+        state = fed.iter().map(|(o, _)| first.get(*o).cloned()).collect();
         result.phase = Phase::WriteOutputs;
         let writing = Instant::now();
         result.outputs.push(write_outputs(
@@ -199,6 +209,20 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
         result.io_ms += ms_since(writing);
     }
     Ok(())
+}
+
+/// The fed-back outputs of a stream as (output index, input name).
+fn fed_outputs(job: &Job, output_names: &[String]) -> Result<Vec<(usize, String)>> {
+    job.feedback
+        .iter()
+        .map(|f| {
+            let k = output_names
+                .iter()
+                .position(|n| *n == f.output)
+                .with_context(|| format!("the session has no output '{}' to feed back", f.output))?;
+            Ok((k, f.input.clone()))
+        })
+        .collect()
 }
 
 /// One run of the session on `inputs`: every output, in `names` order.

@@ -399,6 +399,7 @@ pub fn reference_job(
         inspect_placement: false,
         compile_only: false,
         repeat: 1,
+        feedback: Vec::new(),
     };
     (job, dir.to_path_buf())
 }
@@ -436,6 +437,7 @@ pub fn target_job(
         inspect_placement: false,
         compile_only: false,
         repeat: 1,
+        feedback: Vec::new(),
     };
     Some((job, dir))
 }

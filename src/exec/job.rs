@@ -59,6 +59,18 @@ pub struct Job {
     /// for bit (determinism), and only the first run's outputs are written.
     #[serde(default = "one")]
     pub repeat: usize,
+    /// A stream: after the first sample, each of these inputs is the output of the previous
+    /// sample (each sample is a step), as an app feeds a recurrent state back. Empty: samples
+    /// are independent.
+    #[serde(default)]
+    pub feedback: Vec<Feedback>,
+}
+
+/// One output fed back as an input on the next step of a stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Feedback {
+    pub output: String,
+    pub input: String,
 }
 
 fn one() -> usize {

@@ -16,6 +16,8 @@ pub const PLACEMENT_SCOPE: &str = "(placement)";
 pub const RUN_SCOPE: &str = "(run)";
 /// The `output` of rules about a target's layers (the per-layer audit).
 pub const LAYERS_SCOPE: &str = "(layers)";
+/// The `output` of rules about a stream's state (`--stream`).
+pub const STREAM_SCOPE: &str = "(stream)";
 
 /// A previous report for baseline mode, and how to name it in rules.
 pub struct Previous<'a> {
@@ -173,6 +175,40 @@ fn layer_rules(policy: &Policy, target: &TargetReport, baseline: Option<&TargetR
     r.push("max_layer_sqnr_loss_db", LAYERS_SCOPE, worst, l.value, false, &l.origin);
 }
 
+/// A stream's rules: each decision's agreement over the steps, and the step at which the state
+/// diverges (a target whose state never diverges measures infinity). An audit that is not a
+/// stream has none (a policy may hold them for the streams it also judges); a stream without a
+/// decision does not measure agreement, and fails it.
+fn stream_rules(policy: &Policy, target: &TargetReport, r: &mut Rules<'_>) {
+    let limits = policy.limits(&target.id, None);
+    let Some(free) = target
+        .stream
+        .as_ref()
+        .map(|s| &s.free)
+        .filter(|_| policy.mode.uses_limits())
+    else {
+        return;
+    };
+    if let Some(l) = &limits.min_decision_agreement {
+        let rule = "min_decision_agreement";
+        if free.decisions.is_empty() {
+            r.push(rule, STREAM_SCOPE, f64::NAN, l.value, true, &l.origin);
+        }
+        for d in &free.decisions {
+            r.push(rule, &d.decision, d.agreement, l.value, true, &l.origin);
+        }
+    }
+    if let Some(l) = &limits.max_divergence_step {
+        let step = free.divergence_step.map_or(f64::INFINITY, |s| s as f64);
+        let limit = l.value as f64;
+        r.push("max_divergence_step", STREAM_SCOPE, step, limit, false, &l.origin);
+        // The state must stay above the divergence SQNR through step N: diverging later passes.
+        if let Some(last) = r.rules.last_mut() {
+            last.pass = step > limit;
+        }
+    }
+}
+
 fn output_rules(
     policy: &Policy,
     target: &str,
@@ -254,6 +290,7 @@ fn ran_rules(
     });
     placement_rules(policy, target, prev, r);
     layer_rules(policy, target, baseline, r);
+    stream_rules(policy, target, r);
     for out in &target.outputs {
         let said = notes.iter().any(|n| n.starts_with(&format!("output '{}'", out.name)));
         if out.elements == 0 && !said {

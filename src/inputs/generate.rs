@@ -32,6 +32,8 @@ impl fmt::Display for GenSpec {
 impl GenSpec {
     /// The default for inputs nobody specified.
     pub const DEFAULT: GenSpec = GenSpec::Uniform { lo: -1.0, hi: 1.0 };
+    /// Zeros: a stream's fed-back state before the first step.
+    pub const ZEROS: GenSpec = GenSpec::Zeros;
 
     /// Parses `zeros`, `ones`, `uniform:LO,HI`, `normal:MEAN,STD`.
     pub fn parse(text: &str) -> Result<GenSpec> {

@@ -3,6 +3,7 @@
 
 pub mod generate;
 pub mod prng;
+pub mod sequence;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,15 @@ pub struct InputOptions {
     pub samples: usize,
     /// `--input-shape NAME:D0,D1,...`.
     pub shapes: Vec<String>,
+    /// A stream's `--chunk NAME=FILE.npy[:hop=H]`: one window per step.
+    pub chunks: Vec<String>,
+    /// A stream's `--sequence FILE.npz`: every member stacked over the steps.
+    pub sequence: Option<PathBuf>,
+    /// A stream's `--steps`: the windows or steps taken from `chunks` and `sequence`.
+    pub steps: Option<usize>,
+    /// Inputs that start as zeros when no file or per-input generator gives them (a stream's
+    /// fed-back state, whose first value an app sets to zeros).
+    pub zero_default: Vec<String>,
 }
 
 /// One input of one sample.
@@ -70,6 +80,9 @@ pub struct InputSet {
     pub provenance: InputProvenance,
     /// Values of symbolic dimensions (`dim_param`) fixed by these inputs.
     pub free_dims: Vec<(String, i64)>,
+    /// A stream's fed-back inputs, whose shape may change from step to step (a KV cache): they
+    /// keep their open dimensions.
+    pub growing: Vec<String>,
 }
 
 fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String, Vec<usize>>> {
@@ -249,11 +262,59 @@ fn load_files(sig: &Signature, opts: &InputOptions, pinned: &HashMap<String, Vec
             )));
         }
     }
+    stream_files(sig, opts, pinned, &mut samples, &mut files)?;
     Ok(FileInputs {
         samples,
         per_input,
         files,
     })
+}
+
+/// A stream's `--sequence` and `--chunk` files, one sample per step: they are the samples
+/// (`--sequence` cannot be combined with `--inputs`), or join the `--inputs` samples step by
+/// step when their counts agree.
+fn stream_files(
+    sig: &Signature,
+    opts: &InputOptions,
+    pinned: &HashMap<String, Vec<usize>>,
+    samples: &mut Vec<HashMap<String, Tensor>>,
+    files: &mut Vec<String>,
+) -> Result<()> {
+    if let Some(path) = &opts.sequence {
+        if !samples.is_empty() {
+            return Err(bad_input("--sequence holds every step: drop --inputs"));
+        }
+        *samples = sequence::sequence(path, sig, pinned, (opts.steps, &opts.zero_default))?;
+        files.push(path.display().to_string());
+    }
+    for text in &opts.chunks {
+        let spec = sequence::ChunkSpec::parse(text)?;
+        let info = sig.inputs.iter().find(|i| i.name == spec.input).ok_or_else(|| {
+            bad_input(format!(
+                "--chunk '{text}': the model has no input '{}' (inputs: {})",
+                spec.input,
+                input_names(sig)
+            ))
+        })?;
+        let windows = sequence::chunk(&spec, info, pinned.get(&spec.input), opts.steps)?;
+        files.push(spec.file.clone());
+        if samples.is_empty() {
+            samples.resize_with(windows.len(), HashMap::new);
+        }
+        if samples.len() != windows.len() {
+            return Err(bad_input(format!(
+                "--chunk '{text}' gives {} steps but the other step files give {}",
+                windows.len(),
+                samples.len()
+            )));
+        }
+        for (step, window) in samples.iter_mut().zip(windows) {
+            if step.insert(spec.input.clone(), window).is_some() {
+                return Err(bad_input(format!("input '{}' is given twice", spec.input)));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How one input of every sample is produced: from the files, or by a generator at a shape.
@@ -278,14 +339,24 @@ pub fn prepare(sig: &Signature, opts: &InputOptions) -> Result<InputSet> {
     let mut generators = Vec::new();
     let mut recipes: Vec<Recipe> = Vec::with_capacity(sig.inputs.len());
     for info in &sig.inputs {
-        let recipe = recipe(sig, info, &loaded, (default_gen, &per_input_gen), &shapes)?;
+        let recipe = recipe(
+            sig,
+            info,
+            &loaded,
+            (default_gen, &per_input_gen),
+            &shapes,
+            &opts.zero_default,
+        )?;
         if let Some((spec, _)) = &recipe {
             generators.push(format!("{}={spec}", info.name));
         }
         recipes.push(recipe);
     }
     let samples = (0..n_samples)
-        .map(|k| build_sample(sig, k, &recipes, &loaded, &shapes, opts.seed))
+        .map(|k| {
+            crate::interrupt::check()?;
+            build_sample(sig, k, &recipes, &loaded, &shapes, opts.seed)
+        })
         .collect::<Result<Vec<_>>>()?;
     let any_files = !loaded.files.is_empty();
     let source = match (any_files, generators.is_empty()) {
@@ -325,6 +396,7 @@ fn recipe(
     loaded: &FileInputs,
     (default_gen, per_input_gen): (Option<GenSpec>, &HashMap<String, GenSpec>),
     shapes: &HashMap<String, Vec<usize>>,
+    zero_default: &[String],
 ) -> Result<Recipe> {
     let in_every_file = loaded.per_input.contains_key(&info.name)
         || (!loaded.samples.is_empty() && loaded.samples.iter().all(|s| s.contains_key(&info.name)));
@@ -339,6 +411,7 @@ fn recipe(
     }
     let spec = match (per_input_gen.get(&info.name), default_gen, !loaded.files.is_empty()) {
         (Some(s), _, _) => *s,
+        (None, _, _) if zero_default.contains(&info.name) => GenSpec::ZEROS,
         (None, Some(s), _) => s,
         (None, None, false) => GenSpec::DEFAULT,
         (None, None, true) => {
@@ -499,6 +572,7 @@ impl InputSet {
         }
         let free_dims = free_dims(sig, &ordered);
         Ok(InputSet {
+            growing: Vec::new(),
             samples: ordered,
             provenance,
             free_dims,
@@ -510,13 +584,20 @@ impl InputSet {
     pub fn shapes(&self) -> HashMap<String, Vec<usize>> {
         self.samples
             .first()
-            .map(|s| s.iter().map(|nt| (nt.name.clone(), nt.tensor.shape.clone())).collect())
+            .map(|s| {
+                s.iter()
+                    .filter(|nt| !self.growing.contains(&nt.name))
+                    .map(|nt| (nt.name.clone(), nt.tensor.shape.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     pub fn write(&self, dir: &Path) -> Result<Vec<Vec<InputFile>>> {
         let mut all = Vec::with_capacity(self.samples.len());
         for (k, sample) in self.samples.iter().enumerate() {
+            // A long stream writes thousands of steps: Ctrl-C must not wait for them.
+            crate::interrupt::check()?;
             let sdir = dir.join(format!("s{k}"));
             std::fs::create_dir_all(&sdir)?;
             let mut files = Vec::with_capacity(sample.len());

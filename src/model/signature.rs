@@ -48,6 +48,21 @@ impl TensorInfo {
         }
     }
 
+    /// Whether a value declared as `self` (an output) can be fed to `input`: the same rank, and
+    /// the same size wherever both are fixed (a dimension left open may change, as a cache's
+    /// length does). Either side without a declared shape fits.
+    pub fn can_feed(&self, input: &TensorInfo) -> bool {
+        match (&self.dims, &input.dims) {
+            (Some(a), Some(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| !matches!((x, y), (Dim::Fixed(p), Dim::Fixed(q)) if p != q))
+            }
+            _ => true,
+        }
+    }
+
     /// Whether every dimension is fixed.
     pub fn is_static(&self) -> bool {
         self.dims

@@ -146,6 +146,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
         inspect_placement: false,
         compile_only: false,
         repeat: 1,
+        feedback: Vec::new(),
     };
     let outcomes = probe.executor.run(&[(job, probe.dir.to_path_buf())])?;
     let outcome = &outcomes[0];

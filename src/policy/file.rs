@@ -73,6 +73,10 @@ pub struct TargetSection {
     pub max_fallback_regression: Option<Spanned<u64>>,
     pub max_partitions_regression: Option<Spanned<u64>>,
     pub max_layer_sqnr_loss_db: Option<Spanned<f64>>,
+    /// Stream audits: fraction of steps whose decision agrees with the golden stream's.
+    pub min_decision_agreement: Option<Spanned<f64>>,
+    /// Stream audits: the state may not diverge at this step or before.
+    pub max_divergence_step: Option<Spanned<u64>>,
     /// The selected targets may fail to run without failing the gate.
     pub allow_failure: Option<Spanned<bool>>,
     #[serde(default)]

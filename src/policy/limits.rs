@@ -43,6 +43,11 @@ pub struct Limits {
     /// Per-layer audit: dB of SQNR against the golden run any layer may lose against the
     /// baseline on the same layer (the SQNR-loss level of the layer summary).
     pub max_layer_sqnr_loss_db: Option<Limit<f64>>,
+    /// Stream: the fraction of steps whose decision must agree with the golden stream's.
+    pub min_decision_agreement: Option<Limit<f64>>,
+    /// Stream: the last step at which the fed-back state falling below the divergence SQNR
+    /// fails the target (it must stay above it through this step).
+    pub max_divergence_step: Option<Limit<u64>>,
 }
 
 /// Applies `$f` to every field name of [`Limits`].
@@ -61,7 +66,9 @@ macro_rules! each_limit {
             fail_on_fallback,
             max_fallback_regression,
             max_partitions_regression,
-            max_layer_sqnr_loss_db
+            max_layer_sqnr_loss_db,
+            min_decision_agreement,
+            max_divergence_step
         )
     };
 }

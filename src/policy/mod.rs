@@ -36,6 +36,10 @@ pub struct Thresholds {
     pub fail_on_fallback: bool,
     /// dB any layer may lose against the baseline (needs the per-layer audit).
     pub max_layer_sqnr_loss_db: Option<f64>,
+    /// Stream: fraction of steps whose decision agrees with the golden stream's.
+    pub min_decision_agreement: Option<f64>,
+    /// Stream: the state may not diverge at this step or before.
+    pub max_divergence_step: Option<usize>,
 }
 
 /// The file `compare` reads when no `--config` is given, if it exists in the current directory.
@@ -252,6 +256,11 @@ fn target_limits(loc: &Locator<'_>, s: &TargetSection) -> Result<Limits> {
         let db = finite(loc, v, "max_layer_sqnr_loss_db", 0.0, f64::INFINITY)?;
         out.max_layer_sqnr_loss_db = Some(Limit::new(db, loc.at(v.span())));
     }
+    if let Some(v) = &s.min_decision_agreement {
+        let fraction = finite(loc, v, "min_decision_agreement", 0.0, 1.0)?;
+        out.min_decision_agreement = Some(Limit::new(fraction, loc.at(v.span())));
+    }
+    out.max_divergence_step = spanned(loc, &s.max_divergence_step);
     Ok(out)
 }
 
@@ -380,6 +389,12 @@ impl Policy {
             max_layer_sqnr_loss_db: flags
                 .max_layer_sqnr_loss_db
                 .map(|v| Limit::new(v, "--max-layer-sqnr-loss")),
+            min_decision_agreement: flags
+                .min_decision_agreement
+                .map(|v| Limit::new(v, "--min-decision-agreement")),
+            max_divergence_step: flags
+                .max_divergence_step
+                .map(|v| Limit::new(v as u64, "--max-divergence-step")),
             ..Limits::default()
         };
         if !l.is_empty() {

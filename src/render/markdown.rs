@@ -34,7 +34,8 @@ pub(super) const LINE_CHARS: usize = 300;
 const FAILING_BUDGET: usize = 22_000;
 const TARGETS_BUDGET: usize = 12_000;
 const NOT_RUN_BUDGET: usize = 6_000;
-const PASSING_BUDGET: usize = 11_000;
+const PASSING_BUDGET: usize = 8_000;
+const STREAM_BUDGET: usize = 3_000;
 const NOTES_BUDGET: usize = 5_000;
 
 /// Renders the report as Markdown.
@@ -51,6 +52,7 @@ pub fn render(report: &Report) -> String {
     }
 
     targets_section(&mut s, report);
+    stream_section(&mut s, report);
     not_run_section(&mut s, report);
 
     if !passing.is_empty() {
@@ -66,6 +68,55 @@ pub fn render(report: &Report) -> String {
 
     notes_section(&mut s, report);
     enforce_limit(s)
+}
+
+/// With `--stream`: each target's decisions and divergence, free and teacher-forced.
+fn stream_section(s: &mut String, report: &Report) {
+    let Some(info) = &report.stream else { return };
+    let _ = writeln!(
+        s,
+        "\n**Stream**: {} steps, fed back {}, diverged below {} dB\n",
+        info.steps,
+        code(&info.feedback.join(", ")),
+        super::present::db(info.divergence_sqnr_db.0)
+    );
+    let rows: Vec<Vec<String>> = super::present::stream_rows(report)
+        .into_iter()
+        .map(|r| {
+            let decisions = if r.decisions.is_empty() {
+                "-".into()
+            } else {
+                r.decisions.join("; ")
+            };
+            vec![
+                r.target,
+                r.run.into(),
+                decisions,
+                r.divergence,
+                r.growth,
+                r.median_db,
+                r.last_db,
+            ]
+        })
+        .collect();
+    let total = rows.len();
+    push_table(
+        s,
+        &[
+            "target",
+            "run",
+            "decisions",
+            "diverges",
+            "growth",
+            "median dB",
+            "last dB",
+        ],
+        rows.into_iter(),
+        total,
+        MAX_TARGET_ROWS,
+        STREAM_BUDGET,
+        "stream rows",
+    );
 }
 
 fn heading(s: &mut String, report: &Report) {

@@ -11,6 +11,7 @@ pub mod listing;
 pub mod markdown;
 pub mod matrix;
 pub mod outputs;
+pub mod pipeline;
 pub mod present;
 pub mod releases;
 pub mod table;

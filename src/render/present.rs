@@ -38,6 +38,69 @@ pub fn db(v: f64) -> String {
     }
 }
 
+/// A stream run's figures as every renderer writes them: one row per target and run (free, then
+/// teacher-forced).
+pub struct StreamRow {
+    pub target: String,
+    /// `free` or `teacher-forced`.
+    pub run: &'static str,
+    /// Per decision: `28 of 375 steps differ (92.5% agree), first at step 4`.
+    pub decisions: Vec<String>,
+    /// `step 12`, or `never below 10 dB`.
+    pub divergence: String,
+    /// `+0.42 dB/step`, or `-`.
+    pub growth: String,
+    pub median_db: String,
+    /// The state SQNR at the first and the last step.
+    pub first_db: String,
+    pub last_db: String,
+}
+
+/// The rows of a report's stream (empty without one).
+pub fn stream_rows(report: &crate::report::model::Report) -> Vec<StreamRow> {
+    let Some(info) = &report.stream else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for t in &report.targets {
+        let Some(st) = &t.stream else { continue };
+        let runs = [("free", Some(&st.free)), ("teacher-forced", st.teacher_forced.as_ref())];
+        for (kind, run) in runs {
+            let Some(run) = run else { continue };
+            rows.push(StreamRow {
+                target: t.id.clone(),
+                run: kind,
+                decisions: run.decisions.iter().map(decision_text).collect(),
+                divergence: run.divergence_step.map_or_else(
+                    || format!("never below {} dB", db(info.divergence_sqnr_db.0)),
+                    |s| format!("step {s}"),
+                ),
+                growth: run
+                    .growth_db_per_step
+                    .map_or("-".into(), |g| format!("{} dB/step", signed_db(g.0))),
+                median_db: db(run.state_sqnr_median_db.0),
+                first_db: run.state_sqnr_db.first().map_or("-".into(), |v| db(v.0)),
+                last_db: run.state_sqnr_db.last().map_or("-".into(), |v| db(v.0)),
+            });
+        }
+    }
+    rows
+}
+
+/// One decision over a stream: how many steps decided otherwise, and the first.
+pub fn decision_text(d: &crate::report::model::DecisionSeries) -> String {
+    let first = d
+        .first_disagreement
+        .map_or(String::new(), |s| format!(", first at step {s}"));
+    format!(
+        "{}: {} of {} steps differ ({} agree){first}",
+        d.decision,
+        d.disagreements,
+        d.agrees.len(),
+        pct(Some(d.agreement).filter(|a| !a.is_nan()))
+    )
+}
+
 /// A dB figure that may be missing.
 pub fn db_opt(v: Option<Num>) -> String {
     v.map_or("-".into(), |v| db(v.0))

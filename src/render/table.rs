@@ -301,6 +301,7 @@ pub fn render(report: &Report) -> String {
     agreement(&mut s, report);
     drift_reading(&mut s, report);
     super::layers::section(&mut s, report);
+    stream(&mut s, report);
     failures(&mut s, report);
     if !report.notes.is_empty() {
         let _ = writeln!(s, "\n{}", bold("NOTES"));
@@ -327,6 +328,49 @@ pub fn render(report: &Report) -> String {
     s
 }
 
+/// With `--stream`: per target and run, its decisions, divergence and state SQNR.
+fn stream(s: &mut String, report: &Report) {
+    let Some(info) = &report.stream else { return };
+    let _ = writeln!(
+        s,
+        "\n{}  {} steps, fed back {}; state = lowest SQNR of {} vs the golden stream; diverged below {} dB",
+        bold("STREAM"),
+        info.steps,
+        info.feedback.join(", "),
+        info.state_outputs.join(", "),
+        db(info.divergence_sqnr_db.0)
+    );
+    let mut b = Builder::default();
+    b.push_record([
+        "target",
+        "run",
+        "decisions",
+        "diverges",
+        "growth",
+        "median dB",
+        "step 1 dB",
+        "last dB",
+    ]);
+    for row in super::present::stream_rows(report) {
+        let decisions = if row.decisions.is_empty() {
+            "-".to_string()
+        } else {
+            row.decisions.join("\n")
+        };
+        b.push_record([
+            row.target,
+            row.run.to_string(),
+            decisions,
+            row.divergence,
+            row.growth,
+            row.median_db,
+            row.first_db,
+            row.last_db,
+        ]);
+    }
+    let _ = writeln!(s, "{}", table(b));
+}
+
 /// Model, golden run and inputs, one line each.
 fn header(s: &mut String, report: &Report) {
     let m = &report.model;
@@ -344,7 +388,12 @@ fn header(s: &mut String, report: &Report) {
     );
     let _ = writeln!(s, "{:<9}{}", "golden", report.reference.description);
     let inputs = &report.inputs.provenance;
-    let mut what = format!("{} sample(s), {}", inputs.samples, inputs.source);
+    let unit = if report.stream.is_some() {
+        "step(s) of one stream"
+    } else {
+        "sample(s)"
+    };
+    let mut what = format!("{} {unit}, {}", inputs.samples, inputs.source);
     if !inputs.generators.is_empty() {
         what.push_str(&format!(": {}", inputs.generators.join(", ")));
     }

@@ -108,6 +108,9 @@ pub struct Report {
     /// With `--layers`: what was tapped and matched, and what could not be.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer_audit: Option<LayerAuditInfo>,
+    /// With `--stream`: how every run fed its state back, step by step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamInfo>,
     /// What the user should know about this run, one sentence each.
     pub notes: Vec<String>,
     /// With `--shard i/n`: which part of the targets this report holds.
@@ -650,6 +653,93 @@ pub struct TargetReport {
     /// With `--layers`: where it first departs and what tapping did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer_summary: Option<TargetLayerSummary>,
+    /// With `--stream`: every step's figures against the golden stream (empty unless ok).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<TargetStream>,
+}
+
+/// `compare --stream`: how the model ran as a stream, the same way on every target and in the
+/// golden run.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StreamInfo {
+    /// Steps every run took (the samples, in order).
+    pub steps: usize,
+    /// Outputs fed back as inputs on the next step, as `output->input`.
+    pub feedback: Vec<String>,
+    /// The fed-back outputs: the state whose SQNR decides divergence.
+    pub state_outputs: Vec<String>,
+    /// What a step decides (`output>0.5`, or `top-1 of NAME` per output with a class axis);
+    /// empty when nothing decides.
+    pub decisions: Vec<String>,
+    /// The SQNR (dB) below which the state counts as diverged.
+    pub divergence_sqnr_db: Num,
+    /// Whether every target also ran teacher-forced (the golden state fed at every step).
+    pub teacher_forcing: bool,
+}
+
+/// One target's stream: running free (its own state fed back, as the app runs it) and, with
+/// `--teacher-forcing`, with the golden run's state fed at every step (the error one step
+/// introduces, without what the loop accumulated).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TargetStream {
+    /// Its own state fed back.
+    pub free: StreamRun,
+    /// The golden state fed at every step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_forced: Option<StreamRun>,
+    /// Why the teacher-forced run has no figures (it did not run to the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_forced_error: Option<String>,
+}
+
+/// The figures of one run of a stream, step by step (steps are 1-based in every field).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StreamRun {
+    /// Per output, its series over the steps.
+    pub outputs: Vec<StepSeries>,
+    /// Per step, the lowest SQNR (dB) of the fed-back outputs against the golden stream's.
+    pub state_sqnr_db: Vec<Num>,
+    /// The median of `state_sqnr_db`.
+    pub state_sqnr_median_db: Num,
+    /// The first step whose `state_sqnr_db` is below the divergence SQNR; null if none is.
+    pub divergence_step: Option<usize>,
+    /// How fast the state's error grows: the least-squares slope, in dB per step, of
+    /// `-state_sqnr_db` over the steps up to the divergence step (every step if it never
+    /// diverges), finite values only; null with fewer than two.
+    pub growth_db_per_step: Option<Num>,
+    /// Per decision (in `StreamInfo::decisions` order), whether each step agreed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionSeries>,
+}
+
+/// One output over the steps of a stream.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StepSeries {
+    /// The output.
+    pub name: String,
+    /// Per step: SQNR against the golden stream's output at that step (dB).
+    pub sqnr_db: Vec<Num>,
+    /// Per step: max abs error.
+    pub max_abs: Vec<Num>,
+    /// Per step: cosine similarity.
+    pub cosine: Vec<Num>,
+    /// Steps whose output equals the golden one bit for bit.
+    pub bit_identical_steps: usize,
+}
+
+/// One decision over the steps of a stream.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionSeries {
+    /// The decision, as `StreamInfo::decisions` names it.
+    pub decision: String,
+    /// Per step: whether the target decided what the golden stream decided (every element).
+    pub agrees: Vec<bool>,
+    /// Steps that decided otherwise.
+    pub disagreements: usize,
+    /// Fraction of steps that agreed.
+    pub agreement: f64,
+    /// The first step that decided otherwise.
+    pub first_disagreement: Option<usize>,
 }
 
 /// The part of a target's fingerprint a compare report carries.

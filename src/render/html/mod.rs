@@ -44,6 +44,7 @@ pub mod matrix;
 mod placement_plot;
 mod plot;
 mod sqnr_plot;
+mod stream_plot;
 pub mod triage;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -72,6 +73,7 @@ pub fn render(report: &Report) -> String {
                 (gate_section(report))
                 (outputs_section(report))
                 (layers_section(report))
+                (stream_section(report))
                 (agreement_section(report))
                 (placement_section(report))
                 (fingerprint_section(report))
@@ -479,6 +481,44 @@ fn layers_section(report: &Report) -> Markup {
                         li.bad { (t.id) ": " (e) }
                     }
                 }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3b. Streams (only in a report made with --stream)
+
+fn stream_section(report: &Report) -> Markup {
+    let Some(info) = &report.stream else {
+        return html! {};
+    };
+    let runs = stream_plot::runs(report);
+    let decisions = runs.first().map_or(0, |r| r.run.decisions.len());
+    html! {
+        h2 id="stream" { "Stream" }
+        p.muted {
+            (info.steps) " steps; fed back: " code { (info.feedback.join(", ")) } "; the state is the lowest SQNR of "
+            (info.state_outputs.join(", ")) " against the golden stream at each step; diverged below "
+            (super::present::db(info.divergence_sqnr_db.0)) " dB."
+            @if info.teacher_forcing { " Dashed: teacher-forced (the golden state fed at every step): the error one step introduces." }
+        }
+        table.stream {
+            tr { th { "target" } th { "run" } th { "decisions" } th { "diverges" } th { "growth" } th { "median" } th { "step 1" } th { "last step" } }
+            @for row in super::present::stream_rows(report) {
+                tr {
+                    td { (row.target) } td { (row.run) }
+                    td { @for d in &row.decisions { div { (d) } } @if row.decisions.is_empty() { "-" } }
+                    td { (row.divergence) } td.num { (row.growth) } td.num { (row.median_db) }
+                    td.num { (row.first_db) } td.num { (row.last_db) }
+                }
+            }
+        }
+        @if !runs.is_empty() {
+            (PreEscaped(stream_plot::sqnr_plot(report, &runs, info.steps, info.divergence_sqnr_db.0)))
+            @for d in 0..decisions {
+                h3 { "Decisions: " (info.decisions.get(d).cloned().unwrap_or_default()) }
+                (PreEscaped(stream_plot::decision_plot(report, &runs, info.steps, d)))
             }
         }
     }

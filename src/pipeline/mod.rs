@@ -1,0 +1,441 @@
+//! `npu-audit pipeline`: several models chained (outputs of one feed inputs of the next),
+//! audited end to end per target, with the drift of the final output attributed to a stage.
+//!
+//! Each stage runs through `compare` twice over: once on the golden chain's inputs for every
+//! target at once (what the stage *introduces* on each target), and once per target on that
+//! target's own upstream outputs (the *chained* run, as the app runs the chain). The chained
+//! run's golden run is the stage's reference on the target's drifted inputs: what the upstream
+//! drift becomes through an exact stage (*propagated*). Every figure is measured against the
+//! golden chain (every reference on the golden upstream outputs).
+
+pub mod file;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::audit::{run_compare_with_outputs, CompareOptions, RunTensors};
+use crate::compare::ErrorStats;
+use crate::report::model::Num;
+use crate::tensor::{npz_bytes, Tensor};
+use crate::userfile::Outputs;
+pub use file::{Feed, Stage};
+
+/// One run's outputs: per sample, every output by name.
+type Samples = Vec<Vec<(String, Tensor)>>;
+
+/// What `pipeline` was asked.
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    pub file: PathBuf,
+    pub stages: Vec<Stage>,
+    /// The audit of every stage: targets, the first stage's inputs, execution.
+    pub audit: CompareOptions,
+    /// The final stage's outputs must reach this SQNR on every target (exit 1 otherwise).
+    pub min_sqnr_db: Option<f64>,
+}
+
+/// What `pipeline` found.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PipelineReport {
+    pub tool_version: String,
+    /// The pipeline file.
+    pub file: String,
+    pub stages: Vec<StageInfo>,
+    /// Samples fed to the first stage.
+    pub samples: usize,
+    pub targets: Vec<PipelineTarget>,
+    /// The limit on the final outputs' SQNR, when one was set.
+    pub min_sqnr_db: Option<f64>,
+    /// 0, or 1 when a target's final output is below `min_sqnr_db` (or did not run).
+    pub exit_code: i32,
+}
+
+/// One stage as it ran.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StageInfo {
+    pub name: String,
+    pub model: String,
+    /// The reference as `compare` described it.
+    pub reference: String,
+    /// `input <- STAGE.OUTPUT`.
+    pub feeds: Vec<String>,
+}
+
+/// One target through the chain.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PipelineTarget {
+    pub id: String,
+    /// The stages it ran, in order (fewer than all when one failed).
+    pub stages: Vec<StageFigures>,
+    /// The stage that did not run, and the runtime's words.
+    pub failed: Option<String>,
+    /// The worst SQNR of the last stage's outputs in the chain (NaN when it did not get there).
+    pub final_sqnr_db: Num,
+    /// The stage the final drift comes from (see `attribution`), when the chain ran.
+    pub origin: Option<String>,
+    /// Why: the comparison at each stage walked back from the last.
+    pub attribution: Vec<String>,
+}
+
+/// One stage's outputs on one target.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StageFigures {
+    pub stage: String,
+    pub outputs: Vec<StageOutput>,
+}
+
+/// One output of one stage on one target, against the golden chain (pooled over samples).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StageOutput {
+    pub name: String,
+    /// The stage alone on the target, fed the golden chain's inputs: the drift it introduces.
+    pub introduced_sqnr_db: Num,
+    /// The stage's reference fed the target's chained inputs: the upstream drift carried
+    /// through an exact stage (null for the first stage).
+    pub propagated_sqnr_db: Option<Num>,
+    /// The stage on the target fed its own chained inputs: what the app gets.
+    pub chained_sqnr_db: Num,
+    pub chained_max_abs: Num,
+}
+
+/// The JSON Schema of `pipeline`'s JSON (`npu-audit schema pipeline`).
+pub fn schema_text() -> String {
+    crate::report::schema::schema_text(&crate::report::schema::derived_schema::<PipelineReport>(
+        "npu-audit pipeline".to_string(),
+        "The JSON of `npu-audit pipeline --format json` (and `--out FILE`): derived from the types in src/pipeline/. \
+         Prose in docs/streams.md.",
+    ))
+}
+
+/// Runs the pipeline and returns its report.
+pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineReport> {
+    let work = tempfile::Builder::new().prefix("npu-audit-pipeline-").tempdir()?;
+    let mut golden: Vec<Samples> = Vec::new();
+    let mut chains: Vec<(String, Chain)> = Vec::new();
+    let mut infos = Vec::new();
+    let mut samples = 0;
+    for (k, stage) in opts.stages.iter().enumerate() {
+        crate::interrupt::check()?;
+        let inputs = match k {
+            0 => opts.audit.inputs.clone(),
+            _ => stage_inputs(stage, &golden, &work.path().join(format!("golden-{k}")))?,
+        };
+        let (report, tensors) = audit_stage(opts, stage, inputs, None, outputs)?;
+        if k == 0 {
+            samples = report.inputs.provenance.samples;
+        }
+        infos.push(StageInfo {
+            name: stage.name.clone(),
+            model: stage.model.display().to_string(),
+            reference: report.reference.description.clone(),
+            feeds: stage
+                .feeds
+                .iter()
+                .map(|f| format!("{} <- {}.{}", f.input, opts.stages[f.stage].name, f.output))
+                .collect(),
+        });
+        let gold = tensors
+            .get("golden")
+            .cloned()
+            .context("the golden run kept no outputs")?;
+        for row in report
+            .targets
+            .iter()
+            .filter(|t| t.role == crate::target::TargetRole::Target)
+        {
+            if k == 0 {
+                chains.push((row.id.clone(), Chain::default()));
+            }
+            let Some((_, chain)) = chains.iter_mut().find(|(id, _)| *id == row.id) else {
+                continue;
+            };
+            if chain.failed.is_some() || chain.outputs.len() != k {
+                continue;
+            }
+            let introduced = tensors.get(&row.id);
+            let Some(introduced) = introduced else {
+                chain.failed = Some(format!(
+                    "{}: {}",
+                    stage.name,
+                    row.error.clone().unwrap_or_else(|| row.status.as_str().into())
+                ));
+                continue;
+            };
+            if k == 0 {
+                chain.push(stage, &gold, introduced, None, introduced.clone());
+                continue;
+            }
+            let dir = work
+                .path()
+                .join(format!("{}-{k}", crate::exec::executor::sanitize(&row.id)));
+            let inputs = stage_inputs(stage, &chain.outputs, &dir)?;
+            let (own, own_tensors) = audit_stage(opts, stage, inputs, Some(&row.id), outputs)?;
+            match own_tensors.get(&row.id) {
+                Some(chained) => {
+                    let propagated = own_tensors.get("golden").context("the golden run kept no outputs")?;
+                    chain.push(stage, &gold, introduced, Some(propagated), chained.clone());
+                }
+                None => {
+                    let t = own.targets.iter().find(|t| t.id == row.id);
+                    let why = t.and_then(|t| t.error.clone()).unwrap_or_else(|| "did not run".into());
+                    chain.failed = Some(format!("{}: {why}", stage.name));
+                }
+            }
+        }
+        golden.push(gold);
+    }
+    Ok(report(opts, infos, samples, chains))
+}
+
+/// One target's way through the chain so far.
+#[derive(Default)]
+struct Chain {
+    /// Per stage that ran, its chained outputs.
+    outputs: Vec<Samples>,
+    figures: Vec<StageFigures>,
+    failed: Option<String>,
+}
+
+impl Chain {
+    fn push(
+        &mut self,
+        stage: &Stage,
+        gold: &Samples,
+        introduced: &Samples,
+        propagated: Option<&Samples>,
+        chained: Samples,
+    ) {
+        let names: Vec<String> = gold
+            .first()
+            .map(|s| s.iter().map(|(n, _)| n.clone()).collect())
+            .unwrap_or_default();
+        let outputs = names
+            .iter()
+            .map(|name| {
+                let chained_stats = pooled(&chained, gold, name);
+                StageOutput {
+                    name: name.clone(),
+                    introduced_sqnr_db: Num(pooled(introduced, gold, name).sqnr_db()),
+                    propagated_sqnr_db: propagated.map(|p| Num(pooled(p, gold, name).sqnr_db())),
+                    chained_sqnr_db: Num(chained_stats.sqnr_db()),
+                    chained_max_abs: Num(chained_stats.max_abs()),
+                }
+            })
+            .collect();
+        self.figures.push(StageFigures {
+            stage: stage.name.clone(),
+            outputs,
+        });
+        self.outputs.push(chained);
+    }
+}
+
+/// The statistics of one output of `run` against `gold`, pooled over the samples (NaN when a
+/// sample lacks it or the shapes differ).
+fn pooled(run: &Samples, gold: &Samples, name: &str) -> ErrorStats {
+    let mut stats: Option<ErrorStats> = None;
+    for (r, g) in run.iter().zip(gold) {
+        let find = |s: &[(String, Tensor)]| s.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
+        let (Some(o), Some(g)) = (find(r), find(g)) else {
+            return nan_stats();
+        };
+        if o.shape != g.shape {
+            return nan_stats();
+        }
+        let same = o.dtype() == g.dtype();
+        let s = stats.get_or_insert_with(|| ErrorStats::new(same, same && o.dtype().is_float()));
+        s.update(&o.data, &g.data);
+    }
+    stats.unwrap_or_else(nan_stats)
+}
+
+/// Statistics that measure nothing: every figure NaN.
+fn nan_stats() -> ErrorStats {
+    ErrorStats::default()
+}
+
+/// Writes a stage's inputs (each sample one `.npz`, every input from the output that feeds it
+/// in `runs`, per stage) and returns them as `compare`'s inputs.
+fn stage_inputs(stage: &Stage, runs: &[Samples], dir: &std::path::Path) -> Result<crate::inputs::InputOptions> {
+    std::fs::create_dir_all(dir)?;
+    let count = stage.feeds.iter().map(|f| runs[f.stage].len()).min().unwrap_or(0);
+    let mut npz = Vec::with_capacity(count);
+    for s in 0..count {
+        let tensors: Vec<(String, &Tensor)> = stage
+            .feeds
+            .iter()
+            .map(|f| {
+                runs[f.stage]
+                    .get(s)
+                    .into_iter()
+                    .flatten()
+                    .find(|(n, _)| *n == f.output)
+                    .map(|(_, t)| (f.input.clone(), t))
+                    .with_context(|| format!("stage {}: no output '{}' in sample {s}", f.stage, f.output))
+            })
+            .collect::<Result<_>>()?;
+        let path = dir.join(format!("s{s}.npz"));
+        std::fs::write(&path, npz_bytes(&tensors)?)?;
+        npz.push(path);
+    }
+    Ok(crate::inputs::InputOptions {
+        npz,
+        samples: 1,
+        ..crate::inputs::InputOptions::default()
+    })
+}
+
+/// `compare` of one stage on its inputs: every target, or one.
+fn audit_stage(
+    opts: &PipelineOptions,
+    stage: &Stage,
+    inputs: crate::inputs::InputOptions,
+    only: Option<&str>,
+    outputs: &mut Outputs,
+) -> Result<(crate::report::model::Report, RunTensors)> {
+    let audit = CompareOptions {
+        model: stage.model.clone(),
+        reference: stage.reference.clone(),
+        targets: only.map_or_else(|| opts.audit.targets.clone(), |t| vec![t.to_string()]),
+        inputs,
+        ..opts.audit.clone()
+    };
+    run_compare_with_outputs(&audit, outputs).with_context(|| format!("stage {}", stage.name))
+}
+
+/// The report: per target its stages, final SQNR and the stage its drift comes from.
+fn report(
+    opts: &PipelineOptions,
+    stages: Vec<StageInfo>,
+    samples: usize,
+    chains: Vec<(String, Chain)>,
+) -> PipelineReport {
+    let targets: Vec<PipelineTarget> = chains
+        .into_iter()
+        .map(|(id, chain)| {
+            let complete = chain.failed.is_none() && chain.figures.len() == opts.stages.len();
+            let final_sqnr = chain
+                .figures
+                .last()
+                .filter(|_| complete)
+                .map_or(f64::NAN, |f| worst(f, |o| o.chained_sqnr_db.0));
+            let (origin, attribution) = if complete {
+                attribute(&chain.figures)
+            } else {
+                (None, Vec::new())
+            };
+            PipelineTarget {
+                id,
+                stages: chain.figures,
+                failed: chain.failed,
+                final_sqnr_db: Num(final_sqnr),
+                origin,
+                attribution,
+            }
+        })
+        .collect();
+    let failing = targets.iter().any(|t| {
+        opts.min_sqnr_db
+            .is_some_and(|m| t.final_sqnr_db.0.is_nan() || t.final_sqnr_db.0 < m)
+    });
+    PipelineReport {
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        file: opts.file.display().to_string(),
+        stages,
+        samples,
+        targets,
+        min_sqnr_db: opts.min_sqnr_db,
+        exit_code: i32::from(failing),
+    }
+}
+
+/// The lowest figure over a stage's outputs (NaN counts as lowest).
+fn worst(f: &StageFigures, figure: impl Fn(&StageOutput) -> f64) -> f64 {
+    f.outputs.iter().map(figure).fold(f64::INFINITY, |a, b| {
+        if b.is_nan() || a.is_nan() {
+            f64::NAN
+        } else {
+            a.min(b)
+        }
+    })
+}
+
+/// Walks back from the last stage: at each stage, the noise its outputs carry in the chain has
+/// two sources, what the stage introduces (alone on golden inputs) and what arrives from
+/// upstream (propagated through the exact stage). Both are measured against the same golden
+/// outputs, so the lower SQNR is the larger noise power. When the stage's own is larger (or
+/// equal), the drift originates there; otherwise the walk goes one stage up. The first stage
+/// has no upstream.
+pub fn attribute(figures: &[StageFigures]) -> (Option<String>, Vec<String>) {
+    let mut why = Vec::new();
+    for f in figures.iter().rev() {
+        let introduced = worst(f, |o| o.introduced_sqnr_db.0);
+        let propagated = worst(f, |o| o.propagated_sqnr_db.map_or(f64::INFINITY, |v| v.0));
+        if f.outputs.iter().all(|o| o.propagated_sqnr_db.is_none()) {
+            why.push(format!(
+                "{}: first stage, introduces {} dB",
+                f.stage,
+                db_text(introduced)
+            ));
+            return (Some(f.stage.clone()), why);
+        }
+        if introduced <= propagated || propagated.is_nan() {
+            why.push(format!(
+                "{}: introduces {} dB, upstream drift arrives at {} dB: the stage's own error dominates",
+                f.stage,
+                db_text(introduced),
+                db_text(propagated)
+            ));
+            return (Some(f.stage.clone()), why);
+        }
+        why.push(format!(
+            "{}: introduces {} dB, upstream drift arrives at {} dB: it comes from upstream",
+            f.stage,
+            db_text(introduced),
+            db_text(propagated)
+        ));
+    }
+    (figures.first().map(|f| f.stage.clone()), why)
+}
+
+/// A dB figure in an attribution sentence: two decimals, or `inf`/`-inf`/`-`.
+fn db_text(v: f64) -> String {
+    match v {
+        v if v.is_nan() => "-".into(),
+        f64::INFINITY => "inf".into(),
+        f64::NEG_INFINITY => "-inf".into(),
+        v => format!("{v:.2}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(name: &str, introduced: f64, propagated: Option<f64>) -> StageFigures {
+        StageFigures {
+            stage: name.into(),
+            outputs: vec![StageOutput {
+                name: "y".into(),
+                introduced_sqnr_db: Num(introduced),
+                propagated_sqnr_db: propagated.map(Num),
+                chained_sqnr_db: Num(0.0),
+                chained_max_abs: Num(0.0),
+            }],
+        }
+    }
+
+    /// The head introduces 40 dB but receives the backbone's drift at 20 dB: the larger noise
+    /// (lower SQNR) comes from upstream, and the backbone is the first stage.
+    #[test]
+    fn attribution_follows_the_larger_noise_upstream() {
+        let (origin, why) = attribute(&[stage("backbone", 18.0, None), stage("head", 40.0, Some(20.0))]);
+        assert_eq!(origin.as_deref(), Some("backbone"));
+        assert_eq!(why.len(), 2);
+        assert!(why[0].contains("comes from upstream"), "{why:?}");
+        let (origin, _) = attribute(&[stage("backbone", 30.0, None), stage("head", 12.0, Some(35.0))]);
+        assert_eq!(origin.as_deref(), Some("head"));
+    }
+}
