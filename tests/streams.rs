@@ -87,6 +87,16 @@ fn npu_stream() -> &'static Stream {
     })
 }
 
+/// The errors of `json` against a committed schema under docs/.
+fn schema_errors(schema: &str, json: &Value) -> Vec<String> {
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(repo(schema)).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(json)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
 fn stream_of<'a>(report: &'a Value, id: &str) -> &'a Value {
     &target(report, id)["stream"]
 }
@@ -196,6 +206,7 @@ fn saved(dir: &Path, id: &str) -> String {
 #[test]
 fn cpu_stream_equals_an_independent_rerun_step_by_step() {
     let s = cpu_stream();
+    assert_eq!(schema_errors("docs/report.schema.json", &s.json), Vec::<String>::new());
     assert_eq!(s.json["stream"]["steps"], 375);
     assert_eq!(s.json["stream"]["feedback"][0], "stateN->state");
     let want = rerun(
@@ -227,6 +238,58 @@ fn cpu_stream_equals_an_independent_rerun_step_by_step() {
         forced > free + 3.0,
         "teacher-forced median {forced} dB vs free {free} dB"
     );
+}
+
+/// The same steps given as a `--sequence` archive (the input's windows cut here by the rule
+/// docs/streams.md states: 64 zeros of context first, then 576 samples every 512; the state
+/// member one row, its first value) give the figures of `--chunk`, bit for bit.
+#[test]
+fn a_sequence_archive_streams_as_the_chunked_file_does() {
+    use npu_audit::tensor::{npz_bytes, Tensor, TensorData};
+    let chunked = stream("silero_vad_qdq_u8.onnx", &["cpu"], Some("40"), &[]);
+    let speech = values(&Tensor::read_npy(&repo(SPEECH)).unwrap());
+    let padded: Vec<f32> = std::iter::repeat_n(0.0, 64)
+        .chain(speech.iter().map(|v| *v as f32))
+        .collect();
+    let windows: Vec<f32> = (0..40).flat_map(|k| padded[k * 512..k * 512 + 576].to_vec()).collect();
+    let input = Tensor::new(vec![40, 1, 576], TensorData::Float32(windows)).unwrap();
+    let state = Tensor::new(vec![1, 2, 1, 128], TensorData::Float32(vec![0.0; 256])).unwrap();
+    let dir = tempdir();
+    let archive = dir.path().join("steps.npz");
+    std::fs::write(
+        &archive,
+        npz_bytes(&[("input".into(), &input), ("state".into(), &state)]).unwrap(),
+    )
+    .unwrap();
+    let out = dir.path().join("r.json");
+    let run = bin()
+        .args([
+            "compare",
+            &real("silero_vad_qdq_u8.onnx"),
+            "--reference",
+            &real("silero_vad_fp32.onnx"),
+        ])
+        .args([
+            "-t",
+            "cpu",
+            "--no-baseline",
+            "--stream",
+            "stateN->state",
+            "--decision",
+            "output>0.5",
+        ])
+        .args(["--sequence", archive.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let (a, b) = (
+        &stream_of(&json, "cpu")["free"],
+        &stream_of(&chunked.json, "cpu")["free"],
+    );
+    assert_eq!(a["state_sqnr_db"], b["state_sqnr_db"]);
+    assert_eq!(a["decisions"], b["decisions"]);
+    assert_eq!(json["stream"]["steps"], 40);
 }
 
 /// Below -1 dB the u8 state diverges later than at step 1: the divergence step and the growth of
@@ -544,6 +607,7 @@ fn a_two_model_pipeline_is_audited_end_to_end_and_attributed() {
         let want_origin = if own { "head" } else { "backbone" };
         assert_eq!(t["origin"], want_origin, "{}", t["id"]);
     }
+    assert_eq!(schema_errors("docs/pipeline.schema.json", &json), Vec::<String>::new());
     let sm8650 = targets.iter().find(|t| t["id"] == "qnn:sm8650").unwrap();
     assert!(sm8650["failed"].is_null() && num(&sm8650["final_sqnr_db"]).is_finite());
 }
