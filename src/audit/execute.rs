@@ -148,6 +148,9 @@ fn teacher_forced_runs(
         ));
         index_of.push(Some(forced.len() - 1));
     }
+    if forced.is_empty() {
+        return Ok(vec![None; job_of.len()]);
+    }
     let mut outcomes = executor.run(&forced)?.into_iter().map(Some).collect::<Vec<_>>();
     Ok(index_of
         .into_iter()

@@ -59,6 +59,8 @@ pub struct StageInfo {
     pub model: String,
     /// The reference as `compare` described it.
     pub reference: String,
+    /// The golden run of this stage on the golden chain: its runtime, threads and timing.
+    pub golden: crate::report::model::ReferenceInfo,
     /// `input <- STAGE.OUTPUT`.
     pub feeds: Vec<String>,
 }
@@ -67,6 +69,12 @@ pub struct StageInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PipelineTarget {
     pub id: String,
+    /// The runtime every stage ran on (null when unavailable).
+    pub runtime: Option<crate::report::model::RuntimeInfo>,
+    /// The EP options and session entries every stage ran with.
+    pub options: std::collections::BTreeMap<String, String>,
+    /// The intra-op threads of its sessions.
+    pub intra_op_threads: Option<usize>,
     /// The stages it ran, in order (fewer than all when one failed).
     pub stages: Vec<StageFigures>,
     /// The stage that did not run, and the runtime's words.
@@ -130,6 +138,7 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
             name: stage.name.clone(),
             model: stage.model.display().to_string(),
             reference: report.reference.description.clone(),
+            golden: report.reference.clone(),
             feeds: stage
                 .feeds
                 .iter()
@@ -146,42 +155,19 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
             .filter(|t| t.role == crate::target::TargetRole::Target)
         {
             if k == 0 {
-                chains.push((row.id.clone(), Chain::default()));
+                chains.push((row.id.clone(), Chain::starting(row)));
             }
             let Some((_, chain)) = chains.iter_mut().find(|(id, _)| *id == row.id) else {
                 continue;
             };
-            if chain.failed.is_some() || chain.outputs.len() != k {
-                continue;
-            }
-            let introduced = tensors.get(&row.id);
-            let Some(introduced) = introduced else {
-                chain.failed = Some(format!(
-                    "{}: {}",
-                    stage.name,
-                    row.error.clone().unwrap_or_else(|| row.status.as_str().into())
-                ));
-                continue;
-            };
-            if k == 0 {
-                chain.push(stage, &gold, introduced, None, introduced.clone());
-                continue;
-            }
-            let dir = work
-                .path()
-                .join(format!("{}-{k}", crate::exec::executor::sanitize(&row.id)));
-            let inputs = stage_inputs(stage, &chain.outputs, &dir)?;
-            let (own, own_tensors) = audit_stage(opts, stage, inputs, Some(&row.id), outputs)?;
-            match own_tensors.get(&row.id) {
-                Some(chained) => {
-                    let propagated = own_tensors.get("golden").context("the golden run kept no outputs")?;
-                    chain.push(stage, &gold, introduced, Some(propagated), chained.clone());
-                }
-                None => {
-                    let t = own.targets.iter().find(|t| t.id == row.id);
-                    let why = t.and_then(|t| t.error.clone()).unwrap_or_else(|| "did not run".into());
-                    chain.failed = Some(format!("{}: {why}", stage.name));
-                }
+            if chain.failed.is_none() && chain.outputs.len() == k {
+                let at = StagePoint {
+                    k,
+                    stage,
+                    gold: &gold,
+                    work: work.path(),
+                };
+                advance(opts, &at, chain, row, &tensors, outputs)?;
             }
         }
         golden.push(gold);
@@ -189,9 +175,64 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
     Ok(report(opts, infos, samples, chains))
 }
 
+/// Where the chain is: the stage, its index, the golden chain's outputs of it, the work directory.
+struct StagePoint<'a> {
+    k: usize,
+    stage: &'a Stage,
+    gold: &'a Samples,
+    work: &'a std::path::Path,
+}
+
+/// One target's chain through stage `at.k`: its figures from the stage's run on the golden inputs
+/// (`tensors`, every target) and its own chained run; or where it failed.
+fn advance(
+    opts: &PipelineOptions,
+    at: &StagePoint<'_>,
+    chain: &mut Chain,
+    row: &crate::report::model::TargetReport,
+    tensors: &RunTensors,
+    outputs: &mut Outputs,
+) -> Result<()> {
+    let Some(introduced) = tensors.get(&row.id) else {
+        let why = row.error.clone().unwrap_or_else(|| row.status.as_str().into());
+        chain.failed = Some(format!("{}: {why}", at.stage.name));
+        return Ok(());
+    };
+    if at.k == 0 {
+        chain.push(at.stage, at.gold, introduced, None, introduced.clone());
+        return Ok(());
+    }
+    let dir = at
+        .work
+        .join(format!("{}-{}", crate::exec::executor::sanitize(&row.id), at.k));
+    let inputs = stage_inputs(at.stage, &chain.outputs, &dir)?;
+    let (own, own_tensors) = audit_stage(opts, at.stage, inputs, Some(&row.id), outputs)?;
+    match own_tensors.get(&row.id) {
+        Some(chained) => {
+            let propagated = own_tensors.get("golden").context("the golden run kept no outputs")?;
+            chain.push(at.stage, at.gold, introduced, Some(propagated), chained.clone());
+        }
+        None => {
+            let t = own.targets.iter().find(|t| t.id == row.id);
+            let why = t.and_then(|t| t.error.clone()).unwrap_or_else(|| "did not run".into());
+            chain.failed = Some(format!("{}: {why}", at.stage.name));
+        }
+    }
+    Ok(())
+}
+
+/// What a target ran with (the same for every stage).
+#[derive(Default)]
+struct Knobs {
+    runtime: Option<crate::report::model::RuntimeInfo>,
+    options: std::collections::BTreeMap<String, String>,
+    intra_op_threads: Option<usize>,
+}
+
 /// One target's way through the chain so far.
 #[derive(Default)]
 struct Chain {
+    knobs: Knobs,
     /// Per stage that ran, its chained outputs.
     outputs: Vec<Samples>,
     figures: Vec<StageFigures>,
@@ -199,6 +240,18 @@ struct Chain {
 }
 
 impl Chain {
+    /// A chain before its first stage, with what the target runs with.
+    fn starting(row: &crate::report::model::TargetReport) -> Chain {
+        Chain {
+            knobs: Knobs {
+                runtime: row.runtime.clone(),
+                options: row.options.clone(),
+                intra_op_threads: row.intra_op_threads,
+            },
+            ..Chain::default()
+        }
+    }
+
     fn push(
         &mut self,
         stage: &Stage,
@@ -328,6 +381,9 @@ fn report(
             };
             PipelineTarget {
                 id,
+                runtime: chain.knobs.runtime,
+                options: chain.knobs.options,
+                intra_op_threads: chain.knobs.intra_op_threads,
                 stages: chain.figures,
                 failed: chain.failed,
                 final_sqnr_db: Num(final_sqnr),

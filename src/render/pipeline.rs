@@ -38,8 +38,18 @@ fn rows(t: &PipelineTarget) -> Vec<[String; 7]> {
         .collect()
 }
 
-/// One sentence per target: the final figure and where its drift comes from, or where it failed.
+/// One sentence per target: what it ran on, the final figure and where its drift comes from, or
+/// where it failed.
 fn verdict_line(t: &PipelineTarget) -> String {
+    let runtime = t
+        .runtime
+        .as_ref()
+        .map_or_else(|| "no runtime".into(), crate::report::model::RuntimeInfo::text);
+    let threads = t.intra_op_threads.map_or(String::new(), |n| format!(", {n} thread(s)"));
+    format!("{} [{runtime}{threads}]", verdict(t))
+}
+
+fn verdict(t: &PipelineTarget) -> String {
     match (&t.failed, &t.origin) {
         (Some(f), _) => format!("{}: failed at stage {f}", t.id),
         (None, Some(origin)) => format!(
