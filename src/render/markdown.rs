@@ -34,8 +34,8 @@ pub(super) const LINE_CHARS: usize = 300;
 const FAILING_BUDGET: usize = 22_000;
 const TARGETS_BUDGET: usize = 12_000;
 const NOT_RUN_BUDGET: usize = 6_000;
-const PASSING_BUDGET: usize = 8_000;
-const STREAM_BUDGET: usize = 3_000;
+const PASSING_BUDGET: usize = 11_000;
+const STREAM_BUDGET: usize = 2_500;
 const NOTES_BUDGET: usize = 5_000;
 
 /// Renders the report as Markdown.
