@@ -58,17 +58,7 @@ fn read(path: &Path) -> String {
 /// Node-data file name of a target (`--node-data` replaces characters other than letters,
 /// digits, `-` and `.` with `_`).
 fn node_data_file(dir: &Path, target: &str) -> std::path::PathBuf {
-    let name: String = target
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    dir.join(format!("{name}.json"))
+    dir.join(format!("{}.json", file_name_of(target)))
 }
 
 fn check_junit(xml: &str, report: &Value) {

@@ -187,16 +187,7 @@ fn rerun_at(db: &str, args: &[&str], out: &Path) -> Value {
 
 /// The directory `--save-outputs` gives a run id.
 fn saved(dir: &Path, id: &str) -> String {
-    let name: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let name = file_name_of(id);
     assert!(dir.join(&name).is_dir(), "no saved outputs for {id}");
     name
 }

@@ -270,7 +270,7 @@ fn stream_info(s: &crate::stream::StreamSpec, steps: usize, targets: &[TargetRep
         .iter()
         .find_map(|t| t.stream.as_ref())
         .map(|st| st.free.decisions.iter().map(|d| d.decision.clone()).collect())
-        .unwrap_or_else(|| s.decisions.clone());
+        .unwrap_or_else(|| s.decisions.iter().map(ToString::to_string).collect());
     StreamInfo {
         steps,
         feedback: s

@@ -146,12 +146,11 @@ fn check_stream(opts: &CompareOptions, signature: &Signature, reference: &Refere
         return Err(bad_flag("--stream cannot be combined with --layers"));
     }
     let fed = stream.state_inputs();
-    for text in &opts.inputs.chunks {
-        let spec = crate::inputs::sequence::ChunkSpec::parse(text)?;
+    for spec in &opts.inputs.chunks {
         if fed.contains(&spec.input) {
             return Err(bad_flag(format!(
-                "--chunk {text}: input '{}' is fed back from the second step on; give its first value with --input {}=FILE.npy",
-                spec.input, spec.input
+                "--chunk {}={}: input '{}' is fed back from the second step on; give its first value with --input {}=FILE.npy",
+                spec.input, spec.file, spec.input, spec.input
             )));
         }
     }

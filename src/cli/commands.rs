@@ -358,6 +358,17 @@ pub struct FindingsFile<'a, T> {
     pub render: Option<fn(&T) -> String>,
 }
 
+/// A findings command's `--out FILE`, when given: its JSON.
+pub fn json_out<T>(out: Option<&PathBuf>) -> Vec<FindingsFile<'_, T>> {
+    out.map(|path| FindingsFile {
+        flag: "--out",
+        path,
+        render: None,
+    })
+    .into_iter()
+    .collect()
+}
+
 /// The files a findings command reads, as the inputs of its `Outputs`, with every file it is
 /// asked to write checked before any work: writable, not one of its inputs, no two flags naming
 /// the same file, at most one naming standard output.

@@ -155,7 +155,11 @@ fn stream_inputs(i: &InputArgs, s: &StreamArgs) -> Result<InputOptions> {
             "--stream counts steps, not samples: use --steps instead of --samples",
         ));
     }
-    inputs.chunks = s.chunk.clone();
+    inputs.chunks = s
+        .chunk
+        .iter()
+        .map(|c| crate::inputs::sequence::ChunkSpec::parse(c))
+        .collect::<Result<_>>()?;
     inputs.sequence = s.sequence.clone();
     inputs.steps = s.steps.map(|n| n as usize);
     if let Some(n) = inputs.steps {

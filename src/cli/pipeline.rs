@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::args::{PipelineArgs, ReportFormat};
-use super::commands::{emit_findings, findings_outputs, FindingsFile};
+use super::commands::{emit_findings, findings_outputs, json_out, FindingsFile};
 use crate::error::{bad_flag, ExitCode};
 use crate::pipeline::{PipelineOptions, PipelineReport};
 
@@ -24,15 +24,7 @@ pub fn run(a: &PipelineArgs) -> Result<ExitCode> {
         .chain([a.file.clone()])
         .chain(a.inputs.npz.iter().cloned())
         .collect();
-    let files: Vec<FindingsFile<'_, PipelineReport>> = a
-        .out
-        .iter()
-        .map(|path| FindingsFile {
-            flag: "--out",
-            path,
-            render: None,
-        })
-        .collect();
+    let files: Vec<FindingsFile<'_, PipelineReport>> = json_out(a.out.as_ref());
     let mut outputs = findings_outputs(&files, reads)?;
     let opts = PipelineOptions {
         file: a.file.clone(),

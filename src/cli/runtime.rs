@@ -4,7 +4,9 @@
 use anyhow::Result;
 
 use super::args::{Format, RuntimeCommand};
-use super::commands::{emit_findings, findings_outputs, print_json, print_stdout, runtime_choice, FindingsFile};
+use super::commands::{
+    emit_findings, findings_outputs, json_out, print_json, print_stdout, runtime_choice, FindingsFile,
+};
 use crate::error::ExitCode;
 use crate::listing;
 use crate::runtime::Provisioner;
@@ -62,15 +64,7 @@ fn bisect(a: &super::args::ReleaseBisectArgs) -> Result<ExitCode> {
         .flatten()
         .chain(a.inputs.npz.iter().cloned())
         .collect();
-    let files: Vec<FindingsFile<_>> = a
-        .out
-        .iter()
-        .map(|path| FindingsFile {
-            flag: "--out",
-            path,
-            render: None,
-        })
-        .collect();
+    let files: Vec<FindingsFile<_>> = json_out(a.out.as_ref());
     let outputs = findings_outputs(&files, reads)?;
     let opts = super::compare::release_bisect_options(a)?;
     let found = crate::releases::bisect(&opts)?;

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use super::args::{ReportFormat, TriageArgs};
-use super::commands::{emit_findings, findings_outputs, FindingsFile};
+use super::commands::{emit_findings, findings_outputs, json_out, FindingsFile};
 use crate::device::ReportDefaults;
 use crate::error::{bad_flag, ExitCode};
 use crate::triage::{Thresholds, Triage, TriageOptions};
@@ -111,16 +111,7 @@ fn summary(a: &TriageArgs) -> Result<ExitCode> {
     }
     let model_sha = a.model.as_ref().map(|m| crate::hash::sha256_file(m)).transpose()?;
     let triages = crate::triage::summary(db, model_sha.as_deref())?;
-    let files: Vec<FindingsFile<'_, Vec<Triage>>> = a
-        .out
-        .as_ref()
-        .map(|path| FindingsFile {
-            flag: "--out",
-            path,
-            render: None,
-        })
-        .into_iter()
-        .collect();
+    let files: Vec<FindingsFile<'_, Vec<Triage>>> = json_out(a.out.as_ref());
     let outputs = findings_outputs(&files, vec![db.clone()])?;
     emit_findings(&triages, &files, outputs, |ts, json| match a.format {
         ReportFormat::Json => json,

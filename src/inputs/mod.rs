@@ -38,7 +38,7 @@ pub struct InputOptions {
     /// `--input-shape NAME:D0,D1,...`.
     pub shapes: Vec<String>,
     /// A stream's `--chunk NAME=FILE.npy[:hop=H]`: one window per step.
-    pub chunks: Vec<String>,
+    pub chunks: Vec<sequence::ChunkSpec>,
     /// A stream's `--sequence FILE.npz`: every member stacked over the steps.
     pub sequence: Option<PathBuf>,
     /// A stream's `--steps`: the windows or steps taken from `chunks` and `sequence`.
@@ -287,8 +287,8 @@ fn stream_files(
         *samples = sequence::sequence(path, sig, pinned, (opts.steps, &opts.zero_default))?;
         files.push(path.display().to_string());
     }
-    for text in &opts.chunks {
-        let spec = sequence::ChunkSpec::parse(text)?;
+    for spec in &opts.chunks {
+        let text = format!("{}={}", spec.input, spec.file);
         let info = sig.inputs.iter().find(|i| i.name == spec.input).ok_or_else(|| {
             bad_input(format!(
                 "--chunk '{text}': the model has no input '{}' (inputs: {})",
@@ -296,7 +296,7 @@ fn stream_files(
                 input_names(sig)
             ))
         })?;
-        let windows = sequence::chunk(&spec, info, pinned.get(&spec.input), opts.steps)?;
+        let windows = sequence::chunk(spec, info, pinned.get(&spec.input), opts.steps)?;
         files.push(spec.file.clone());
         if samples.is_empty() {
             samples.resize_with(windows.len(), HashMap::new);

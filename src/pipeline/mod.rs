@@ -289,9 +289,11 @@ impl Chain {
 /// sample lacks it or the shapes differ).
 fn pooled(run: &Samples, gold: &Samples, name: &str) -> ErrorStats {
     let mut stats: Option<ErrorStats> = None;
+    fn find<'s>(sample: &'s [(String, Tensor)], name: &str) -> Option<&'s Tensor> {
+        sample.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
     for (r, g) in run.iter().zip(gold) {
-        let find = |s: &[(String, Tensor)]| s.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
-        let (Some(o), Some(g)) = (find(r), find(g)) else {
+        let (Some(o), Some(g)) = (find(r, name), find(g, name)) else {
             return nan_stats();
         };
         if o.shape != g.shape {

@@ -33,6 +33,11 @@ pub fn measure(golden: &Golden<'_>, run: Steps<'_>, spec: &StreamSpec, decisions
     let steps = golden.steps.len().min(run.len());
     let mut series: Vec<StepSeries> = golden.outputs.iter().map(|n| empty_series(n)).collect();
     let mut agree: Vec<Vec<bool>> = vec![Vec::with_capacity(steps); decisions.len()];
+    // Which output each decision reads (checked against the model when the stream was planned).
+    let decided: Vec<usize> = decisions
+        .iter()
+        .map(|d| golden.outputs.iter().position(|n| n == d.output()).unwrap_or(0))
+        .collect();
     for (s, (gold_files, run_files)) in golden.steps.iter().zip(run).enumerate() {
         crate::interrupt::check()?;
         let mut tensors = Vec::with_capacity(golden.outputs.len());
@@ -42,10 +47,9 @@ pub fn measure(golden: &Golden<'_>, run: Steps<'_>, spec: &StreamSpec, decisions
             add_step(&mut series[k], &out, &gold);
             tensors.push((out, gold));
         }
-        for (d, decision) in decisions.iter().enumerate() {
-            let k = golden.outputs.iter().position(|n| n == decision.output()).unwrap_or(0);
-            let (out, gold) = &tensors[k];
-            agree[d].push(decision.agrees(out, gold));
+        for ((decision, k), agreed) in decisions.iter().zip(&decided).zip(&mut agree) {
+            let (out, gold) = &tensors[*k];
+            agreed.push(decision.agrees(out, gold));
         }
     }
     let state: Vec<Num> = (0..steps)

@@ -20,8 +20,8 @@ pub const DEFAULT_DIVERGENCE_DB: f64 = 10.0;
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamSpec {
     pub feedback: Vec<Feedback>,
-    /// `--decision OUTPUT>THRESHOLD` (or `<`), as given.
-    pub decisions: Vec<String>,
+    /// `--decision OUTPUT>THRESHOLD` (or `<`), parsed: threshold decisions.
+    pub decisions: Vec<Decision>,
     pub divergence_db: f64,
     pub teacher_forcing: bool,
 }
@@ -47,15 +47,17 @@ impl StreamSpec {
         if !divergence_db.is_finite() {
             return Err(bad_flag("--divergence-sqnr must be a finite number of dB"));
         }
-        for (i, d) in decisions.iter().enumerate() {
-            Decision::parse_threshold(d)?;
-            if decisions[..i].contains(d) {
+        let mut parsed: Vec<Decision> = Vec::with_capacity(decisions.len());
+        for d in &decisions {
+            let decision = Decision::parse_threshold(d)?;
+            if parsed.contains(&decision) {
                 return Err(bad_flag(format!("--decision '{d}' is given twice")));
             }
+            parsed.push(decision);
         }
         Ok(StreamSpec {
             feedback,
-            decisions,
+            decisions: parsed,
             divergence_db,
             teacher_forcing,
         })
@@ -109,7 +111,7 @@ impl StreamSpec {
             }
         }
         for d in &self.decisions {
-            let (output, ..) = Decision::parse_threshold(d)?;
+            let output = d.output();
             if !sig.outputs.iter().any(|o| o.name == output) {
                 return Err(bad_input(format!(
                     "--decision '{d}': {which} has no output '{output}' (outputs: {})",
@@ -125,16 +127,7 @@ impl StreamSpec {
     /// step (the outputs' shapes and types).
     pub fn decisions(&self, outputs: &[String], first: &[Tensor], classes: &ClassAxisPolicy) -> Vec<Decision> {
         if !self.decisions.is_empty() {
-            return self
-                .decisions
-                .iter()
-                .filter_map(|d| Decision::parse_threshold(d).ok())
-                .map(|(output, above, threshold)| Decision::Threshold {
-                    output,
-                    above,
-                    threshold,
-                })
-                .collect();
+            return self.decisions.clone();
         }
         outputs
             .iter()
@@ -169,8 +162,8 @@ pub enum Decision {
 }
 
 impl Decision {
-    /// Parses `OUTPUT>THRESHOLD` or `OUTPUT<THRESHOLD` into (output, above, threshold).
-    fn parse_threshold(text: &str) -> Result<(String, bool, f64)> {
+    /// Parses `OUTPUT>THRESHOLD` or `OUTPUT<THRESHOLD`.
+    fn parse_threshold(text: &str) -> Result<Decision> {
         let bad = || {
             bad_flag(format!(
                 "--decision '{text}' is not OUTPUT>THRESHOLD or OUTPUT<THRESHOLD"
@@ -186,7 +179,11 @@ impl Decision {
         if output.is_empty() {
             return Err(bad());
         }
-        Ok((output.into(), above, threshold))
+        Ok(Decision::Threshold {
+            output: output.into(),
+            above,
+            threshold,
+        })
     }
 
     /// The output it reads.

@@ -181,6 +181,20 @@ pub fn fails_with(args: &[&str], code: i32, needle: &str) {
     assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in {stderr}");
 }
 
+/// The file or directory name the tool gives a run id (`--save-outputs`, `--node-data`):
+/// characters other than letters, digits, `-` and `.` become `_`.
+pub fn file_name_of(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// A fresh temporary directory.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
