@@ -1,6 +1,6 @@
 //! The fuzz harnesses: what each parser of a stranger's file does with arbitrary bytes, from the
 //! first byte read to everything the tool derives from what parsed. The `fuzz/` crate
-//! (cargo-fuzz, coverage-guided) calls these, and `tests/fuzz_corpora.rs` replays the committed
+//! (cargo-fuzz, coverage-guided) calls these, and `tests/it/fuzz_corpora.rs` replays the committed
 //! corpora through the same functions on the stable toolchain, so a crash the fuzzer found and
 //! fixed stays fixed. Every function must return normally on any input: an error is fine, a
 //! panic, a hang or an unbounded allocation is a bug.

@@ -5,7 +5,7 @@
 //!
 //! Every cell rect carries `data-variant`, `data-target`, `data-sqnr` and `data-meets`, and the
 //! self-check marks the SVG `data-rendered="ok"` with the number of drawn marks, so a headless
-//! browser's DOM dump can be checked against the JSON (`tests/matrix.rs`).
+//! browser's DOM dump can be checked against the JSON (`tests/it/matrix.rs`).
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 

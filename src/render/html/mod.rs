@@ -33,7 +33,7 @@
 //! `mark`. The script at the end of the page measures each plot (`getBBox()`), counts the marks
 //! that have a non-empty bounding box, and writes `data-rendered="ok"` (or `"empty"`) and
 //! `data-marks="N"` on the `<svg>`, and `data-plots-rendered="K of N"` on `<body>`, so that a
-//! headless browser's DOM dump shows whether the plots were drawn (`tests/html_report.rs`).
+//! headless browser's DOM dump shows whether the plots were drawn (`tests/it/html_report.rs`).
 //! The marks a report implies: the layer plot, one per layer whose `sqnr_db` is a number or
 //! ±inf; each agreement plot, two per `agreement[]` entry of its output (the matrix is
 //! symmetric; the diagonal is not a mark); the placement plot, one per partition.

@@ -10,7 +10,7 @@
 //! scale. Reports without a figure (malformed, not reproduced) are not drawn; the page counts
 //! them.
 //!
-//! For the page's self-check (`tests/triage_html.rs`) dots are `.mark` (with `data-report`, the
+//! For the page's self-check (`tests/it/triage_html.rs`) dots are `.mark` (with `data-report`, the
 //! report's index in `reports[]`, and `data-sqnr`), each row a `g.row` with `data-chipset`, each
 //! axis tick a `g.tick` with `data-value`; the page's script writes where each was drawn.
 

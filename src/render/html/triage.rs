@@ -17,7 +17,7 @@
 //! 6. the candidate runs, the notes and the tool version.
 //!
 //! Device reports come from strangers: every path, `device.json` value, log line and sentence is
-//! text here, never markup (`tests/triage_html.rs` checks a `<script>` in a device model does
+//! text here, never markup (`tests/it/triage_html.rs` checks a `<script>` in a device model does
 //! not run in Chromium). The script writes where each plot mark was drawn (`data-x`, `data-y`
 //! on `.mark`, `g.tick` and `g.row`) and how many report rows are shown (`data-shown` on the
 //! table), so a headless browser's DOM dump can be checked against the JSON.

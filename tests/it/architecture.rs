@@ -1,0 +1,377 @@
+//! The structure docs/ARCHITECTURE.md promises, checked on the source: top-level modules import
+//! only modules below them (no cycles, no climb back up the layering), and no function outside
+//! tests is longer than a screen.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Every top-level module, lowest first. A module may use only modules listed before it. The
+/// layers (docs/ARCHITECTURE.md): foundation, data, execution, report model, analyses, judge,
+/// commands, renderers, command line, and the fuzz harnesses (which reach every parser).
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "foundation",
+        &[
+            "error",
+            "timings",
+            "hash",
+            "console",
+            "interrupt",
+            "pattern",
+            "process",
+            "userfile",
+        ],
+    ),
+    ("data", &["tensor", "model", "target", "inputs", "device"]),
+    ("execution", &["runtime", "exec", "golden"]),
+    ("report model", &["report"]),
+    (
+        "analyses",
+        &[
+            "compare",
+            "placement",
+            "outcome",
+            "fingerprint",
+            "drift",
+            "layers",
+            "stream",
+        ],
+    ),
+    ("judge", &["policy", "gate"]),
+    (
+        "commands",
+        &[
+            "audit", "explain", "matrix", "merge", "listing", "pipeline", "releases", "triage",
+        ],
+    ),
+    ("renderers", &["render"]),
+    ("command line", &["cli"]),
+    ("fuzz harnesses", &["fuzzing"]),
+];
+
+/// The longest a function outside tests may be, in lines.
+const MAX_FUNCTION_LINES: usize = 80;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("read src")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") && !p.to_string_lossy().ends_with(".pb.rs") {
+            // Generated code (`*.pb.rs`) is the generator's, not ours to shape.
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`src/layers/run.rs` -> `layers`).
+fn module_of(file: &Path) -> String {
+    let rel = file.strip_prefix(src()).expect("under src");
+    let first = rel.components().next().expect("component");
+    first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string()
+}
+
+/// The source with comments, string and character literals blanked (same length and lines), so
+/// that neither a path in a doc comment nor a brace in a string counts.
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    let blank = |c: u8| if c == b'\n' { b'\n' } else { b' ' };
+    while i < b.len() {
+        let rest = &b[i..];
+        if rest.starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                out.push(b' ');
+                i += 1;
+            }
+        } else if rest.starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if let Some(hashes) = raw_string_start(rest) {
+            let end = {
+                let mut close = vec![b'"'];
+                close.extend(std::iter::repeat_n(b'#', hashes));
+                let body = i + 2 + hashes + usize::from(rest[0] == b'b');
+                b[body..]
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(b.len(), |p| body + p + close.len())
+            };
+            out.extend(b[i..end].iter().map(|&c| blank(c)));
+            i = end;
+        } else if b[i] == b'"' {
+            out.push(b' ');
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                let step = if b[i] == b'\\' { 2 } else { 1 };
+                for k in 0..step.min(b.len() - i) {
+                    out.push(blank(b[i + k]));
+                }
+                i += step;
+            }
+            out.push(b' ');
+            i += 1;
+        } else if b[i] == b'\'' && char_literal_len(rest).is_some() {
+            let n = char_literal_len(rest).unwrap_or(1);
+            out.extend(std::iter::repeat_n(b' ', n));
+            i += n;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `r"`, `r#"`, `br"`...: the number of `#`.
+fn raw_string_start(rest: &[u8]) -> Option<usize> {
+    let s = if rest.starts_with(b"br") {
+        &rest[2..]
+    } else {
+        rest.strip_prefix(b"r")?
+    };
+    let hashes = s.iter().take_while(|&&c| c == b'#').count();
+    (s.get(hashes) == Some(&b'"')).then_some(hashes)
+}
+
+/// The length of a character literal at the start (`'a'`, `'\n'`, `'\u{1b}'`), or `None` for a
+/// lifetime.
+fn char_literal_len(rest: &[u8]) -> Option<usize> {
+    if rest.get(1) == Some(&b'\\') {
+        let close = rest[2..].iter().position(|&c| c == b'\'')?;
+        return Some(close + 3);
+    }
+    let text = std::str::from_utf8(&rest[1..rest.len().min(6)]).unwrap_or("");
+    let c = text.chars().next()?;
+    let len = c.len_utf8();
+    (rest.get(1 + len) == Some(&b'\'')).then_some(len + 2)
+}
+
+/// Top-level modules a file's code refers to through `crate::`, with the line of each use.
+fn uses(code: &str) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let names: Vec<String> = if let Some(group) = rest.strip_prefix('{') {
+                group_heads(group, code, n)
+            } else {
+                vec![rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()]
+            };
+            found.extend(names.into_iter().filter(|s| !s.is_empty()).map(|s| (s, n + 1)));
+        }
+    }
+    found
+}
+
+/// The first segment of every path in `use crate::{a::b, c}` (which may span lines).
+fn group_heads(first_line_rest: &str, code: &str, line: usize) -> Vec<String> {
+    let mut text = first_line_rest.to_string();
+    for l in code.lines().skip(line + 1) {
+        if text.contains('}') {
+            break;
+        }
+        text.push_str(l);
+    }
+    let mut depth = 0;
+    let mut heads = Vec::new();
+    let mut at_start = true;
+    let mut current = String::new();
+    for c in text.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => at_start = true,
+            c if at_start && (c.is_alphanumeric() || c == '_') => current.push(c),
+            c if at_start && !c.is_whitespace() => {
+                heads.push(std::mem::take(&mut current));
+                at_start = false;
+            }
+            _ if at_start && !current.is_empty() => {
+                heads.push(std::mem::take(&mut current));
+                at_start = false;
+            }
+            _ => {}
+        }
+    }
+    if !current.is_empty() {
+        heads.push(current);
+    }
+    heads
+}
+
+fn rank(module: &str) -> Option<usize> {
+    LAYERS
+        .iter()
+        .flat_map(|(_, mods)| mods.iter())
+        .position(|m| *m == module)
+}
+
+#[test]
+fn modules_import_only_modules_below_them() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut violations = Vec::new();
+    let mut graph: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for file in &files {
+        let module = module_of(file);
+        if matches!(module.as_str(), "lib" | "main") {
+            continue;
+        }
+        let own = rank(&module).unwrap_or_else(|| panic!("{module} is not in LAYERS: place it in a layer"));
+        let code = code_only(&std::fs::read_to_string(file).expect("read"));
+        for (used, line) in uses(&code) {
+            if used == module || used == "self" || used == "super" {
+                continue;
+            }
+            let Some(r) = rank(&used) else {
+                violations.push(format!(
+                    "{}:{line}: crate::{used} is not a known module",
+                    file.display()
+                ));
+                continue;
+            };
+            *graph
+                .entry(module.clone())
+                .or_default()
+                .entry(used.clone())
+                .or_default() += 1;
+            if r >= own {
+                violations.push(format!(
+                    "{}:{line}: {module} uses {used}, which is not below it",
+                    file.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "upward or sideways imports:\n{}",
+        violations.join("\n")
+    );
+    assert!(graph.len() > 20, "the scan found too few modules: {graph:?}");
+}
+
+#[test]
+fn every_module_of_the_library_is_placed_in_a_layer() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
+    for line in lib.lines() {
+        if let Some(name) = line.trim().strip_prefix("pub mod ").and_then(|s| s.strip_suffix(';')) {
+            assert!(rank(name).is_some(), "module {name} is not in LAYERS");
+        }
+    }
+}
+
+/// Function lengths (lines from `fn` to its closing brace) outside `#[cfg(test)]` modules.
+fn function_lengths(code: &str) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let Some(name) = fn_name(line) else { continue };
+        let mut depth = 0i64;
+        let mut opened = false;
+        for (j, l) in lines[i..].iter().enumerate() {
+            if !opened && l.trim_end().ends_with(';') && !l.contains('{') {
+                break;
+            }
+            for c in l.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth == 0 {
+                out.push((i + 1, j + 1, name.clone()));
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn fn_name(line: &str) -> Option<String> {
+    let mut words = line.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        match w {
+            "pub" | "const" | "async" | "unsafe" | "extern" => continue,
+            w if w.starts_with("pub(") => continue,
+            "fn" => {
+                let name = words.next()?;
+                return Some(name.split(['(', '<']).next()?.to_string());
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_a_screen() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut long = Vec::new();
+    let mut counted = 0;
+    for file in &files {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let code = code_only(&std::fs::read_to_string(file).expect("read"));
+        for (line, len, name) in function_lengths(&code) {
+            counted += 1;
+            if len > MAX_FUNCTION_LINES {
+                long.push(format!("{}:{line}: {name} has {len} lines", file.display()));
+            }
+        }
+    }
+    assert!(counted > 300, "the scan found only {counted} functions");
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_sees_through_strings_comments_and_groups() {
+    let code = code_only("// crate::cli\nlet s = \"crate::render {\";\nuse crate::{model::pb, tensor::{Tensor, DType}};\nlet c = '{'; fn f<'a>() {}\n");
+    let found: Vec<String> = uses(&code).into_iter().map(|(m, _)| m).collect();
+    assert_eq!(found, vec!["model", "tensor"]);
+    assert!(!code.contains('"'));
+    let lengths = function_lengths(&code_only("fn a() {\n    let x = \"}\";\n}\nfn b();\n"));
+    assert_eq!(lengths, vec![(1, 3, "a".to_string())]);
+}

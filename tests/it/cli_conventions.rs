@@ -1,0 +1,181 @@
+//! The command line behaves as users of cargo, ripgrep and Polygraphy expect: help grouped
+//! under headings with every environment variable shown, completions and a man page, `--color`,
+//! `-q`/`-v`, `-` for standard input and output, and the policy file found upward to the
+//! repository root or through `NPU_AUDIT_CONFIG`.
+
+use crate::common;
+
+use common::{bin, cnn, cnn_fp32, repo, tempdir};
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = bin().args(args).output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn help_is_grouped_and_names_every_environment_variable() {
+    let help = stdout_of(&["compare", "--help"]);
+    for heading in [
+        "Reference:",
+        "Targets:",
+        "Inputs:",
+        "Gate:",
+        "Reports:",
+        "Layers:",
+        "Execution:",
+        "Global:",
+    ] {
+        assert!(help.contains(heading), "no {heading} heading in compare --help");
+    }
+    for var in [
+        "NPU_AUDIT_CONFIG",
+        "NPU_AUDIT_CACHE",
+        "NPU_AUDIT_PYTHON",
+        "NPU_AUDIT_RUNTIME_CPU",
+        "NPU_AUDIT_RUNTIME_QNN",
+        "NPU_AUDIT_RUNTIME_OPENVINO",
+        "NPU_AUDIT_RUNTIME_DIRECTML",
+        "NPU_AUDIT_RUNTIME_GPU",
+    ] {
+        assert!(
+            help.contains(&format!("[env: {var}")),
+            "{var} is not shown in compare --help"
+        );
+    }
+    // `layers` takes exactly compare's flags.
+    let layers = stdout_of(&["layers", "--help"]);
+    let flags = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| {
+                l.trim_start()
+                    .strip_prefix("--")
+                    .map(|f| f.split([' ', '<']).next().unwrap_or("").to_string())
+            })
+            .collect()
+    };
+    assert_eq!(flags(&help), flags(&layers));
+}
+
+#[test]
+fn completions_and_man_pages() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = stdout_of(&["completions", shell]);
+        assert!(script.contains("npu-audit") && script.contains("compare"), "{shell}");
+        assert!(script.contains("min-sqnr"), "{shell} completes compare's flags");
+    }
+    let page = stdout_of(&["man"]);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH npu-audit"),
+        "{}",
+        &page[..200.min(page.len())]
+    );
+    let dir = tempdir();
+    let pages = dir.path().join("man");
+    stdout_of(&["man", "--dir", pages.to_str().expect("utf-8")]);
+    for name in ["npu-audit.1", "npu-audit-compare.1", "npu-audit-merge.1"] {
+        let text = std::fs::read_to_string(pages.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains(".TH"), "{name}");
+    }
+}
+
+#[test]
+fn standard_input_and_output_stand_in_for_files() {
+    let report = repo("fixtures/reports/fallback.json");
+    let text = std::fs::read(&report).expect("committed report");
+    // A report on stdin renders like the file.
+    let piped = bin().args(["render", "-"]).write_stdin(text).output().expect("run");
+    assert_eq!(piped.status.code(), Some(0));
+    let from_file = stdout_of(&["render", report.to_str().expect("utf-8")]);
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), from_file);
+    // `--junit -` puts the XML on stdout instead of the table.
+    let xml = stdout_of(&["render", report.to_str().expect("utf-8"), "--junit", "-"]);
+    assert!(xml.starts_with("<?xml") && xml.contains("<testsuites"), "{xml}");
+    // Two outputs cannot both be stdout.
+    let out = bin()
+        .args([
+            "render",
+            report.to_str().expect("utf-8"),
+            "--junit",
+            "-",
+            "--markdown",
+            "-",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("standard output"), "{err}");
+}
+
+#[test]
+fn the_policy_file_is_found_upward_and_through_the_environment() {
+    let dir = tempdir();
+    let repo_root = dir.path().join("project");
+    let deep = repo_root.join("models").join("v2");
+    std::fs::create_dir_all(&deep).expect("mkdir");
+    std::fs::create_dir_all(repo_root.join(".git")).expect("mkdir");
+    std::fs::write(repo_root.join("npu-audit.toml"), "[defaults]\nmin_sqnr_db = 31\n").expect("write");
+    let out = bin().current_dir(&deep).arg("check-config").output().expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("npu-audit.toml: valid"), "{stdout}");
+    assert!(stdout.contains("31"), "{stdout}");
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, "[defaults]\nmin_sqnr_db = 27.5\n").expect("write");
+    let out = bin()
+        .current_dir(&deep)
+        .env("NPU_AUDIT_CONFIG", &other)
+        .arg("check-config")
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("other.toml: valid") && stdout.contains("27.5"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn quiet_verbose_and_colour() {
+    let args = [
+        "compare",
+        &cnn(),
+        "--reference",
+        &cnn_fp32(),
+        "-t",
+        "cpu",
+        "--fingerprint",
+        "off",
+    ];
+    let quiet = bin().args(args).arg("-q").output().expect("run");
+    assert_eq!(quiet.status.code(), Some(0));
+    assert!(quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
+    let verbose = bin().args(args).arg("-v").output().expect("run");
+    let stderr = String::from_utf8_lossy(&verbose.stderr);
+    assert!(stderr.contains("session cpu ok"), "{stderr}");
+    assert!(
+        stderr.contains("onnxruntime 1.31.1"),
+        "where the runtime was found: {stderr}"
+    );
+    let coloured = bin()
+        .args(args)
+        .args(["--color", "always"])
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("run");
+    assert!(
+        String::from_utf8_lossy(&coloured.stdout).contains("\u{1b}["),
+        "--color always colours"
+    );
+    let plain = bin().args(args).args(["--color", "never"]).output().expect("run");
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains('\u{1b}'),
+        "--color never does not"
+    );
+}

@@ -1,0 +1,33 @@
+//! The integration tests, as one binary (one link of the crate instead of one per file): each
+//! module runs the real `npu-audit` binary end to end, or checks the sources and committed data.
+
+mod common;
+
+mod architecture;
+mod bad_input;
+mod capture;
+mod cli_conventions;
+mod committed_reports;
+mod fingerprint;
+mod fixtures_e2e;
+mod fuzz_corpora;
+mod generated_code;
+mod gate_policy;
+mod golden_and_inputs;
+mod hardening;
+mod html_report;
+mod junit_format;
+mod layers;
+mod matrix;
+mod placement;
+mod render_snapshots;
+mod report_formats;
+mod report_schema;
+mod runtime_releases;
+mod statuses;
+mod streams;
+mod timings;
+mod transformer_real;
+mod triage;
+mod triage_html;
+mod triage_outputs;
