@@ -26,9 +26,21 @@ use crate::runtime::Provisioner;
 #[derive(Debug, Clone)]
 pub struct ExplainOptions {
     pub model: PathBuf,
-    pub targets: Vec<String>,
+    pub targets: Vec<crate::target::TargetSpec>,
     pub inputs: InputOptions,
     pub exec: ExecOptions,
+}
+
+impl crate::userfile::Reads for ExplainOptions {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let ExplainOptions {
+            model,
+            targets: _,
+            inputs,
+            exec,
+        } = self;
+        set.add(model).with(inputs).with(exec);
+    }
 }
 
 /// A node by position in execution order, name and op type.
@@ -313,7 +325,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     if opts.targets.is_empty() {
         return Err(bad_flag("explain-failure needs at least one --target"));
     }
-    let requested = plan::targets(&opts.targets, &["all".to_string()], false, &Default::default())?;
+    let requested = plan::targets(Some(&opts.targets), &["all".to_string()], false, &Default::default())?;
     let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;

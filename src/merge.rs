@@ -17,10 +17,79 @@ use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, T
 use crate::target::TargetRole;
 use crate::tensor::read_npz_bytes;
 
-/// One shard report and where it was read from.
-struct Part {
+/// One shard report, where it was read from, and where its saved outputs are.
+#[derive(Debug, Clone)]
+pub struct Part {
     path: PathBuf,
     report: Report,
+    /// The directory of its saved outputs, when it has one here.
+    outputs: Option<PathBuf>,
+}
+
+/// `--outputs REPORT=DIR`: where a shard's saved outputs are when they are not beside its report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardOutputs {
+    pub report: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl ShardOutputs {
+    /// Parses `REPORT=DIR`.
+    pub fn parse(text: &str) -> Result<ShardOutputs> {
+        let (report, dir) = text
+            .split_once('=')
+            .filter(|(r, d)| !r.is_empty() && !d.is_empty())
+            .ok_or_else(|| bad_flag(format!("--outputs {text}: expected REPORT=DIR")))?;
+        Ok(ShardOutputs {
+            report: report.into(),
+            dir: dir.into(),
+        })
+    }
+}
+
+/// What `merge` joins: the shard reports, each read and checked to be one, with the directory of
+/// its saved outputs.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    pub parts: Vec<Part>,
+    /// Accept shards whose sessions ran with other intra-op thread counts.
+    pub allow_other_threads: bool,
+}
+
+impl MergeOptions {
+    /// Reads the shard reports at `paths`; `overrides` (`--outputs`) say where a shard's saved
+    /// outputs are when not where its report records them.
+    pub fn new(paths: &[PathBuf], overrides: &[ShardOutputs], allow_other_threads: bool) -> Result<MergeOptions> {
+        check_overrides(overrides, paths)?;
+        let parts = paths
+            .iter()
+            .map(|p| {
+                let report = crate::report::json::read(p)?;
+                let outputs = outputs_dir(p, &report, overrides);
+                Ok(Part {
+                    path: p.clone(),
+                    report,
+                    outputs,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(MergeOptions {
+            parts,
+            allow_other_threads,
+        })
+    }
+}
+
+impl crate::userfile::Reads for MergeOptions {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let MergeOptions {
+            parts,
+            allow_other_threads: _,
+        } = self;
+        for p in parts {
+            set.add(&p.path).add_all(&p.outputs);
+        }
+    }
 }
 
 impl Part {
@@ -226,15 +295,15 @@ fn targets_in_order(parts: &[Part]) -> Result<Vec<TargetReport>> {
 /// Where a shard saved its outputs: the directory given with `--outputs REPORT=DIR`, else the
 /// one its report records (an absolute path as is, a relative one beside the report). Never
 /// looked up relative to the working directory, where an unrelated directory could stand in.
-fn outputs_dir(part: &Part, overrides: &[(PathBuf, PathBuf)]) -> Option<PathBuf> {
-    if let Some((_, dir)) = overrides.iter().find(|(report, _)| same_file(report, &part.path)) {
-        return Some(dir.clone());
+fn outputs_dir(path: &Path, report: &Report, overrides: &[ShardOutputs]) -> Option<PathBuf> {
+    if let Some(o) = overrides.iter().find(|o| same_file(&o.report, path)) {
+        return Some(o.dir.clone());
     }
-    let recorded = Path::new(part.report.shard.as_ref()?.outputs_dir.as_ref()?);
+    let recorded = Path::new(report.shard.as_ref()?.outputs_dir.as_ref()?);
     let dir = if recorded.is_absolute() {
         recorded.to_path_buf()
     } else {
-        part.path.parent().unwrap_or(Path::new("")).join(recorded)
+        path.parent().unwrap_or(Path::new("")).join(recorded)
     };
     dir.is_dir().then_some(dir)
 }
@@ -248,32 +317,24 @@ fn same_file(a: &Path, b: &Path) -> bool {
         )
 }
 
-/// The `--outputs REPORT=DIR` overrides, each naming one of the reports merged.
-pub fn parse_overrides(specs: &[String], reports: &[PathBuf]) -> Result<Vec<(PathBuf, PathBuf)>> {
-    specs
-        .iter()
-        .map(|spec| {
-            let (report, dir) = spec
-                .split_once('=')
-                .filter(|(r, d)| !r.is_empty() && !d.is_empty())
-                .ok_or_else(|| bad_flag(format!("--outputs {spec}: expected REPORT=DIR")))?;
-            let report = PathBuf::from(report);
-            if !reports.iter().any(|r| same_file(r, &report)) {
-                return Err(bad_flag(format!(
-                    "--outputs {spec}: {} is not one of the reports merged",
-                    report.display()
-                )));
-            }
-            let dir = PathBuf::from(dir);
-            if !dir.is_dir() {
-                return Err(bad_flag(format!(
-                    "--outputs {spec}: {} is not a directory",
-                    dir.display()
-                )));
-            }
-            Ok((report, dir))
-        })
-        .collect()
+/// Each `--outputs REPORT=DIR` names one of the reports merged and a directory.
+fn check_overrides(overrides: &[ShardOutputs], reports: &[PathBuf]) -> Result<()> {
+    for o in overrides {
+        let spec = format!("{}={}", o.report.display(), o.dir.display());
+        if !reports.iter().any(|r| same_file(r, &o.report)) {
+            return Err(bad_flag(format!(
+                "--outputs {spec}: {} is not one of the reports merged",
+                o.report.display()
+            )));
+        }
+        if !o.dir.is_dir() {
+            return Err(bad_flag(format!(
+                "--outputs {spec}: {} is not a directory",
+                o.dir.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A target's saved outputs, each file checked against the SHA-256 its shard recorded (a
@@ -319,13 +380,7 @@ fn unpack(part: &Part, dir: &Path, id: &str, into: &Path) -> Result<Vec<Vec<Outp
 
 /// Agreement entries in a single run's order: every pair of targets that ran, per output. Pairs
 /// within a shard come from its report; pairs across shards are computed from saved outputs.
-fn agreement(
-    parts: &[Part],
-    overrides: &[(PathBuf, PathBuf)],
-    outputs: &[String],
-    ran: &[&str],
-    notes: &mut Vec<String>,
-) -> Result<Vec<AgreementEntry>> {
+fn agreement(parts: &[Part], outputs: &[String], ran: &[&str], notes: &mut Vec<String>) -> Result<Vec<AgreementEntry>> {
     let shard_of = |id: &str| parts.iter().position(|p| p.report.targets.iter().any(|t| t.id == id));
     let find = |a: &str, b: &str, output: &str| {
         parts.iter().find_map(|p| {
@@ -350,7 +405,7 @@ fn agreement(
         let needed: BTreeSet<usize> = missing.iter().flat_map(|&(i, j)| [i, j]).collect();
         let dirs: Vec<Option<(usize, PathBuf)>> = needed
             .iter()
-            .map(|&i| shard_of(ran[i]).and_then(|p| Some((p, outputs_dir(&parts[p], overrides)?))))
+            .map(|&i| shard_of(ran[i]).and_then(|p| Some((p, parts[p].outputs.clone()?))))
             .collect();
         if dirs.iter().any(Option::is_none) {
             notes.push(format!(
@@ -474,37 +529,26 @@ fn merged_layer_audit(parts: &[Part]) -> Option<crate::report::model::LayerAudit
     })
 }
 
-/// Reads the shard reports and joins them; `outputs` are `--outputs REPORT=DIR` overrides of
-/// where a shard's saved outputs are; `allow_other_threads` accepts shards whose sessions ran
-/// with other intra-op thread counts.
-pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -> Result<Report> {
-    let overrides = parse_overrides(outputs, paths)?;
-    let parts = paths
-        .iter()
-        .map(|p| {
-            Ok(Part {
-                path: p.clone(),
-                report: crate::report::json::read(p)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    check_parts(&parts, allow_other_threads)?;
+/// Joins the shard reports into the report of one audit.
+pub fn merge(opts: &MergeOptions) -> Result<Report> {
+    let parts = &opts.parts;
+    check_parts(parts, opts.allow_other_threads)?;
     let mut notes: Vec<String> = Vec::new();
-    for p in &parts {
+    for p in parts {
         for n in &p.report.notes {
             if !notes.contains(n) {
                 notes.push(n.clone());
             }
         }
     }
-    let targets = targets_in_order(&parts)?;
+    let targets = targets_in_order(parts)?;
     let outputs: Vec<String> = parts[0].report.model.outputs.iter().map(|o| o.name.clone()).collect();
     let ran: Vec<&str> = targets
         .iter()
         .filter(|t| t.status == RunStatus::Ok)
         .map(|t| t.id.as_str())
         .collect();
-    let agreement = agreement(&parts, &overrides, &outputs, &ran, &mut notes)?;
+    let agreement = agreement(parts, &outputs, &ran, &mut notes)?;
     let bit_exact_groups = outputs
         .iter()
         .map(|o| BitExactGroups {
@@ -512,8 +556,8 @@ pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -
             groups: bit_exact_groups(o, &ran, &agreement),
         })
         .collect();
-    let gate = gate(&parts, &targets, &agreement);
-    let layer_audit = merged_layer_audit(&parts);
+    let gate = gate(parts, &targets, &agreement);
+    let layer_audit = merged_layer_audit(parts);
     let exit_code = crate::gate::exit_code(&targets, gate.verdict);
     let first = &parts[0].report;
     Ok(Report {
@@ -533,7 +577,7 @@ pub fn merge(paths: &[PathBuf], outputs: &[String], allow_other_threads: bool) -
         stream: first.stream.clone(),
         notes,
         shard: None,
-        merged_from: paths.iter().map(|p| p.display().to_string()).collect(),
+        merged_from: parts.iter().map(|p| p.path.display().to_string()).collect(),
         // The shards' times were spent on other machines, in parallel: no sum means anything.
         timings: None,
         exit_code,

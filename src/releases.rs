@@ -12,20 +12,21 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::audit::{run_compare, CompareOptions};
+use crate::audit::{run_compare, Audited, CompareOptions, Measured};
 use crate::error::bad_flag;
-use crate::exec::RunStatus;
+use crate::exec::{ExecOptions, RunStatus};
 use crate::layers::LayerOptions;
 use crate::report::model::{LayerPointer, Num, Report};
 use crate::runtime::catalog::{catalogue, version_order};
 use crate::target::{ReleaseSpec, TargetSpec};
-use crate::userfile::Outputs;
+use crate::userfile::{InputFiles, Outputs, Reads};
 
 /// What `runtime bisect` is asked.
 pub struct ReleaseBisectOptions {
-    /// The audit every release runs in: model, golden run, inputs, execution (its targets and
-    /// per-layer options are set here).
-    pub audit: CompareOptions,
+    /// The model, golden run and inputs every release runs on.
+    pub audited: Audited,
+    pub exec: ExecOptions,
+    /// The target, without a release.
     pub target: TargetSpec,
     pub from: String,
     pub to: String,
@@ -33,6 +34,21 @@ pub struct ReleaseBisectOptions {
     pub max_abs: Option<f64>,
     /// The per-layer audit of the first differing release, when wanted.
     pub layers: Option<LayerOptions>,
+}
+
+impl Reads for ReleaseBisectOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let ReleaseBisectOptions {
+            audited,
+            exec,
+            target: _,
+            from: _,
+            to: _,
+            max_abs: _,
+            layers,
+        } = self;
+        set.with(audited).with(exec).with(layers);
+    }
 }
 
 /// One output of a release against `--from`'s.
@@ -124,14 +140,15 @@ fn target_at(spec: &TargetSpec, version: &str) -> TargetSpec {
 }
 
 /// Runs the audit on `targets`, with `layers` (and their baseline) when given.
-fn audit(base: &CompareOptions, targets: Vec<String>, layers: Option<LayerOptions>) -> Result<Report> {
-    let opts = CompareOptions {
-        targets,
-        no_baseline: true,
-        layers,
-        ..base.clone()
+fn audit(opts: &ReleaseBisectOptions, targets: Vec<TargetSpec>, layers: Option<LayerOptions>) -> Result<Report> {
+    let audit = CompareOptions {
+        measured: Measured {
+            layers,
+            ..Measured::outputs_only()
+        },
+        ..CompareOptions::findings(opts.audited.clone(), targets, opts.exec.clone())
     };
-    run_compare(&opts, &mut Outputs::new(&[]))
+    run_compare(&audit, &mut Outputs::none())
 }
 
 /// Each release against `from` in `report`.
@@ -179,11 +196,13 @@ fn steps(report: &Report, ids: &[(String, String)], max_abs: Option<f64>) -> Vec
 /// Runs the bisection.
 pub fn bisect(opts: &ReleaseBisectOptions) -> Result<ReleaseBisection> {
     let releases = releases_between(opts)?;
+    let specs: Vec<TargetSpec> = releases.iter().map(|v| target_at(&opts.target, v)).collect();
     let ids: Vec<(String, String)> = releases
         .iter()
-        .map(|v| (v.clone(), target_at(&opts.target, v).id))
+        .zip(&specs)
+        .map(|(v, spec)| (v.clone(), spec.id.clone()))
         .collect();
-    let report = audit(&opts.audit, ids.iter().map(|(_, id)| id.clone()).collect(), None)?;
+    let report = audit(opts, specs, None)?;
     let steps = steps(&report, &ids, opts.max_abs);
     let mut notes = report.notes.clone();
     if steps[0].status != RunStatus::Ok {
@@ -227,11 +246,11 @@ fn layer_finding(
         baseline: Some(before.target.clone()),
         ..lo.clone()
     };
-    let report = audit(
-        &opts.audit,
-        vec![before.target.clone(), first.target.clone()],
-        Some(layers),
-    )?;
+    let targets = vec![
+        target_at(&opts.target, &before.release),
+        target_at(&opts.target, &first.release),
+    ];
+    let report = audit(opts, targets, Some(layers))?;
     let summary = report
         .targets
         .iter()

@@ -105,7 +105,7 @@ pub fn check_dir_destination(flag: &str, dir: &Path) -> Result<()> {
     }
 }
 
-/// An input of the run, identified by device and inode so that another path to it (a hard
+/// A file or directory, identified by device and inode so that another path to it (a hard
 /// link, `./x`, a symlink) is recognised too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FileId {
@@ -127,6 +127,133 @@ fn file_id(path: &Path) -> Option<FileId> {
     {
         let _ = path;
         None
+    }
+}
+
+/// Every file a command reads, declared once on its options ([`Reads`]): the files the user
+/// named, and the directories it reads files from (a golden run, a fleet of device reports, a
+/// report directory, a runtime directory). [`Outputs`] is built from it, so that no output of
+/// the command can replace one of them, whichever flag names it.
+#[derive(Debug, Clone, Default)]
+pub struct InputFiles {
+    paths: Vec<PathBuf>,
+}
+
+impl InputFiles {
+    /// An empty set (a command that reads no file the user named).
+    pub fn new() -> InputFiles {
+        InputFiles::default()
+    }
+
+    /// Adds a file, or a directory (then every file under it). `-` (standard input) and paths
+    /// that do not exist are ignored: nothing can replace them.
+    pub fn add(&mut self, path: &Path) -> &mut InputFiles {
+        if !is_stdio(path) && !path.as_os_str().is_empty() && !self.paths.iter().any(|p| p == path) {
+            self.paths.push(path.to_path_buf());
+        }
+        self
+    }
+
+    /// Adds every path of `paths`.
+    pub fn add_all<'p>(&mut self, paths: impl IntoIterator<Item = &'p PathBuf>) -> &mut InputFiles {
+        for p in paths {
+            self.add(p);
+        }
+        self
+    }
+
+    /// Adds what `part` reads.
+    pub fn with(&mut self, part: &(impl Reads + ?Sized)) -> &mut InputFiles {
+        part.declare(self);
+        self
+    }
+
+    /// The paths as declared.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+}
+
+/// What a command's options (or a part of them) read. Implementations destructure their type
+/// without `..`, so that a new field that names a file does not compile until it is declared
+/// here or said to name none.
+pub trait Reads {
+    /// Adds every file and directory these options read to `set`.
+    fn declare(&self, set: &mut InputFiles);
+
+    /// The files and directories these options read.
+    fn reads(&self) -> InputFiles {
+        let mut set = InputFiles::new();
+        self.declare(&mut set);
+        set
+    }
+}
+
+impl<T: Reads> Reads for Option<T> {
+    fn declare(&self, set: &mut InputFiles) {
+        if let Some(t) = self {
+            t.declare(set);
+        }
+    }
+}
+
+impl<T: Reads> Reads for [T] {
+    fn declare(&self, set: &mut InputFiles) {
+        for t in self {
+            t.declare(set);
+        }
+    }
+}
+
+impl<T: Reads> Reads for Vec<T> {
+    fn declare(&self, set: &mut InputFiles) {
+        self.as_slice().declare(set);
+    }
+}
+
+/// The most files of an input directory whose identities the guard records: beyond it, paths
+/// inside the directory are still refused (a hard link elsewhere to a file in a huge tree is
+/// then not recognised, which cannot change what the run reads: outputs are renamed into place,
+/// never written through an existing file).
+const MAX_TREE_FILES: usize = 200_000;
+
+/// An input directory as the guard knows it: as named, and resolved.
+#[derive(Debug, Clone)]
+struct InputTree {
+    shown: PathBuf,
+    real: PathBuf,
+}
+
+/// The path `path` names, with its existing part resolved (links followed) and the rest as
+/// given: where a file that does not exist yet would be.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let mut missing: Vec<std::ffi::OsString> = Vec::new();
+    let mut at = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return Some(missing.iter().rev().fold(real, |p, c| p.join(c)));
+        }
+        missing.push(at.file_name()?.to_os_string());
+        at = at.parent()?.to_path_buf();
+    }
+}
+
+/// Every regular file under `dir` (links not followed), at most [`MAX_TREE_FILES`].
+fn files_in(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if out.len() >= MAX_TREE_FILES {
+            return;
+        }
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => files_in(&entry.path(), out),
+            Ok(t) if t.is_file() => out.push(entry.path()),
+            _ => {}
+        }
     }
 }
 
@@ -190,24 +317,51 @@ struct StagedFile {
 #[derive(Default)]
 pub struct Outputs {
     inputs: Vec<(PathBuf, FileId)>,
+    trees: Vec<InputTree>,
     staged: Vec<StagedFile>,
     /// Directories created for outputs, removed again if the run fails.
     created: Vec<PathBuf>,
 }
 
 impl Outputs {
-    /// A set of outputs that must never replace any of `inputs` (the run's model, reference,
-    /// input files, policy, previous report...).
-    pub fn new(inputs: &[PathBuf]) -> Outputs {
+    /// The outputs of a command that reads `inputs` (its options' [`Reads::reads`]): none may
+    /// replace one of them, nor be written inside a directory it reads.
+    pub fn new(inputs: &InputFiles) -> Outputs {
         let mut outputs = Outputs::default();
         outputs.add_inputs(inputs);
         outputs
     }
 
+    /// The outputs of a run that writes nothing of its own (an audit run inside another
+    /// command, whose files that command writes).
+    pub fn none() -> Outputs {
+        Outputs::default()
+    }
+
     /// Adds inputs discovered while the run goes (a model's external data).
-    pub fn add_inputs(&mut self, inputs: &[PathBuf]) {
-        self.inputs
-            .extend(inputs.iter().filter_map(|p| Some((p.clone(), file_id(p)?))));
+    pub fn add_inputs(&mut self, inputs: &InputFiles) {
+        for path in inputs.paths() {
+            let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
+            if is_dir {
+                let Some(real) = resolved(path) else { continue };
+                let mut files = Vec::new();
+                files_in(&real, &mut files);
+                self.inputs
+                    .extend(files.into_iter().filter_map(|f| Some((f.clone(), file_id(&f)?))));
+                self.trees.push(InputTree {
+                    shown: path.clone(),
+                    real,
+                });
+            } else if let Some(id) = file_id(path) {
+                self.inputs.push((path.clone(), id));
+            }
+        }
+    }
+
+    /// The input directory `target` (resolved) lies in, if any.
+    fn tree_holding(&self, target: &Path) -> Option<&InputTree> {
+        let real = resolved(target)?;
+        self.trees.iter().find(|t| real.starts_with(&t.real))
     }
 
     /// Checks, before any work, that `path` can be written for `flag`: not a device, FIFO or
@@ -223,6 +377,9 @@ impl Outputs {
                 path.display(),
                 input.display()
             )));
+        }
+        if let Some(tree) = self.tree_holding(&target) {
+            return Err(inside_input_dir(flag, path, tree));
         }
         let parent = parent_of(&target);
         if !parent.is_dir() {
@@ -281,7 +438,7 @@ impl Outputs {
     /// Makes sure the directory `dir` exists for outputs (created now, removed again if the run
     /// fails); refuses a path that exists and is not a directory.
     pub fn dir(&mut self, flag: &str, dir: &Path) -> Result<()> {
-        check_dir_destination(flag, dir)?;
+        self.check_dir(flag, dir)?;
         if dir.exists() {
             return Ok(());
         }
@@ -293,6 +450,16 @@ impl Outputs {
         std::fs::create_dir_all(dir).map_err(|e| write_error(flag, &dir.join("."), &e))?;
         self.created.extend(missing);
         Ok(())
+    }
+
+    /// Checks, before any work, a directory the run will write files into (`flag` names it): a
+    /// directory or nothing yet, and not inside (nor the same as) a directory the run reads.
+    pub fn check_dir(&self, flag: &str, dir: &Path) -> Result<()> {
+        check_dir_destination(flag, dir)?;
+        match self.tree_holding(dir) {
+            Some(tree) => Err(inside_input_dir(flag, dir, tree)),
+            None => Ok(()),
+        }
     }
 
     /// Renames every staged file into place. Existing files are moved aside first and restored
@@ -391,11 +558,13 @@ fn rollback(done: &[(PathBuf, Option<PathBuf>)]) {
     }
 }
 
-/// Writes one file atomically on its own (a command with a single output).
-pub fn write_atomic(flag: &str, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut outputs = Outputs::default();
-    outputs.file(flag, path, bytes)?;
-    outputs.commit()
+/// The error for an output inside a directory the run reads.
+fn inside_input_dir(flag: &str, path: &Path, tree: &InputTree) -> anyhow::Error {
+    bad_output(format!(
+        "{flag} {} is inside {}, a directory this run reads; choose a place outside it",
+        path.display(),
+        tree.shown.display()
+    ))
 }
 
 #[cfg(test)]
@@ -408,7 +577,7 @@ mod tests {
         let a = dir.path().join("a.json");
         let b = dir.path().join("sub").join("b.md");
         std::fs::write(&a, "old").expect("write");
-        let mut out = Outputs::new(&[]);
+        let mut out = Outputs::none();
         out.file("--out", &a, b"new").expect("stage");
         out.dir("--node-data", &dir.path().join("sub")).expect("dir");
         out.file("--markdown", &b, b"md").expect("stage");
@@ -421,7 +590,7 @@ mod tests {
             1,
             "no temporary left"
         );
-        let mut out = Outputs::new(&[]);
+        let mut out = Outputs::none();
         out.file("--out", &a, b"new").expect("stage");
         out.commit().expect("commit");
         assert_eq!(std::fs::read_to_string(&a).expect("read"), "new");
@@ -435,15 +604,53 @@ mod tests {
         let report = dir.path().join("r.json");
         std::fs::write(&report, "x").expect("write");
         std::fs::set_permissions(&report, Permissions::from_mode(0o640)).expect("chmod");
-        write_atomic("--out", &report, b"y").expect("write");
+        let mut out = Outputs::none();
+        out.file("--out", &report, b"y").expect("stage");
+        out.commit().expect("commit");
         let mode = std::fs::metadata(&report).expect("meta").permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
         let model = dir.path().join("m.onnx");
         std::fs::write(&model, "model").expect("write");
-        let out = Outputs::new(std::slice::from_ref(&model));
+        let out = Outputs::new(InputFiles::new().add(&model));
         let err = out
             .check("--out", &dir.path().join(".").join("m.onnx"))
             .expect_err("refused");
         assert!(format!("{err}").contains("one of this run's inputs"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn nothing_is_written_inside_a_directory_the_run_reads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let golden = dir.path().join("golden");
+        std::fs::create_dir_all(golden.join("inputs")).expect("mkdir");
+        std::fs::write(golden.join("manifest.json"), "{}").expect("write");
+        let outside = dir.path().join("elsewhere");
+        std::fs::create_dir(&outside).expect("mkdir");
+        // A link from outside into the directory, and a hard link of one of its files.
+        std::os::unix::fs::symlink(golden.join("inputs"), outside.join("into")).expect("symlink");
+        std::fs::hard_link(golden.join("manifest.json"), outside.join("m.json")).expect("link");
+        let out = Outputs::new(InputFiles::new().add(&golden));
+        for (path, why) in [
+            (golden.join("manifest.json"), "one of this run's inputs"),
+            (golden.join("new.html"), "a directory this run reads"),
+            (
+                golden.join("inputs").join("deeper").join("x.md"),
+                "a directory this run reads",
+            ),
+            (outside.join("into").join("x.json"), "a directory this run reads"),
+            (outside.join("m.json"), "one of this run's inputs"),
+        ] {
+            let err = out.check("--html", &path).expect_err("refused");
+            assert!(format!("{err}").contains(why), "{}: {err}", path.display());
+        }
+        let err = out
+            .check_dir("--save-outputs", &golden.join("out"))
+            .expect_err("refused");
+        assert!(format!("{err}").contains("a directory this run reads"), "{err}");
+        out.check("--html", &outside.join("report.html"))
+            .expect("outside is fine");
+        out.check_dir("--save-outputs", &outside.join("out"))
+            .expect("outside is fine");
     }
 }

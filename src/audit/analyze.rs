@@ -70,7 +70,7 @@ pub fn run<'e>(
     })?;
     let has_baseline = attach_baseline(&mut comparison.metrics, BASELINE_ID);
     let (fingerprints, fingerprint_notes) =
-        crate::drift::fingerprints(&plan.targets, &ends, executor, opts.fingerprint);
+        crate::drift::fingerprints(&plan.targets, &ends, executor, opts.measured.fingerprint);
     notes.extend(fingerprint_notes);
     let ops = plan
         .model
@@ -86,13 +86,13 @@ pub fn run<'e>(
         &comparison.agreement,
         has_baseline.then_some(BASELINE_ID),
         &crate::drift::DeterminismRuns {
-            repeat: opts.repeat,
-            thread_probe: opts.thread_probe,
+            repeat: opts.execution.repeat,
+            thread_probe: opts.execution.thread_probe,
             probes: (0..plan.targets.len()).map(|i| executed.probe(i)).collect(),
         },
         &ops,
     );
-    let layers = match &opts.layers {
+    let layers = match &opts.measured.layers {
         Some(lo) => Some(layer_audit(plan, executed, executor, &ends, probe_cpu.as_ref(), lo)?),
         None => None,
     };
@@ -398,7 +398,7 @@ fn golden_side(
                 },
                 description: description.clone(),
                 removed_qdq_pairs: *removed_pairs,
-                runtime: Some(super::assemble::target_runtime_info(
+                runtime: Some(super::facts::target_runtime_info(
                     &TargetRuntime {
                         host: cpu.clone(),
                         plugin: None,
@@ -407,7 +407,7 @@ fn golden_side(
                     &mut |_| None,
                 )),
                 intra_op_threads: result.intra_threads,
-                timing: super::assemble::timing(outcome),
+                timing: super::facts::timing(outcome),
             };
             Ok((result.outputs.clone(), names, info))
         }

@@ -15,17 +15,15 @@ use crate::gate::tolerance::tolerances;
 use crate::gate::Judgement;
 use crate::hash::sha256_file;
 
-use crate::exec::job::Phase;
-use crate::exec::{Outcome, RunStatus};
-use crate::hash::sha256_hex;
-use crate::inputs::InputSet;
+use super::facts::{target_runtime_info, timing};
+use crate::exec::RunStatus;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
-    AuditTimings, ChipsetInfo, InputTensorInfo, InputsInfo, ModelInfo, Num, PhaseTiming, Report, RuntimeInfo,
-    ShardInfo, StreamInfo, TargetReport, Timing, ToolInfo, WorkerTiming, SCHEMA_VERSION,
+    AuditTimings, ChipsetInfo, InputsInfo, ModelInfo, Num, PhaseTiming, Report, ShardInfo, StreamInfo, TargetReport,
+    ToolInfo, WorkerTiming, SCHEMA_VERSION,
 };
-use crate::runtime::{Runtime, TargetRuntime};
+use crate::runtime::Runtime;
 
 /// The report's description of the audited model.
 pub fn model_info(model: &LoadedModel, signature: &Signature) -> Result<ModelInfo> {
@@ -45,84 +43,6 @@ pub fn model_info(model: &LoadedModel, signature: &Signature) -> Result<ModelInf
         inputs: signature.inputs.iter().map(TensorSummary::from).collect(),
         outputs: signature.outputs.iter().map(TensorSummary::from).collect(),
     })
-}
-
-/// Every input tensor of every sample, with the SHA-256 of its `.npy` encoding.
-pub fn input_tensor_info(inputs: &InputSet) -> Result<Vec<InputTensorInfo>> {
-    let mut out = Vec::new();
-    for (k, sample) in inputs.samples.iter().enumerate() {
-        for nt in sample {
-            out.push(InputTensorInfo {
-                sample: k,
-                name: nt.name.clone(),
-                dtype: nt.tensor.dtype().name().into(),
-                shape: nt.tensor.shape.clone(),
-                sha256: sha256_hex(&nt.tensor.to_npy_bytes()?),
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Median of a non-empty list (mean of the middle two for even lengths).
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// Timing of a worker that produced a result.
-pub fn timing(outcome: &Outcome) -> Option<Timing> {
-    let r = outcome.result.as_ref();
-    // A phase's time is reported only once the phase completed.
-    let past = |phase: Phase, v: f64| r.filter(|r| r.ok || r.phase > phase).map(|_| v);
-    let runs = r.map(|r| r.run_ms.as_slice()).unwrap_or_default();
-    Some(Timing {
-        load_ms: r.and_then(|r| past(Phase::LoadRuntime, r.load_ms)),
-        register_ms: r.and_then(|r| past(Phase::RegisterEp, r.register_ms)),
-        session_create_ms: r.and_then(|r| past(Phase::CreateSession, r.session_create_ms)),
-        run_ms: (!runs.is_empty()).then(|| median(runs)),
-        run_ms_total: (!runs.is_empty()).then(|| runs.iter().sum()),
-        wall_ms: outcome.wall_ms,
-    })
-}
-
-fn runtime_info(rt: &Runtime, reported: Option<&str>, sha: Option<String>) -> RuntimeInfo {
-    RuntimeInfo {
-        package: rt.package.clone(),
-        version: reported
-            .map(str::to_string)
-            .or_else(|| rt.version.clone())
-            .unwrap_or_else(|| "unknown".into()),
-        source: rt.source.describe().into(),
-        library: rt.library.display().to_string(),
-        sha256: rt.sha256.clone().or(sha),
-        plugin: None,
-    }
-}
-
-/// The runtime section of a target: the host build as the library reports itself, plus a plugin.
-pub fn target_runtime_info(
-    rt: &TargetRuntime,
-    outcome: Option<&Outcome>,
-    hash: &mut dyn FnMut(&Runtime) -> Option<String>,
-) -> RuntimeInfo {
-    let reported = outcome
-        .and_then(|o| o.result.as_ref())
-        .and_then(|r| r.ort_version.as_deref());
-    let mut info = runtime_info(&rt.host, reported, hash(&rt.host));
-    if let Some(p) = &rt.plugin {
-        info.plugin = Some(Box::new(runtime_info(p, None, hash(p))));
-    }
-    info
 }
 
 /// Each planned target's row: how it ended, its runtime and timing, its metrics, placement,
@@ -332,16 +252,5 @@ pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
             })
             .collect(),
         parent_peak_rss_mb: crate::timings::peak_rss_mb(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 }

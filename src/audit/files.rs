@@ -12,26 +12,11 @@ use super::analyze::Analysis;
 use super::execute::Executed;
 use super::plan::AuditPlan;
 use super::CompareOptions;
-use crate::error::bad_output;
 use crate::exec::executor::sanitize;
 use crate::exec::{Executor, OutputFile, RunStatus};
 use crate::hash::sha256_hex;
 use crate::tensor::{npz_bytes, Tensor};
 use crate::userfile::Outputs;
-
-/// `--save-outputs` must name a new or empty directory: outputs of an earlier audit left beside
-/// this one's would be mistaken for them. `flag` names where the directory came from.
-pub fn check_save_dir(dir: &Path, flag: &str) -> Result<()> {
-    crate::userfile::check_dir_destination(flag, dir)?;
-    let occupied = dir.exists() && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true);
-    if occupied {
-        return Err(bad_output(format!(
-            "{flag} {} is not empty (an earlier audit's outputs?); remove it or choose another",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
 
 /// Stages every run's outputs as `DIR/<run>/s<k>.npz`, keyed by output name (run ids that map
 /// to the same directory name get a numeric suffix). Returns the SHA-256 of each file, by its
@@ -69,15 +54,26 @@ pub fn save_outputs(
     Ok(hashes)
 }
 
+/// The file that marks a directory as one npu-audit keeps logs in: the logs of a later audit may
+/// replace the logs there, and nothing else is ever replaced.
+pub const LOGS_MARKER: &str = ".npu-audit-logs";
+
+const LOGS_MARKER_TEXT: &str = "npu-audit keeps each target's runtime log here (<target>.log); a later audit with the same --logs directory replaces them.\n";
+
 /// Stages each target's runtime log as `DIR/<target>.log`. Returns the path kept for each
 /// target id.
-pub fn save_logs(dir: &Path, logs: &[(&str, &Path)], outputs: &mut Outputs) -> Result<HashMap<String, PathBuf>> {
-    outputs.dir("--logs", dir)?;
+pub fn save_logs(
+    (dir, flag): (&Path, &str),
+    logs: &[(&str, &Path)],
+    outputs: &mut Outputs,
+) -> Result<HashMap<String, PathBuf>> {
+    outputs.dir(flag, dir)?;
+    outputs.file(flag, &dir.join(LOGS_MARKER), LOGS_MARKER_TEXT.as_bytes())?;
     let mut kept = HashMap::new();
     for (id, log) in logs {
         let Ok(text) = std::fs::read(log) else { continue };
         let dest = dir.join(format!("{}.log", sanitize(id)));
-        outputs.file("--logs", &dest, &text)?;
+        outputs.file(flag, &dest, &text)?;
         kept.insert(id.to_string(), dest);
     }
     Ok(kept)
@@ -102,7 +98,7 @@ pub fn persist(
     outputs: &mut Outputs,
 ) -> Result<Persisted> {
     let mut output_files = BTreeMap::new();
-    if let Some(saved) = &opts.save_outputs {
+    if let Some(saved) = &opts.kept.save_outputs {
         let mut all: Vec<(&str, &[Vec<OutputFile>])> = vec![("golden", &analysis.golden_samples)];
         for (t, end) in plan.targets.iter().zip(&analysis.ends) {
             if let Some(r) = end
@@ -132,8 +128,9 @@ pub fn persist(
         .enumerate()
         .filter_map(|(i, t)| executed.outcome(i).map(|o| (t.spec.id.as_str(), o.log.as_path())))
         .collect();
-    let logs = match &opts.logs {
-        Some(dir) => save_logs(dir, &logs, outputs).with_context(|| format!("--logs {}", dir.display()))?,
+    let logs = match &opts.kept.logs {
+        Some(kept) => save_logs((&kept.dir, &kept.flag), &logs, outputs)
+            .with_context(|| format!("{} {}", kept.flag, kept.dir.display()))?,
         None if executor.options().keep_work => logs.iter().map(|(id, p)| (id.to_string(), p.to_path_buf())).collect(),
         None => HashMap::new(),
     };

@@ -13,6 +13,7 @@ use crate::hash::sha256_file;
 use crate::inputs::{prepare, InputOptions};
 use crate::model::{load_model, LoadedModel, Signature};
 use crate::runtime::Provisioner;
+use crate::userfile::{InputFiles, Reads};
 
 /// Everything `golden create` was asked to do.
 #[derive(Debug, Clone)]
@@ -26,14 +27,25 @@ pub struct GoldenOptions {
     pub layers: bool,
 }
 
+impl Reads for GoldenOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let GoldenOptions {
+            model,
+            out: _,
+            force: _,
+            inputs,
+            exec,
+            layers: _,
+        } = self;
+        set.add(model).with(inputs).with(exec);
+    }
+}
+
 /// The files a golden run reads, which its directory must not hold: replacing the directory
 /// would delete them.
 fn run_inputs(opts: &GoldenOptions, model: &LoadedModel) -> Vec<PathBuf> {
-    let mut inputs = vec![opts.model.clone()];
+    let mut inputs = opts.reads().paths().to_vec();
     inputs.extend(model.external_data_paths());
-    inputs.extend(opts.inputs.npz.iter().cloned());
-    let npy = opts.inputs.npy.iter().filter_map(|s| s.split_once('='));
-    inputs.extend(npy.map(|(_, f)| PathBuf::from(f)));
     inputs
 }
 

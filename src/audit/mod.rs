@@ -12,6 +12,7 @@
 pub mod analyze;
 pub mod assemble;
 pub mod execute;
+pub mod facts;
 pub mod files;
 pub mod golden;
 pub mod plan;
@@ -23,14 +24,16 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use crate::compare::ClassAxisFlag;
 use crate::exec::{ExecOptions, Executor, RunStatus};
 use crate::gate::Previous;
 use crate::inputs::InputOptions;
 use crate::policy::Policy;
 use crate::report::model::Report;
+use crate::target::TargetSpec;
 use crate::tensor::Tensor;
 use crate::timings;
-use crate::userfile::Outputs;
+use crate::userfile::{InputFiles, Outputs, Reads};
 
 /// Where `--save-outputs` keeps every run's outputs, and how a shard report records it.
 #[derive(Debug, Clone)]
@@ -44,41 +47,176 @@ pub struct SavedOutputs {
     pub recorded_as: Option<String>,
 }
 
-/// Everything `compare` was asked to do.
-#[derive(Debug, Clone)]
-pub struct CompareOptions {
-    pub model: PathBuf,
+/// Where the golden run comes from: a reference model run now (`--reference`, else derived from
+/// the audited model), or a stored golden run (`--golden`).
+#[derive(Debug, Clone, Default)]
+pub struct GoldenSource {
+    /// The fp32 reference model (`None`: derived from the audited model).
     pub reference: Option<PathBuf>,
-    pub golden: Option<PathBuf>,
-    /// Compare against the golden run even when `reference` is not the model it was made with.
-    pub allow_golden_mismatch: bool,
-    pub targets: Vec<String>,
-    pub allow_failure: Vec<String>,
-    pub no_baseline: bool,
+    /// A stored golden run's directory.
+    pub stored: Option<PathBuf>,
+    /// Compare against the stored run even when `reference` is not the model it was made with.
+    pub allow_mismatch: bool,
+}
+
+impl Reads for GoldenSource {
+    fn declare(&self, set: &mut InputFiles) {
+        let GoldenSource {
+            reference,
+            stored,
+            allow_mismatch: _,
+        } = self;
+        set.add_all(reference).add_all(stored);
+    }
+}
+
+/// What is audited: the model, its golden run, the inputs every target is fed.
+#[derive(Debug, Clone)]
+pub struct Audited {
+    pub model: PathBuf,
+    pub golden: GoldenSource,
     pub inputs: InputOptions,
-    pub class_axis: Vec<String>,
-    /// The release policy (file and flags); its default targets and allowed failures are
-    /// already merged into `targets` and `allow_failure`.
-    pub policy: Policy,
+}
+
+impl Reads for Audited {
+    fn declare(&self, set: &mut InputFiles) {
+        let Audited { model, golden, inputs } = self;
+        set.add(model).with(golden).with(inputs);
+    }
+}
+
+/// How the audit executes: the targets and which must succeed, the shard, the worker
+/// processes, the repeated runs.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// The targets asked for (`None`: every target this machine can run).
+    pub targets: Option<Vec<TargetSpec>>,
+    /// Patterns of targets whose failure does not fail the audit (`all` for every one).
+    pub allow_failure: Vec<String>,
+    /// Add the `cpu:noopt` baseline (unless a target already).
+    pub baseline: bool,
     /// With `--shard i/n`: run the i-th of n parts of the targets.
     pub shard: Option<shard::Shard>,
     pub exec: ExecOptions,
-    pub save_outputs: Option<SavedOutputs>,
-    /// Where each target's runtime log is kept (`DIR/<target>.log`).
-    pub logs: Option<PathBuf>,
     /// Runs of every sample on every target (runs after the first are checked bit for bit).
     pub repeat: usize,
     /// With `repeat` > 1: the intra-op threads of the extra run that shows which outputs depend
     /// on the thread count.
     pub thread_probe: usize,
-    /// Accept a previous report made with other intra-op thread counts.
-    pub allow_other_threads: bool,
+}
+
+impl Execution {
+    /// The targets of an audit run inside another command: all of them may fail (a failure is
+    /// a finding there), no baseline, no shard, one run each.
+    pub fn findings(targets: Vec<TargetSpec>, exec: ExecOptions) -> Execution {
+        Execution {
+            targets: Some(targets),
+            allow_failure: vec!["all".into()],
+            baseline: false,
+            shard: None,
+            exec,
+            repeat: 1,
+            thread_probe: 4,
+        }
+    }
+}
+
+/// What is measured and judged besides every output's figures.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// `--class-axis`: which outputs are score vectors.
+    pub class_axis: Vec<ClassAxisFlag>,
+    /// The release policy (file and flags); its default targets and allowed failures are
+    /// already merged into the [`Execution`].
+    pub policy: Policy,
     /// Whether to show each target's arithmetic fingerprint and read its drift with it.
     pub fingerprint: crate::drift::FingerprintMode,
     /// The per-layer audit, when asked for.
     pub layers: Option<crate::layers::LayerOptions>,
     /// `--stream`: run every sample as a step of one stream, outputs fed back.
     pub stream: Option<crate::stream::StreamSpec>,
+    /// Accept a previous report made with other intra-op thread counts.
+    pub allow_other_threads: bool,
+}
+
+impl Measured {
+    /// Every output's figures and nothing else: no policy, fingerprint, per-layer audit or
+    /// stream (what an audit inside another command measures unless it adds one).
+    pub fn outputs_only() -> Measured {
+        Measured {
+            class_axis: Vec::new(),
+            policy: Policy::empty(),
+            fingerprint: crate::drift::FingerprintMode::Off,
+            layers: None,
+            stream: None,
+            allow_other_threads: false,
+        }
+    }
+}
+
+impl Reads for Measured {
+    fn declare(&self, set: &mut InputFiles) {
+        let Measured {
+            class_axis: _,
+            policy,
+            fingerprint: _,
+            layers,
+            stream: _,
+            allow_other_threads: _,
+        } = self;
+        set.with(policy).with(layers);
+    }
+}
+
+/// A directory the audit writes files into, and the flag (or default) it comes from.
+#[derive(Debug, Clone)]
+pub struct KeptDir {
+    pub dir: PathBuf,
+    pub flag: String,
+}
+
+/// What the audit keeps besides its report (none of it is read).
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    pub save_outputs: Option<SavedOutputs>,
+    /// Where each target's runtime log is kept (`DIR/<target>.log`).
+    pub logs: Option<KeptDir>,
+}
+
+/// Everything `compare` was asked to do.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub audited: Audited,
+    pub execution: Execution,
+    pub measured: Measured,
+    pub kept: Kept,
+}
+
+impl CompareOptions {
+    /// The audit a command runs inside its own work (matrix cells, triage groups, pipeline
+    /// stages, release bisection): `audited` on `targets`, every failure a finding, outputs
+    /// measured against the golden run and nothing kept. The command adds what it needs
+    /// (a policy, a per-layer audit) to the parts it builds itself.
+    pub fn findings(audited: Audited, targets: Vec<TargetSpec>, exec: ExecOptions) -> CompareOptions {
+        CompareOptions {
+            audited,
+            execution: Execution::findings(targets, exec),
+            measured: Measured::outputs_only(),
+            kept: Kept::default(),
+        }
+    }
+}
+
+impl Reads for CompareOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let CompareOptions {
+            audited,
+            execution,
+            measured,
+            kept: _,
+        } = self;
+        set.with(audited).with(&execution.exec).with(measured);
+    }
 }
 
 /// Runs `compare` and returns the report (its `exit_code` says how the process should end). The
@@ -102,7 +240,7 @@ fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool)
         let _stage = timings::stage("plan");
         let _span = timings::span(timings::Phase::Prepare);
         let plan = plan::AuditPlan::new(opts, outputs)?;
-        let executor = Executor::new(&opts.exec)?;
+        let executor = Executor::new(&opts.execution.exec)?;
         executor.expect_model_bytes(plan.model.total_bytes());
         if let reference::ReferencePlan::Model { model, .. } = &plan.reference {
             executor.expect_model_bytes(model.total_bytes());
@@ -110,8 +248,8 @@ fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool)
         (plan, executor)
     };
     let repeat = execute::Repeat {
-        runs: opts.repeat,
-        thread_probe: opts.thread_probe,
+        runs: opts.execution.repeat,
+        thread_probe: opts.execution.thread_probe,
     };
     let executed = {
         let _stage = timings::stage("golden and outputs");
@@ -137,7 +275,12 @@ fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool)
         report,
         label: label.clone(),
     });
-    let judgement = crate::gate::judge(&opts.policy, &rows, &analysis.comparison.agreement, previous.as_ref());
+    let judgement = crate::gate::judge(
+        &opts.measured.policy,
+        &rows,
+        &analysis.comparison.agreement,
+        previous.as_ref(),
+    );
     let report = assemble::report(plan, &executed, analysis, rows, judgement, persisted.output_files)?;
     Ok((report, tensors))
 }

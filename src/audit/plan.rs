@@ -10,8 +10,8 @@ use anyhow::Result;
 
 use super::reference::{self, ReferencePlan};
 use super::CompareOptions;
-use crate::compare::ClassAxisPolicy;
-use crate::error::{bad_flag, bad_golden, bad_input, bad_report};
+use crate::compare::{ClassAxisFlag, ClassAxisPolicy};
+use crate::error::{bad_flag, bad_golden, bad_input, bad_output, bad_report};
 use crate::exec::executor::DEFAULT_INTRA_OP_THREADS;
 use crate::exec::plan::{self as targets, Requested};
 use crate::exec::PlannedTarget;
@@ -20,7 +20,7 @@ use crate::model::{load_model, LoadedModel, Signature};
 use crate::report::model::{InputTensorInfo, Report, ShardInfo};
 use crate::runtime::Provisioner;
 use crate::target::TargetRole;
-use crate::userfile::Outputs;
+use crate::userfile::{InputFiles, Outputs};
 
 /// What `compare` will do, decided and checked.
 pub struct AuditPlan {
@@ -49,51 +49,48 @@ impl AuditPlan {
     /// names first, then the model, the reference, the inputs, the previous report, and last the
     /// runtimes (which may be fetched).
     pub fn new(opts: &CompareOptions, outputs: &mut Outputs) -> Result<AuditPlan> {
-        if let Some(saved) = &opts.save_outputs {
-            super::files::check_save_dir(&saved.dir, &saved.flag)?;
+        if let Some(saved) = &opts.kept.save_outputs {
+            check_save_dir(&saved.dir, &saved.flag)?;
+        }
+        if let Some(logs) = &opts.kept.logs {
+            check_logs_dir(&logs.dir, &logs.flag)?;
         }
         let mut notes = Vec::new();
         let (requested, shard) = requested_targets(opts, &mut notes)?;
-        let provisioner = Provisioner::new(&opts.exec.runtimes)?;
-        let model = load_model(&opts.model)?;
+        let provisioner = Provisioner::new(&opts.execution.exec.runtimes)?;
+        let model = load_model(&opts.audited.model)?;
         // The model's external data are inputs too: no output may replace them.
-        outputs.add_inputs(&model.external_data_paths());
+        outputs.add_inputs(InputFiles::new().add_all(&model.external_data_paths()));
         let signature = Signature::of(&model)?;
         let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
-        opts.policy.check_outputs(&output_names)?;
-        let reference = reference::plan(
-            &model,
-            opts.reference.as_ref(),
-            opts.golden.as_ref(),
-            opts.allow_golden_mismatch,
-            &mut notes,
-        )?;
+        opts.measured.policy.check_outputs(&output_names)?;
+        let reference = reference::plan(&model, &opts.audited.golden, &mut notes)?;
         check_stream(opts, &signature, &reference)?;
-        let mut input_opts = opts.inputs.clone();
-        if let Some(stream) = &opts.stream {
+        let mut input_opts = opts.audited.inputs.clone();
+        if let Some(stream) = &opts.measured.stream {
             input_opts.zero_default = stream.state_inputs();
         }
         let mut inputs = audit_inputs(&reference, &signature, &input_opts)?;
-        if let Some(stream) = &opts.stream {
+        if let Some(stream) = &opts.measured.stream {
             // A fed-back state may grow (a KV cache): its open dimensions stay open.
             let open = growing_dims(&signature, &stream.state_inputs());
             inputs.free_dims.retain(|(name, _)| !open.contains(name));
             inputs.growing = stream.state_inputs();
         }
-        let input_info = super::assemble::input_tensor_info(&inputs)?;
+        let input_info = super::facts::input_tensor_info(&inputs)?;
         // The previous report of baseline mode is checked before anything runs.
-        let previous = match &opts.policy.baseline_report {
+        let previous = match &opts.measured.policy.baseline_report {
             Some((path, at)) => Some(previous_report(path, at, &input_info)?),
             None => None,
         };
         if let Some((report, label)) = &previous {
             let now = Threads {
                 golden: reference.intra_op_threads(),
-                targets: opts.exec.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS),
+                targets: opts.execution.exec.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS),
             };
-            notes.extend(check_threads(report, label, now, opts.allow_other_threads)?);
+            notes.extend(check_threads(report, label, now, opts.measured.allow_other_threads)?);
         }
-        let classes = class_axes(&opts.class_axis, &signature, &reference)?;
+        let classes = class_axes(&opts.measured.class_axis, &signature, &reference)?;
         let targets = targets::provision(requested, &provisioner)?;
         Ok(AuditPlan {
             model,
@@ -106,14 +103,42 @@ impl AuditPlan {
             classes,
             targets,
             shard: shard.map(|mut info| {
-                info.outputs_dir = opts.save_outputs.as_ref().and_then(|s| s.recorded_as.clone());
+                info.outputs_dir = opts.kept.save_outputs.as_ref().and_then(|s| s.recorded_as.clone());
                 info
             }),
             provisioner,
-            stream: opts.stream.clone(),
+            stream: opts.measured.stream.clone(),
             notes,
         })
     }
+}
+
+/// `--save-outputs` must name a new or empty directory: outputs of an earlier audit left beside
+/// this one's would be mistaken for them. `flag` names where the directory came from.
+pub fn check_save_dir(dir: &Path, flag: &str) -> Result<()> {
+    crate::userfile::check_dir_destination(flag, dir)?;
+    let occupied = dir.exists() && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true);
+    if occupied {
+        return Err(bad_output(format!(
+            "{flag} {} is not empty (an earlier audit's outputs?); remove it or choose another",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// A logs directory must be new, empty, or one an earlier audit kept its logs in (it holds the
+/// marker [`super::files::LOGS_MARKER`]): the logs replace only files the tool wrote there.
+fn check_logs_dir(dir: &Path, flag: &str) -> Result<()> {
+    crate::userfile::check_dir_destination(flag, dir)?;
+    let occupied = dir.exists() && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true);
+    if occupied && !dir.join(super::files::LOGS_MARKER).is_file() {
+        return Err(bad_output(format!(
+            "{flag} {} holds files npu-audit did not keep there; give a new or empty directory (or one an earlier --logs wrote)",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The symbolic dimensions only the fed-back inputs have (a cache's length; not the batch they
@@ -139,18 +164,21 @@ fn growing_dims(signature: &Signature, fed: &[String]) -> Vec<String> {
 /// independent samples), and no per-layer audit (its runs are of independent samples); its
 /// feeds and decisions must exist in both models.
 fn check_stream(opts: &CompareOptions, signature: &Signature, reference: &ReferencePlan) -> Result<()> {
-    let Some(stream) = &opts.stream else {
+    let Some(stream) = &opts.measured.stream else {
         return Ok(());
     };
-    if opts.layers.is_some() {
+    if opts.measured.layers.is_some() {
         return Err(bad_flag("--stream cannot be combined with --layers"));
     }
     let fed = stream.state_inputs();
-    for spec in &opts.inputs.chunks {
+    for spec in &opts.audited.inputs.chunks {
         if fed.contains(&spec.input) {
             return Err(bad_flag(format!(
                 "--chunk {}={}: input '{}' is fed back from the second step on; give its first value with --input {}=FILE.npy",
-                spec.input, spec.file, spec.input, spec.input
+                spec.input,
+                spec.file.display(),
+                spec.input,
+                spec.input
             )));
         }
     }
@@ -166,21 +194,22 @@ fn check_stream(opts: &CompareOptions, signature: &Signature, reference: &Refere
 /// The targets asked for (a typo there should not wait for the model to load), this shard's
 /// share of them, and a note when none was named.
 fn requested_targets(opts: &CompareOptions, notes: &mut Vec<String>) -> Result<(Vec<Requested>, Option<ShardInfo>)> {
+    let e = &opts.execution;
     let all = targets::targets(
-        &opts.targets,
-        &opts.allow_failure,
-        !opts.no_baseline,
-        &opts.policy.releases,
+        e.targets.as_deref(),
+        &e.allow_failure,
+        e.baseline,
+        &opts.measured.policy.releases,
     )?;
     notes.extend(all.iter().filter_map(|r| targets::release_note(&r.spec)));
-    let (requested, shard) = match &opts.shard {
+    let (requested, shard) = match &e.shard {
         Some(s) => {
             let (mine, info) = s.split(all);
             (mine, Some(info))
         }
         None => (all, None),
     };
-    if opts.targets.is_empty() {
+    if e.targets.is_none() {
         let ids: Vec<&str> = requested
             .iter()
             .filter(|r| r.role == TargetRole::Target)
@@ -196,7 +225,7 @@ fn requested_targets(opts: &CompareOptions, notes: &mut Vec<String>) -> Result<(
 
 /// The class axis of each output: flags, else the Softmax axes of the audited model and of the
 /// reference.
-fn class_axes(flags: &[String], signature: &Signature, reference: &ReferencePlan) -> Result<ClassAxisPolicy> {
+fn class_axes(flags: &[ClassAxisFlag], signature: &Signature, reference: &ReferencePlan) -> Result<ClassAxisPolicy> {
     let mut softmax: HashMap<String, i64> = signature.softmax_axes.clone();
     if let ReferencePlan::Model { signature: ref_sig, .. } = reference {
         for (k, v) in &ref_sig.softmax_axes {
@@ -228,8 +257,7 @@ fn check_reference_accepts(reference: &Signature, inputs: &InputSet) -> Result<(
 fn audit_inputs(reference: &ReferencePlan, signature: &Signature, opts: &InputOptions) -> Result<InputSet> {
     match reference {
         ReferencePlan::Stored { golden, .. } => {
-            let given = !opts.npz.is_empty() || !opts.npy.is_empty() || !opts.gen.is_empty() || !opts.shapes.is_empty();
-            if given || opts.samples != 1 || opts.seed != 0 {
+            if opts.any_given() {
                 return Err(bad_flag(
                     "--golden supplies the inputs: drop --inputs, --input, --gen, --seed, --samples and --input-shape",
                 ));

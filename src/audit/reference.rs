@@ -37,15 +37,10 @@ impl ReferencePlan {
 }
 
 /// Decides the reference for `audited`.
-pub fn plan(
-    audited: &LoadedModel,
-    reference: Option<&PathBuf>,
-    golden: Option<&PathBuf>,
-    allow_mismatch: bool,
-    notes: &mut Vec<String>,
-) -> Result<ReferencePlan> {
-    if let Some(dir) = golden {
-        return stored(dir, reference, allow_mismatch, notes);
+pub fn plan(audited: &LoadedModel, source: &super::GoldenSource, notes: &mut Vec<String>) -> Result<ReferencePlan> {
+    let reference = source.reference.as_ref();
+    if let Some(dir) = &source.stored {
+        return stored(dir, reference, source.allow_mismatch, notes);
     }
     if let Some(path) = reference {
         let model = load_model(path)?;

@@ -4,6 +4,16 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::audit::shard::Shard;
+use crate::compare::ClassAxisFlag;
+use crate::inputs::sequence::ChunkSpec;
+use crate::inputs::{GenChoice, NamedFile, ShapePin};
+use crate::matrix::Variant;
+use crate::merge::ShardOutputs;
+use crate::runtime::provision::RuntimeOverride;
+use crate::stream::{Decision, Feeds};
+use crate::target::TargetList;
+
 /// Audit cross-device accuracy drift of quantized ONNX models: run one model through several
 /// execution providers on identical inputs and diff every output against an fp32 golden run.
 #[derive(Debug, Parser)]
@@ -171,8 +181,8 @@ pub struct CheckConfigArgs {
     #[arg(env = "NPU_AUDIT_CONFIG")]
     pub file: Option<PathBuf>,
     /// Show the limits these targets get (default: the file's `targets`, else every known one).
-    #[arg(long = "target", short = 't', value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
 }
 
 /// Flags of `merge`.
@@ -183,8 +193,8 @@ pub struct MergeArgs {
     pub reports: Vec<PathBuf>,
     /// Where a shard's saved outputs are when they are not beside its report (default: the
     /// directory the report names, beside it).
-    #[arg(long = "outputs", value_name = "REPORT=DIR")]
-    pub outputs: Vec<String>,
+    #[arg(long = "outputs", value_name = "REPORT=DIR", value_parser = ShardOutputs::parse)]
+    pub outputs: Vec<ShardOutputs>,
     /// Merge shards whose sessions ran with other intra-op thread counts.
     #[arg(long)]
     pub allow_other_threads: bool,
@@ -223,11 +233,11 @@ pub struct InputArgs {
     #[arg(long = "inputs", value_name = "FILE.npz")]
     pub npz: Vec<PathBuf>,
     /// One input as an .npy file (repeatable).
-    #[arg(long = "input", value_name = "NAME=FILE.npy")]
-    pub npy: Vec<String>,
+    #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = NamedFile::parse)]
+    pub npy: Vec<NamedFile>,
     /// Generate inputs: zeros, ones, uniform:LO,HI, normal:MEAN,STD; NAME=SPEC for one input.
-    #[arg(long = "gen", value_name = "SPEC")]
-    pub gen: Vec<String>,
+    #[arg(long = "gen", value_name = "SPEC", value_parser = GenChoice::parse)]
+    pub gen: Vec<GenChoice>,
     /// Seed of the generator (docs/inputs.md).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -235,8 +245,8 @@ pub struct InputArgs {
     #[arg(long, default_value_t = 1, allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub samples: u64,
     /// Pin an input's shape (dynamic dimensions), e.g. image:1,3,224,224.
-    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...")]
-    pub shapes: Vec<String>,
+    #[arg(long = "input-shape", value_name = "NAME:D0,D1,...", value_parser = ShapePin::parse)]
+    pub shapes: Vec<ShapePin>,
 }
 
 /// Flags that control the worker processes.
@@ -254,8 +264,8 @@ pub struct ExecArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Use this ONNX Runtime library (or directory) for a build: cpu, qnn, openvino, directml, gpu.
-    #[arg(long = "runtime", value_name = "KEY=PATH")]
-    pub runtime: Vec<String>,
+    #[arg(long = "runtime", value_name = "KEY=PATH", value_parser = RuntimeOverride::parse)]
+    pub runtime: Vec<RuntimeOverride>,
     #[command(flatten)]
     pub runtime_env: RuntimeEnv,
     /// Keep the work directory (inputs, outputs and each worker's log) and print its path.
@@ -355,23 +365,23 @@ pub struct CompareArgs {
 pub struct StreamArgs {
     /// Run the samples as the steps of one stream, feeding each OUTPUT back as INPUT on the
     /// next step (comma-separated pairs); the fed inputs start as zeros unless a file gives them.
-    #[arg(long, value_name = "OUTPUT->INPUT,...")]
-    pub stream: Option<String>,
+    #[arg(long, value_name = "OUTPUT->INPUT,...", value_parser = Feeds::parse)]
+    pub stream: Option<Feeds>,
     /// Steps of the stream (default: every window or step the files hold; 1 with generators).
     #[arg(long, value_name = "N", requires = "stream", value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub steps: Option<u64>,
     /// A fresh input per step cut from a long array along its last axis, one window of the
     /// input's last dimension every H samples (default: the window); with H shorter than the
     /// window, the array is left-padded with window-H zeros so each window carries context.
-    #[arg(long, value_name = "NAME=FILE.npy[:hop=H]", requires = "stream")]
-    pub chunk: Vec<String>,
+    #[arg(long, value_name = "NAME=FILE.npy[:hop=H]", requires = "stream", value_parser = ChunkSpec::parse)]
+    pub chunk: Vec<ChunkSpec>,
     /// Every step's inputs: each member holds one input stacked over the steps on axis 0.
     #[arg(long, value_name = "FILE.npz", requires = "stream")]
     pub sequence: Option<PathBuf>,
     /// What a step decides: OUTPUT>THRESHOLD or OUTPUT<THRESHOLD (repeatable); default: the
     /// top-1 class of each output with a class axis.
-    #[arg(long, value_name = "OUTPUT>THRESHOLD", requires = "stream")]
-    pub decision: Vec<String>,
+    #[arg(long, value_name = "OUTPUT>THRESHOLD", requires = "stream", value_parser = Decision::parse_threshold)]
+    pub decision: Vec<Decision>,
     /// The state has diverged at the first step where a fed-back output's SQNR against the
     /// golden stream is below DB.
     #[arg(
@@ -410,8 +420,8 @@ pub struct ReferenceArgs {
 pub struct TargetArgs {
     /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
     /// tensorrt; extra options as ,key=value. Default: every target this machine can run.
-    #[arg(long = "target", short = 't', value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
     /// Targets whose failure does not fail the audit (id, prefix*, or all).
     #[arg(long = "allow-failure", value_name = "PATTERN")]
     pub allow_failure: Vec<String>,
@@ -419,8 +429,8 @@ pub struct TargetArgs {
     #[arg(long)]
     pub no_baseline: bool,
     /// Class axis for top-k agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
-    #[arg(long = "class-axis", value_name = "AXIS")]
-    pub class_axis: Vec<String>,
+    #[arg(long = "class-axis", value_name = "AXIS", value_parser = ClassAxisFlag::parse)]
+    pub class_axis: Vec<ClassAxisFlag>,
     /// Run every sample N times on every target and report targets whose outputs are not
     /// bit-identical across the runs; with N > 1, also run each target once with
     /// --thread-probe threads and report outputs that depend on the thread count.
@@ -510,8 +520,8 @@ pub struct ReportArgs {
     pub logs: Option<PathBuf>,
     /// Run the i-th of n parts of the targets (k-th target to part k mod n + 1; the baseline in
     /// every part); join the parts with `npu-audit merge`.
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
+    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
+    pub shard: Option<Shard>,
     /// Measure where the audit's time goes: phases of the audit and of every worker session, as a
     /// `timings` object in the JSON report and tables on stderr at the end (wall-clock figures:
     /// the only ones of a report that differ between runs).
@@ -618,8 +628,8 @@ pub struct ExplainArgs {
     /// The ONNX model a target refuses.
     pub model: PathBuf,
     /// Target to explain (repeatable, e.g. qnn:sm8350 or qnn:all).
-    #[arg(long = "target", short = 't', value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
     #[command(flatten)]
     pub inputs: InputArgs,
     /// Report format on stdout.
@@ -634,8 +644,8 @@ pub struct ExplainArgs {
 pub struct FingerprintArgs {
     /// Target to fingerprint (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, ...
     /// Default: every target this machine can run.
-    #[arg(long = "target", short = 't', value_name = "TARGET")]
-    pub targets: Vec<String>,
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
     /// Run only these probes (repeatable; an id or prefix*). Default: all.
     #[arg(long = "probe", value_name = "ID")]
     pub probes: Vec<String>,
@@ -666,8 +676,8 @@ pub struct TargetsArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Use this ONNX Runtime library (or directory) for a build.
-    #[arg(long = "runtime", value_name = "KEY=PATH")]
-    pub runtime: Vec<String>,
+    #[arg(long = "runtime", value_name = "KEY=PATH", value_parser = RuntimeOverride::parse)]
+    pub runtime: Vec<RuntimeOverride>,
     #[command(flatten)]
     pub runtime_env: RuntimeEnv,
 }
@@ -726,8 +736,8 @@ pub struct ReleaseBisectArgs {
     /// The quantized ONNX model.
     pub model: PathBuf,
     /// The target whose runtime releases are compared (qnn:sm8650, cpu, ...), without a release.
-    #[arg(long = "target", short = 't', value_name = "TARGET")]
-    pub target: String,
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
+    pub target: TargetList,
     /// The release known to be good (the target's plugin release for QNN).
     #[arg(long, value_name = "VERSION")]
     pub from: String,
@@ -762,8 +772,8 @@ pub struct PipelineArgs {
     /// (INPUT = "STAGE.OUTPUT"; default: the previous stage's output of the input's name).
     pub file: PathBuf,
     /// Target to run every stage on (repeatable).
-    #[arg(long = "target", short = 't', value_name = "TARGET", required = true)]
-    pub targets: Vec<String>,
+    #[arg(long = "target", short = 't', value_name = "TARGET", required = true, value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
     /// Fail (exit 1) when a target's final output is below DB against the golden chain.
     #[arg(long = "min-sqnr", value_name = "DB", allow_hyphen_values = true)]
     pub min_sqnr: Option<f64>,
@@ -785,19 +795,19 @@ pub struct MatrixArgs {
     /// A model variant, repeatable: NAME=MODEL.onnx[,[EP:]KEY=VALUE]... Options without an EP
     /// go to the QNN targets (`session.` keys to every target): an fp32 model with
     /// `enable_htp_fp16_precision=1` is the fp16 variant.
-    #[arg(long = "variant", value_name = "NAME=MODEL", required = true)]
-    pub variants: Vec<String>,
+    #[arg(long = "variant", value_name = "NAME=MODEL", required = true, value_parser = Variant::parse)]
+    pub variants: Vec<Variant>,
     /// A column of the matrix, repeatable: cpu, qnn:<chipset>, qnn:all, openvino... (one release
     /// each).
-    #[arg(long = "target", short = 't', value_name = "TARGET", required = true)]
-    pub targets: Vec<String>,
+    #[arg(long = "target", short = 't', value_name = "TARGET", required = true, value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
     /// The variants cheapest first, comma-separated (default: int8 < a16w8 < fp16 < fp32 by
     /// what each graph computes; running on the CPU is always last).
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub cost: Vec<String>,
     /// Class axis for top-1 agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
-    #[arg(long = "class-axis", value_name = "AXIS")]
-    pub class_axis: Vec<String>,
+    #[arg(long = "class-axis", value_name = "AXIS", value_parser = ClassAxisFlag::parse)]
+    pub class_axis: Vec<ClassAxisFlag>,
     /// Search mixed-precision fixes for variants that fail the policy somewhere (repeatable):
     /// widen16 (the worst layers' 8-bit activations to 16 bits), float (left in float).
     #[arg(long = "search", value_enum, value_name = "REMEDY")]
@@ -869,8 +879,8 @@ pub struct TriageArgs {
     #[arg(long, value_name = "CHIPSET")]
     pub chipset: Option<String>,
     /// Targets every report is compared with besides its own chipset (repeatable).
-    #[arg(long = "candidate", value_name = "TARGET", default_values_t = ["cpu:noopt".to_string(), "cpu".to_string(), "qnn:all".to_string()])]
-    pub candidates: Vec<String>,
+    #[arg(long = "candidate", value_name = "TARGET", default_values = ["cpu:noopt", "cpu", "qnn:all"], value_parser = TargetList::parse)]
+    pub candidates: Vec<TargetList>,
     /// A device within this many quantization steps of its chipset's simulation differs from it
     /// only in rounding.
     #[arg(long, value_name = "N", default_value_t = 2)]

@@ -1,22 +1,97 @@
-//! `npu-audit matrix`: flags into options, the matrix run, its table, JSON, Markdown, HTML and
-//! dispatch table.
-
-use std::path::PathBuf;
+//! `npu-audit matrix`: the flags turned once into the matrix's options, the matrix run, its
+//! table, JSON, Markdown, HTML and dispatch table.
 
 use anyhow::Result;
 
 use super::args::{MatrixArgs, RemedyChoice, ReportFormat};
-use super::commands::{emit_findings, findings_outputs, FindingsFile};
+use super::shared::{
+    emit_findings, exec_options, findings_files, findings_outputs, gate_policy, golden_source, input_options,
+    FindingsFile,
+};
 use crate::error::{bad_flag, ExitCode};
 use crate::matrix::remedy::RemedyKind;
 use crate::matrix::{Matrix, MatrixOptions, RemedyOptions, Variant};
 
-fn options(a: &MatrixArgs) -> Result<MatrixOptions> {
-    let variants = a
-        .variants
-        .iter()
-        .map(|v| Variant::parse(v))
-        .collect::<Result<Vec<_>>>()?;
+/// `matrix` as asked: its options, the files it writes and how it prints.
+struct MatrixCommand {
+    options: MatrixOptions,
+    files: Vec<FindingsFile<Matrix>>,
+    format: ReportFormat,
+}
+
+/// Converts `matrix`'s flags, once, into the command.
+fn command(a: MatrixArgs) -> Result<MatrixCommand> {
+    let MatrixArgs {
+        variants,
+        targets,
+        cost,
+        class_axis,
+        search,
+        max_promoted,
+        write_candidates,
+        reference,
+        inputs,
+        gate,
+        exec,
+        format,
+        out,
+        markdown,
+        html,
+        dispatch,
+    } = a;
+    check_variants(&variants, &cost)?;
+    if gate.baseline_report.is_some() || gate.max_layer_sqnr_loss.is_some() {
+        return Err(bad_flag(
+            "matrix judges each cell against limits: --baseline-report and --max-layer-sqnr-loss do not apply",
+        ));
+    }
+    if let Some(dir) = &write_candidates {
+        crate::userfile::check_dir_destination("--write-candidates", dir)?;
+        if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(bad_flag(format!(
+                "--write-candidates {}: give a new or empty directory",
+                dir.display()
+            )));
+        }
+    }
+    let mut kinds: Vec<RemedyKind> = Vec::new();
+    for kind in search.iter().map(|s| match s {
+        RemedyChoice::Widen16 => RemedyKind::Widen16,
+        RemedyChoice::Float => RemedyKind::Float,
+    }) {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    let options = MatrixOptions {
+        variants,
+        targets: crate::matrix::expand_targets(&targets)?,
+        golden: golden_source(reference),
+        inputs: input_options(inputs),
+        exec: exec_options(exec)?,
+        policy: gate_policy(&gate, &[])?,
+        class_axis,
+        cost,
+        remedies: RemedyOptions {
+            kinds,
+            max_promoted: max_promoted as usize,
+            write_candidates,
+        },
+    };
+    let markdown_of: fn(&Matrix) -> String = crate::render::matrix::markdown;
+    let html_of: fn(&Matrix) -> String = crate::render::html::matrix::render;
+    let dispatch_of: fn(&Matrix) -> String = crate::render::matrix::dispatch_json;
+    let files = findings_files(vec![
+        ("--out", out, None),
+        ("--markdown", markdown, Some(markdown_of)),
+        ("--html", html, Some(html_of)),
+        ("--dispatch", dispatch, Some(dispatch_of)),
+    ]);
+    Ok(MatrixCommand { options, files, format })
+}
+
+/// Every variant has its own name and is a file; `--cost` names each once.
+fn check_variants(variants: &[Variant], cost: &[String]) -> Result<()> {
     for (i, v) in variants.iter().enumerate() {
         if variants[..i].iter().any(|w| w.name == v.name) {
             return Err(bad_flag(format!("--variant {}: the name is given twice", v.name)));
@@ -29,8 +104,8 @@ fn options(a: &MatrixArgs) -> Result<MatrixOptions> {
             )));
         }
     }
-    if !a.cost.is_empty() {
-        let mut named: Vec<&str> = a.cost.iter().map(String::as_str).collect();
+    if !cost.is_empty() {
+        let mut named: Vec<&str> = cost.iter().map(String::as_str).collect();
         named.sort_unstable();
         let mut all: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
         all.sort_unstable();
@@ -41,86 +116,23 @@ fn options(a: &MatrixArgs) -> Result<MatrixOptions> {
             )));
         }
     }
-    if let Some(dir) = &a.write_candidates {
-        crate::userfile::check_dir_destination("--write-candidates", dir)?;
-        if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
-            return Err(bad_flag(format!(
-                "--write-candidates {}: give a new or empty directory",
-                dir.display()
-            )));
-        }
-    }
-    let mut kinds: Vec<RemedyKind> = Vec::new();
-    for s in &a.search {
-        let kind = match s {
-            RemedyChoice::Widen16 => RemedyKind::Widen16,
-            RemedyChoice::Float => RemedyKind::Float,
-        };
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    let audit = super::compare::matrix_audit(a)?;
-    Ok(MatrixOptions {
-        variants,
-        asked_inputs: None,
-        audit,
-        cost: a.cost.clone(),
-        remedies: RemedyOptions {
-            kinds,
-            max_promoted: a.max_promoted as usize,
-            write_candidates: a.write_candidates.clone(),
-        },
-    })
-}
-
-/// The files asked for, each with its renderer.
-fn files(a: &MatrixArgs) -> Vec<FindingsFile<'_, Matrix>> {
-    let markdown: fn(&Matrix) -> String = crate::render::matrix::markdown;
-    let html: fn(&Matrix) -> String = crate::render::html::matrix::render;
-    let dispatch: fn(&Matrix) -> String = crate::render::matrix::dispatch_json;
-    [
-        ("--out", &a.out, None),
-        ("--markdown", &a.markdown, Some(markdown)),
-        ("--html", &a.html, Some(html)),
-        ("--dispatch", &a.dispatch, Some(dispatch)),
-    ]
-    .into_iter()
-    .filter_map(|(flag, path, render)| path.as_ref().map(|path| FindingsFile { flag, path, render }))
-    .collect()
+    Ok(())
 }
 
 /// Runs `matrix`: every file asked for written together once the matrix is done (or none), the
 /// `--format` rendering on stdout; exit 1 when some target has no variant that meets the policy.
-pub fn run(a: &MatrixArgs) -> Result<ExitCode> {
-    let opts = options(a)?;
-    let specs = crate::matrix::expand_targets(&a.targets)?;
-    let reads: Vec<PathBuf> = opts
-        .variants
-        .iter()
-        .map(|v| v.path.clone())
-        .chain(a.reference.reference.clone())
-        .chain(a.inputs.npz.iter().cloned())
-        .chain(a.gate.config.clone())
-        .chain(
-            a.reference
-                .golden_dir
-                .iter()
-                .flat_map(|d| super::compare::files_under(d, 4)),
-        )
-        .collect();
-    let files = files(a);
-    let mut outputs = findings_outputs(&files, reads)?;
-    let matrix = crate::matrix::run(&opts, &specs, &mut outputs)?;
+pub fn run(a: MatrixArgs) -> Result<ExitCode> {
+    let cmd = command(a)?;
+    let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
+    if let Some(dir) = &cmd.options.remedies.write_candidates {
+        outputs.check_dir("--write-candidates", dir)?;
+    }
+    let matrix = crate::matrix::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&matrix, &files, outputs, |m, json| match a.format {
+    emit_findings(&matrix, &cmd.files, outputs, |m, json| match cmd.format {
         ReportFormat::Json => json,
         ReportFormat::Table => crate::render::matrix::table(m),
         ReportFormat::Markdown => crate::render::matrix::markdown(m),
     })?;
-    Ok(if matrix.exit_code == 0 {
-        ExitCode::Success
-    } else {
-        ExitCode::DriftExceeded
-    })
+    Ok(matrix.exit_code)
 }

@@ -1,12 +1,18 @@
-//! The command line: argument definitions ([`args`]), what each command does with them
-//! ([`commands`]), and [`main`], which maps every outcome to a documented exit code.
+//! The command line: argument definitions ([`args`]), each command's arguments turned once into
+//! its typed options (which declare every file the command reads) and run (`compare`, `matrix`,
+//! `triage`, `pipeline`, `runtime`, `reports`, `tools`, over the flag groups and the output guard
+//! of `shared`), the dispatch ([`commands`]), and [`main`], which maps every outcome to a
+//! documented exit code.
 
 pub mod args;
 pub mod commands;
 mod compare;
 mod matrix;
 mod pipeline;
+mod reports;
 mod runtime;
+mod shared;
+mod tools;
 mod triage;
 
 use clap::Parser;

@@ -3,12 +3,16 @@
 
 use anyhow::Result;
 
-use super::args::{Format, RuntimeCommand};
-use super::commands::{
-    emit_findings, findings_outputs, json_out, print_json, print_stdout, runtime_choice, FindingsFile,
+use super::args::{Format, ReleaseBisectArgs, RuntimeCommand};
+use super::shared::{
+    emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, print_json,
+    print_stdout, runtime_choice,
 };
-use crate::error::ExitCode;
+use crate::audit::Audited;
+use crate::error::{bad_flag, ExitCode};
+use crate::layers::LayerOptions;
 use crate::listing;
+use crate::releases::ReleaseBisectOptions;
 use crate::runtime::Provisioner;
 
 /// Runs one `runtime` subcommand.
@@ -22,14 +26,14 @@ pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
             }
         }
         RuntimeCommand::Install { keys, runtime_env } => {
-            let p = Provisioner::new(&runtime_choice(&[], &runtime_env))?;
+            let p = Provisioner::new(&runtime_choice(Vec::new(), &runtime_env))?;
             for b in listing::install_keys(&keys)? {
                 let rt = p.get(b)?;
                 print_stdout(&format!("{} {} {}\n", b.key, b.label(), rt.library.display()))?;
             }
         }
         RuntimeCommand::Path { key, runtime_env } => {
-            let p = Provisioner::new(&runtime_choice(&[], &runtime_env))?;
+            let p = Provisioner::new(&runtime_choice(Vec::new(), &runtime_env))?;
             let build = listing::install_keys(std::slice::from_ref(&key))?;
             // A plugin release brings its host: the path asked for is the first.
             if let Some(b) = build.first() {
@@ -42,9 +46,7 @@ pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
             format,
         } => {
             if !(keep_days.is_finite() && keep_days >= 0.0) {
-                return Err(crate::error::bad_flag(
-                    "--keep-days must be a number of days, 0 or more",
-                ));
+                return Err(bad_flag("--keep-days must be a number of days, 0 or more"));
             }
             let rows = listing::gc(keep_days, dry_run)?;
             match format {
@@ -52,24 +54,59 @@ pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
                 Format::Table => print_stdout(&(crate::render::listing::gc_table(&rows, dry_run) + "\n"))?,
             }
         }
-        RuntimeCommand::Bisect(a) => return bisect(&a),
+        RuntimeCommand::Bisect(a) => return bisect(*a),
     }
     Ok(ExitCode::Success)
 }
 
-/// `runtime bisect`: the findings on stdout (and as JSON in `--out`).
-fn bisect(a: &super::args::ReleaseBisectArgs) -> Result<ExitCode> {
-    let reads: Vec<std::path::PathBuf> = [Some(a.model.clone()), a.reference.reference.clone()]
-        .into_iter()
-        .flatten()
-        .chain(a.inputs.npz.iter().cloned())
-        .collect();
-    let files: Vec<FindingsFile<_>> = json_out(a.out.as_ref());
-    let outputs = findings_outputs(&files, reads)?;
-    let opts = super::compare::release_bisect_options(a)?;
-    let found = crate::releases::bisect(&opts)?;
-    emit_findings(&found, &files, outputs, |found, json| match a.format {
+/// `runtime bisect`: its flags turned once into its options, the findings on stdout (and as JSON
+/// in `--out`).
+fn bisect(a: ReleaseBisectArgs) -> Result<ExitCode> {
+    let ReleaseBisectArgs {
+        model,
+        target,
+        from,
+        to,
+        max_abs,
+        no_layers,
+        reference,
+        inputs,
+        exec,
+        format,
+        out,
+    } = a;
+    let [spec] = target.specs.as_slice() else {
+        return Err(bad_flag(format!(
+            "--target {target}: name one target without a release (qnn:sm8650, cpu): --from and --to give the releases"
+        )));
+    };
+    if spec.release.is_some() {
+        return Err(bad_flag(format!(
+            "--target {target}: name it without a release: --from and --to give the releases"
+        )));
+    }
+    if max_abs.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+        return Err(bad_flag("--max-abs must be a non-negative number"));
+    }
+    let options = ReleaseBisectOptions {
+        audited: Audited {
+            model,
+            golden: golden_source(reference),
+            inputs: input_options(inputs),
+        },
+        exec: exec_options(exec)?,
+        target: spec.clone(),
+        from: from.trim().to_string(),
+        to: to.trim().to_string(),
+        max_abs,
+        layers: (!no_layers).then(LayerOptions::isolated_taps),
+    };
+    let files = findings_files(vec![("--out", out, None)]);
+    let outputs = findings_outputs(&options, &files)?;
+    let found = crate::releases::bisect(&options)?;
+    emit_findings(&found, &files, outputs, |found, json| match format {
         Format::Json => json,
         Format::Table => crate::render::releases::render(found),
-    })
+    })?;
+    Ok(ExitCode::Success)
 }

@@ -27,39 +27,77 @@ fn parse_axis(text: &str) -> Option<Option<i64>> {
     }
 }
 
+/// One `--class-axis` value: for every output or one (`OUTPUT=`), an axis or `none`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassAxisFlag {
+    pub output: Option<String>,
+    /// `None`: the output has no class axis (top-k does not apply).
+    pub axis: Option<i64>,
+}
+
+impl ClassAxisFlag {
+    /// Parses `AXIS`, `none`, `OUTPUT=AXIS` or `OUTPUT=none`.
+    pub fn parse(text: &str) -> Result<ClassAxisFlag> {
+        let bad = || {
+            bad_flag(format!(
+                "--class-axis '{text}' is not AXIS, none, OUTPUT=AXIS or OUTPUT=none"
+            ))
+        };
+        let (output, axis) = match text.rsplit_once('=') {
+            Some(("", _)) => return Err(bad()),
+            Some((name, axis)) => (Some(name.to_string()), axis),
+            None => (None, text),
+        };
+        Ok(ClassAxisFlag {
+            output,
+            axis: parse_axis(axis).ok_or_else(bad)?,
+        })
+    }
+}
+
+impl std::fmt::Display for ClassAxisFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(o) = &self.output {
+            write!(f, "{o}=")?;
+        }
+        match self.axis {
+            Some(a) => write!(f, "{a}"),
+            None => f.write_str("none"),
+        }
+    }
+}
+
 impl ClassAxisPolicy {
-    /// Parses `--class-axis` values, checking them against the model's outputs (names, and
-    /// declared ranks where the model declares them).
-    pub fn parse(flags: &[String], softmax: HashMap<String, i64>, outputs: &[TensorInfo]) -> Result<ClassAxisPolicy> {
+    /// The `--class-axis` choices, checked against the model's outputs (names, and declared
+    /// ranks where the model declares them).
+    pub fn parse(
+        flags: &[ClassAxisFlag],
+        softmax: HashMap<String, i64>,
+        outputs: &[TensorInfo],
+    ) -> Result<ClassAxisPolicy> {
         let mut policy = ClassAxisPolicy {
             softmax,
             ..Default::default()
         };
         for f in flags {
-            let bad = || {
-                bad_flag(format!(
-                    "--class-axis '{f}' is not AXIS, none, OUTPUT=AXIS or OUTPUT=none"
-                ))
-            };
-            match f.rsplit_once('=') {
-                Some((name, axis)) => {
-                    let Some(info) = outputs.iter().find(|o| o.name == name) else {
+            let flag = f.to_string();
+            match &f.output {
+                Some(name) => {
+                    let Some(info) = outputs.iter().find(|o| &o.name == name) else {
                         let names: Vec<&str> = outputs.iter().map(|o| o.name.as_str()).collect();
                         return Err(bad_flag(format!(
-                            "--class-axis '{f}': the model has no output '{name}' (outputs: {})",
+                            "--class-axis '{flag}': the model has no output '{name}' (outputs: {})",
                             names.join(", ")
                         )));
                     };
-                    let axis = parse_axis(axis).ok_or_else(bad)?;
-                    check_rank(f, info, axis)?;
-                    policy.per_output.insert(name.to_string(), axis);
+                    check_rank(&flag, info, f.axis)?;
+                    policy.per_output.insert(name.clone(), f.axis);
                 }
                 None => {
-                    let axis = parse_axis(f).ok_or_else(bad)?;
                     for info in outputs {
-                        check_rank(f, info, axis)?;
+                        check_rank(&flag, info, f.axis)?;
                     }
-                    policy.default = Some(axis);
+                    policy.default = Some(f.axis);
                 }
             }
         }
@@ -129,17 +167,21 @@ mod tests {
         assert_eq!(p.resolve("probs", &[1, 16, 6625], f32), Some(2));
         assert_eq!(p.resolve("map", &[1, 1, 64, 64], f32), None);
         assert_eq!(p.resolve("scalar", &[1, 1], f32), None);
-        let q = ClassAxisPolicy::parse(&["map=1".into(), "none".into()], softmax, &outputs).unwrap();
+        let flags =
+            |texts: &[&str]| -> Vec<ClassAxisFlag> { texts.iter().map(|t| ClassAxisFlag::parse(t).unwrap()).collect() };
+        let q = ClassAxisPolicy::parse(&flags(&["map=1", "none"]), softmax, &outputs).unwrap();
         assert_eq!(q.resolve("map", &[1, 3, 8, 8], f32), Some(1));
         assert_eq!(q.resolve("logits", &[1, 1000], f32), None);
-        assert!(ClassAxisPolicy::parse(&["map=y".into()], HashMap::new(), &outputs).is_err());
-        assert!(ClassAxisPolicy::parse(&["nope=1".into()], HashMap::new(), &outputs).is_err());
+        assert!(ClassAxisFlag::parse("map=y").is_err());
+        assert!(ClassAxisFlag::parse("=1").is_err());
+        assert_eq!(ClassAxisFlag::parse("map=NONE").unwrap().to_string(), "map=none");
+        assert!(ClassAxisPolicy::parse(&flags(&["nope=1"]), HashMap::new(), &outputs).is_err());
         let ranked = vec![TensorInfo {
             name: "y".into(),
             dtype: f32,
             dims: Some(vec![crate::model::Dim::Fixed(1), crate::model::Dim::Fixed(5)]),
         }];
-        assert!(ClassAxisPolicy::parse(&["2".into()], HashMap::new(), &ranked).is_err());
-        assert!(ClassAxisPolicy::parse(&["-2".into()], HashMap::new(), &ranked).is_ok());
+        assert!(ClassAxisPolicy::parse(&flags(&["2"]), HashMap::new(), &ranked).is_err());
+        assert!(ClassAxisPolicy::parse(&flags(&["-2"]), HashMap::new(), &ranked).is_ok());
     }
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 
 pub use agreement::Agreement;
-pub use class_axis::ClassAxisPolicy;
+pub use class_axis::{ClassAxisFlag, ClassAxisPolicy};
 pub use stats::ErrorStats;
 pub use topk::TopKStats;
 

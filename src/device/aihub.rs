@@ -3,7 +3,7 @@
 //! dictionary `download_output_data()` returns). The device is the AI Hub device name or chipset
 //! attribute given with `--chipset`, or a `device.json` beside the archive (`<stem>.device.json`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
@@ -58,11 +58,16 @@ pub fn chipset_of_device_name(text: &str) -> String {
         .map_or_else(|| text.to_string(), |(_, sm)| sm.to_string())
 }
 
+/// Where the `device.json` of an AI Hub `.npz` is: `X.device.json` beside `X.npz`.
+pub fn sidecar_path(path: &Path) -> Option<PathBuf> {
+    let stem = path.file_stem()?;
+    Some(path.with_file_name(format!("{}.device.json", stem.to_string_lossy())))
+}
+
 fn sidecar(path: &Path) -> Result<Option<DeviceInfo>> {
-    let Some(stem) = path.file_stem() else {
+    let Some(side) = sidecar_path(path) else {
         return Ok(None);
     };
-    let side = path.with_file_name(format!("{}.device.json", stem.to_string_lossy()));
     if std::fs::symlink_metadata(&side).is_err() {
         return Ok(None);
     }

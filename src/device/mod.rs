@@ -150,3 +150,9 @@ pub fn fleet_entries(dir: &Path) -> Result<Vec<PathBuf>> {
 pub fn is_single_report(dir: &Path) -> bool {
     dir.join("device.json").exists() || dir.join("outputs.npz").exists() || dir.join("Result_0").is_dir()
 }
+
+/// Files a report at `path` brings besides itself (an AI Hub `.npz`'s `.device.json` sidecar):
+/// read with it, so no output may replace them.
+pub fn companion_files(path: &Path) -> Vec<PathBuf> {
+    aihub::sidecar_path(path).into_iter().collect()
+}

@@ -30,6 +30,19 @@ pub struct ExecOptions {
     pub keep_work: bool,
 }
 
+impl crate::userfile::Reads for ExecOptions {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let ExecOptions {
+            timeout: _,
+            jobs: _,
+            threads: _,
+            runtimes,
+            keep_work: _,
+        } = self;
+        set.with(runtimes);
+    }
+}
+
 /// A target with its role in the audit and its runtimes: what a job is built from.
 #[derive(Debug, Clone)]
 pub struct PlannedTarget {

@@ -32,19 +32,18 @@ pub fn default_specs() -> Vec<TargetSpec> {
 /// The baseline's id: the CPU EP on the same quantized model without graph rewrites.
 pub const BASELINE_ID: &str = "cpu:noopt";
 
-/// Parses `--target` values (or picks the defaults), runs each on the releases `releases`
+/// The targets asked for (or the defaults), runs each on the releases `releases`
 /// lists for its family (the policy's `[runtime]`) unless it names one, and adds the baseline.
 pub fn targets(
-    flags: &[String],
+    asked: Option<&[TargetSpec]>,
     allow_failure: &[String],
     add_baseline: bool,
     releases: &BTreeMap<String, Vec<String>>,
 ) -> Result<Vec<Requested>> {
-    let explicit = !flags.is_empty();
-    let specs = if explicit {
-        parse_targets(flags)?
-    } else {
-        default_specs()
+    let explicit = asked.is_some();
+    let specs = match asked {
+        Some(specs) => specs.to_vec(),
+        None => default_specs(),
     };
     let specs = expand_releases(on_policy_releases(specs, releases))?;
     let mut out: Vec<Requested> = specs
@@ -194,13 +193,8 @@ mod tests {
 
     #[test]
     fn explicit_targets_are_required_unless_allowed_to_fail() {
-        let t = targets(
-            &["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()],
-            &["qnn:sm83*".into()],
-            true,
-            &Default::default(),
-        )
-        .unwrap();
+        let asked = parse_targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()]).unwrap();
+        let t = targets(Some(&asked), &["qnn:sm83*".into()], true, &Default::default()).unwrap();
         let ids: Vec<_> = t.iter().map(|r| (r.spec.id.as_str(), r.role, r.required)).collect();
         assert_eq!(
             ids,
@@ -215,7 +209,8 @@ mod tests {
 
     #[test]
     fn an_explicit_noopt_target_is_its_own_baseline() {
-        let t = targets(&["cpu:noopt".into()], &[], true, &Default::default()).unwrap();
+        let asked = parse_targets(&["cpu:noopt".into()]).unwrap();
+        let t = targets(Some(&asked), &[], true, &Default::default()).unwrap();
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].role, TargetRole::Target);
     }

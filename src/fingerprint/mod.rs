@@ -22,7 +22,8 @@ pub use run::FingerprintOptions;
 /// Everything `fingerprint` was asked to do.
 #[derive(Debug, Clone)]
 pub struct FingerprintCommand {
-    pub targets: Vec<String>,
+    /// The targets asked for (`None`: every target this machine can run).
+    pub targets: Option<Vec<crate::target::TargetSpec>>,
     /// Probe ids or `prefix*` patterns; empty means every probe.
     pub probes: Vec<String>,
     pub options: FingerprintOptions,
@@ -65,7 +66,10 @@ pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
     }
     let probes = select(&cmd.probes)?;
     let provisioner = Provisioner::new(&cmd.exec.runtimes)?;
-    let planned = provision(targets(&cmd.targets, &[], false, &Default::default())?, &provisioner)?;
+    let planned = provision(
+        targets(cmd.targets.as_deref(), &[], false, &Default::default())?,
+        &provisioner,
+    )?;
     let rows = run::fingerprint(&planned, &probes, &Executor::new(&cmd.exec)?, &cmd.options)?;
     Ok(FingerprintReport {
         schema_version: FINGERPRINT_SCHEMA_VERSION,

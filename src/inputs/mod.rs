@@ -24,19 +24,128 @@ pub struct InputFile {
     pub path: PathBuf,
 }
 
-/// Input flags as given on the command line.
+/// `--input NAME=FILE.npy`: one input of every sample, from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedFile {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+impl NamedFile {
+    /// Parses `NAME=FILE.npy`.
+    pub fn parse(text: &str) -> Result<NamedFile> {
+        match text.split_once('=') {
+            Some((name, path)) if !name.is_empty() && !path.is_empty() => Ok(NamedFile {
+                name: name.into(),
+                path: path.into(),
+            }),
+            _ => Err(bad_input(format!("'{text}' is not NAME=FILE.npy"))),
+        }
+    }
+}
+
+impl std::fmt::Display for NamedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.name, self.path.display())
+    }
+}
+
+/// `--gen`, parsed: the input it is for (`None`: every input no file gives) and the generator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenChoice {
+    pub input: Option<String>,
+    pub spec: GenSpec,
+}
+
+impl GenChoice {
+    /// Parses `SPEC` or `NAME=SPEC`.
+    pub fn parse(text: &str) -> Result<GenChoice> {
+        match text.split_once('=') {
+            Some((name, spec)) if !name.is_empty() => Ok(GenChoice {
+                input: Some(name.into()),
+                spec: GenSpec::parse(spec)?,
+            }),
+            Some(_) => Err(bad_input(format!("--gen '{text}' is not SPEC or NAME=SPEC"))),
+            None => Ok(GenChoice {
+                input: None,
+                spec: GenSpec::parse(text)?,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for GenChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.input {
+            Some(name) => write!(f, "{name}={}", self.spec),
+            None => write!(f, "{}", self.spec),
+        }
+    }
+}
+
+/// `--input-shape NAME:D0,D1,...`: the shape one input is fed with (its dynamic dimensions
+/// pinned).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapePin {
+    pub name: String,
+    pub dims: Vec<usize>,
+}
+
+impl ShapePin {
+    /// Parses `NAME:D0,D1,...`.
+    pub fn parse(text: &str) -> Result<ShapePin> {
+        let (name, dims) = text
+            .rsplit_once(':')
+            .filter(|(n, _)| !n.is_empty())
+            .ok_or_else(|| bad_input(format!("'{text}' is not NAME:D0,D1,... (e.g. image:1,3,224,224)")))?;
+        let dims: Vec<usize> = dims
+            .split(',')
+            .map(|d| d.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad_input(format!("'{text}': dimensions must be non-negative integers")))?;
+        if checked_len(&dims).is_none() {
+            return Err(bad_input(format!(
+                "'{text}': more than {MAX_ELEMENTS} elements per input"
+            )));
+        }
+        Ok(ShapePin {
+            name: name.into(),
+            dims,
+        })
+    }
+}
+
+impl std::fmt::Display for ShapePin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dims: Vec<String> = self.dims.iter().map(usize::to_string).collect();
+        write!(f, "{}:{}", self.name, dims.join(","))
+    }
+}
+
+/// Samples already in memory (a pipeline stage's upstream outputs, the inputs a device report
+/// was fed), loaded as `--inputs` files would be: one sample each, checked against the model.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryInputs {
+    /// What they are, for the report's provenance (`stage detect outputs`).
+    pub label: String,
+    pub samples: Vec<Vec<(String, Tensor)>>,
+}
+
+/// Where an audit's inputs come from: files, generators, or samples in memory.
 #[derive(Debug, Clone, Default)]
 pub struct InputOptions {
     /// `--inputs FILE.npz`, one sample each.
     pub npz: Vec<PathBuf>,
     /// `--input NAME=FILE.npy`.
-    pub npy: Vec<String>,
+    pub npy: Vec<NamedFile>,
     /// `--gen SPEC` or `--gen NAME=SPEC`.
-    pub gen: Vec<String>,
+    pub gen: Vec<GenChoice>,
     pub seed: u64,
     pub samples: usize,
     /// `--input-shape NAME:D0,D1,...`.
-    pub shapes: Vec<String>,
+    pub shapes: Vec<ShapePin>,
+    /// Samples given in memory instead of files.
+    pub memory: Option<MemoryInputs>,
     /// A stream's `--chunk NAME=FILE.npy[:hop=H]`: one window per step.
     pub chunks: Vec<sequence::ChunkSpec>,
     /// A stream's `--sequence FILE.npz`: every member stacked over the steps.
@@ -46,6 +155,57 @@ pub struct InputOptions {
     /// Inputs that start as zeros when no file or per-input generator gives them (a stream's
     /// fed-back state, whose first value an app sets to zeros).
     pub zero_default: Vec<String>,
+}
+
+impl InputOptions {
+    /// Whether any input flag was given (a stored golden run brings its own inputs).
+    pub fn any_given(&self) -> bool {
+        let InputOptions {
+            npz,
+            npy,
+            gen,
+            seed,
+            samples,
+            shapes,
+            memory,
+            chunks,
+            sequence,
+            steps,
+            zero_default: _,
+        } = self;
+        !npz.is_empty()
+            || !npy.is_empty()
+            || !gen.is_empty()
+            || !shapes.is_empty()
+            || memory.is_some()
+            || !chunks.is_empty()
+            || sequence.is_some()
+            || steps.is_some()
+            || *samples > 1
+            || *seed != 0
+    }
+}
+
+impl crate::userfile::Reads for InputOptions {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let InputOptions {
+            npz,
+            npy,
+            gen: _,
+            seed: _,
+            samples: _,
+            shapes: _,
+            memory: _,
+            chunks,
+            sequence,
+            steps: _,
+            zero_default: _,
+        } = self;
+        set.add_all(npz);
+        set.add_all(npy.iter().map(|f| &f.path));
+        set.add_all(chunks.iter().map(|c| &c.file));
+        set.add_all(sequence);
+    }
 }
 
 /// One input of one sample.
@@ -85,47 +245,32 @@ pub struct InputSet {
     pub growing: Vec<String>,
 }
 
-fn parse_shape_flags(flags: &[String], sig: &Signature) -> Result<HashMap<String, Vec<usize>>> {
+/// The `--input-shape` pins, checked against the model's inputs and declared shapes.
+fn parse_shape_flags(pins: &[ShapePin], sig: &Signature) -> Result<HashMap<String, Vec<usize>>> {
     let mut out = HashMap::new();
-    for f in flags {
-        let (name, dims) = f.rsplit_once(':').ok_or_else(|| {
-            bad_input(format!(
-                "--input-shape '{f}' is not NAME:D0,D1,... (e.g. image:1,3,224,224)"
-            ))
-        })?;
-        if !sig.inputs.iter().any(|i| i.name == name) {
+    for pin in pins {
+        let Some(info) = sig.inputs.iter().find(|i| i.name == pin.name) else {
             return Err(bad_input(format!(
-                "--input-shape '{f}': the model has no input '{name}' (inputs: {})",
+                "--input-shape '{pin}': the model has no input '{}' (inputs: {})",
+                pin.name,
                 input_names(sig)
             )));
-        }
-        let dims: Vec<usize> = dims
-            .split(',')
-            .map(|d| d.trim().parse::<usize>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad_input(format!("--input-shape '{f}': dimensions must be non-negative integers")))?;
-        if checked_len(&dims).is_none() {
-            return Err(bad_input(format!(
-                "--input-shape '{f}': more than {MAX_ELEMENTS} elements per input"
-            )));
-        }
-        if let Some(info) = sig.inputs.iter().find(|i| i.name == name) {
-            if let Some(declared) = &info.dims {
-                let fits = declared.len() == dims.len()
-                    && declared
-                        .iter()
-                        .zip(&dims)
-                        .all(|(d, n)| !matches!(d, Dim::Fixed(f) if f != n));
-                if !fits {
-                    return Err(bad_input(format!(
-                        "--input-shape '{f}' conflicts with the model's declared shape {}",
-                        info.shape_text()
-                    )));
-                }
+        };
+        if let Some(declared) = &info.dims {
+            let fits = declared.len() == pin.dims.len()
+                && declared
+                    .iter()
+                    .zip(&pin.dims)
+                    .all(|(d, n)| !matches!(d, Dim::Fixed(f) if f != n));
+            if !fits {
+                return Err(bad_input(format!(
+                    "--input-shape '{pin}' conflicts with the model's declared shape {}",
+                    info.shape_text()
+                )));
             }
         }
-        if out.insert(name.to_string(), dims).is_some() {
-            return Err(bad_input(format!("--input-shape gives input '{name}' twice")));
+        if out.insert(pin.name.clone(), pin.dims.clone()).is_some() {
+            return Err(bad_input(format!("--input-shape gives input '{}' twice", pin.name)));
         }
     }
     Ok(out)
@@ -139,25 +284,26 @@ fn input_names(sig: &Signature) -> String {
         .join(", ")
 }
 
-/// Parses `--gen` values into a default and per-input generators.
-fn parse_gen_flags(flags: &[String], sig: &Signature) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
+/// The `--gen` choices as a default and per-input generators, checked against the model.
+fn parse_gen_flags(flags: &[GenChoice], sig: &Signature) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
     let mut default = None;
     let mut per_input = HashMap::new();
     for f in flags {
-        match f.split_once('=') {
-            Some((name, spec)) if sig.inputs.iter().any(|i| i.name == name) => {
-                if per_input.insert(name.to_string(), GenSpec::parse(spec)?).is_some() {
+        match &f.input {
+            Some(name) if sig.inputs.iter().any(|i| &i.name == name) => {
+                if per_input.insert(name.clone(), f.spec).is_some() {
                     return Err(bad_input(format!("--gen gives input '{name}' twice")));
                 }
             }
-            Some((name, _)) => {
+            Some(name) => {
                 return Err(bad_input(format!(
-                    "--gen '{f}': the model has no input '{name}' (inputs: {})",
+                    "--gen '{name}={}': the model has no input '{name}' (inputs: {})",
+                    f.spec,
                     input_names(sig)
                 )))
             }
             None => {
-                if default.replace(GenSpec::parse(f)?).is_some() {
+                if default.replace(f.spec).is_some() {
                     return Err(bad_input("--gen without an input name is given twice"));
                 }
             }
@@ -243,19 +389,27 @@ fn load_files(sig: &Signature, opts: &InputOptions, pinned: &HashMap<String, Vec
         files.push(path.display().to_string());
         samples.push(arrays.into_iter().collect());
     }
+    if let Some(memory) = &opts.memory {
+        for sample in &memory.samples {
+            for (name, t) in sample {
+                check(name, t.dtype(), &t.shape)
+                    .map_err(|e| bad_input(format!("{}: '{name}': {e:#}", memory.label)))?;
+            }
+            samples.push(sample.iter().cloned().collect());
+        }
+        files.push(memory.label.clone());
+    }
     let mut per_input: HashMap<String, Tensor> = HashMap::new();
     for f in &opts.npy {
-        let (name, path) = f
-            .split_once('=')
-            .ok_or_else(|| bad_input(format!("--input '{f}' is not NAME=FILE.npy")))?;
+        let name = f.name.as_str();
         if !sig.inputs.iter().any(|i| i.name == name) {
             return Err(bad_input(format!(
                 "--input '{f}': the model has no input '{name}' (inputs: {})",
                 input_names(sig)
             )));
         }
-        let t = Tensor::read_npy(Path::new(path)).map_err(|e| bad_input(format!("--input {f}: {e:#}")))?;
-        files.push(path.to_string());
+        let t = Tensor::read_npy(&f.path).map_err(|e| bad_input(format!("--input {f}: {e:#}")))?;
+        files.push(f.path.display().to_string());
         if samples.iter().any(|s| s.contains_key(name)) || per_input.insert(name.to_string(), t).is_some() {
             return Err(bad_input(format!(
                 "input '{name}' is given twice (--inputs and --input, or --input twice)"
@@ -288,7 +442,7 @@ fn stream_files(
         files.push(path.display().to_string());
     }
     for spec in &opts.chunks {
-        let text = format!("{}={}", spec.input, spec.file);
+        let text = format!("{}={}", spec.input, spec.file.display());
         let info = sig.inputs.iter().find(|i| i.name == spec.input).ok_or_else(|| {
             bad_input(format!(
                 "--chunk '{text}': the model has no input '{}' (inputs: {})",
@@ -297,7 +451,7 @@ fn stream_files(
             ))
         })?;
         let windows = sequence::chunk(spec, info, pinned.get(&spec.input), opts.steps)?;
-        files.push(spec.file.clone());
+        files.push(spec.file.display().to_string());
         if samples.is_empty() {
             samples.resize_with(windows.len(), HashMap::new);
         }

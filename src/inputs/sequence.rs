@@ -3,7 +3,7 @@
 //! tensor per step and input, fed to the sample machinery as if each step were a sample.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
@@ -15,7 +15,7 @@ use crate::tensor::{read_npz_checked, Tensor, TensorData};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkSpec {
     pub input: String,
-    pub file: String,
+    pub file: PathBuf,
     /// Samples between the starts of two windows; `None`: the window's length (no overlap).
     pub hop: Option<usize>,
 }
@@ -80,10 +80,10 @@ pub fn chunk(
     pinned: Option<&Vec<usize>>,
     steps: Option<usize>,
 ) -> Result<Vec<Tensor>> {
-    let at = |e: String| bad_input(format!("--chunk {}={}: {e}", spec.input, spec.file));
+    let at = |e: String| bad_input(format!("--chunk {}={}: {e}", spec.input, spec.file.display()));
     let (shape, window) = window_of(info, pinned)?;
     let hop = spec.hop.unwrap_or(window);
-    let array = Tensor::read_npy(Path::new(&spec.file)).map_err(|e| at(format!("{e:#}")))?;
+    let array = Tensor::read_npy(&spec.file).map_err(|e| at(format!("{e:#}")))?;
     if array.dtype() != info.dtype {
         return Err(at(format!(
             "the array is {} but input '{}' takes {}",
@@ -229,7 +229,7 @@ mod tests {
     fn parses_hop() {
         let s = ChunkSpec::parse("input=/a/b:c.npy:hop=512").unwrap();
         assert_eq!(
-            (s.input.as_str(), s.file.as_str(), s.hop),
+            (s.input.as_str(), s.file.to_str().unwrap_or(""), s.hop),
             ("input", "/a/b:c.npy", Some(512))
         );
         assert_eq!(ChunkSpec::parse("x=a.npy").unwrap().hop, None);
@@ -244,7 +244,7 @@ mod tests {
         let file = write_npy(dir.path(), (1..=8).map(|v| v as f32).collect(), vec![8]);
         let spec = ChunkSpec {
             input: "x".into(),
-            file,
+            file: file.into(),
             hop: Some(3),
         };
         let w = chunk(&spec, &input(&[1, 4]), None, None).unwrap();
@@ -261,7 +261,7 @@ mod tests {
         let file = write_npy(dir.path(), (0..10).map(|v| v as f32).collect(), vec![2, 5]);
         let spec = ChunkSpec {
             input: "x".into(),
-            file,
+            file: file.into(),
             hop: None,
         };
         let w = chunk(&spec, &input(&[2, 2]), None, None).unwrap();

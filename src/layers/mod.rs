@@ -58,6 +58,22 @@ pub struct LayerOptions {
     pub top: usize,
 }
 
+impl crate::userfile::Reads for LayerOptions {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let LayerOptions {
+            mode: _,
+            selection,
+            divergence: _,
+            baseline: _,
+            isolate: _,
+            isolate_window: _,
+            tap_budget_bytes: _,
+            top: _,
+        } = self;
+        set.add_all(&selection.list);
+    }
+}
+
 impl LayerOptions {
     /// Every layer tapped and run alone on golden inputs, with the default rules, budget and
     /// listing: the audit that commands other than `compare` run for their attributions

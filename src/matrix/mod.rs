@@ -13,11 +13,15 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{run_compare, CompareOptions};
-use crate::error::bad_flag;
+use crate::audit::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Kept, Measured};
+use crate::compare::ClassAxisFlag;
+use crate::error::{bad_flag, ExitCode};
+use crate::exec::ExecOptions;
+use crate::inputs::InputOptions;
+use crate::policy::Policy;
 use crate::report::model::Report;
 use crate::target::{Backend, ReleaseSpec, TargetSpec};
-use crate::userfile::Outputs;
+use crate::userfile::{InputFiles, Outputs, Reads};
 use cells::Cell;
 use choose::{Dispatch, Recommendation};
 use remedy::{RemedyKind, RemedySearch};
@@ -114,16 +118,61 @@ pub struct RemedyOptions {
 #[derive(Debug, Clone)]
 pub struct MatrixOptions {
     pub variants: Vec<Variant>,
-    /// Golden source, inputs, policy, execution; its model and targets are set per cell.
-    pub audit: CompareOptions,
+    /// The columns: one release each, groups expanded.
+    pub targets: Vec<TargetSpec>,
+    /// Where the golden run comes from (every cell is compared with the same one).
+    pub golden: GoldenSource,
+    pub inputs: InputOptions,
+    pub exec: ExecOptions,
+    /// The policy every cell is judged by (its file and the limit flags).
+    pub policy: Policy,
+    pub class_axis: Vec<ClassAxisFlag>,
     /// `--cost`: the variants cheapest first (empty: by precision).
     pub cost: Vec<String>,
     pub remedies: RemedyOptions,
+}
+
+impl Reads for MatrixOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let MatrixOptions {
+            variants,
+            targets: _,
+            golden,
+            inputs,
+            exec,
+            policy,
+            class_axis: _,
+            cost: _,
+            remedies: _,
+        } = self;
+        set.add_all(variants.iter().map(|v| &v.path))
+            .with(golden)
+            .with(inputs)
+            .with(exec)
+            .with(policy);
+    }
+}
+
+/// The golden run every cell is compared with, once the matrix has it: a stored run, whose
+/// directory supplies the inputs.
+#[derive(Debug, Clone)]
+struct CellGolden {
+    source: GoldenSource,
+    /// The inputs the cells are given besides the golden run (a golden run given by the user
+    /// comes with the inputs as asked, which `compare` refuses beside it; one the matrix made
+    /// supplies them itself).
+    inputs: InputOptions,
     /// When the matrix made the golden run from `--reference`: the inputs as asked, for the
     /// searches' per-layer audits, which run the reference model themselves on them (a stored
-    /// golden run may lack activations they need). `None` with a golden run given: the per-layer
-    /// audits use it, and so its inputs.
-    pub asked_inputs: Option<crate::inputs::InputOptions>,
+    /// golden run may lack activations they need). `None` with a golden run given: the
+    /// per-layer audits use it, and so its inputs.
+    asked_inputs: Option<InputOptions>,
+}
+
+/// The matrix as it runs: what was asked, and the one golden run.
+pub struct MatrixRun<'o> {
+    pub opts: &'o MatrixOptions,
+    golden: CellGolden,
 }
 
 /// A variant as measured: its file, size and precision.
@@ -168,7 +217,7 @@ pub struct Matrix {
     pub intra_op_threads: Option<usize>,
     pub notes: Vec<String>,
     /// 0, or 1 when some target has no variant that meets the policy.
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// The JSON Schema of the matrix output (`docs/matrix.schema.json`, `npu-audit schema matrix`).
@@ -180,9 +229,9 @@ pub fn matrix_schema_text() -> String {
     ))
 }
 
-/// The targets as asked, expanded (`qnn:all`) and checked: one release each.
-pub fn expand_targets(targets: &[String]) -> Result<Vec<TargetSpec>> {
-    let specs = crate::target::parse_targets(targets)?;
+/// The targets as asked, groups expanded (`qnn:all`) and checked: one release each.
+pub fn expand_targets(targets: &[crate::target::TargetList]) -> Result<Vec<TargetSpec>> {
+    let specs = crate::target::distinct(targets);
     if specs.is_empty() {
         return Err(bad_flag("name at least one --target"));
     }
@@ -195,52 +244,55 @@ pub fn expand_targets(targets: &[String]) -> Result<Vec<TargetSpec>> {
     Ok(specs)
 }
 
-/// The target text of `spec` with `variant`'s options for it, and the id the audit gives it.
-fn cell_target(spec: &TargetSpec, variant: &Variant) -> Result<(String, String)> {
-    let mut text = spec.id.clone();
-    for (k, v) in variant.options_for(&spec.backend) {
-        text.push_str(&format!(",{k}={v}"));
-    }
-    let id = TargetSpec::parse_many(&text)?
-        .into_iter()
-        .next()
-        .map(|s| s.id)
-        .unwrap_or_else(|| text.clone());
-    Ok((text, id))
-}
-
 /// Runs `model` (the variant's file or a candidate of it, `model_bytes` with its external data)
 /// on `specs` with `variant`'s options in one `compare`, and returns each target's cell in
 /// `specs` order, with the report.
 pub fn audit_cells(
-    opts: &MatrixOptions,
+    run: &MatrixRun<'_>,
     variant: &Variant,
     (model, model_bytes): (&std::path::Path, u64),
     specs: &[TargetSpec],
     layers: Option<crate::layers::LayerOptions>,
 ) -> Result<(Vec<Cell>, Report)> {
-    let mut targets = Vec::new();
-    let mut ids = Vec::new();
-    for spec in specs {
-        let (text, id) = cell_target(spec, variant)?;
-        targets.push(text);
-        ids.push(id);
-    }
-    let mut audit = opts.audit.clone();
-    if let (Some(_), Some(inputs)) = (&layers, &opts.asked_inputs) {
-        audit.golden = None;
-        audit.inputs = inputs.clone();
-    }
-    audit.model = model.to_path_buf();
-    audit.targets = targets;
-    audit.no_baseline = layers.is_none();
-    audit.layers = layers;
-    let report = run_compare(&audit, &mut Outputs::new(&[]))?;
+    let targets = specs
+        .iter()
+        .map(|spec| spec.with_options(&variant.options_for(&spec.backend)))
+        .collect::<Result<Vec<_>>>()?;
+    let opts = run.opts;
+    let (golden, inputs) = match (&layers, &run.golden.asked_inputs) {
+        (Some(_), Some(asked)) => (
+            GoldenSource {
+                stored: None,
+                ..run.golden.source.clone()
+            },
+            asked.clone(),
+        ),
+        _ => (run.golden.source.clone(), run.golden.inputs.clone()),
+    };
+    let audit = CompareOptions {
+        audited: Audited {
+            model: model.to_path_buf(),
+            golden,
+            inputs,
+        },
+        execution: Execution {
+            baseline: layers.is_some(),
+            ..Execution::findings(targets.clone(), opts.exec.clone())
+        },
+        measured: Measured {
+            class_axis: opts.class_axis.clone(),
+            policy: opts.policy.clone(),
+            layers,
+            ..Measured::outputs_only()
+        },
+        kept: Kept::default(),
+    };
+    let report = run_compare(&audit, &mut Outputs::none())?;
     let cells = specs
         .iter()
-        .zip(&ids)
-        .filter_map(|(spec, id)| {
-            let row = report.targets.iter().find(|t| t.id == *id)?;
+        .zip(&targets)
+        .filter_map(|(spec, cell)| {
+            let row = report.targets.iter().find(|t| t.id == cell.id)?;
             Some(cells::cell(&report, row, &variant.name, &spec.id, model_bytes))
         })
         .collect();
@@ -261,12 +313,13 @@ fn policy_lines(reports: &[Report]) -> Vec<String> {
 
 /// Runs the matrix: the golden run once, one `compare` per variant over every target, the
 /// recommendations, then the remedy searches asked for.
-pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) -> Result<Matrix> {
+pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     let work = tempfile::Builder::new().prefix("npu-audit-matrix-").tempdir()?;
-    let mut opts = opts.clone();
+    let specs = opts.targets.as_slice();
     // Every variant is read before anything runs: a bad model is refused at once.
     let variants = variant_infos(&opts.variants)?;
-    let reference = golden_for_all(&mut opts, work.path())?;
+    let (golden, reference) = golden_for_all(opts, work.path())?;
+    let run = MatrixRun { opts, golden };
     let order = choose::cost_order(&variants, &opts.cost);
     let mut cells = Vec::new();
     let mut reports = Vec::new();
@@ -275,7 +328,7 @@ pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) ->
             continue;
         };
         crate::console::note(format!("matrix: variant {} on {} targets", v.name, specs.len()));
-        let (c, report) = audit_cells(&opts, v, (&v.path, info.size_bytes), specs, None)?;
+        let (c, report) = audit_cells(&run, v, (&v.path, info.size_bytes), specs, None)?;
         cells.extend(c);
         reports.push(report);
         crate::interrupt::check()?;
@@ -284,13 +337,17 @@ pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) ->
     let mut recommendations = choose::recommend(&cells, &order, &target_ids);
     let policy = policy_lines(&reports);
     let dispatch = choose::dispatch(&recommendations, &cells, &variants, policy.clone());
-    let remedies = remedy::search_all(&opts, specs, &cells, (&variants, &order), work.path(), outputs)?;
+    let remedies = remedy::search_all(&run, &cells, (&variants, &order), work.path(), outputs)?;
     choose::add_remedies(&mut recommendations, &remedies, &order);
     let mut notes = Vec::new();
     if policy.is_empty() {
         notes.push("no limits were set (--min-sqnr, --max-abs, --min-top1, a policy file): every cell that ran meets the policy, and the cheapest variant that runs is recommended".into());
     }
-    let exit_code = i32::from(!policy.is_empty() && !dispatch.unresolved.is_empty());
+    let exit_code = if !policy.is_empty() && !dispatch.unresolved.is_empty() {
+        ExitCode::DriftExceeded
+    } else {
+        ExitCode::Success
+    };
     Ok(Matrix {
         schema_version: MATRIX_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -309,13 +366,18 @@ pub fn run(opts: &MatrixOptions, specs: &[TargetSpec], outputs: &mut Outputs) ->
     })
 }
 
-/// Makes every cell compare against one golden run: the one given, or the reference model run
-/// once into `work`. Returns how the report names it.
-fn golden_for_all(opts: &mut MatrixOptions, work: &std::path::Path) -> Result<String> {
-    if let Some(dir) = &opts.audit.golden {
-        return Ok(dir.display().to_string());
+/// The one golden run every cell compares against: the one given, or the reference model run
+/// once into `work`. Returns it and how the report names it.
+fn golden_for_all(opts: &MatrixOptions, work: &std::path::Path) -> Result<(CellGolden, String)> {
+    if let Some(dir) = &opts.golden.stored {
+        let golden = CellGolden {
+            source: opts.golden.clone(),
+            inputs: opts.inputs.clone(),
+            asked_inputs: None,
+        };
+        return Ok((golden, dir.display().to_string()));
     }
-    let Some(reference) = opts.audit.reference.clone() else {
+    let Some(reference) = opts.golden.reference.clone() else {
         return Err(bad_flag(
             "matrix needs the float model (--reference FP32.onnx) or a golden run (--golden DIR): the variants do not share a derived reference",
         ));
@@ -325,19 +387,23 @@ fn golden_for_all(opts: &mut MatrixOptions, work: &std::path::Path) -> Result<St
         model: reference.clone(),
         out: dir.clone(),
         force: false,
-        inputs: opts.audit.inputs.clone(),
-        exec: opts.audit.exec.clone(),
+        inputs: opts.inputs.clone(),
+        exec: opts.exec.clone(),
         layers: false,
     })?;
-    opts.asked_inputs = Some(opts.audit.inputs.clone());
-    opts.audit.golden = Some(dir);
     // The golden directory supplies the inputs from now on (compare refuses both).
-    opts.audit.inputs = crate::inputs::InputOptions {
-        samples: 1,
-        seed: 0,
-        ..Default::default()
+    let golden = CellGolden {
+        source: GoldenSource {
+            stored: Some(dir),
+            ..opts.golden.clone()
+        },
+        inputs: InputOptions {
+            samples: 1,
+            ..InputOptions::default()
+        },
+        asked_inputs: Some(opts.inputs.clone()),
     };
-    Ok(reference.display().to_string())
+    Ok((golden, reference.display().to_string()))
 }
 
 fn variant_infos(variants: &[Variant]) -> Result<Vec<VariantInfo>> {

@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::cells::{rank_sqnr, Cell};
-use super::{audit_cells, MatrixOptions, Variant};
+use super::{audit_cells, MatrixRun, Variant};
 use crate::layers::LayerOptions;
 use crate::model::pb::ModelProto;
 use crate::model::precision::{can_rewrite, leave_in_float, widen_to_16_bits};
@@ -134,13 +134,13 @@ pub struct RemedySearch {
 /// Every search asked for: each kind on each variant that fails the policy on a target where
 /// it ran. The per-layer audit that ranks a variant's layers runs once for all kinds.
 pub fn search_all(
-    opts: &MatrixOptions,
-    specs: &[TargetSpec],
+    run: &MatrixRun<'_>,
     cells: &[Cell],
     (variants, order): (&[super::VariantInfo], &[String]),
     work: &Path,
     outputs: &mut Outputs,
 ) -> Result<Vec<RemedySearch>> {
+    let (opts, specs) = (run.opts, run.opts.targets.as_slice());
     let mut out = Vec::new();
     if opts.remedies.kinds.is_empty() {
         return Ok(out);
@@ -178,7 +178,7 @@ pub fn search_all(
             failing.len()
         ));
         let (_, layers) = audit_cells(
-            opts,
+            run,
             variant,
             (&variant.path, info.size_bytes),
             &failing,
@@ -188,7 +188,7 @@ pub fn search_all(
         for kind in kinds {
             crate::console::note(format!("matrix: {} search on {}", kind.file_tag(), variant.name));
             let search = Search {
-                opts,
+                run,
                 variant,
                 specs,
                 kind,
@@ -203,7 +203,7 @@ pub fn search_all(
 }
 
 struct Search<'a> {
-    opts: &'a MatrixOptions,
+    run: &'a MatrixRun<'a>,
     variant: &'a Variant,
     specs: &'a [TargetSpec],
     kind: RemedyKind,
@@ -250,7 +250,7 @@ impl Search<'_> {
         }
         let mut proto = self.model.proto.clone();
         let mut current = base;
-        let budget = self.opts.remedies.max_promoted;
+        let budget = self.run.opts.remedies.max_promoted;
         for layer in search.ranking.clone().into_iter().take(budget * 2) {
             if search.changed.len() == budget {
                 break;
@@ -266,7 +266,7 @@ impl Search<'_> {
             crate::model::rewrite::write_model(&candidate, self.model, &file)?;
             // The candidate's file, and the external data it shares with the variant.
             let bytes = std::fs::metadata(&file)?.len() + self.model.total_bytes() - self.model.size;
-            let (cells, _) = audit_cells(self.opts, self.variant, (&file, bytes), self.specs, None)?;
+            let (cells, _) = audit_cells(self.run, self.variant, (&file, bytes), self.specs, None)?;
             let mut step = self.step(layer, rewrite, &current, &cells, &failing_ids);
             step.candidate_file = self.keep_candidate(&file, outputs)?;
             let kept = step.kept;
@@ -289,7 +289,7 @@ impl Search<'_> {
     /// Stages the candidate under `--write-candidates`, unless the model keeps its weights in
     /// external data (the candidate's file alone would not load elsewhere).
     fn keep_candidate(&self, file: &Path, outputs: &mut Outputs) -> Result<Option<String>> {
-        let Some(dir) = &self.opts.remedies.write_candidates else {
+        let Some(dir) = &self.run.opts.remedies.write_candidates else {
             return Ok(None);
         };
         if !self.model.external_data_files().is_empty() {
@@ -430,7 +430,7 @@ impl Search<'_> {
                 }
             }
             (false, _) => {
-                let budget = self.opts.remedies.max_promoted;
+                let budget = self.run.opts.remedies.max_promoted;
                 let spent = if n == budget {
                     format!("budget spent ({n} layer(s) kept, --max-promoted {budget})")
                 } else {

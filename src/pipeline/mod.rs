@@ -15,11 +15,15 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{run_compare_with_outputs, CompareOptions, RunTensors};
+use crate::audit::{run_compare_with_outputs, Audited, CompareOptions, GoldenSource, RunTensors};
 use crate::compare::ErrorStats;
+use crate::error::ExitCode;
+use crate::exec::ExecOptions;
+use crate::inputs::{InputOptions, MemoryInputs};
 use crate::report::model::Num;
-use crate::tensor::{npz_bytes, Tensor};
-use crate::userfile::Outputs;
+use crate::target::TargetSpec;
+use crate::tensor::Tensor;
+use crate::userfile::{InputFiles, Outputs, Reads};
 pub use file::{Feed, Stage};
 
 /// One run's outputs: per sample, every output by name.
@@ -29,11 +33,32 @@ type Samples = Vec<Vec<(String, Tensor)>>;
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
     pub file: PathBuf,
+    /// The file's stages, read and checked.
     pub stages: Vec<Stage>,
-    /// The audit of every stage: targets, the first stage's inputs, execution.
-    pub audit: CompareOptions,
+    /// The targets every stage runs on.
+    pub targets: Vec<TargetSpec>,
+    /// The first stage's inputs (later stages get their upstream stages' outputs).
+    pub inputs: InputOptions,
+    pub exec: ExecOptions,
     /// The final stage's outputs must reach this SQNR on every target (exit 1 otherwise).
     pub min_sqnr_db: Option<f64>,
+}
+
+impl Reads for PipelineOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let PipelineOptions {
+            file,
+            stages,
+            targets: _,
+            inputs,
+            exec,
+            min_sqnr_db: _,
+        } = self;
+        set.add(file).with(inputs).with(exec);
+        for stage in stages {
+            set.add(&stage.model).add_all(&stage.reference);
+        }
+    }
 }
 
 /// What `pipeline` found.
@@ -49,7 +74,7 @@ pub struct PipelineReport {
     /// The limit on the final outputs' SQNR, when one was set.
     pub min_sqnr_db: Option<f64>,
     /// 0, or 1 when a target's final output is below `min_sqnr_db` (or did not run).
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// One stage as it ran.
@@ -119,7 +144,6 @@ pub fn schema_text() -> String {
 
 /// Runs the pipeline and returns its report.
 pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineReport> {
-    let work = tempfile::Builder::new().prefix("npu-audit-pipeline-").tempdir()?;
     let mut golden: Vec<Samples> = Vec::new();
     let mut chains: Vec<(String, Chain)> = Vec::new();
     let mut infos = Vec::new();
@@ -127,8 +151,8 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
     for (k, stage) in opts.stages.iter().enumerate() {
         crate::interrupt::check()?;
         let inputs = match k {
-            0 => opts.audit.inputs.clone(),
-            _ => stage_inputs(stage, &golden, &work.path().join(format!("golden-{k}")))?,
+            0 => opts.inputs.clone(),
+            _ => stage_inputs(stage, &golden, &opts.stages, "the golden chain")?,
         };
         let (report, tensors) = audit_stage(opts, stage, inputs, None, outputs)?;
         if k == 0 {
@@ -161,12 +185,7 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
                 continue;
             };
             if chain.failed.is_none() && chain.outputs.len() == k {
-                let at = StagePoint {
-                    k,
-                    stage,
-                    gold: &gold,
-                    work: work.path(),
-                };
+                let at = StagePoint { k, stage, gold: &gold };
                 advance(opts, &at, chain, row, &tensors, outputs)?;
             }
         }
@@ -175,12 +194,11 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
     Ok(report(opts, infos, samples, chains))
 }
 
-/// Where the chain is: the stage, its index, the golden chain's outputs of it, the work directory.
+/// Where the chain is: the stage, its index, the golden chain's outputs of it.
 struct StagePoint<'a> {
     k: usize,
     stage: &'a Stage,
     gold: &'a Samples,
-    work: &'a std::path::Path,
 }
 
 /// One target's chain through stage `at.k`: its figures from the stage's run on the golden inputs
@@ -202,11 +220,9 @@ fn advance(
         chain.push(at.stage, at.gold, introduced, None, introduced.clone());
         return Ok(());
     }
-    let dir = at
-        .work
-        .join(format!("{}-{}", crate::exec::executor::sanitize(&row.id), at.k));
-    let inputs = stage_inputs(at.stage, &chain.outputs, &dir)?;
-    let (own, own_tensors) = audit_stage(opts, at.stage, inputs, Some(&row.id), outputs)?;
+    let inputs = stage_inputs(at.stage, &chain.outputs, &opts.stages, &row.id)?;
+    let target = opts.targets.iter().find(|t| t.id == row.id).cloned();
+    let (own, own_tensors) = audit_stage(opts, at.stage, inputs, target, outputs)?;
     match own_tensors.get(&row.id) {
         Some(chained) => {
             let propagated = own_tensors.get("golden").context("the golden run kept no outputs")?;
@@ -311,14 +327,13 @@ fn nan_stats() -> ErrorStats {
     ErrorStats::default()
 }
 
-/// Writes a stage's inputs (each sample one `.npz`, every input from the output that feeds it
-/// in `runs`, per stage) and returns them as `compare`'s inputs.
-fn stage_inputs(stage: &Stage, runs: &[Samples], dir: &std::path::Path) -> Result<crate::inputs::InputOptions> {
-    std::fs::create_dir_all(dir)?;
+/// A stage's inputs, in memory: every input of every sample from the output of the earlier stage
+/// that feeds it in `runs` (per stage; `chain` names whose runs they are).
+fn stage_inputs(stage: &Stage, runs: &[Samples], stages: &[Stage], chain: &str) -> Result<InputOptions> {
     let count = stage.feeds.iter().map(|f| runs[f.stage].len()).min().unwrap_or(0);
-    let mut npz = Vec::with_capacity(count);
+    let mut samples = Vec::with_capacity(count);
     for s in 0..count {
-        let tensors: Vec<(String, &Tensor)> = stage
+        let tensors: Vec<(String, Tensor)> = stage
             .feeds
             .iter()
             .map(|f| {
@@ -327,18 +342,20 @@ fn stage_inputs(stage: &Stage, runs: &[Samples], dir: &std::path::Path) -> Resul
                     .into_iter()
                     .flatten()
                     .find(|(n, _)| *n == f.output)
-                    .map(|(_, t)| (f.input.clone(), t))
+                    .map(|(_, t)| (f.input.clone(), t.clone()))
                     .with_context(|| format!("stage {}: no output '{}' in sample {s}", f.stage, f.output))
             })
             .collect::<Result<_>>()?;
-        let path = dir.join(format!("s{s}.npz"));
-        std::fs::write(&path, npz_bytes(&tensors)?)?;
-        npz.push(path);
+        samples.push(tensors);
     }
-    Ok(crate::inputs::InputOptions {
-        npz,
+    let upstream: Vec<&str> = stage.feeds.iter().map(|f| stages[f.stage].name.as_str()).collect();
+    Ok(InputOptions {
         samples: 1,
-        ..crate::inputs::InputOptions::default()
+        memory: Some(MemoryInputs {
+            label: format!("{chain}: outputs of stage {}", upstream.join(", ")),
+            samples,
+        }),
+        ..InputOptions::default()
     })
 }
 
@@ -346,17 +363,20 @@ fn stage_inputs(stage: &Stage, runs: &[Samples], dir: &std::path::Path) -> Resul
 fn audit_stage(
     opts: &PipelineOptions,
     stage: &Stage,
-    inputs: crate::inputs::InputOptions,
-    only: Option<&str>,
+    inputs: InputOptions,
+    only: Option<TargetSpec>,
     outputs: &mut Outputs,
 ) -> Result<(crate::report::model::Report, RunTensors)> {
-    let audit = CompareOptions {
+    let audited = Audited {
         model: stage.model.clone(),
-        reference: stage.reference.clone(),
-        targets: only.map_or_else(|| opts.audit.targets.clone(), |t| vec![t.to_string()]),
+        golden: GoldenSource {
+            reference: stage.reference.clone(),
+            ..GoldenSource::default()
+        },
         inputs,
-        ..opts.audit.clone()
     };
+    let targets = only.map_or_else(|| opts.targets.clone(), |t| vec![t]);
+    let audit = CompareOptions::findings(audited, targets, opts.exec.clone());
     run_compare_with_outputs(&audit, outputs).with_context(|| format!("stage {}", stage.name))
 }
 
@@ -405,7 +425,11 @@ fn report(
         samples,
         targets,
         min_sqnr_db: opts.min_sqnr_db,
-        exit_code: i32::from(failing),
+        exit_code: if failing {
+            ExitCode::DriftExceeded
+        } else {
+            ExitCode::Success
+        },
     }
 }
 

@@ -115,7 +115,7 @@ pub struct PolicySource {
 pub struct Policy {
     pub source: Option<PolicySource>,
     /// Targets to run when no `--target` is given.
-    pub targets: Vec<String>,
+    pub targets: Vec<crate::target::TargetList>,
     /// Patterns of targets whose failure to run does not fail the audit.
     pub allow_failure: Vec<String>,
     pub mode: Mode,
@@ -130,6 +130,25 @@ pub struct Policy {
     pub releases: BTreeMap<String, Vec<String>>,
     /// `[runtime]`: rules between two releases of one target.
     pub release_limits: ReleaseLimits,
+}
+
+impl crate::userfile::Reads for Policy {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let Policy {
+            source,
+            targets: _,
+            allow_failure: _,
+            mode: _,
+            baseline_report,
+            layers: _,
+            output_refs: _,
+            mode_origin: _,
+            releases: _,
+            release_limits: _,
+        } = self;
+        set.add_all(source.iter().map(|s| &s.path));
+        set.add_all(baseline_report.iter().map(|(report, _)| report));
+    }
 }
 
 /// Rules that hold between two releases of the same target.
@@ -470,7 +489,8 @@ impl Policy {
             out.push_str(&format!("previous report: {} ({at})\n", p.display()));
         }
         if !self.targets.is_empty() {
-            out.push_str(&format!("targets: {}\n", self.targets.join(", ")));
+            let texts: Vec<&str> = self.targets.iter().map(|t| t.text.as_str()).collect();
+            out.push_str(&format!("targets: {}\n", texts.join(", ")));
         }
         if !self.allow_failure.is_empty() {
             out.push_str(&format!("allowed to fail: {}\n", self.allow_failure.join(", ")));
@@ -603,8 +623,8 @@ fn top_level(loc: &Locator<'_>, raw: &PolicyFile, known: &[String], policy: &mut
         ));
     }
     for t in raw.targets.iter().flat_map(|l| l.get_ref()) {
-        TargetSpec::parse_many(t.get_ref()).map_err(|e| loc.error(t.span(), format!("{e:#}")))?;
-        policy.targets.push(t.get_ref().trim().to_string());
+        let list = crate::target::TargetList::parse(t.get_ref()).map_err(|e| loc.error(t.span(), format!("{e:#}")))?;
+        policy.targets.push(list);
     }
     for a in &raw.allow_failure {
         target_pattern(loc, a, known)?;

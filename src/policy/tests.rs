@@ -43,7 +43,8 @@ max_abs = 0.03
 #[test]
 fn sections_apply_from_broad_to_specific_in_file_order() {
     let p = parse(EXAMPLE).unwrap();
-    assert_eq!(p.targets, ["cpu", "qnn:sm8650", "qnn:sm8850"]);
+    let targets: Vec<&str> = p.targets.iter().map(|t| t.text.as_str()).collect();
+    assert_eq!(targets, ["cpu", "qnn:sm8650", "qnn:sm8850"]);
     assert_eq!(p.allow_failure, ["openvino"]);
     let value = |l: &Option<Limit<f64>>| l.as_ref().map(|l| (l.value, l.origin.clone()));
     // cpu: only [defaults].

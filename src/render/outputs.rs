@@ -71,7 +71,7 @@ impl OutputPaths {
             }
         }
         if let Some(dir) = &self.node_data {
-            crate::userfile::check_dir_destination("--node-data", dir)?;
+            outputs.check_dir("--node-data", dir)?;
             if let Some((flag, _)) = files.iter().find(|(_, p)| p == dir) {
                 return Err(bad_output(format!(
                     "{flag} and --node-data name the same path {}",

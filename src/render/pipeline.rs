@@ -98,7 +98,12 @@ pub fn table(r: &PipelineReport) -> String {
         let _ = writeln!(s, "  {}", verdict_line(t));
     }
     if let Some(m) = r.min_sqnr_db {
-        let _ = writeln!(s, "limit: final output >= {} dB; exit code {}", db(m), r.exit_code);
+        let _ = writeln!(
+            s,
+            "limit: final output >= {} dB; exit code {}",
+            db(m),
+            r.exit_code as i32
+        );
     }
     s
 }

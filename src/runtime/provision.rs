@@ -76,9 +76,44 @@ pub struct Provisioner {
 /// by their environment variable `NPU_AUDIT_RUNTIME_<KEY>` (or its flag `--runtime-<key>`).
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeChoice {
-    pub flags: Vec<String>,
+    pub flags: Vec<RuntimeOverride>,
     /// (build key, path) from the environment.
     pub env: Vec<(String, PathBuf)>,
+}
+
+impl crate::userfile::Reads for RuntimeChoice {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        let RuntimeChoice { flags, env } = self;
+        set.add_all(flags.iter().map(|f| &f.path));
+        set.add_all(env.iter().map(|(_, p)| p));
+    }
+}
+
+/// `--runtime KEY=PATH`: the library (or directory) standing in for a build's default release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeOverride {
+    pub key: String,
+    pub path: PathBuf,
+}
+
+impl RuntimeOverride {
+    /// Parses `KEY=PATH`, the key one of the catalogue's builds.
+    pub fn parse(text: &str) -> Result<RuntimeOverride> {
+        let (k, v) = text.split_once('=').filter(|(_, v)| !v.is_empty()).ok_or_else(|| {
+            bad_runtime_choice(format!(
+                "'{text}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)"
+            ))
+        })?;
+        if Build::get(k).is_none() {
+            return Err(bad_runtime_choice(format!(
+                "'{text}': unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu)"
+            )));
+        }
+        Ok(RuntimeOverride {
+            key: k.to_string(),
+            path: PathBuf::from(v),
+        })
+    }
 }
 
 /// The per-user cache: the configured directory (`--cache-dir`, `NPU_AUDIT_CACHE`), else the
@@ -93,20 +128,8 @@ pub fn cache_root() -> PathBuf {
 impl Provisioner {
     /// A provisioner that honours the user's choice of runtimes.
     pub fn new(choice: &RuntimeChoice) -> Result<Provisioner> {
-        let mut overrides = HashMap::new();
-        for f in &choice.flags {
-            let (k, v) = f.split_once('=').ok_or_else(|| {
-                bad_runtime_choice(format!(
-                    "--runtime '{f}' is not KEY=PATH (KEY: cpu, qnn, openvino, directml, gpu)"
-                ))
-            })?;
-            if Build::get(k).is_none() {
-                return Err(bad_runtime_choice(format!(
-                    "--runtime '{f}': unknown runtime '{k}' (cpu, qnn, openvino, directml, gpu)"
-                )));
-            }
-            overrides.insert(k.to_string(), PathBuf::from(v));
-        }
+        let overrides: HashMap<String, PathBuf> =
+            choice.flags.iter().map(|f| (f.key.clone(), f.path.clone())).collect();
         Ok(Provisioner {
             overrides,
             env: choice.env.iter().cloned().collect(),

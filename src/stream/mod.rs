@@ -13,7 +13,7 @@ use crate::compare::stats::ErrorStats;
 use crate::exec::OutputFile;
 use crate::report::model::{DecisionSeries, Num, StepSeries, StreamRun};
 use crate::tensor::Tensor;
-pub use spec::{Decision, StreamSpec};
+pub use spec::{Decision, Feeds, StreamSpec};
 
 /// One side of a stream: per step, every output file.
 pub type Steps<'a> = &'a [Vec<OutputFile>];

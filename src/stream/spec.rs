@@ -26,11 +26,15 @@ pub struct StreamSpec {
     pub teacher_forcing: bool,
 }
 
-impl StreamSpec {
-    /// Parses `--stream OUT->IN[,OUT->IN...]` and the stream's other flags.
-    pub fn parse(feeds: &str, decisions: Vec<String>, divergence_db: f64, teacher_forcing: bool) -> Result<StreamSpec> {
+/// `--stream OUT->IN[,OUT->IN...]`, parsed: which outputs feed which inputs on the next step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Feeds(pub Vec<Feedback>);
+
+impl Feeds {
+    /// Parses `OUT->IN[,OUT->IN...]`; an input fed twice is refused.
+    pub fn parse(text: &str) -> Result<Feeds> {
         let mut feedback: Vec<Feedback> = Vec::new();
-        for pair in feeds.split(',') {
+        for pair in text.split(',') {
             let (output, input) = pair
                 .split_once("->")
                 .map(|(o, i)| (o.trim(), i.trim()))
@@ -44,20 +48,30 @@ impl StreamSpec {
                 input: input.into(),
             });
         }
+        Ok(Feeds(feedback))
+    }
+}
+
+impl StreamSpec {
+    /// The stream of `--stream` and its other flags, checked: a finite divergence threshold, no
+    /// decision twice.
+    pub fn new(
+        feeds: Feeds,
+        decisions: Vec<Decision>,
+        divergence_db: f64,
+        teacher_forcing: bool,
+    ) -> Result<StreamSpec> {
         if !divergence_db.is_finite() {
             return Err(bad_flag("--divergence-sqnr must be a finite number of dB"));
         }
-        let mut parsed: Vec<Decision> = Vec::with_capacity(decisions.len());
-        for d in &decisions {
-            let decision = Decision::parse_threshold(d)?;
-            if parsed.contains(&decision) {
+        for (i, d) in decisions.iter().enumerate() {
+            if decisions[..i].contains(d) {
                 return Err(bad_flag(format!("--decision '{d}' is given twice")));
             }
-            parsed.push(decision);
         }
         Ok(StreamSpec {
-            feedback,
-            decisions: parsed,
+            feedback: feeds.0,
+            decisions,
             divergence_db,
             teacher_forcing,
         })
@@ -163,7 +177,8 @@ pub enum Decision {
 
 impl Decision {
     /// Parses `OUTPUT>THRESHOLD` or `OUTPUT<THRESHOLD`.
-    fn parse_threshold(text: &str) -> Result<Decision> {
+    /// Parses `--decision OUTPUT>THRESHOLD` or `OUTPUT<THRESHOLD`.
+    pub fn parse_threshold(text: &str) -> Result<Decision> {
         let bad = || {
             bad_flag(format!(
                 "--decision '{text}' is not OUTPUT>THRESHOLD or OUTPUT<THRESHOLD"
@@ -237,13 +252,23 @@ mod tests {
 
     #[test]
     fn parses_feeds_and_decisions() {
-        let s = StreamSpec::parse("stateN->state, hn -> h", vec!["output>0.5".into()], 10.0, true).unwrap();
+        let feeds = |t: &str| Feeds::parse(t);
+        let decision = |t: &str| Decision::parse_threshold(t).unwrap();
+        let s = StreamSpec::new(
+            feeds("stateN->state, hn -> h").unwrap(),
+            vec![decision("output>0.5")],
+            10.0,
+            true,
+        )
+        .unwrap();
         assert_eq!(s.state_inputs(), vec!["state", "h"]);
         assert_eq!(s.state_outputs().collect::<Vec<_>>(), vec!["stateN", "hn"]);
-        assert!(StreamSpec::parse("stateN", vec![], 10.0, false).is_err());
-        assert!(StreamSpec::parse("a->s,b->s", vec![], 10.0, false).is_err());
-        assert!(StreamSpec::parse("a->s", vec!["p>=x".into()], 10.0, false).is_err());
-        assert!(StreamSpec::parse("a->s", vec![], f64::NAN, false).is_err());
+        assert!(feeds("stateN").is_err());
+        assert!(feeds("a->s,b->s").is_err());
+        assert!(Decision::parse_threshold("p>=x").is_err());
+        let twice = vec![decision("p>1"), decision("p>1")];
+        assert!(StreamSpec::new(feeds("a->s").unwrap(), twice, 10.0, false).is_err());
+        assert!(StreamSpec::new(feeds("a->s").unwrap(), vec![], f64::NAN, false).is_err());
     }
 
     #[test]

@@ -126,6 +126,11 @@ impl TargetSpec {
         Ok(specs)
     }
 
+    /// The QNN HTP target of one chipset, on the default release.
+    pub fn qnn(chip: Chipset) -> TargetSpec {
+        qnn_spec(chip, &[])
+    }
+
     /// The same target on release `r`, its id carrying the release.
     pub fn with_release(mut self, r: ReleaseSpec) -> TargetSpec {
         let (head, options) = match self.id.split_once(',') {
@@ -203,6 +208,25 @@ impl TargetSpec {
         options
     }
 
+    /// The same target with more `key=value` options (a model variant's), checked as options
+    /// given on the command line are: the id carries them.
+    pub fn with_options(&self, extra: &[(String, String)]) -> Result<TargetSpec> {
+        let mut spec = self.clone();
+        for (k, v) in extra {
+            if spec.options.iter().any(|(existing, _)| existing == k) {
+                return Err(bad_flag(format!("target '{}': option '{k}' is given twice", self.id)));
+            }
+            let fixed = matches!(spec.backend, Backend::Qnn(_)) && (k == "soc_model" || k == "htp_arch");
+            let refused = matches!(spec.backend, Backend::DirectMl) && !k.starts_with("session.");
+            if fixed || refused {
+                return Err(bad_flag(format!("target '{}': option '{k}' cannot be set", self.id)));
+            }
+            spec.id = format!("{},{k}={v}", spec.id);
+            spec.options.push((k.clone(), v.clone()));
+        }
+        Ok(spec)
+    }
+
     /// The chipset of a QNN target.
     pub fn chipset(&self) -> Option<Chipset> {
         match self.backend {
@@ -239,15 +263,47 @@ pub fn all_known() -> Vec<TargetSpec> {
 
 /// Parses every `--target` value, expanding groups and dropping repeats while keeping order.
 pub fn parse_targets(values: &[String]) -> Result<Vec<TargetSpec>> {
+    let lists = values
+        .iter()
+        .map(|v| TargetList::parse(v))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(distinct(&lists))
+}
+
+/// One `--target` value (or a policy's `targets` entry), parsed: one target, or a group
+/// (`qnn:all`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetList {
+    /// As written, for messages and `check-config`.
+    pub text: String,
+    pub specs: Vec<TargetSpec>,
+}
+
+impl TargetList {
+    /// Parses `KIND[:VARIANT][@RELEASE][,KEY=VALUE]*`.
+    pub fn parse(text: &str) -> Result<TargetList> {
+        Ok(TargetList {
+            text: text.trim().to_string(),
+            specs: TargetSpec::parse_many(text)?,
+        })
+    }
+}
+
+impl fmt::Display for TargetList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// The targets of several `--target` values, groups expanded, repeats dropped, in order.
+pub fn distinct(lists: &[TargetList]) -> Vec<TargetSpec> {
     let mut out: Vec<TargetSpec> = Vec::new();
-    for v in values {
-        for spec in TargetSpec::parse_many(v)? {
-            if !out.iter().any(|s| s.id == spec.id) {
-                out.push(spec);
-            }
+    for spec in lists.iter().flat_map(|l| &l.specs) {
+        if !out.iter().any(|s| s.id == spec.id) {
+            out.push(spec.clone());
         }
     }
-    Ok(out)
+    out
 }
 
 /// A release: `all`, `X.Y.Z`, or (a plugin) `X.Y.Z+ortA.B.C`; versions are dotted numbers.
@@ -423,6 +479,15 @@ mod tests {
     #[test]
     fn every_known_target_parses() {
         assert_eq!(all_known().len(), 2 + CHIPSETS.len() + 4);
+    }
+
+    #[test]
+    fn options_added_later_give_the_id_the_text_would() {
+        let base = one("qnn:sm8650@2.6.0,a=1");
+        let more = base.with_options(&[("b".into(), "2".into())]).unwrap();
+        assert_eq!(more, one("qnn:sm8650@2.6.0,a=1,b=2"));
+        assert!(base.with_options(&[("soc_model".into(), "1".into())]).is_err());
+        assert!(base.with_options(&[("a".into(), "2".into())]).is_err());
     }
 
     #[test]

@@ -19,9 +19,12 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::audit::CompareOptions;
+use crate::audit::Audited;
 use crate::device::{DeviceInfo, DeviceReport, Identity, ReportDefaults, ReportFormat};
+use crate::exec::ExecOptions;
 use crate::report::model::Num;
+use crate::target::{distinct, TargetList};
+use crate::userfile::{InputFiles, Reads};
 
 pub use fleet::Fleet;
 pub use verdict::{CandidateDistance, OutputFigures, Verdict, VerdictKind};
@@ -34,14 +37,33 @@ pub const TRIAGE_SCHEMA_VERSION: u32 = 1;
 pub struct TriageOptions {
     /// Report paths; a directory that is not one report is a fleet of them.
     pub reports: Vec<PathBuf>,
-    /// Model, golden run or reference, default inputs, execution (targets are set here).
-    pub audit: CompareOptions,
+    /// The model the devices ran, its golden run or reference, the default inputs.
+    pub audited: Audited,
+    pub exec: ExecOptions,
     pub defaults: ReportDefaults,
     /// Targets every report is compared with besides its own chipset.
-    pub candidates: Vec<String>,
+    pub candidates: Vec<TargetList>,
     pub thresholds: Thresholds,
     /// The store that makes triage incremental (`None`: `--no-db`).
     pub db: Option<PathBuf>,
+}
+
+impl Reads for TriageOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let TriageOptions {
+            reports,
+            audited,
+            exec,
+            defaults: _,
+            candidates: _,
+            thresholds: _,
+            db,
+        } = self;
+        set.with(audited).with(exec).add_all(db);
+        for r in reports {
+            set.add(r).add_all(&crate::device::companion_files(r));
+        }
+    }
 }
 
 /// The numbers that turn measurements into verdicts, recorded in the output.
@@ -187,7 +209,7 @@ fn report_paths(opts: &TriageOptions) -> Result<Vec<PathBuf>> {
 /// The shape of each input as the default inputs have it (the golden run's first sample, or what
 /// `--inputs`/`--gen` give), for raw input files of a model with dynamic dimensions.
 fn input_shapes(opts: &TriageOptions, sig: &crate::model::Signature) -> std::collections::HashMap<String, Vec<usize>> {
-    match &opts.audit.golden {
+    match &opts.audited.golden.stored {
         Some(dir) => sig
             .inputs
             .iter()
@@ -198,7 +220,7 @@ fn input_shapes(opts: &TriageOptions, sig: &crate::model::Signature) -> std::col
                 Some((info.name.clone(), shape))
             })
             .collect(),
-        None => crate::inputs::prepare(sig, &opts.audit.inputs)
+        None => crate::inputs::prepare(sig, &opts.audited.inputs)
             .map(|set| set.shapes())
             .unwrap_or_default(),
     }
@@ -296,7 +318,7 @@ fn triage_entries(
 
 /// Runs the triage.
 pub fn run(opts: &TriageOptions) -> Result<Triage> {
-    let model = crate::model::load_model(&opts.audit.model)?;
+    let model = crate::model::load_model(&opts.audited.model)?;
     let sig = crate::model::Signature::of(&model)?;
     let parsed = parse_reports(opts, &sig)?;
     let graph = model.proto.graph.as_ref();
@@ -304,7 +326,7 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
         || vec![None; sig.outputs.len()],
         |g| crate::model::constant::output_steps(g, &sig.outputs),
     );
-    let model_sha256 = crate::hash::sha256_file(&opts.audit.model)?;
+    let model_sha256 = crate::hash::sha256_file(&opts.audited.model)?;
     let reference = reference_text(opts);
     let mut db = open_store(opts, &model_sha256, &reference)?;
     let (mut reports, groups, store) = triage_entries(opts, &parsed, &steps, db.as_mut())?;
@@ -315,20 +337,16 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
         candidate_runs = s.runs_of_inputs(run_ctx, &input_keys(&reports))?;
     }
     // Per input set, the candidates in the order asked, then the releases devices named.
-    let asked: Vec<String> = crate::target::parse_targets(&opts.candidates)?
-        .into_iter()
-        .map(|t| t.id)
-        .collect();
+    let asked: Vec<String> = distinct(&opts.candidates).into_iter().map(|t| t.id).collect();
     let rank = |r: &CandidateRun| asked.iter().position(|id| *id == r.target).unwrap_or(asked.len());
     candidate_runs.sort_by(|a, b| (&a.inputs, rank(a), &a.target).cmp(&(&b.inputs, rank(b), &b.target)));
     Ok(Triage {
         schema_version: TRIAGE_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        model: opts.audit.model.display().to_string(),
+        model: opts.audited.model.display().to_string(),
         model_sha256,
         reference,
         intra_op_threads: opts
-            .audit
             .exec
             .threads
             .unwrap_or(crate::exec::executor::DEFAULT_INTRA_OP_THREADS),
@@ -342,10 +360,11 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
 }
 
 fn reference_text(opts: &TriageOptions) -> String {
-    opts.audit
-        .golden
+    let golden = &opts.audited.golden;
+    golden
+        .stored
         .as_ref()
-        .or(opts.audit.reference.as_ref())
+        .or(golden.reference.as_ref())
         .map(|p| p.display().to_string())
         .unwrap_or_default()
 }

@@ -10,13 +10,12 @@ use sha2::{Digest, Sha256};
 
 use super::store::Store;
 use super::{CandidateRun, TriageOptions};
-use crate::audit::{run_compare_with_outputs, RunTensors};
+use crate::audit::{run_compare_with_outputs, CompareOptions, RunTensors};
 use crate::device::{identify_device, DeviceReport, Samples};
-use crate::drift::FingerprintMode;
+use crate::inputs::{InputOptions, MemoryInputs};
 use crate::report::model::Report;
 use crate::runtime::catalog::Build;
-use crate::target::parse_targets;
-use crate::tensor::npz_bytes;
+use crate::target::{distinct, ReleaseSpec, TargetList, TargetSpec};
 use crate::userfile::Outputs;
 
 /// The key of a report's inputs: `golden` (the golden run's, or `--inputs`), else their SHA-256.
@@ -43,7 +42,7 @@ fn samples_key(samples: &Samples) -> String {
 /// The default inputs (the golden run's, or `--inputs`/`--gen`), as samples in the model's input
 /// order, when they can be read.
 fn default_inputs(opts: &TriageOptions, sig: &crate::model::Signature) -> Option<Samples> {
-    match &opts.audit.golden {
+    match &opts.audited.golden.stored {
         Some(dir) => (0..)
             .map(|k| dir.join("inputs").join(format!("s{k}")))
             .take_while(|d| d.is_dir())
@@ -59,7 +58,7 @@ fn default_inputs(opts: &TriageOptions, sig: &crate::model::Signature) -> Option
                     .collect::<Option<Vec<_>>>()
             })
             .collect(),
-        None => crate::inputs::prepare(sig, &opts.audit.inputs).ok().map(|set| {
+        None => crate::inputs::prepare(sig, &opts.audited.inputs).ok().map(|set| {
             set.samples
                 .into_iter()
                 .map(|s| s.into_iter().map(|nt| (nt.name, nt.tensor)).collect())
@@ -105,45 +104,43 @@ pub struct Group {
 }
 
 /// The QNN target of a device's chipset at the release it names, when the catalogue has it.
-pub fn release_target(report: &DeviceReport) -> Option<String> {
+pub fn release_target(report: &DeviceReport) -> Option<TargetSpec> {
     let sm = identify_device(&report.device).chipset?;
+    let chip = crate::target::Chipset::find(&sm)?;
     let release = report.device.qnn_release.as_deref()?.trim();
     let build = Build::release("qnn", release)?;
+    let spec = TargetSpec::qnn(chip);
     // The catalogue's default release is what `qnn:<chipset>` runs already.
     if Build::get("qnn").is_some_and(|default| default.version == build.version) {
-        return Some(format!("qnn:{sm}"));
+        return Some(spec);
     }
-    Some(format!("qnn:{sm}@{release}"))
+    Some(spec.with_release(ReleaseSpec::Version {
+        version: build.version.clone(),
+        host: None,
+    }))
 }
 
-fn targets_for(opts: &TriageOptions, members: &[&DeviceReport]) -> Vec<String> {
-    let mut out: Vec<String> = opts.candidates.clone();
-    let releases: BTreeSet<String> = members.iter().filter_map(|r| release_target(r)).collect();
-    out.extend(releases);
-    out
+/// The targets an input group runs on: the candidates, then the releases its devices name.
+fn targets_for(opts: &TriageOptions, members: &[&DeviceReport]) -> Vec<TargetSpec> {
+    let mut lists: Vec<TargetList> = opts.candidates.clone();
+    let mut releases: Vec<TargetSpec> = members.iter().filter_map(|r| release_target(r)).collect();
+    releases.sort_by(|a, b| a.id.cmp(&b.id));
+    lists.push(TargetList {
+        text: String::new(),
+        specs: releases,
+    });
+    distinct(&lists)
 }
 
 /// The target ids a report is compared with: the candidates (groups expanded) and its own
 /// chipset at the release it names. Other reports of its input group may add runs; they are not
 /// this report's candidates, so its entry does not depend on the company it came in.
-pub fn report_target_ids(candidates: &[String], report: &DeviceReport) -> Result<Vec<String>> {
-    let mut wanted = candidates.to_vec();
-    wanted.extend(release_target(report));
-    Ok(parse_targets(&wanted)?.into_iter().map(|t| t.id).collect())
-}
-
-/// Writes each sample of `inputs` as an `.npz` for `--inputs`.
-fn write_inputs(dir: &std::path::Path, inputs: &Samples) -> Result<Vec<PathBuf>> {
-    inputs
-        .iter()
-        .enumerate()
-        .map(|(k, sample)| {
-            let refs: Vec<(String, &crate::tensor::Tensor)> = sample.iter().map(|(n, t)| (n.clone(), t)).collect();
-            let path = dir.join(format!("s{k}.npz"));
-            std::fs::write(&path, npz_bytes(&refs)?)?;
-            Ok(path)
-        })
-        .collect()
+pub fn report_target_ids(candidates: &[TargetList], report: &DeviceReport) -> Vec<String> {
+    let mut ids: Vec<String> = distinct(candidates).into_iter().map(|t| t.id).collect();
+    if let Some(own) = release_target(report).filter(|t| !ids.contains(&t.id)) {
+        ids.push(own.id);
+    }
+    ids
 }
 
 fn candidate_runs(report: &Report, key: &str) -> Vec<CandidateRun> {
@@ -161,30 +158,28 @@ fn candidate_runs(report: &Report, key: &str) -> Vec<CandidateRun> {
         .collect()
 }
 
-fn audit_group(opts: &TriageOptions, key: &str, members: &[&DeviceReport], targets: Vec<String>) -> Result<Group> {
-    let scratch = tempfile::tempdir()?;
-    let mut audit = opts.audit.clone();
-    audit.targets = targets;
-    audit.allow_failure = vec!["all".into()];
-    audit.no_baseline = true;
-    audit.fingerprint = FingerprintMode::Off;
-    audit.save_outputs = None;
-    audit.logs = None;
-    audit.layers = None;
+/// One audit of `targets` on the group's inputs: the default inputs, or the ones its devices
+/// were fed (in memory, as `--inputs` files would be).
+fn audit_group(opts: &TriageOptions, key: &str, members: &[&DeviceReport], targets: Vec<TargetSpec>) -> Result<Group> {
+    let mut audited = opts.audited.clone();
     if let Some(inputs) = members.first().and_then(|r| r.inputs.as_ref()) {
-        if let Some(golden) = &opts.audit.golden {
+        if let Some(golden) = &opts.audited.golden.stored {
             return Err(crate::error::bad_input(format!(
                 "fed its own inputs ({} sample(s)), and the golden directory {} holds the golden run of its own inputs only: triage with --reference FP32.onnx",
                 inputs.len(),
                 golden.display()
             )));
         }
-        audit.inputs = crate::inputs::InputOptions {
-            npz: write_inputs(scratch.path(), inputs)?,
-            ..Default::default()
+        audited.inputs = InputOptions {
+            memory: Some(MemoryInputs {
+                label: format!("the inputs device reports were fed ({key})"),
+                samples: inputs.clone(),
+            }),
+            ..InputOptions::default()
         };
     }
-    let (report, tensors) = run_compare_with_outputs(&audit, &mut Outputs::new(&[]))?;
+    let audit = CompareOptions::findings(audited, targets, opts.exec.clone());
+    let (report, tensors) = run_compare_with_outputs(&audit, &mut Outputs::none())?;
     Ok(Group {
         key: key.to_string(),
         runs: candidate_runs(&report, key),
@@ -245,10 +240,7 @@ fn cached_group(
     cache: Option<&RunCache>,
     counts: &mut RunCounts,
 ) -> Result<Group> {
-    let wanted: Vec<String> = parse_targets(&targets_for(opts, members))?
-        .into_iter()
-        .map(|t| t.id)
-        .collect();
+    let wanted: Vec<TargetSpec> = targets_for(opts, members);
     let mut kept = Group {
         key: key.to_string(),
         runs: Vec::new(),
@@ -257,7 +249,7 @@ fn cached_group(
         error: None,
     };
     let mut missing = Vec::new();
-    for id in wanted.iter().map(String::as_str).chain(["golden"]) {
+    for id in wanted.iter().map(|t| t.id.as_str()).chain(["golden"]) {
         match cache
             .map(|c| c.store.reproduction(c.context, id, key))
             .transpose()?
@@ -270,7 +262,7 @@ fn cached_group(
                 }
                 kept.tensors.insert(id.to_string(), stored.samples);
             }
-            None if id != "golden" => missing.push(id.to_string()),
+            None if id != "golden" => missing.extend(wanted.iter().find(|t| t.id == id).cloned()),
             None => {}
         }
     }
@@ -286,7 +278,7 @@ fn cached_group(
     kept.runs.extend(fresh.runs);
     kept.tensors.extend(fresh.tensors);
     kept.notes = fresh.notes;
-    kept.runs.sort_by_key(|r| wanted.iter().position(|w| *w == r.target));
+    kept.runs.sort_by_key(|r| wanted.iter().position(|w| w.id == r.target));
     Ok(kept)
 }
 

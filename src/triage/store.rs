@@ -168,7 +168,6 @@ impl Store {
         reference: &str,
     ) -> Result<()> {
         let threads = opts
-            .audit
             .exec
             .threads
             .unwrap_or(crate::exec::executor::DEFAULT_INTRA_OP_THREADS);
@@ -178,11 +177,11 @@ impl Store {
                  ON CONFLICT(context) DO UPDATE SET last_used = excluded.last_used, model = excluded.model",
                 params![
                     context,
-                    opts.audit.model.display().to_string(),
+                    opts.audited.model.display().to_string(),
                     model_sha256,
                     reference,
                     serde_json::to_string(&opts.thresholds)?,
-                    serde_json::to_string(&opts.candidates)?,
+                    serde_json::to_string(&candidate_texts(opts))?,
                     i64::try_from(threads).unwrap_or(i64::MAX),
                     env!("CARGO_PKG_VERSION"),
                     now(),
@@ -419,18 +418,19 @@ pub fn run_context(opts: &TriageOptions, model_sha256: &str) -> Result<String> {
     put("model", model_sha256);
     put("reference", &reference_identity(opts)?);
     // The default inputs by content: the same files elsewhere are the same inputs.
-    let inputs = &opts.audit.inputs;
-    let generated = (&inputs.gen, inputs.seed, inputs.samples, &inputs.shapes);
+    let inputs = &opts.audited.inputs;
+    let gen: Vec<String> = inputs.gen.iter().map(ToString::to_string).collect();
+    let shapes: Vec<String> = inputs.shapes.iter().map(ToString::to_string).collect();
+    let generated = (&gen, inputs.seed, inputs.samples, &shapes);
     put("inputs", &format!("{generated:?}"));
     for npz in &inputs.npz {
         put("inputs-npz", &crate::hash::sha256_file(npz)?);
     }
-    for spec in &inputs.npy {
-        let (name, file) = spec.split_once('=').unwrap_or(("", spec));
-        put("inputs-npy", name);
-        put("inputs-npy", &crate::hash::sha256_file(std::path::Path::new(file))?);
+    for file in &inputs.npy {
+        put("inputs-npy", &file.name);
+        put("inputs-npy", &crate::hash::sha256_file(&file.path)?);
     }
-    let exec = &opts.audit.exec;
+    let exec = &opts.exec;
     put("threads", &format!("{:?}", exec.threads));
     put("runtimes", &format!("{:?}", exec.runtimes));
     Ok(crate::hash::hex(&h.finalize()))
@@ -441,19 +441,24 @@ pub fn entry_context(opts: &TriageOptions, run_context: &str) -> Result<String> 
     let mut h = Sha256::new();
     h.update(run_context.as_bytes());
     h.update(serde_json::to_string(&opts.thresholds)?.as_bytes());
-    h.update(serde_json::to_string(&opts.candidates)?.as_bytes());
+    h.update(serde_json::to_string(&candidate_texts(opts))?.as_bytes());
     h.update(format!("{:?}", opts.defaults).as_bytes());
     h.update(super::TRIAGE_SCHEMA_VERSION.to_le_bytes());
     Ok(crate::hash::hex(&h.finalize()))
 }
 
+/// The candidates as the user wrote them (what the store records of them).
+fn candidate_texts(opts: &TriageOptions) -> Vec<&str> {
+    opts.candidates.iter().map(|c| c.text.as_str()).collect()
+}
+
 /// The golden directory's manifest (which holds every output's hash) or the reference model's
 /// hash.
 fn reference_identity(opts: &TriageOptions) -> Result<String> {
-    if let Some(dir) = &opts.audit.golden {
+    if let Some(dir) = &opts.audited.golden.stored {
         return crate::hash::sha256_file(&dir.join("manifest.json"));
     }
-    match &opts.audit.reference {
+    match &opts.audited.golden.reference {
         Some(p) => crate::hash::sha256_file(p),
         None => Ok(String::new()),
     }

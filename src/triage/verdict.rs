@@ -252,7 +252,7 @@ fn verdict(v: VerdictKind, sentence: String) -> Verdict {
 
 /// The ids that simulate the report's own chipset: its release first, then the default.
 fn own_ids(report: &DeviceReport, identity: &Identity) -> Vec<String> {
-    let mut ids: Vec<String> = release_target(report).into_iter().collect();
+    let mut ids: Vec<String> = release_target(report).into_iter().map(|t| t.id).collect();
     if let Some(sm) = &identity.chipset {
         ids.push(format!("qnn:{sm}"));
     }
@@ -426,7 +426,7 @@ pub fn entries(
     groups: &[Group],
     steps: &[Option<f64>],
     t: &Thresholds,
-    candidates: &[String],
+    candidates: &[crate::target::TargetList],
 ) -> Vec<ReportEntry> {
     parsed
         .iter()
@@ -434,10 +434,7 @@ pub fn entries(
             Err(e) => malformed(path, e.clone()),
             Ok(report) => {
                 let key = input_key(report);
-                let wanted = match report_target_ids(candidates, report) {
-                    Ok(w) => w,
-                    Err(e) => return malformed(path, format!("{e:#}")),
-                };
+                let wanted = report_target_ids(candidates, report);
                 match groups.iter().find(|g| g.key == key) {
                     Some(g) => entry(report, g, steps, t, &wanted),
                     None => malformed(path, "no local run for its inputs".into()),
