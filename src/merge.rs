@@ -13,7 +13,7 @@ use crate::error::{bad_flag, bad_report};
 use crate::exec::executor::sanitize;
 use crate::exec::{OutputFile, RunStatus};
 use crate::gate::tolerance::tolerances;
-use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, TargetReport, Verdict};
+use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, Rule, TargetReport, Verdict};
 use crate::target::TargetRole;
 use crate::tensor::read_npz_bytes;
 
@@ -479,12 +479,9 @@ fn gate(parts: &[Part], targets: &[TargetReport], agreement: &[AgreementEntry]) 
                 .iter()
                 .any(|x| x.id == t.id && x.role == TargetRole::Target)
             {
-                let own = p
-                    .report
-                    .gate
-                    .rules
-                    .iter()
-                    .filter(|r| r.target == t.id && !r.rule.starts_with("release_"));
+                let own = p.report.gate.rules.iter().filter(|r| {
+                    r.target == t.id && !matches!(r.rule, Rule::ReleaseSqnrChangeDb | Rule::ReleaseBitExact)
+                });
                 rules.extend(own.cloned());
             }
         }

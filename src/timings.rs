@@ -28,13 +28,18 @@ static TOTALS: Mutex<Totals> = Mutex::new(Totals {
 });
 
 /// The parent phases the audit's own work is split into. Names are stable: they are the report's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[schemars(rename = "AuditPhase")]
 pub enum Phase {
     /// Resolving and fetching ONNX Runtime builds and plugins.
     Provision,
     /// Loading and checking the models, inputs and golden run.
     Prepare,
     /// Building rewritten models in memory (tapped, prefix and isolation models).
+    #[serde(rename = "rewrite_models")]
     Rewrite,
     /// Encoding rewritten models and writing them to disk.
     WriteModels,

@@ -214,7 +214,7 @@ pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
         .iter()
         .map(|((stage, phase), p)| PhaseTiming {
             stage: stage.to_string(),
-            phase: phase.as_str().into(),
+            phase: *phase,
             ms: ms(p.elapsed),
             count: p.count,
         })
@@ -223,7 +223,7 @@ pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
     let staged: f64 = phases.iter().map(|p| p.ms).sum();
     phases.push(PhaseTiming {
         stage: "audit".into(),
-        phase: crate::timings::Phase::Other.as_str().into(),
+        phase: crate::timings::Phase::Other,
         ms: (wall_ms - staged).max(0.0),
         count: 1,
     });

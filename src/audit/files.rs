@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use super::analyze::Analysis;
 use super::execute::Executed;
-use super::plan::AuditPlan;
+use super::plan::{AuditPlan, LOGS_MARKER, LOGS_MARKER_TEXT};
 use super::CompareOptions;
 use crate::exec::executor::sanitize;
 use crate::exec::{Executor, OutputFile, RunStatus};
@@ -53,12 +53,6 @@ pub fn save_outputs(
     }
     Ok(hashes)
 }
-
-/// The file that marks a directory as one npu-audit keeps logs in: the logs of a later audit may
-/// replace the logs there, and nothing else is ever replaced.
-pub const LOGS_MARKER: &str = ".npu-audit-logs";
-
-const LOGS_MARKER_TEXT: &str = "npu-audit keeps each target's runtime log here (<target>.log); a later audit with the same --logs directory replaces them.\n";
 
 /// Stages each target's runtime log as `DIR/<target>.log`. Returns the path kept for each
 /// target id.

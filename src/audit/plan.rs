@@ -127,12 +127,18 @@ pub fn check_save_dir(dir: &Path, flag: &str) -> Result<()> {
     Ok(())
 }
 
+/// The file that marks a directory as one npu-audit keeps logs in: the logs of a later audit may
+/// replace the logs there, and nothing else is ever replaced.
+pub const LOGS_MARKER: &str = ".npu-audit-logs";
+
+pub const LOGS_MARKER_TEXT: &str = "npu-audit keeps each target's runtime log here (<target>.log); a later audit with the same --logs directory replaces them.\n";
+
 /// A logs directory must be new, empty, or one an earlier audit kept its logs in (it holds the
-/// marker [`super::files::LOGS_MARKER`]): the logs replace only files the tool wrote there.
+/// marker [`LOGS_MARKER`]): the logs replace only files the tool wrote there.
 fn check_logs_dir(dir: &Path, flag: &str) -> Result<()> {
     crate::userfile::check_dir_destination(flag, dir)?;
     let occupied = dir.exists() && dir.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true);
-    if occupied && !dir.join(super::files::LOGS_MARKER).is_file() {
+    if occupied && !dir.join(LOGS_MARKER).is_file() {
         return Err(bad_output(format!(
             "{flag} {} holds files npu-audit did not keep there; give a new or empty directory (or one an earlier --logs wrote)",
             dir.display()

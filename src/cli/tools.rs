@@ -188,11 +188,12 @@ pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
 
 /// `schema`: the JSON Schema of one of the tool's outputs.
 pub fn schema(kind: SchemaKind) -> Result<ExitCode> {
-    print_stdout(&match kind {
-        SchemaKind::Report => crate::report::schema::report_schema_text(),
-        SchemaKind::Triage => crate::triage::triage_schema_text(),
-        SchemaKind::Matrix => crate::matrix::matrix_schema_text(),
-        SchemaKind::Pipeline => crate::pipeline::schema_text(),
-    })?;
+    use crate::report::schema::{schema_text, Contract};
+    print_stdout(&schema_text(match kind {
+        SchemaKind::Report => Contract::Compare,
+        SchemaKind::Triage => Contract::Triage,
+        SchemaKind::Matrix => Contract::Matrix,
+        SchemaKind::Pipeline => Contract::Pipeline,
+    }))?;
     Ok(ExitCode::Success)
 }

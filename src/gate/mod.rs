@@ -8,7 +8,9 @@ pub mod tolerance;
 use crate::error::ExitCode;
 use crate::exec::RunStatus;
 use crate::policy::{Limit, Policy};
-use crate::report::model::{GateReport, Num, OutputMetrics, PolicyInfo, Report, RuleResult, TargetReport, Verdict};
+use crate::report::model::{
+    GateReport, Num, OutputMetrics, PolicyInfo, Report, Rule, RuleResult, TargetReport, Verdict,
+};
 
 /// The `output` of rules about a target's placement rather than one of its outputs.
 pub const PLACEMENT_SCOPE: &str = "(placement)";
@@ -34,10 +36,10 @@ struct Rules<'a> {
 impl Rules<'_> {
     /// A rule that passes when `measured <= limit` (`>=` for minimums); an unmeasured value
     /// (NaN) fails: a gate that cannot be checked must not pass.
-    fn push(&mut self, rule: &str, output: &str, measured: f64, limit: f64, at_least: bool, origin: &str) {
+    fn push(&mut self, rule: Rule, output: &str, measured: f64, limit: f64, at_least: bool, origin: &str) {
         let pass = !measured.is_nan() && if at_least { measured >= limit } else { measured <= limit };
         self.rules.push(RuleResult {
-            rule: rule.into(),
+            rule,
             target: self.target.into(),
             output: output.into(),
             measured: Num(measured),
@@ -48,7 +50,7 @@ impl Rules<'_> {
         });
     }
 
-    fn push_regression(&mut self, rule: &str, output: &str, growth: f64, previous: f64, margin: Margin) {
+    fn push_regression(&mut self, rule: Rule, output: &str, growth: f64, previous: f64, margin: Margin) {
         self.push(rule, output, growth, margin.value, false, &margin.origin);
         if let Some(last) = self.rules.last_mut() {
             last.previous = Some(Num(previous));
@@ -103,7 +105,7 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
     if policy.mode.uses_limits() {
         if let Some(l) = &limits.max_fallback_nodes {
             r.push(
-                "max_fallback_nodes",
+                Rule::MaxFallbackNodes,
                 PLACEMENT_SCOPE,
                 compute,
                 l.value as f64,
@@ -112,11 +114,11 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
             );
         }
         if let Some(l) = limits.fail_on_fallback.as_ref().filter(|l| l.value) {
-            r.push("fail_on_fallback", PLACEMENT_SCOPE, compute, 0.0, false, &l.origin);
+            r.push(Rule::FailOnFallback, PLACEMENT_SCOPE, compute, 0.0, false, &l.origin);
         }
         if let Some(l) = &limits.max_partitions {
             r.push(
-                "max_partitions",
+                Rule::MaxPartitions,
                 PLACEMENT_SCOPE,
                 partitions,
                 l.value as f64,
@@ -134,7 +136,7 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
     let (was_compute, was_partitions) = (before.compute_fallback_nodes as f64, before.ep_partitions as f64);
     let m = margin(count_limit(&limits.max_fallback_regression), label);
     r.push_regression(
-        "fallback_regression",
+        Rule::FallbackRegression,
         PLACEMENT_SCOPE,
         compute - was_compute,
         was_compute,
@@ -142,7 +144,7 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
     );
     let m = margin(count_limit(&limits.max_partitions_regression), label);
     r.push_regression(
-        "partitions_regression",
+        Rule::PartitionsRegression,
         PLACEMENT_SCOPE,
         partitions - was_partitions,
         was_partitions,
@@ -172,7 +174,7 @@ fn layer_rules(policy: &Policy, target: &TargetReport, baseline: Option<&TargetR
                 .fold(0.0, f64::max)
         })
         .unwrap_or(f64::NAN);
-    r.push("max_layer_sqnr_loss_db", LAYERS_SCOPE, worst, l.value, false, &l.origin);
+    r.push(Rule::MaxLayerSqnrLossDb, LAYERS_SCOPE, worst, l.value, false, &l.origin);
 }
 
 /// A stream's rules: each decision's agreement over the steps, and the step at which the state
@@ -190,7 +192,7 @@ fn stream_rules(policy: &Policy, target: &TargetReport, r: &mut Rules<'_>) {
         return;
     };
     if let Some(l) = &limits.min_decision_agreement {
-        let rule = "min_decision_agreement";
+        let rule = Rule::MinDecisionAgreement;
         if free.decisions.is_empty() {
             r.push(rule, STREAM_SCOPE, f64::NAN, l.value, true, &l.origin);
         }
@@ -201,7 +203,7 @@ fn stream_rules(policy: &Policy, target: &TargetReport, r: &mut Rules<'_>) {
     if let Some(l) = &limits.max_divergence_step {
         let step = free.divergence_step.map_or(f64::INFINITY, |s| s as f64);
         let limit = l.value as f64;
-        r.push("max_divergence_step", STREAM_SCOPE, step, limit, false, &l.origin);
+        r.push(Rule::MaxDivergenceStep, STREAM_SCOPE, step, limit, false, &l.origin);
         // The state must stay above the divergence SQNR through step N: diverging later passes.
         if let Some(last) = r.rules.last_mut() {
             last.pass = step > limit;
@@ -222,17 +224,17 @@ fn output_rules(
     let measured = |v: f64| if out.elements == 0 { f64::NAN } else { v };
     if policy.mode.uses_limits() {
         if let Some(l) = &limits.min_sqnr_db {
-            r.push("min_sqnr_db", name, measured(out.sqnr_db.0), l.value, true, &l.origin);
+            r.push(Rule::MinSqnrDb, name, measured(out.sqnr_db.0), l.value, true, &l.origin);
         }
         if let Some(l) = &limits.max_abs {
-            r.push("max_abs", name, measured(out.max_abs.0), l.value, false, &l.origin);
+            r.push(Rule::MaxAbs, name, measured(out.max_abs.0), l.value, false, &l.origin);
         }
         if let Some(l) = &limits.min_top1_agreement {
             // An output without a class axis has no top-1: skipped under a limit set for every
             // output, failed under one set for this output by name.
             match out.top1_agreement {
-                Some(v) => r.push("min_top1_agreement", name, measured(v), l.value, true, &l.origin),
-                None if l.per_output => r.push("min_top1_agreement", name, f64::NAN, l.value, true, &l.origin),
+                Some(v) => r.push(Rule::MinTop1Agreement, name, measured(v), l.value, true, &l.origin),
+                None if l.per_output => r.push(Rule::MinTop1Agreement, name, f64::NAN, l.value, true, &l.origin),
                 None => {}
             }
         }
@@ -241,7 +243,7 @@ fn output_rules(
                 Some(b) => measured((out.elements - b) as f64),
                 None => f64::NAN,
             };
-            r.push("bit_exact", name, differing, 0.0, false, &l.origin);
+            r.push(Rule::BitExact, name, differing, 0.0, false, &l.origin);
         }
     }
     let Some((before, label)) = previous.filter(|_| policy.mode.uses_baseline()) else {
@@ -249,10 +251,10 @@ fn output_rules(
     };
     let lost_db = measured(growth(before.sqnr_db.0, out.sqnr_db.0));
     let m = margin(float_limit(&limits.max_sqnr_regression_db), label);
-    r.push_regression("sqnr_regression_db", name, lost_db, before.sqnr_db.0, m);
+    r.push_regression(Rule::SqnrRegressionDb, name, lost_db, before.sqnr_db.0, m);
     let m = margin(float_limit(&limits.max_abs_regression), label);
     r.push_regression(
-        "max_abs_regression",
+        Rule::MaxAbsRegression,
         name,
         measured(growth(out.max_abs.0, before.max_abs.0)),
         before.max_abs.0,
@@ -260,7 +262,7 @@ fn output_rules(
     );
     if let (Some(now), Some(was)) = (out.top1_agreement, before.top1_agreement) {
         let m = margin(float_limit(&limits.max_top1_regression), label);
-        r.push_regression("top1_regression", name, was - now, was, m);
+        r.push_regression(Rule::Top1Regression, name, was - now, was, m);
     }
 }
 
@@ -329,7 +331,7 @@ pub fn evaluate(
         };
         let ok = target.status == RunStatus::Ok;
         let origin = if target.required { "required" } else { "allowed to fail" };
-        r.push("ran", RUN_SCOPE, if ok { 1.0 } else { 0.0 }, 1.0, true, origin);
+        r.push(Rule::Ran, RUN_SCOPE, if ok { 1.0 } else { 0.0 }, 1.0, true, origin);
         if !target.required {
             if let Some(last) = r.rules.last_mut() {
                 last.pass = true;

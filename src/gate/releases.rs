@@ -5,7 +5,7 @@
 
 use crate::exec::RunStatus;
 use crate::policy::ReleaseLimits;
-use crate::report::model::{AgreementEntry, Num, ReleaseLimit, RuleResult, TargetReport};
+use crate::report::model::{AgreementEntry, Num, ReleaseLimit, Rule, RuleResult, TargetReport};
 use crate::runtime::catalog::version_order;
 
 /// The limits as the report keeps them.
@@ -13,14 +13,14 @@ pub fn limits_info(limits: &ReleaseLimits) -> Vec<ReleaseLimit> {
     let mut out = Vec::new();
     if let Some(l) = &limits.max_sqnr_change_db {
         out.push(ReleaseLimit {
-            rule: "release_sqnr_change_db".into(),
+            rule: Rule::ReleaseSqnrChangeDb,
             limit: Num(l.value),
             origin: l.origin.clone(),
         });
     }
     if let Some(l) = limits.require_bit_exact.as_ref().filter(|l| l.value) {
         out.push(ReleaseLimit {
-            rule: "release_bit_exact".into(),
+            rule: Rule::ReleaseBitExact,
             limit: Num(0.0),
             origin: l.origin.clone(),
         });
@@ -77,8 +77,8 @@ pub fn rules(limits: &[ReleaseLimit], targets: &[TargetReport], agreement: &[Agr
                 e.output == o.name && ((e.a == before.id && e.b == after.id) || (e.a == after.id && e.b == before.id))
             });
             for l in limits {
-                let (measured, previous) = match l.rule.as_str() {
-                    "release_sqnr_change_db" => {
+                let (measured, previous) = match l.rule {
+                    Rule::ReleaseSqnrChangeDb => {
                         let change = was.map_or(f64::NAN, |w| change_db(w.sqnr_db.0, o.sqnr_db.0));
                         (change, was.map(|w| w.sqnr_db))
                     }
@@ -88,7 +88,7 @@ pub fn rules(limits: &[ReleaseLimit], targets: &[TargetReport], agreement: &[Agr
                     ),
                 };
                 out.push(RuleResult {
-                    rule: l.rule.clone(),
+                    rule: l.rule,
                     target: after.id.clone(),
                     output: o.name.clone(),
                     measured: Num(measured),

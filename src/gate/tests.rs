@@ -49,7 +49,7 @@ fn rules(g: &GateReport) -> Vec<(String, String, f64, f64, bool, String)> {
         .iter()
         .map(|r| {
             (
-                r.rule.clone(),
+                r.rule.to_string(),
                 r.output.clone(),
                 r.measured.0,
                 r.limit.0,
@@ -77,7 +77,7 @@ fn each_limit_is_one_rule_with_its_measure_limit_and_origin() {
     let row = |rule: &str, target: &str| {
         g.rules
             .iter()
-            .find(|x| x.rule == rule && x.target == target)
+            .find(|x| x.rule.as_str() == rule && x.target == target)
             .map(|x| (x.measured.0, x.limit.0, x.pass, x.origin.as_str()))
             .unwrap()
     };
@@ -94,7 +94,7 @@ fn each_limit_is_one_rule_with_its_measure_limit_and_origin() {
     // Placement rules apply to non-CPU targets only.
     assert!(!r
         .iter()
-        .any(|x| x.0 == "max_partitions" && g.rules.iter().any(|y| y.target == "cpu" && y.rule == x.0)));
+        .any(|x| x.0 == "max_partitions" && g.rules.iter().any(|y| y.target == "cpu" && y.rule.as_str() == x.0)));
     assert_eq!(g.rules.len(), 8 + 5);
 }
 
@@ -128,7 +128,7 @@ fn a_failed_target_fails_ran_unless_allowed_and_top1_is_skipped_without_a_class_
     // Named for this output, a missing top-1 fails.
     let p = policy("[defaults.outputs.probs]\nmin_top1_agreement = 0.9\n");
     let (g, _) = evaluate(&p, &[ok], None);
-    assert_eq!(g.rules[1].rule, "min_top1_agreement");
+    assert_eq!(g.rules[1].rule.as_str(), "min_top1_agreement");
     assert!(g.rules[1].measured.0.is_nan() && !g.rules[1].pass);
 }
 
@@ -177,7 +177,7 @@ fn baseline_mode_fails_only_on_regressions_beyond_the_margin() {
         .filter(|r| r.target == "qnn:sm8650")
         .map(|r| {
             (
-                r.rule.clone(),
+                r.rule.to_string(),
                 r.output.clone(),
                 (r.measured.0 * 1e6).round() / 1e6,
                 r.limit.0,
@@ -197,14 +197,18 @@ fn baseline_mode_fails_only_on_regressions_beyond_the_margin() {
             ("top1_regression".into(), "probs".into(), 0.01, 0.0, false),
         ]
     );
-    let sqnr = g.rules.iter().find(|r| r.rule == "sqnr_regression_db").unwrap();
+    let sqnr = g
+        .rules
+        .iter()
+        .find(|r| r.rule.as_str() == "sqnr_regression_db")
+        .unwrap();
     assert_eq!(sqnr.origin, "p.toml:4 vs prev.json");
     assert_eq!(sqnr.previous.map(|n| n.0), Some(30.0));
     // An exact match before and after (inf dB) is no regression.
     let cpu = g
         .rules
         .iter()
-        .find(|r| r.rule == "sqnr_regression_db" && r.target == "cpu")
+        .find(|r| r.rule.as_str() == "sqnr_regression_db" && r.target == "cpu")
         .unwrap();
     assert_eq!((cpu.measured.0, cpu.pass), (0.0, true));
     assert_eq!(g.verdict, Verdict::Fail);

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 
 use super::measure::LayerAcc;
-use super::run::{read, result_of, write, PerTarget, State};
+use super::state::{read, result_of, write, PerTarget, State};
 use super::tap;
 use crate::exec::{Job, JobResult};
 use crate::model::topology::Topology;
@@ -90,7 +90,7 @@ fn probe(
 
 /// Keeps the baseline's codes at cut `i` for later rounds: copies the result out of the round's
 /// directory and returns the path of its result file.
-fn keep_baseline(ctx: &super::run::Context<'_>, r: &JobResult, i: usize) -> Result<PathBuf> {
+fn keep_baseline(ctx: &super::state::Context<'_>, r: &JobResult, i: usize) -> Result<PathBuf> {
     let keep = ctx.work.join("layers").join("bisect-baseline").join(format!("cut{i}"));
     std::fs::create_dir_all(&keep)?;
     let mut kept = r.clone();

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context as _, Result};
 
-use super::cumulative::{golden_tensor, Accumulators};
+use super::accumulate::Accumulators;
 use super::plan::{Feed, Planned};
-use super::run::{quantize, read_any, result_of, write, Context as AuditContext, State};
 use super::split::{retry_in_halves, retryable};
+use super::state::{golden_tensor, quantize, read_any, result_of, write, Context as AuditContext, State};
 use super::tap::{self, Unit};
 use crate::exec::{JobResult, Outcome};
 use crate::inputs::InputFile;

@@ -7,6 +7,7 @@
 //! are split into runs whose tensors fit a memory budget and compared run by run, so memory
 //! does not grow with the depth of the model. Bisection cuts the graph instead of tapping it.
 
+mod accumulate;
 pub mod bisect;
 mod cumulative;
 pub mod divergence;
@@ -19,6 +20,7 @@ pub mod points;
 pub mod run;
 pub mod select;
 mod split;
+pub mod state;
 pub mod tap;
 
 use std::collections::BTreeMap;

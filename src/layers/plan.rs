@@ -9,8 +9,8 @@ use anyhow::{anyhow, Context as _, Result};
 
 use super::matching::{self, TensorMatch};
 use super::points::{points, Point, Quant};
-use super::run::{result_of, Context, State};
 use super::select::select;
+use super::state::{result_of, Context, State};
 use super::tap::{self, GraphIndex, Unit};
 use super::LayerOptions;
 use crate::exec::executor::reference_job;

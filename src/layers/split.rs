@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::run::{result_of, State};
+use super::state::{result_of, State};
 use crate::exec::{JobResult, Outcome, RunStatus};
 use crate::inputs::InputFile;
 

@@ -1,58 +1,8 @@
 //! One matrix cell (a variant on a target) read from the `compare` report that ran it: status,
 //! the worst output's figures, placement, and whether the policy holds there.
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::report::matrix::Cell;
 use crate::report::model::{Num, Report, TargetReport};
-
-/// A variant on a target.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Cell {
-    pub variant: String,
-    /// The target as asked (without the variant's options).
-    pub target: String,
-    /// `ok`, `failed`, `crashed`, `timeout` or `unavailable`.
-    pub status: String,
-    /// The runtime's own text when the cell did not run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Whether every rule of the policy holds for this cell (a cell that did not run never does).
-    pub meets_policy: bool,
-    /// The rules that failed, as `rule output: measured vs limit`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed_rules: Vec<String>,
-    /// The output with the lowest SQNR, and that SQNR against the golden run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worst_output: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sqnr_db: Option<Num>,
-    /// The largest absolute error over every output.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_abs: Option<Num>,
-    /// The lowest top-1 agreement over the outputs with a class axis.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub top1_agreement: Option<f64>,
-    /// Compute nodes a non-CPU target left to the CPU EP.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compute_fallback_nodes: Option<usize>,
-    /// Partitions the target's EP compiled the graph into.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub partitions: Option<usize>,
-    /// Bytes per run crossing between the EP and the CPU.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub crossing_bytes: Option<u64>,
-    /// The nodes left to the CPU EP, by name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fallback_nodes: Vec<String>,
-    /// The variant's model and external data, in bytes.
-    pub model_bytes: u64,
-    /// The runtime that ran the cell (`onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<String>,
-    /// The options the target ran with (the variant's included).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub options: std::collections::BTreeMap<String, String>,
-}
 
 /// The cell of `variant` on `target` from the report row `row` of `report`.
 pub fn cell(report: &Report, row: &TargetReport, variant: &str, target: &str, model_bytes: u64) -> Cell {
@@ -75,7 +25,7 @@ pub fn cell(report: &Report, row: &TargetReport, variant: &str, target: &str, mo
     Cell {
         variant: variant.to_string(),
         target: target.to_string(),
-        status: row.status.as_str().to_string(),
+        status: row.status,
         error: row.error.clone(),
         meets_policy: ran && failed_rules.is_empty() && !row.outputs.iter().any(|o| o.error.is_some()),
         failed_rules,
@@ -110,8 +60,8 @@ fn runtime_text(r: &crate::report::model::RuntimeInfo) -> String {
 
 /// The SQNR a cell is ranked by: its worst output's, −∞ when it did not run.
 pub fn rank_sqnr(c: &Cell) -> f64 {
-    match (&c.status[..], c.sqnr_db) {
-        ("ok", Some(s)) if !s.0.is_nan() => s.0,
+    match (c.status, c.sqnr_db) {
+        (crate::exec::RunStatus::Ok, Some(s)) if !s.0.is_nan() => s.0,
         _ => f64::NEG_INFINITY,
     }
 }

@@ -2,13 +2,10 @@
 //! meets the policy (on the target's own accelerator first, then on the CPU), or the closest one
 //! when none does; and the dispatch table an app loads.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
-use super::cells::{rank_sqnr, Cell};
-use super::VariantInfo;
-use crate::report::model::Num;
+use super::cells::rank_sqnr;
+use crate::exec::RunStatus;
+use crate::report::matrix::{Cell, VariantInfo};
+pub use crate::report::matrix::{Closest, Dispatch, DispatchEntry, Recommendation};
 
 /// How a variant computes, read off its graph and options: the default cost order is
 /// `int8 < a16w8 < fp16 < fp32` (then the order given on the command line).
@@ -33,39 +30,6 @@ pub fn precision_class(model: &crate::model::pb::ModelProto, options: &[(String,
     } else {
         ("fp32", 3)
     }
-}
-
-/// The decision for one target.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Recommendation {
-    pub target: String,
-    /// The variant to ship, or `null` when no variant meets the policy anywhere this target's
-    /// device can run it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub variant: Option<String>,
-    /// Where it runs: the target itself, or `cpu` when only the CPU meets the policy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_on: Option<String>,
-    /// The chosen cell's SQNR (worst output).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sqnr_db: Option<Num>,
-    /// When none meets the policy: the cell on this target with the highest SQNR.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub closest: Option<Closest>,
-    /// One sentence: why this choice.
-    pub reason: String,
-    /// A cheaper fix a search proved on this target: the variant with some layers changed, to
-    /// regenerate with the search's quantizer overrides.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remedy: Option<String>,
-}
-
-/// The best cell that still fails the policy, and what it fails.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Closest {
-    pub variant: String,
-    pub sqnr_db: Option<Num>,
-    pub failed_rules: Vec<String>,
 }
 
 /// The cost order: `order` as given (every variant named once), else by precision class, ties
@@ -126,7 +90,7 @@ fn chosen(target: &str, c: &Cell, run_on: &str, reason: String) -> Recommendatio
 fn none_meets(cells: &[Cell], target: &str) -> Recommendation {
     let best = cells
         .iter()
-        .filter(|c| c.target == target && c.status == "ok")
+        .filter(|c| c.target == target && c.status == RunStatus::Ok)
         .max_by(|a, b| rank_sqnr(a).total_cmp(&rank_sqnr(b)));
     Recommendation {
         target: target.to_string(),
@@ -175,40 +139,13 @@ pub fn add_remedies(recs: &mut [Recommendation], searches: &[super::remedy::Reme
     }
 }
 
-/// One row of the dispatch table an app loads: which file to open with which execution
-/// provider and options on a device of this target.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct DispatchEntry {
-    pub target: String,
-    /// The device's chipset: its `sm` name and SoC model (as QNN's `soc_model` option and
-    /// Android's `ro.soc.model` name them), for QNN targets (also when the choice is its CPU).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chipset: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub soc_model: Option<u32>,
-    pub variant: String,
-    pub model: String,
-    pub model_sha256: String,
-    /// ONNX Runtime's name of the execution provider to register.
-    pub execution_provider: String,
-    /// The provider options the audit ran the cell with (the variant's included).
-    pub ep_options: BTreeMap<String, String>,
-    pub sqnr_db: Option<Num>,
-}
-
-/// The dispatch table: one entry per target with a recommendation.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Dispatch {
-    pub schema_version: u32,
-    /// The policy the choices meet, as the limits it sets.
-    pub policy: Vec<String>,
-    pub entries: Vec<DispatchEntry>,
-    /// Targets for which no variant meets the policy.
-    pub unresolved: Vec<String>,
-}
-
-/// The dispatch table of `recs`.
-pub fn dispatch(recs: &[Recommendation], cells: &[Cell], variants: &[VariantInfo], policy: Vec<String>) -> Dispatch {
+/// The dispatch table of `recs` over the matrix's columns `specs`.
+pub fn dispatch(
+    recs: &[Recommendation],
+    cells: &[Cell],
+    (variants, specs): (&[VariantInfo], &[crate::target::TargetSpec]),
+    policy: Vec<String>,
+) -> Dispatch {
     let mut entries = Vec::new();
     let mut unresolved = Vec::new();
     for r in recs {
@@ -222,19 +159,11 @@ pub fn dispatch(recs: &[Recommendation], cells: &[Cell], variants: &[VariantInfo
         let Some(info) = variants.iter().find(|x| x.name == *v) else {
             continue;
         };
-        let first = |t: &str| {
-            crate::target::TargetSpec::parse_many(t)
-                .ok()
-                .and_then(|s| s.into_iter().next())
-        };
+        let column = |id: &str| specs.iter().find(|s| s.id == id);
         // The device's chipset (what an app looks up), which stays the target's own when the
         // choice is to run on its CPU.
-        let device = first(&r.target);
-        let chip = device.as_ref().and_then(|s| match &s.backend {
-            crate::target::Backend::Qnn(c) => Some(c),
-            _ => None,
-        });
-        let spec = first(on);
+        let chip = column(&r.target).and_then(|s| s.chipset());
+        let spec = column(on);
         entries.push(DispatchEntry {
             target: r.target.clone(),
             chipset: chip.map(|c| c.sm.to_string()),
@@ -258,12 +187,14 @@ pub fn dispatch(recs: &[Recommendation], cells: &[Cell], variants: &[VariantInfo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::model::Num;
+    use std::collections::BTreeMap;
 
     fn cell(variant: &str, target: &str, sqnr: f64, meets: bool) -> Cell {
         Cell {
             variant: variant.into(),
             target: target.into(),
-            status: "ok".into(),
+            status: RunStatus::Ok,
             error: None,
             meets_policy: meets,
             failed_rules: if meets {
@@ -345,7 +276,8 @@ mod tests {
             cost_rank: 0,
             options: vec![],
         };
-        let d = dispatch(&recs, &cells, &[info], vec![]);
+        let specs = crate::target::parse_targets(&targets).unwrap();
+        let d = dispatch(&recs, &cells, (&[info], &specs), vec![]);
         let e = &d.entries[0];
         assert_eq!(
             (e.target.as_str(), e.chipset.as_deref(), e.soc_model),

@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 
 use crate::audit::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Kept, Measured};
 use crate::compare::ClassAxisFlag;
@@ -19,15 +18,11 @@ use crate::error::{bad_flag, ExitCode};
 use crate::exec::ExecOptions;
 use crate::inputs::InputOptions;
 use crate::policy::Policy;
+use crate::report::matrix::{Cell, RemedyKind};
+pub use crate::report::matrix::{Matrix, VariantInfo, MATRIX_SCHEMA_VERSION};
 use crate::report::model::Report;
 use crate::target::{Backend, ReleaseSpec, TargetSpec};
 use crate::userfile::{InputFiles, Outputs, Reads};
-use cells::Cell;
-use choose::{Dispatch, Recommendation};
-use remedy::{RemedyKind, RemedySearch};
-
-/// The matrix output's layout version.
-pub const MATRIX_SCHEMA_VERSION: u32 = 1;
 
 /// One `--variant NAME=PATH[,[EP:]KEY=VALUE]...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,60 +170,6 @@ pub struct MatrixRun<'o> {
     golden: CellGolden,
 }
 
-/// A variant as measured: its file, size and precision.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct VariantInfo {
-    pub name: String,
-    pub path: String,
-    pub sha256: String,
-    /// The model and its external data, in bytes.
-    pub size_bytes: u64,
-    /// `int8`, `a16w8`, `fp16` (a float model with `enable_htp_fp16_precision=1`) or `fp32`.
-    pub precision: String,
-    /// The default cost rank of that precision (0 cheapest).
-    pub cost_rank: u8,
-    /// The options as given (`[EP:]KEY=VALUE`).
-    pub options: Vec<String>,
-}
-
-/// What `matrix` found.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Matrix {
-    pub schema_version: u32,
-    pub tool_version: String,
-    /// The golden directory or reference model every cell is measured against.
-    pub reference: String,
-    /// The limits of the policy, one `rule limit` each.
-    pub policy: Vec<String>,
-    /// The variants, cheapest first.
-    pub cost_order: Vec<String>,
-    pub variants: Vec<VariantInfo>,
-    /// The targets as asked (columns).
-    pub targets: Vec<String>,
-    /// Every (variant, target), variants in cost order.
-    pub cells: Vec<Cell>,
-    pub recommendations: Vec<Recommendation>,
-    pub dispatch: Dispatch,
-    /// Mixed-precision searches for variants that fail the policy somewhere.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remedies: Vec<RemedySearch>,
-    /// ONNX Runtime's intra-op threads in every session.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub intra_op_threads: Option<usize>,
-    pub notes: Vec<String>,
-    /// 0, or 1 when some target has no variant that meets the policy.
-    pub exit_code: ExitCode,
-}
-
-/// The JSON Schema of the matrix output (`docs/matrix.schema.json`, `npu-audit schema matrix`).
-pub fn matrix_schema_text() -> String {
-    crate::report::schema::schema_text(&crate::report::schema::derived_schema::<Matrix>(
-        format!("npu-audit matrix, schema version {MATRIX_SCHEMA_VERSION}"),
-        "The JSON of `npu-audit matrix --format json` (and `--out FILE`): derived from the types in src/matrix/. \
-         Prose in docs/matrix.md.",
-    ))
-}
-
 /// The targets as asked, groups expanded (`qnn:all`) and checked: one release each.
 pub fn expand_targets(targets: &[crate::target::TargetList]) -> Result<Vec<TargetSpec>> {
     let specs = crate::target::distinct(targets);
@@ -305,7 +246,7 @@ fn policy_lines(reports: &[Report]) -> Vec<String> {
     let set: BTreeSet<String> = reports
         .iter()
         .flat_map(|r| &r.gate.rules)
-        .filter(|r| r.rule != "ran")
+        .filter(|r| r.rule != crate::report::model::Rule::Ran)
         .map(|r| format!("{} {}", r.rule, r.limit.0))
         .collect();
     set.into_iter().collect()
@@ -336,7 +277,7 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     let target_ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
     let mut recommendations = choose::recommend(&cells, &order, &target_ids);
     let policy = policy_lines(&reports);
-    let dispatch = choose::dispatch(&recommendations, &cells, &variants, policy.clone());
+    let dispatch = choose::dispatch(&recommendations, &cells, (&variants, specs), policy.clone());
     let remedies = remedy::search_all(&run, &cells, (&variants, &order), work.path(), outputs)?;
     choose::add_remedies(&mut recommendations, &remedies, &order);
     let mut notes = Vec::new();

@@ -8,29 +8,21 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 
-use super::cells::{rank_sqnr, Cell};
+use super::cells::rank_sqnr;
 use super::{audit_cells, MatrixRun, Variant};
+use crate::exec::RunStatus;
 use crate::layers::LayerOptions;
 use crate::model::pb::ModelProto;
 use crate::model::precision::{can_rewrite, leave_in_float, widen_to_16_bits};
+use crate::report::matrix::Cell;
+pub use crate::report::matrix::{RankedLayer, RemedyKind, RemedySearch, RemedyStep, StepPlacement};
 use crate::report::model::{Num, Report};
 use crate::target::TargetSpec;
 use crate::userfile::Outputs;
 
 /// A kept layer must raise the lowest SQNR of the failing targets by more than this.
 const MIN_GAIN_DB: f64 = 0.05;
-
-/// The two rewrites a search can make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum RemedyKind {
-    /// The layer's activation quantized to 16 bits over its 8-bit range.
-    Widen16,
-    /// The layer's activation left unquantized (its Q/DQ pair dropped).
-    Float,
-}
 
 impl RemedyKind {
     /// Whether the rewrite can change a variant of this precision: 8-bit activations widen to
@@ -58,79 +50,6 @@ pub fn kind_phrase(kind: RemedyKind) -> &'static str {
     }
 }
 
-/// A layer ranked by the drift it introduces on the failing targets.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RankedLayer {
-    /// The float activation (the QuantizeLinear's input).
-    pub tensor: String,
-    pub node: String,
-    pub op_type: String,
-    /// Its SQNR run alone on golden inputs, lowest over the failing targets.
-    pub introduced_sqnr_db: Num,
-}
-
-/// Where a changed layer ran on one target, and what the graph's placement became.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct StepPlacement {
-    /// `npu` (the target's EP), `cpu` (left to the CPU EP), or `-` when the candidate did not run.
-    pub layer_runs_on: String,
-    pub compute_fallback_nodes: Option<usize>,
-    pub partitions: Option<usize>,
-    pub crossing_bytes: Option<u64>,
-}
-
-/// One candidate: the previous kept candidate with one more layer changed.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RemedyStep {
-    pub layer: RankedLayer,
-    /// What the rewrite did (the 16-bit scale and zero point, or the nodes removed).
-    pub rewrite: String,
-    /// Whether the layer stays in the candidate (it raised the failing targets' SQNR).
-    pub kept: bool,
-    /// Per target: the worst output's SQNR of this candidate, and the change from the last kept
-    /// candidate (the dB this layer buys).
-    pub sqnr_db: BTreeMap<String, Num>,
-    pub gained_db: BTreeMap<String, Num>,
-    pub meets_policy: BTreeMap<String, bool>,
-    pub placement: BTreeMap<String, StepPlacement>,
-    /// Targets that met the policy with the last kept candidate and do not with this one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub regressions: Vec<String>,
-    /// Targets where the last kept candidate ran and this one did not (its cells say why).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub did_not_run: Vec<String>,
-    /// The candidate's file under `--write-candidates`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub candidate_file: Option<String>,
-}
-
-/// One search on one variant.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RemedySearch {
-    pub variant: String,
-    pub kind: RemedyKind,
-    /// The targets where the variant failed the policy.
-    pub failing_targets: Vec<String>,
-    /// The candidates' layers in the order tried (most introduced drift first).
-    pub ranking: Vec<RankedLayer>,
-    pub steps: Vec<RemedyStep>,
-    /// The layers of the final candidate.
-    pub changed: Vec<String>,
-    /// Whether the final candidate meets the policy on every failing target.
-    pub fixed: bool,
-    /// One sentence on the outcome.
-    pub outcome: String,
-    /// The final candidate's cells on every target (empty when no layer was kept).
-    pub cells: Vec<Cell>,
-    /// For ONNX Runtime's `quantize_static`: `extra_options.TensorQuantOverrides` (16-bit
-    /// activations) or `nodes_to_exclude` (layers left in float), to regenerate the model from
-    /// the user's calibration data.
-    pub quantizer_overrides: serde_json::Value,
-    /// Why the search could not run, when it could not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
 /// Every search asked for: each kind on each variant that fails the policy on a target where
 /// it ran. The per-layer audit that ranks a variant's layers runs once for all kinds.
 pub fn search_all(
@@ -156,7 +75,7 @@ pub fn search_all(
             .iter()
             .filter(|s| {
                 let cell = cells.iter().find(|c| c.variant == variant.name && c.target == s.id);
-                cell.is_some_and(|c| c.status == "ok" && !c.meets_policy)
+                cell.is_some_and(|c| c.status == RunStatus::Ok && !c.meets_policy)
             })
             .cloned()
             .collect();
@@ -401,7 +320,9 @@ impl Search<'_> {
             .collect();
         step.did_not_run = after
             .iter()
-            .filter(|c| c.status != "ok" && before.iter().any(|b| b.target == c.target && b.status == "ok"))
+            .filter(|c| {
+                c.status != RunStatus::Ok && before.iter().any(|b| b.target == c.target && b.status == RunStatus::Ok)
+            })
             .map(|c| c.target.clone())
             .collect();
         step.kept = improves(before, after, failing);
@@ -509,7 +430,7 @@ mod tests {
         Cell {
             variant: "v".into(),
             target: target.into(),
-            status: status.into(),
+            status: serde_json::from_value(serde_json::Value::String(status.into())).unwrap(),
             error: None,
             meets_policy,
             failed_rules: vec![],

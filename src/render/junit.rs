@@ -26,7 +26,7 @@ use quick_junit::{NonSuccessKind, Property, Report as Junit, TestCase, TestCaseS
 
 use super::present::{rule_value, rule_values};
 use crate::exec::RunStatus;
-use crate::report::model::{Report, RuleResult, TargetReport};
+use crate::report::model::{Report, Rule, RuleResult, TargetReport};
 
 /// How a test case ended.
 enum Outcome {
@@ -160,7 +160,7 @@ fn suites(report: &Report) -> Vec<Suite<'_>> {
         suite.cases = rules.iter().map(|r| rule_case(r, suite.target)).collect();
         let Some(t) = suite.target else { continue };
         let ran = t.status == RunStatus::Ok;
-        if rules.iter().any(|r| r.rule == "ran") || (!rules.is_empty() && ran) {
+        if rules.iter().any(|r| r.rule == Rule::Ran) || (!rules.is_empty() && ran) {
             continue;
         }
         suite.cases.push(Case {
@@ -206,14 +206,14 @@ fn rule_case(r: &RuleResult, target: Option<&TargetReport>) -> Case {
     let did_not_run = target.is_some_and(|t| t.status != RunStatus::Ok);
     let outcome = if !r.pass {
         failed_rule(r, target.filter(|_| did_not_run))
-    } else if r.rule == "ran" && (did_not_run || r.measured.0 < r.limit.0) {
+    } else if r.rule == Rule::Ran && (did_not_run || r.measured.0 < r.limit.0) {
         let error = target.map_or("did not run", |t| first_line(t.error.as_deref()));
         let status = target.map_or("not run", |t| t.status.as_str());
         Outcome::Skipped(format!("allowed to fail: {status}: {error}"))
     } else {
         Outcome::Pass
     };
-    let time = if r.rule == "ran" {
+    let time = if r.rule == Rule::Ran {
         target.and_then(|t| t.timing.as_ref()).map(|x| x.wall_ms / 1000.0)
     } else {
         None
@@ -228,7 +228,7 @@ fn rule_case(r: &RuleResult, target: Option<&TargetReport>) -> Case {
 /// The failure of a rule: the measured value and the limit, where it was set, the previous
 /// report's value, and the runtime's error of a target that did not run.
 fn failed_rule(r: &RuleResult, not_run: Option<&TargetReport>) -> Outcome {
-    let (measured, limit) = rule_values(&r.rule, r.measured, r.limit);
+    let (measured, limit) = rule_values(r.rule.as_str(), r.measured, r.limit);
     let mut text = format!(
         "rule {} on target {}, output {}: measured {measured}, limit {limit}",
         r.rule, r.target, r.output
@@ -237,7 +237,7 @@ fn failed_rule(r: &RuleResult, not_run: Option<&TargetReport>) -> Outcome {
         let _ = write!(text, ", set by {}", r.origin);
     }
     if let Some(p) = r.previous {
-        let _ = write!(text, "; previous report: {}", rule_value(&r.rule, p));
+        let _ = write!(text, "; previous report: {}", rule_value(r.rule.as_str(), p));
     }
     if let Some(t) = not_run {
         let _ = write!(
@@ -259,7 +259,7 @@ fn failed_rule(r: &RuleResult, not_run: Option<&TargetReport>) -> Outcome {
     };
     Outcome::Failure {
         message: format!("{measured}, limit {limit}{origin}"),
-        kind: r.rule.clone(),
+        kind: r.rule.to_string(),
         text,
     }
 }

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
+use super::grid::{bold, table_indented};
 use super::present::{self, db_opt, num};
-use super::table::{bold, table_indented};
 use crate::report::model::{
     CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, Report, TapEffects, TargetReport,
 };

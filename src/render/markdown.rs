@@ -148,12 +148,12 @@ fn heading(s: &mut String, report: &Report) {
 /// A table of rules, at most [`MAX_RULE_ROWS`] rows within `budget` bytes.
 fn rule_table(s: &mut String, rules: &[&RuleResult], budget: usize) {
     let rows = rules.iter().map(|r| {
-        let (mut measured, limit) = rule_values(&r.rule, r.measured, r.limit);
+        let (mut measured, limit) = rule_values(r.rule.as_str(), r.measured, r.limit);
         if let Some(p) = r.previous {
-            measured.push_str(&format!(" (was {})", rule_value(&r.rule, p)));
+            measured.push_str(&format!(" (was {})", rule_value(r.rule.as_str(), p)));
         }
         vec![
-            r.rule.clone(),
+            r.rule.to_string(),
             r.target.clone(),
             r.output.clone(),
             measured,
@@ -532,7 +532,7 @@ pub(crate) mod tests {
         for (row, rule) in failing.iter().zip(r.gate.rules.iter().filter(|x| !x.pass)) {
             let c = cells(row);
             assert_eq!(c.len(), 6, "{row}");
-            assert_eq!(c[0], escape(&rule.rule));
+            assert_eq!(c[0], escape(rule.rule.as_str()));
             assert_eq!(c[1], escape(&rule.target));
         }
         // The output name with a pipe and a newline stays in its cell.
@@ -555,7 +555,7 @@ pub(crate) mod tests {
         let long = "x|".repeat(400);
         r.gate.rules = (0..5000)
             .map(|i| RuleResult {
-                rule: format!("min_sqnr_db{long}"),
+                rule: crate::report::model::Rule::MinSqnrDb,
                 target: format!("qnn:sm{i}{long}"),
                 output: format!("output_{i}\n{long}"),
                 origin: long.clone(),

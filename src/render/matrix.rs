@@ -6,18 +6,17 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
+use super::grid::{bold, table as grid_text};
 use super::present::{bytes, db, db_opt, pct};
-use super::table::{bold, table as grid_text};
 use crate::console::printable;
-use crate::matrix::cells::Cell;
-use crate::matrix::remedy::{RemedyKind, RemedySearch};
-use crate::matrix::Matrix;
+use crate::exec::RunStatus;
+use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
 
 /// A cell's text: SQNR with `✓` when it meets the policy, else its status.
 pub fn cell_text(c: Option<&Cell>) -> String {
     match c {
         None => "-".into(),
-        Some(c) if c.status != "ok" => c.status.clone(),
+        Some(c) if c.status != RunStatus::Ok => c.status.as_str().to_string(),
         Some(c) => format!("{}{}", db_opt(c.sqnr_db), if c.meets_policy { " ✓" } else { "" }),
     }
 }
@@ -67,14 +66,14 @@ fn recommendation_rows(m: &Matrix) -> Builder {
 fn failures(m: &Matrix) -> Vec<String> {
     m.cells
         .iter()
-        .filter(|c| c.status != "ok")
+        .filter(|c| c.status != RunStatus::Ok)
         .map(|c| {
             let error = c.error.as_deref().map(printable).unwrap_or_default();
             format!(
                 "{} on {}: {} {}",
                 c.variant,
                 c.target,
-                c.status,
+                c.status.as_str(),
                 error.lines().next().unwrap_or("")
             )
         })

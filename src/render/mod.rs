@@ -4,6 +4,7 @@
 pub mod explain;
 pub mod explorer;
 pub mod fingerprint;
+pub mod grid;
 pub mod html;
 pub mod junit;
 pub mod layers;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 
 use super::present::{db, num};
-use crate::pipeline::{PipelineReport, PipelineTarget};
+use crate::report::pipeline::{PipelineReport, PipelineTarget};
 
 const HEADER: [&str; 7] = [
     "target",
@@ -93,7 +93,7 @@ pub fn table(r: &PipelineReport) -> String {
             b.push_record(row);
         }
     }
-    let _ = writeln!(s, "{}", super::table::table(b));
+    let _ = writeln!(s, "{}", super::grid::table(b));
     for t in &r.targets {
         let _ = writeln!(s, "  {}", verdict_line(t));
     }

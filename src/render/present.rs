@@ -5,9 +5,8 @@
 
 use crate::device::{Identity, IdentityStatus};
 use crate::report::model::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
+use crate::report::triage::{FleetKind, Triage, VerdictKind};
 use crate::target::TargetRole;
-use crate::triage::fleet::FleetKind;
-use crate::triage::{Triage, VerdictKind};
 
 /// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
 pub fn num(v: f64) -> String {
@@ -458,7 +457,7 @@ pub fn identity_status(status: IdentityStatus) -> String {
 }
 
 /// The triage thresholds in one line, as every triage rendering states them.
-pub fn triage_thresholds(t: &crate::triage::Thresholds) -> String {
+pub fn triage_thresholds(t: &crate::report::triage::Thresholds) -> String {
     format!(
         "rounding: within {} quantization steps; NPU drift: a chipset's median more than {} dB below the CPU EP's; \
          outlier: more than {} dB below its chipset's median; SQNR floor: {}",

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
+use super::grid::{bold, table};
 use super::present::{db, divergence_at, num};
-use super::table::{bold, table};
 use crate::releases::{ReleaseBisection, ReleaseStep};
 
 fn changes_cell(s: &ReleaseStep) -> String {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::table::{bold, table};
+use super::grid::{bold, table};
 use crate::report::model::AuditTimings;
 
 fn ms(v: f64) -> String {
@@ -32,7 +32,7 @@ pub fn render(t: &AuditTimings) -> String {
         let share = if t.wall_ms > 0.0 { 100.0 * p.ms / t.wall_ms } else { 0.0 };
         b.push_record([
             p.stage.clone(),
-            p.phase.clone(),
+            p.phase.as_str().to_string(),
             ms(p.ms),
             format!("{share:.1}%"),
             p.count.to_string(),

@@ -6,11 +6,10 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
+use super::grid::{bold, table};
 use super::present::{chipset_label, db, verdict_keyword};
-use super::table::{bold, table};
 use crate::console::printable;
-use crate::triage::fleet::GroupFigures;
-use crate::triage::{ReportEntry, Triage};
+use crate::report::triage::{GroupFigures, ReportEntry, Triage};
 
 fn keyword(e: &ReportEntry) -> String {
     verdict_keyword(e.verdict.kind)

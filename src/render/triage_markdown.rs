@@ -18,8 +18,7 @@ use super::present::{
     chipset_label, copies, count, db, db_opt, fleet_keyword, identity_status, shorten, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
-use crate::triage::fleet::{Fleet, GroupFigures};
-use crate::triage::{ReportEntry, Triage};
+use crate::report::triage::{Fleet, GroupFigures, ReportEntry, Triage};
 
 /// Renders the triage as Markdown.
 pub fn render(t: &Triage) -> String {

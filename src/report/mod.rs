@@ -1,10 +1,14 @@
-//! The report: the one data model every command writes and every renderer reads (serde types,
-//! JSON load and save). It depends on nothing above the execution layer, so analyses build their
-//! parts of it directly.
+//! The reports: the serialized output contracts every command writes and every renderer reads
+//! (serde types, JSON load and save, the JSON Schemas derived from them): `compare`'s report
+//! ([`model`], also `layers` and `merge`), and those of `triage`, `matrix` and `pipeline`. They
+//! depend on nothing above the execution layer, so analyses build their parts directly.
 
 pub mod json;
+pub mod matrix;
 pub mod model;
+pub mod pipeline;
 pub mod schema;
+pub mod triage;
 
 use std::collections::BTreeMap;
 

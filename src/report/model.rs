@@ -149,9 +149,7 @@ pub struct AuditTimings {
 pub struct PhaseTiming {
     /// The part of the audit (`plan`, `golden and outputs`, `layers: tapped runs`...).
     pub stage: String,
-    /// `provision`, `prepare`, `rewrite_models`, `write_models`, `sessions`, `read_tensors`,
-    /// `matching`, `compare`, `persist`, `render` or `other`.
-    pub phase: String,
+    pub phase: crate::timings::Phase,
     /// Milliseconds spent in the phase, nested phases excluded.
     pub ms: f64,
     /// How many times the phase was entered.
@@ -1087,20 +1085,91 @@ pub struct PolicyInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ReleaseLimit {
     /// `release_sqnr_change_db` or `release_bit_exact`.
-    pub rule: String,
+    pub rule: Rule,
     /// The limit (dB; 0 elements for bit exactness).
     pub limit: Num,
     /// Where it was set (`npu-audit.toml:12`).
     pub origin: String,
 }
 
+/// The rules a gate evaluates, as the report names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// An output's SQNR against the golden run is at least the limit (dB).
+    MinSqnrDb,
+    /// An output's largest absolute error is at most the limit.
+    MaxAbs,
+    /// The fraction of rows whose top-1 class agrees with the golden run's.
+    MinTop1Agreement,
+    /// Elements that differ from the golden run's bits (limit 0).
+    BitExact,
+    /// Compute nodes a non-CPU target leaves to the CPU EP.
+    MaxFallbackNodes,
+    /// Any compute node on the CPU EP fails.
+    FailOnFallback,
+    /// Partitions the target's EP compiles the graph into.
+    MaxPartitions,
+    /// A required target ran (1) or not (0).
+    Ran,
+    /// The largest per-layer SQNR loss against the baseline on the same layer (dB).
+    MaxLayerSqnrLossDb,
+    /// A stream's decisions agree with the golden stream's on at least this fraction of steps.
+    MinDecisionAgreement,
+    /// A stream's state diverges no earlier than this step.
+    MaxDivergenceStep,
+    /// Baseline mode: dB of SQNR lost since the previous report.
+    SqnrRegressionDb,
+    /// Baseline mode: growth of the largest absolute error.
+    MaxAbsRegression,
+    /// Baseline mode: top-1 agreement lost.
+    Top1Regression,
+    /// Baseline mode: more compute nodes on the CPU EP.
+    FallbackRegression,
+    /// Baseline mode: more partitions.
+    PartitionsRegression,
+    /// Between two releases of one target: SQNR change (dB).
+    ReleaseSqnrChangeDb,
+    /// Between two releases of one target: elements that differ (limit 0).
+    ReleaseBitExact,
+}
+
+impl Rule {
+    /// The name the report, the policy file and the renderings use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::MinSqnrDb => "min_sqnr_db",
+            Rule::MaxAbs => "max_abs",
+            Rule::MinTop1Agreement => "min_top1_agreement",
+            Rule::BitExact => "bit_exact",
+            Rule::MaxFallbackNodes => "max_fallback_nodes",
+            Rule::FailOnFallback => "fail_on_fallback",
+            Rule::MaxPartitions => "max_partitions",
+            Rule::Ran => "ran",
+            Rule::MaxLayerSqnrLossDb => "max_layer_sqnr_loss_db",
+            Rule::MinDecisionAgreement => "min_decision_agreement",
+            Rule::MaxDivergenceStep => "max_divergence_step",
+            Rule::SqnrRegressionDb => "sqnr_regression_db",
+            Rule::MaxAbsRegression => "max_abs_regression",
+            Rule::Top1Regression => "top1_regression",
+            Rule::FallbackRegression => "fallback_regression",
+            Rule::PartitionsRegression => "partitions_regression",
+            Rule::ReleaseSqnrChangeDb => "release_sqnr_change_db",
+            Rule::ReleaseBitExact => "release_bit_exact",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One rule evaluated on one target and output.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RuleResult {
-    /// `min_sqnr_db`, `max_abs`, `min_top1_agreement`, `bit_exact`, `max_fallback_nodes`,
-    /// `fail_on_fallback`, `max_partitions`, `ran`, or a baseline rule (`sqnr_regression_db`,
-    /// `max_abs_regression`, `top1_regression`, `fallback_regression`, `partitions_regression`).
-    pub rule: String,
+    pub rule: Rule,
     /// The target the rule is about.
     pub target: String,
     /// The output, or `(placement)` / `(run)` for rules about the whole target.

@@ -1,12 +1,48 @@
-//! The JSON Schema of the report, derived from the report's types (`schemars`), so it cannot
-//! drift from what the code writes. `docs/report.schema.json` is this schema, checked by a test;
-//! `npu-audit schema` prints it.
+//! The JSON Schemas of the tool's outputs, derived from their types (`schemars`), so they cannot
+//! drift from what the code writes: one per [`Contract`], committed under `docs/` (checked by
+//! tests) and printed by `npu-audit schema`.
 
 use schemars::generate::SchemaSettings;
 use schemars::transform::{RecursiveTransform, Transform};
 use schemars::Schema;
 
+use super::matrix::{Matrix, MATRIX_SCHEMA_VERSION};
 use super::model::{Report, SCHEMA_VERSION};
+use super::pipeline::PipelineReport;
+use super::triage::{Triage, TRIAGE_SCHEMA_VERSION};
+
+/// The outputs whose JSON layout is a published contract other tools parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contract {
+    /// The report of `compare`, `layers` and `merge`.
+    Compare,
+    /// The JSON of `triage`.
+    Triage,
+    /// The JSON of `matrix`.
+    Matrix,
+    /// The JSON of `pipeline`.
+    Pipeline,
+}
+
+impl Contract {
+    /// Every contract.
+    pub const ALL: [Contract; 4] = [
+        Contract::Compare,
+        Contract::Triage,
+        Contract::Matrix,
+        Contract::Pipeline,
+    ];
+
+    /// The committed file that holds its schema, relative to the repository.
+    pub fn file(self) -> &'static str {
+        match self {
+            Contract::Compare => "docs/report.schema.json",
+            Contract::Triage => "docs/triage.schema.json",
+            Contract::Matrix => "docs/matrix.schema.json",
+            Contract::Pipeline => "docs/pipeline.schema.json",
+        }
+    }
+}
 
 /// Every object with fixed fields forbids unknown ones: a field added to the code without being
 /// described is a schema change, not a silent extra.
@@ -36,21 +72,33 @@ pub fn derived_schema<T: schemars::JsonSchema>(title: String, description: &str)
     schema.to_value()
 }
 
-/// The schema of the JSON report (draft 2020-12), as the code serializes it.
-pub fn report_schema() -> serde_json::Value {
-    derived_schema::<Report>(
-        format!("npu-audit report, schema version {SCHEMA_VERSION}"),
-        "The JSON report of `npu-audit compare --format json` (and `--out FILE`, `merge`): derived from the report's \
-         types in src/report/model.rs. Prose in docs/report-schema.md, metric definitions in docs/metrics.md.",
-    )
+/// The schema (draft 2020-12) of one contract, as the code serializes it.
+pub fn schema(contract: Contract) -> serde_json::Value {
+    match contract {
+        Contract::Compare => derived_schema::<Report>(
+            format!("npu-audit report, schema version {SCHEMA_VERSION}"),
+            "The JSON report of `npu-audit compare --format json` (and `--out FILE`, `merge`): derived from the \
+             report's types in src/report/model.rs. Prose in docs/report-schema.md, metric definitions in docs/metrics.md.",
+        ),
+        Contract::Triage => derived_schema::<Triage>(
+            format!("npu-audit triage, schema version {TRIAGE_SCHEMA_VERSION}"),
+            "The JSON of `npu-audit triage --format json` (and `--out FILE`): derived from the types in \
+             src/report/triage.rs. Prose in docs/device-reports.md.",
+        ),
+        Contract::Matrix => derived_schema::<Matrix>(
+            format!("npu-audit matrix, schema version {MATRIX_SCHEMA_VERSION}"),
+            "The JSON of `npu-audit matrix --format json` (and `--out FILE`): derived from the types in \
+             src/report/matrix.rs. Prose in docs/matrix.md.",
+        ),
+        Contract::Pipeline => derived_schema::<PipelineReport>(
+            "npu-audit pipeline".to_string(),
+            "The JSON of `npu-audit pipeline --format json` (and `--out FILE`): derived from the types in \
+             src/report/pipeline.rs. Prose in docs/streams.md.",
+        ),
+    }
 }
 
-/// A schema as a committed file holds it: pretty JSON and a final line break.
-pub fn schema_text(schema: &serde_json::Value) -> String {
-    serde_json::to_string_pretty(schema).unwrap_or_default() + "\n"
-}
-
-/// [`report_schema`] as the committed file holds it: pretty JSON and a final line break.
-pub fn report_schema_text() -> String {
-    schema_text(&report_schema())
+/// [`schema`] as the committed file holds it: pretty JSON and a final line break.
+pub fn schema_text(contract: Contract) -> String {
+    serde_json::to_string_pretty(&schema(contract)).unwrap_or_default() + "\n"
 }

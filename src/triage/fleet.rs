@@ -10,53 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::{ReportEntry, Thresholds};
 use crate::report::model::Num;
-
-/// Figures of one group of reports.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct GroupFigures {
-    pub key: String,
-    pub reports: usize,
-    pub median_sqnr_db: Option<Num>,
-    pub min_sqnr_db: Option<Num>,
-    /// Median of (CPU EP SQNR − report SQNR) on the same inputs.
-    pub median_excess_db: Option<Num>,
-    /// Reports per verdict keyword.
-    pub verdicts: BTreeMap<String, usize>,
-}
-
-/// What the fleet says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FleetKind {
-    /// Drift on every chipset, as large on the CPU EP: fix the quantized model.
-    Quantization,
-    /// Drift concentrated on some chipsets: NPU/runtime.
-    Npu,
-    /// Every chipset at or above the SQNR floor.
-    Healthy,
-    /// Fewer than two measured reports.
-    Undecided,
-}
-
-/// The fleet's groups and conclusion.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Fleet {
-    pub measured_reports: usize,
-    pub by_chipset: Vec<GroupFigures>,
-    pub by_device_model: Vec<GroupFigures>,
-    pub by_app_version: Vec<GroupFigures>,
-    pub by_runtime: Vec<GroupFigures>,
-    pub kind: FleetKind,
-    pub sentence: String,
-    /// Chipsets whose median drifts beyond the CPU EP by more than `excess_db`.
-    pub concentrated_on: Vec<String>,
-    /// Reports more than `outlier_db` below their chipset's median (device-specific).
-    pub outliers: Vec<String>,
-}
+use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Thresholds};
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| !x.is_nan());

@@ -17,20 +17,16 @@ pub mod verdict;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 
 use crate::audit::Audited;
-use crate::device::{DeviceInfo, DeviceReport, Identity, ReportDefaults, ReportFormat};
+use crate::device::{DeviceReport, ReportDefaults};
 use crate::exec::ExecOptions;
-use crate::report::model::Num;
 use crate::target::{distinct, TargetList};
 use crate::userfile::{InputFiles, Reads};
 
-pub use fleet::Fleet;
-pub use verdict::{CandidateDistance, OutputFigures, Verdict, VerdictKind};
-
-/// Version of the triage JSON layout (`docs/device-reports.md`).
-pub const TRIAGE_SCHEMA_VERSION: u32 = 1;
+pub use crate::report::triage::Fleet;
+pub use crate::report::triage::{CandidateDistance, OutputFigures, Verdict, VerdictKind};
+pub use crate::report::triage::{CandidateRun, ReportEntry, StoreUse, Thresholds, Triage, TRIAGE_SCHEMA_VERSION};
 
 /// What `triage` is asked.
 #[derive(Debug, Clone)]
@@ -66,22 +62,6 @@ impl Reads for TriageOptions {
     }
 }
 
-/// The numbers that turn measurements into verdicts, recorded in the output.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Thresholds {
-    /// A device within this many quantization steps of its chipset's simulation everywhere
-    /// differs from it only in rounding.
-    pub rounding_steps: u64,
-    /// A chipset whose median SQNR is more than this below the CPU EP's (`cpu:noopt`) on the
-    /// same inputs drifts beyond quantization.
-    pub excess_db: f64,
-    /// A report more than this below its chipset's median SQNR is an outlier.
-    pub outlier_db: f64,
-    /// Drift that leaves every report at or above this SQNR is no problem (`None`: any drift
-    /// beyond the CPU EP is reported).
-    pub min_sqnr_db: Option<f64>,
-}
-
 impl Default for Thresholds {
     fn default() -> Self {
         Thresholds {
@@ -91,106 +71,6 @@ impl Default for Thresholds {
             min_sqnr_db: None,
         }
     }
-}
-
-/// One candidate run of one input group.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CandidateRun {
-    pub target: String,
-    /// The input group it ran on (`golden` or an inputs hash).
-    pub inputs: String,
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Its SQNR against the golden run per output.
-    pub sqnr_db: Vec<Num>,
-}
-
-/// One report triaged.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ReportEntry {
-    pub path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub format: Option<ReportFormat>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content_sha256: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<DeviceInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub identity: Option<Identity>,
-    /// `golden` (the golden run's inputs) or the SHA-256 of the report's inputs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub inputs: Option<String>,
-    pub samples: usize,
-    /// Against the golden run, per output.
-    pub metrics: Vec<OutputFigures>,
-    /// The worst output's SQNR against the golden run.
-    pub sqnr_db: Option<Num>,
-    /// The CPU EP's (`cpu:noopt`) worst SQNR on the same inputs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_sqnr_db: Option<Num>,
-    /// Against every candidate that ran on these inputs.
-    pub candidates: Vec<CandidateDistance>,
-    /// Problems of the outputs themselves (NaN, constant, all zero).
-    pub garbage: Vec<String>,
-    /// Lines of the report's logs that show where the model ran (`file:line: text`).
-    pub log_evidence: Vec<String>,
-    /// What the report's logs say (QNN errors, fallback, versions, contradictions with
-    /// `device.json`); absent when it sent no logs.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub logs: Option<crate::device::LogFindings>,
-    pub verdict: Verdict,
-    /// The earlier report with the same contents, when this one is a copy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duplicate_of: Option<String>,
-}
-
-/// What `triage` found.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Triage {
-    pub schema_version: u32,
-    pub tool_version: String,
-    pub model: String,
-    pub model_sha256: String,
-    /// The golden directory or reference model the reports are measured against.
-    pub reference: String,
-    pub intra_op_threads: usize,
-    pub thresholds: Thresholds,
-    pub candidate_runs: Vec<CandidateRun>,
-    pub reports: Vec<ReportEntry>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fleet: Option<Fleet>,
-    /// What the store gave and kept, when triage used one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub store: Option<StoreUse>,
-    pub notes: Vec<String>,
-}
-
-/// How much of a triage came from the store: a rerun over a grown fleet triages only the new
-/// reports and runs only the targets no earlier triage ran on the same inputs.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct StoreUse {
-    pub path: String,
-    /// Reports whose entry was read back (same contents, same context).
-    pub reports_from_store: usize,
-    /// Reports triaged now.
-    pub reports_triaged: usize,
-    /// Local runs (one target on one input set) read back.
-    pub runs_from_store: usize,
-    /// Local runs made now.
-    pub runs_made: usize,
-}
-
-/// The JSON Schema of the triage output (`docs/triage.schema.json`, `npu-audit schema triage`),
-/// derived from [`Triage`] so the published layout cannot drift from what `triage` writes.
-pub fn triage_schema_text() -> String {
-    crate::report::schema::schema_text(&crate::report::schema::derived_schema::<Triage>(
-        format!("npu-audit triage, schema version {TRIAGE_SCHEMA_VERSION}"),
-        "The JSON of `npu-audit triage --format json` (and `--out FILE`): derived from the types in src/triage/. \
-         Prose in docs/device-reports.md.",
-    ))
 }
 
 /// Every report path: files and report directories as given, fleet directories expanded.

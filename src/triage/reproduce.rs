@@ -150,7 +150,7 @@ fn candidate_runs(report: &Report, key: &str) -> Vec<CandidateRun> {
         .map(|t| CandidateRun {
             target: t.id.clone(),
             inputs: key.to_string(),
-            status: format!("{:?}", t.status).to_lowercase(),
+            status: t.status,
             runtime: t.runtime.as_ref().map(|r| r.text()),
             error: t.error.clone(),
             sqnr_db: t.outputs.iter().map(|o| o.sqnr_db).collect(),
@@ -288,7 +288,7 @@ fn keep_runs(cache: &RunCache, group: &Group) -> Result<()> {
         let run = CandidateRun {
             target: "golden".into(),
             inputs: group.key.clone(),
-            status: "ok".into(),
+            status: crate::exec::RunStatus::Ok,
             runtime: None,
             error: None,
             sqnr_db: Vec::new(),

@@ -7,72 +7,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
 use super::reproduce::{input_key, release_target, report_target_ids, Group};
-use super::{ReportEntry, Thresholds};
 use crate::compare::{Agreement, ErrorStats};
 use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus, LogFindings};
 use crate::report::model::{CodeDiffs, Num};
+use crate::report::triage::{CandidateDistance, OutputFigures, ReportEntry, Thresholds, Verdict, VerdictKind};
 use crate::runtime::catalog::Build;
 use crate::tensor::Tensor;
-
-/// The stable keyword of a verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictKind {
-    /// Bit for bit what the HTP simulation of its chipset gives: auditable on a laptop.
-    Reproduced,
-    /// Within the rounding tolerance of its chipset's simulation.
-    Rounding,
-    /// Identical to a CPU EP run: the NPU did not run the model on that device.
-    CpuFallback,
-    /// Identical to another chipset's simulation.
-    OtherChipset,
-    /// NaN, infinite, constant or all-zero outputs that nothing here reproduces.
-    Garbage,
-    /// The report names no chipset this tool can simulate, and nothing reproduces it.
-    Unidentified,
-    /// Nothing here explains it: device-, driver- or firmware-specific.
-    Unexplained,
-    /// The report could not be read or does not fit the model.
-    Malformed,
-    /// The local reproduction did not run.
-    NotReproduced,
-}
-
-/// A verdict: the keyword and a sentence for people.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Verdict {
-    pub kind: VerdictKind,
-    pub sentence: String,
-}
-
-/// A report's output against the golden run.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct OutputFigures {
-    pub output: String,
-    pub elements: u64,
-    pub sqnr_db: Num,
-    pub cosine: Num,
-    pub max_abs: Num,
-    pub rmse: Num,
-    pub nan_count: u64,
-    pub inf_count: u64,
-}
-
-/// A report against one candidate run, over every sample and output.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CandidateDistance {
-    pub target: String,
-    pub elements: u64,
-    /// Elements whose bits differ (`None`: the types or shapes differ).
-    pub differing: Option<u64>,
-    pub max_abs: Num,
-    /// Differences in quantization steps, when every output has a step.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub steps: Option<CodeDiffs>,
-}
 
 impl CandidateDistance {
     fn identical(&self) -> bool {

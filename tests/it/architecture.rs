@@ -375,3 +375,148 @@ fn the_scanner_sees_through_strings_comments_and_groups() {
     let lengths = function_lengths(&code_only("fn a() {\n    let x = \"}\";\n}\nfn b();\n"));
     assert_eq!(lengths, vec![(1, 3, "a".to_string())]);
 }
+
+/// The sibling modules a file of module `parent` refers to, through `super::x` (a file beside
+/// it) or `crate::<parent path>::x`, with the line of each use.
+fn sibling_uses(code: &str, parent_path: &str) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    let prefixes = ["super::".to_string(), format!("crate::{parent_path}::")];
+    for (n, line) in code.lines().enumerate() {
+        for prefix in &prefixes {
+            let mut rest = line;
+            while let Some(at) = rest.find(prefix.as_str()) {
+                // `crate::layers::` must not match inside `crate::render::layers::`.
+                let before = &rest[..at];
+                rest = &rest[at + prefix.len()..];
+                if before.ends_with("::") || before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let names: Vec<String> = if let Some(group) = rest.strip_prefix('{') {
+                    group_heads(group, code, n)
+                } else {
+                    vec![rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()]
+                };
+                found.extend(names.into_iter().filter(|s| !s.is_empty()).map(|s| (s, n + 1)));
+            }
+        }
+    }
+    found
+}
+
+/// A circle in `graph`, as the names along it, if there is one.
+fn find_circle(graph: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, Vec<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node.to_string());
+            return Some(circle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph.keys().find_map(|k| visit(k, graph, &mut Vec::new(), &mut done))
+}
+
+/// Every directory module of `src/` (a directory with `mod.rs`), with its path as `a::b`.
+fn directory_modules(dir: &Path, path: &str, out: &mut Vec<(PathBuf, String)>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read src")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    entries.sort();
+    for d in entries {
+        let name = d.file_name().expect("name").to_string_lossy().to_string();
+        let sub = if path.is_empty() {
+            name
+        } else {
+            format!("{path}::{name}")
+        };
+        if d.join("mod.rs").is_file() {
+            out.push((d.clone(), sub.clone()));
+        }
+        directory_modules(&d, &sub, out);
+    }
+}
+
+#[test]
+fn files_within_a_module_import_each_other_without_circles() {
+    let mut modules = Vec::new();
+    directory_modules(&src(), "", &mut modules);
+    assert!(
+        modules.len() > 15,
+        "the scan found only {} directory modules",
+        modules.len()
+    );
+    let mut circles = Vec::new();
+    for (dir, path) in &modules {
+        // The module's files and subdirectories, its face (`mod.rs`) aside: it declares them.
+        let mut graph: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let siblings: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+            .expect("read module")
+            .map(|e| e.expect("entry").path())
+            .filter_map(|p| {
+                let stem = p.file_stem()?.to_string_lossy().to_string();
+                let file = if p.is_dir() { p.join("mod.rs") } else { p.clone() };
+                let rust = p.extension().is_some_and(|e| e == "rs") && !p.to_string_lossy().ends_with(".pb.rs");
+                (stem != "mod" && stem != "tests" && (rust || file.is_file())).then_some((stem, file))
+            })
+            .collect();
+        for (name, file) in &siblings {
+            let code = code_only(&std::fs::read_to_string(file).expect("read"));
+            let mut used: Vec<String> = sibling_uses(&code, path)
+                .into_iter()
+                .map(|(m, _)| m)
+                .filter(|m| m != name && siblings.iter().any(|(s, _)| s == m))
+                .collect();
+            used.sort();
+            used.dedup();
+            graph.insert(name.clone(), used);
+        }
+        if let Some(circle) = find_circle(&graph) {
+            circles.push(format!("{path}: {}", circle.join(" -> ")));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles within modules:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_circle_finder_finds_circles_and_only_them() {
+    let graph = |edges: &[(&str, &str)]| -> BTreeMap<String, Vec<String>> {
+        let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (a, b) in edges {
+            g.entry(a.to_string()).or_default().push(b.to_string());
+            g.entry(b.to_string()).or_default();
+        }
+        g
+    };
+    assert_eq!(find_circle(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])), None);
+    assert_eq!(
+        find_circle(&graph(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".to_string(), "b".into(), "c".into(), "a".into()])
+    );
+    let code =
+        code_only("use super::{plan::X, state};\nlet y = crate::layers::run::f();\nuse crate::render::layers::x;\n");
+    let found: Vec<String> = sibling_uses(&code, "layers").into_iter().map(|(m, _)| m).collect();
+    assert_eq!(found, vec!["plan", "state", "run"]);
+}

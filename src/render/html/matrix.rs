@@ -10,9 +10,10 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{SELF_CHECK_JS, STYLE};
-use crate::matrix::Matrix;
+use crate::exec::RunStatus;
 use crate::render::matrix::{cell_text, find};
 use crate::render::present::{bytes, db, db_opt, pct};
+use crate::report::matrix::Matrix;
 
 const CELL_W: f64 = 118.0;
 const CELL_H: f64 = 40.0;
@@ -52,7 +53,7 @@ fn heat_map(m: &Matrix) -> Markup {
                 text x=(LEFT - 8.0) y=(TOP + CELL_H * (i as f64 + 0.5) + 4.0) text-anchor="end" { (v) }
                 @for (j, t) in m.targets.iter().enumerate() {
                     @let c = find(m, v, t);
-                    @let sqnr = c.filter(|c| c.status == "ok").and_then(|c| c.sqnr_db).map(|s| s.0);
+                    @let sqnr = c.filter(|c| c.status == RunStatus::Ok).and_then(|c| c.sqnr_db).map(|s| s.0);
                     @let meets = c.is_some_and(|c| c.meets_policy);
                     @let x = LEFT + CELL_W * j as f64;
                     @let y = TOP + CELL_H * i as f64;
@@ -100,7 +101,7 @@ fn cells_table(m: &Matrix) -> Markup {
             @for c in &m.cells {
                 tr {
                     td { (c.variant) } td { code { (c.target) } }
-                    td { (c.status) @if let Some(e) = &c.error { details { summary { "error" } pre { (e) } } } }
+                    td { (c.status.as_str()) @if let Some(e) = &c.error { details { summary { "error" } pre { (e) } } } }
                     td.num { (db_opt(c.sqnr_db)) }
                     td.num { (c.max_abs.map_or("-".into(), |v| format!("{:.5}", v.0))) }
                     td.num { (pct(c.top1_agreement)) }

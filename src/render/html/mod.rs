@@ -251,10 +251,10 @@ fn gate_section(report: &Report) -> Markup {
 }
 
 fn rule_row(r: &RuleResult) -> Markup {
-    let (measured, limit) = rule_values(&r.rule, r.measured, r.limit);
+    let (measured, limit) = rule_values(r.rule.as_str(), r.measured, r.limit);
     html! {
         tr class=(if r.pass { "rule-pass" } else { "rule-fail" }) {
-            td { code { (r.rule) } } td { (r.target) } td { (r.output) }
+            td { code { (r.rule.as_str()) } } td { (r.target) } td { (r.output) }
             td.num { (measured) } td.num { (limit) }
             td { @if r.pass { span.ok { "✔ pass" } } @else { span.bad { "✘ FAIL" } } }
             td { (r.origin) @if let Some(prev) = r.previous { " " span.muted { "(previous " (num(prev.0)) ")" } } }

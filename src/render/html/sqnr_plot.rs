@@ -18,8 +18,8 @@ use std::fmt::Write as _;
 
 use super::plot::{nice_ticks, svg_open, tick_label, Scale};
 use crate::render::present::{chipset_label, db, escape_markup, shorten, verdict_keyword};
+use crate::report::triage::{ReportEntry, Triage};
 use crate::triage::fleet::chipset_of;
-use crate::triage::{ReportEntry, Triage};
 
 /// Where a figure is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]

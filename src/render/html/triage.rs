@@ -26,13 +26,13 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::sqnr_plot::{rows, sqnr_plot, verdict_colour};
 use super::{SELF_CHECK_JS, STYLE};
+use crate::exec::RunStatus;
 use crate::render::present::{
     chipset_label, copies, count, db, db_opt, fleet_keyword, identity_status, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
 use crate::report::model::Num;
-use crate::triage::fleet::{Fleet, FleetKind, GroupFigures};
-use crate::triage::{ReportEntry, Triage};
+use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Triage};
 
 /// Renders the triage as one self-contained HTML page.
 pub fn render(t: &Triage) -> String {
@@ -189,7 +189,7 @@ fn header(t: &Triage) -> Markup {
             targets.push(&r.target);
         }
     }
-    let failed = t.candidate_runs.iter().filter(|r| r.status != "ok").count();
+    let failed = t.candidate_runs.iter().filter(|r| r.status != RunStatus::Ok).count();
     html! {
         h1 { "npu-audit triage" }
         div.summary {
@@ -408,7 +408,7 @@ fn candidates_section(t: &Triage) -> Markup {
             @for r in &t.candidate_runs {
                 tr {
                     td { code { (r.target) } } td { code { (r.inputs.get(..12).unwrap_or(&r.inputs)) } }
-                    td { @if r.status == "ok" { span.ok { (r.status) } } @else { span.bad { (r.status) } } }
+                    td { @if r.status == RunStatus::Ok { span.ok { (r.status.as_str()) } } @else { span.bad { (r.status.as_str()) } } }
                     td { (r.runtime.as_deref().unwrap_or("-")) }
                     td.num { (r.sqnr_db.iter().map(|v| db(v.0)).collect::<Vec<_>>().join(", "))
                         @if let Some(e) = &r.error { pre { (e) } } }
