@@ -438,18 +438,62 @@ pub fn check_destination(dest: &Path, force: bool) -> Result<PathBuf> {
                     "{shown} already exists; pass --force to replace it"
                 )));
             }
-            let is_golden = std::fs::read(absolute.join("manifest.json"))
+            let manifest = std::fs::read(absolute.join("manifest.json"))
                 .ok()
-                .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
-                .is_some();
-            if !is_golden {
+                .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok());
+            let Some(manifest) = manifest else {
                 return Err(bad_golden(format!(
                     "{shown} is not a golden run (no golden manifest.json); refusing to replace it"
+                )));
+            };
+            if let Some(stranger) = unrelated_files(&absolute, &manifest).first() {
+                return Err(bad_golden(format!(
+                    "{shown} holds {}, which is not part of its golden run; refusing to replace it (move it out, or write the golden run elsewhere)",
+                    stranger.display()
                 )));
             }
         }
     }
     Ok(absolute)
+}
+
+/// The files and links under a golden directory that its manifest does not account for (the
+/// manifest itself, every input and output it lists, the activation archives, and the reference
+/// copy's directory): what replacing the directory would delete besides the golden run.
+fn unrelated_files(dir: &Path, manifest: &Manifest) -> Vec<PathBuf> {
+    let mut own: Vec<PathBuf> = vec![dir.join("manifest.json")];
+    for sample in &manifest.samples {
+        own.extend(sample.inputs.iter().chain(&sample.outputs).map(|e| dir.join(&e.file)));
+    }
+    let mut own_dirs: Vec<PathBuf> = Vec::new();
+    if let Some(a) = &manifest.activations {
+        own.extend(a.files.iter().map(|f| dir.join(&f.file)));
+        if let Some(copy_dir) = Path::new(&a.reference_copy)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            own_dirs.push(dir.join(copy_dir));
+        }
+    }
+    let mut strangers = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if own_dirs.iter().any(|o| path.starts_with(o)) {
+                continue;
+            }
+            if is_dir {
+                stack.push(path);
+            } else if !own.contains(&path) {
+                strangers.push(path);
+            }
+        }
+    }
+    strangers.sort();
+    strangers
 }
 
 /// Refuses a destination that holds one of the run's inputs (the model, its external data, an

@@ -149,6 +149,7 @@ pub struct AuditTimings {
 pub struct PhaseTiming {
     /// The part of the audit (`plan`, `golden and outputs`, `layers: tapped runs`...).
     pub stage: String,
+    /// The kind of work (provisioning, sessions, comparing...).
     pub phase: crate::timings::Phase,
     /// Milliseconds spent in the phase, nested phases excluded.
     pub ms: f64,
@@ -1169,6 +1170,7 @@ impl std::fmt::Display for Rule {
 /// One rule evaluated on one target and output.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RuleResult {
+    /// Which rule.
     pub rule: Rule,
     /// The target the rule is about.
     pub target: String,

@@ -36,6 +36,7 @@ pub struct CandidateRun {
     pub target: String,
     /// The input group it ran on (`golden` or an inputs hash).
     pub inputs: String,
+    /// How its run ended.
     pub status: RunStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,

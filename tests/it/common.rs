@@ -195,6 +195,15 @@ pub fn file_name_of(id: &str) -> String {
         .collect()
 }
 
+/// A target that fails on every host the same way: QNN plugin 2.3.0 on ONNX Runtime core 1.31.1,
+/// which it predates (session creation refuses it: "OrtEp has invalid ort_version_supported=0").
+/// Tests that need a real runtime refusal use it: whether OpenVINO refuses a model depends on the
+/// host's instruction set (the u8 CNN runs on AVX2-only hosts and is refused with AVX-512 VNNI).
+pub const REFUSED_TARGET: &str = "qnn:sm8650@2.3.0+ort1.31.1";
+
+/// The `--allow-failure` pattern of [`REFUSED_TARGET`].
+pub const REFUSED_PATTERN: &str = "qnn:sm8650@2.3.0*";
+
 /// A fresh temporary directory.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")

@@ -221,21 +221,29 @@ fn placement_and_run_rules_pass_and_fail_at_the_expected_placement() {
     );
     assert_eq!(code, 0);
 
-    // OpenVINO refuses the u8-weight CNN: `ran` fails (exit 3) unless the policy allows it.
-    let (code, r, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", "openvino", "--min-sqnr", "0"]);
-    assert_eq!((code, rule(&r, "ran", "openvino", "(run)").2), (3, false));
+    // A target that refuses the model on every host: `ran` fails (exit 3) unless the policy
+    // allows it.
+    let refused = crate::common::REFUSED_TARGET;
+    let (code, r, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", refused, "--min-sqnr", "0"]);
+    assert_eq!((code, rule(&r, "ran", refused, "(run)").2), (3, false));
     let allow = write(
         dir.path(),
         "a.toml",
-        "[target.openvino]\nallow_failure = true\n[defaults]\nmin_sqnr_db = 0\n",
+        &format!(
+            "allow_failure = [\"{}\"]\n[defaults]\nmin_sqnr_db = 0\n",
+            crate::common::REFUSED_PATTERN
+        ),
     );
-    let (code, r, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", "openvino", "--config", &allow]);
+    let (code, r, _) = compare_json(&[&cnn(), "-t", "cpu", "-t", refused, "--config", &allow]);
     assert_eq!(code, 0);
     assert_eq!(
-        rule(&r, "ran", "openvino", "(run)"),
+        rule(&r, "ran", refused, "(run)"),
         (0.0, 1.0, true, "allowed to fail".into())
     );
-    assert_eq!(r["gate"]["policy"]["allowed_to_fail"], serde_json::json!(["openvino"]));
+    assert_eq!(
+        r["gate"]["policy"]["allowed_to_fail"],
+        serde_json::json!([crate::common::REFUSED_PATTERN])
+    );
 }
 
 #[test]

@@ -302,9 +302,9 @@ fn cnn_report_with_layers_renders_in_chromium() {
             "-t",
             "qnn:sm8850",
             "-t",
-            "openvino",
+            crate::common::REFUSED_TARGET,
             "--allow-failure",
-            "openvino",
+            crate::common::REFUSED_PATTERN,
             "--layers",
             "all",
             "--min-sqnr",
@@ -312,7 +312,7 @@ fn cnn_report_with_layers_renders_in_chromium() {
         ],
     );
     assert_eq!(report["gate"]["verdict"], "pass");
-    assert_ne!(target(&report, "openvino")["status"], "ok");
+    assert_ne!(target(&report, crate::common::REFUSED_TARGET)["status"], "ok");
     let page = dir.path().join("report.html");
     assert_page_matches(&page, &report);
     assert_render_matches(dir.path());

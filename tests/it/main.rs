@@ -19,6 +19,7 @@ mod html_report;
 mod junit_format;
 mod layers;
 mod matrix;
+mod output_guard;
 mod placement;
 mod render_snapshots;
 mod report_formats;

@@ -90,9 +90,9 @@ fn make_reports() -> Reports {
         "-t",
         "qnn:sm8650",
         "-t",
-        "openvino",
+        crate::common::REFUSED_TARGET,
         "--allow-failure",
-        "openvino",
+        crate::common::REFUSED_PATTERN,
     ])
     .args(["--layers", "all", "--repeat", "2"])
     .args(["--min-sqnr", "10", "--max-abs", "100", "--min-top1", "0"])
@@ -276,9 +276,9 @@ fn the_runs_produce_the_optional_parts_the_schema_describes() {
     assert!(has(qnn, "/runtime/plugin/version"));
     assert!(has(qnn, "/layer_summary/error"));
     assert!(qnn["layers"].as_array().unwrap().iter().any(|x| has(x, "/error")));
-    let ov = target(l, "openvino");
-    assert_eq!(ov["status"], "failed");
-    assert!(has(ov, "/failed_at") && has(ov, "/error"));
+    let refused = target(l, crate::common::REFUSED_TARGET);
+    assert_eq!(refused["status"], "failed");
+    assert!(has(refused, "/failed_at") && has(refused, "/error"));
     assert!(
         l["targets"]
             .as_array()
@@ -316,7 +316,10 @@ fn the_runs_produce_the_optional_parts_the_schema_describes() {
     ] {
         assert!(rules.contains(rule), "no {rule} rule in {rules:?}");
     }
-    assert_eq!(l["gate"]["policy"]["allowed_to_fail"][0], "openvino");
+    assert_eq!(
+        l["gate"]["policy"]["allowed_to_fail"][0],
+        crate::common::REFUSED_PATTERN
+    );
 
     // Shards and merge.
     for (i, s) in r.shards.iter().enumerate() {
