@@ -325,7 +325,12 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     if opts.targets.is_empty() {
         return Err(bad_flag("explain-failure needs at least one --target"));
     }
-    let requested = plan::targets(Some(&opts.targets), &["all".to_string()], false, &Default::default())?;
+    let requested = plan::targets(
+        Some(&opts.targets),
+        &[crate::target::TargetPattern::all()],
+        false,
+        &Default::default(),
+    )?;
     let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;

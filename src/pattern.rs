@@ -40,11 +40,3 @@ impl Pattern {
         self.re.is_match(name)
     }
 }
-
-/// Whether an `--allow-failure` pattern (`all`, an id, or a glob such as `qnn:*`) names `id`.
-pub fn names_target(pattern: &str, id: &str) -> bool {
-    match pattern {
-        "all" | "*" => true,
-        p => Pattern::parse(p).is_ok_and(|p| p.matches(id)),
-    }
-}

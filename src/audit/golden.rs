@@ -54,8 +54,8 @@ pub fn run_golden_create(opts: &GoldenOptions) -> Result<PathBuf> {
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
-    golden::check_destination(&opts.out, opts.force)?;
     golden::check_inputs_outside(&opts.out, &run_inputs(opts, &model))?;
+    golden::check_destination(&opts.out, opts.force)?;
     let provisioner = Provisioner::new(&opts.exec.runtimes)?;
     let cpu = cpu_runtime(&provisioner)?;
     let executor = Executor::new(&opts.exec)?;

@@ -30,7 +30,7 @@ use crate::gate::Previous;
 use crate::inputs::InputOptions;
 use crate::policy::Policy;
 use crate::report::model::Report;
-use crate::target::TargetSpec;
+use crate::target::{TargetPattern, TargetSpec};
 use crate::tensor::Tensor;
 use crate::timings;
 use crate::userfile::{InputFiles, Outputs, Reads};
@@ -91,8 +91,8 @@ impl Reads for Audited {
 pub struct Execution {
     /// The targets asked for (`None`: every target this machine can run).
     pub targets: Option<Vec<TargetSpec>>,
-    /// Patterns of targets whose failure does not fail the audit (`all` for every one).
-    pub allow_failure: Vec<String>,
+    /// Targets whose failure does not fail the audit.
+    pub allow_failure: Vec<TargetPattern>,
     /// Add the `cpu:noopt` baseline (unless a target already).
     pub baseline: bool,
     /// With `--shard i/n`: run the i-th of n parts of the targets.
@@ -111,7 +111,7 @@ impl Execution {
     pub fn findings(targets: Vec<TargetSpec>, exec: ExecOptions) -> Execution {
         Execution {
             targets: Some(targets),
-            allow_failure: vec!["all".into()],
+            allow_failure: vec![TargetPattern::all()],
             baseline: false,
             shard: None,
             exec,

@@ -10,9 +10,10 @@ use crate::inputs::sequence::ChunkSpec;
 use crate::inputs::{GenChoice, NamedFile, ShapePin};
 use crate::matrix::Variant;
 use crate::merge::ShardOutputs;
+use crate::pattern::Pattern;
 use crate::runtime::provision::RuntimeOverride;
 use crate::stream::{Decision, Feeds};
-use crate::target::TargetList;
+use crate::target::{TargetList, TargetPattern};
 
 /// Audit cross-device accuracy drift of quantized ONNX models: run one model through several
 /// execution providers on identical inputs and diff every output against an fp32 golden run.
@@ -423,8 +424,8 @@ pub struct TargetArgs {
     #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// Targets whose failure does not fail the audit (id, prefix*, or all).
-    #[arg(long = "allow-failure", value_name = "PATTERN")]
-    pub allow_failure: Vec<String>,
+    #[arg(long = "allow-failure", value_name = "PATTERN", value_parser = TargetPattern::parse)]
+    pub allow_failure: Vec<TargetPattern>,
     /// Do not add the cpu:noopt baseline (the reference integer implementation).
     #[arg(long)]
     pub no_baseline: bool,
@@ -552,11 +553,11 @@ pub struct LayerArgs {
     #[arg(long = "op", value_name = "OP", value_delimiter = ',')]
     pub ops: Vec<String>,
     /// Tap layers whose node name matches (glob with * and ?, or /regex/; repeatable).
-    #[arg(long = "node", value_name = "PATTERN")]
-    pub nodes: Vec<String>,
+    #[arg(long = "node", value_name = "PATTERN", value_parser = Pattern::parse)]
+    pub nodes: Vec<Pattern>,
     /// Tap layers whose tensor (tapped, float or reference name) matches (glob or /regex/).
-    #[arg(long = "tensor", value_name = "PATTERN")]
-    pub tensors: Vec<String>,
+    #[arg(long = "tensor", value_name = "PATTERN", value_parser = Pattern::parse)]
+    pub tensors: Vec<Pattern>,
     /// Tap the layers named in a file (one node or tensor name or pattern per line).
     #[arg(long = "tap-list", value_name = "FILE")]
     pub tap_list: Option<PathBuf>,

@@ -20,7 +20,6 @@ use crate::exec::RunStatus;
 use crate::inputs::InputOptions;
 use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
-use crate::pattern::Pattern;
 use crate::render::outputs::OutputPaths;
 use crate::report::model::DivergenceRules;
 use crate::stream::StreamSpec;
@@ -278,9 +277,6 @@ fn layer_options(a: LayerArgs, layers_command: bool) -> Result<Option<LayerOptio
         tap_memory,
         top,
     } = a;
-    for p in nodes.iter().chain(&tensors) {
-        Pattern::parse(p).map_err(|e| bad_flag(format!("--node/--tensor: {e:#}")))?;
-    }
     if let Some(list) = tap_list.as_ref().filter(|l| !l.is_file()) {
         return Err(bad_flag(format!("--tap-list {}: no such file", list.display())));
     }

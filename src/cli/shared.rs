@@ -140,7 +140,7 @@ pub fn thresholds(g: &GateArgs) -> Result<Thresholds> {
 /// The release policy of the gate flags: the policy file (`--config`, `NPU_AUDIT_CONFIG`, else
 /// the nearest `npu-audit.toml` unless `--no-config`) with the limit flags, the targets allowed
 /// to fail and the previous report of baseline mode on top.
-pub fn gate_policy(g: &GateArgs, allow_failure: &[String]) -> Result<Policy> {
+pub fn gate_policy(g: &GateArgs, allow_failure: &[crate::target::TargetPattern]) -> Result<Policy> {
     let flags = thresholds(g)?;
     policy_file(g.config.as_deref(), g.no_config)?.with_flags(&flags, allow_failure, g.baseline_report.as_deref())
 }

@@ -36,7 +36,7 @@ pub const BASELINE_ID: &str = "cpu:noopt";
 /// lists for its family (the policy's `[runtime]`) unless it names one, and adds the baseline.
 pub fn targets(
     asked: Option<&[TargetSpec]>,
-    allow_failure: &[String],
+    allow_failure: &[crate::target::TargetPattern],
     add_baseline: bool,
     releases: &BTreeMap<String, Vec<String>>,
 ) -> Result<Vec<Requested>> {
@@ -49,7 +49,7 @@ pub fn targets(
     let mut out: Vec<Requested> = specs
         .into_iter()
         .map(|spec| {
-            let required = explicit && !allow_failure.iter().any(|p| crate::pattern::names_target(p, &spec.id));
+            let required = explicit && !allow_failure.iter().any(|p| p.names(&spec.id));
             Requested {
                 spec,
                 role: TargetRole::Target,
@@ -194,7 +194,13 @@ mod tests {
     #[test]
     fn explicit_targets_are_required_unless_allowed_to_fail() {
         let asked = parse_targets(&["cpu".into(), "qnn:sm8650".into(), "qnn:sm8350".into()]).unwrap();
-        let t = targets(Some(&asked), &["qnn:sm83*".into()], true, &Default::default()).unwrap();
+        let t = targets(
+            Some(&asked),
+            &[crate::target::TargetPattern::parse("qnn:sm83*").unwrap()],
+            true,
+            &Default::default(),
+        )
+        .unwrap();
         let ids: Vec<_> = t.iter().map(|r| (r.spec.id.as_str(), r.role, r.required)).collect();
         assert_eq!(
             ids,

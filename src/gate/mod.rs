@@ -350,7 +350,7 @@ pub fn evaluate(
         mode: policy.mode.as_str().into(),
         baseline_report: previous.map(|p| p.label.clone()),
         baseline_model_sha256: previous.map(|p| p.report.model.sha256.clone()),
-        allowed_to_fail: policy.allow_failure.clone(),
+        allowed_to_fail: policy.allow_failure.iter().map(|p| p.text.clone()).collect(),
         release_limits: releases::limits_info(&policy.release_limits),
     });
     (

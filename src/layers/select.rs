@@ -14,9 +14,9 @@ pub struct Selection {
     /// Op types (`Softmax`, `LayerNormalization`), exact, case-sensitive as in ONNX.
     pub ops: Vec<String>,
     /// Node names: a glob (`*`, `?`) or `/regex/`.
-    pub nodes: Vec<String>,
+    pub nodes: Vec<Pattern>,
     /// Tensor names (the tapped tensor, its float name or its reference's name), same forms.
-    pub tensors: Vec<String>,
+    pub tensors: Vec<Pattern>,
     /// A file with one node or tensor name (or pattern) per line; `#` starts a comment.
     pub list: Option<PathBuf>,
 }
@@ -64,11 +64,11 @@ pub fn select(
         }
         hits.into_iter().for_each(|i| taken[i] = true);
     };
-    for text in &selection.nodes {
-        apply("--node", &Pattern::parse(text)?, &by_node);
+    for pattern in &selection.nodes {
+        apply("--node", pattern, &by_node);
     }
-    for text in &selection.tensors {
-        apply("--tensor", &Pattern::parse(text)?, &by_tensor);
+    for pattern in &selection.tensors {
+        apply("--tensor", pattern, &by_tensor);
     }
     if let Some(path) = &selection.list {
         let text = std::fs::read_to_string(path).with_context(|| format!("--tap-list {}", path.display()))?;
@@ -112,8 +112,11 @@ mod tests {
         let none = |_: &Point| None;
         let sel = Selection {
             ops: vec!["Softmax".into(), "Gelu".into()],
-            nodes: vec!["ln*".into()],
-            tensors: vec!["/^conv[0-9]_out$/".into(), "missing*".into()],
+            nodes: vec![Pattern::parse("ln*").unwrap()],
+            tensors: vec![
+                Pattern::parse("/^conv[0-9]_out$/").unwrap(),
+                Pattern::parse("missing*").unwrap(),
+            ],
             list: None,
         };
         let (taken, problems) = select(&pts, &sel, &none).unwrap();

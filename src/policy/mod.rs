@@ -117,7 +117,7 @@ pub struct Policy {
     /// Targets to run when no `--target` is given.
     pub targets: Vec<crate::target::TargetList>,
     /// Patterns of targets whose failure to run does not fail the audit.
-    pub allow_failure: Vec<String>,
+    pub allow_failure: Vec<crate::target::TargetPattern>,
     pub mode: Mode,
     /// The previous report of baseline mode, and where it was named.
     pub baseline_report: Option<(PathBuf, String)>,
@@ -197,7 +197,13 @@ fn target_pattern(loc: &Locator<'_>, s: &Spanned<String>, known: &[String]) -> R
     }
     let pattern = Pattern::parse(text).map_err(|e| loc.error(s.span(), format!("{e:#}")))?;
     if text.contains(['*', '?']) || text.starts_with('/') {
-        if !known.iter().any(|id| pattern.matches(id)) {
+        // A glob with a release (`qnn:*@2.6.0*`) names known targets by what precedes the `@`.
+        let head = match text.split_once('@') {
+            Some((head, _)) if !text.starts_with('/') => Pattern::parse(head).ok(),
+            _ => None,
+        };
+        let names_known = |id: &String| pattern.matches(id) || head.as_ref().is_some_and(|h| h.matches(id));
+        if !known.iter().any(names_known) {
             return Err(loc.error(
                 s.span(),
                 format!("'{text}' matches no known target (known: {})", known.join(", ")),
@@ -363,7 +369,13 @@ impl Policy {
                 None => (vec![target_pattern(&loc, key, &known)?], vec![k.to_string()]),
             };
             match &section.allow_failure {
-                Some(a) if *a.get_ref() => policy.allow_failure.extend(texts),
+                Some(a) if *a.get_ref() => {
+                    for t in &texts {
+                        let p = crate::target::TargetPattern::parse(t)
+                            .map_err(|e| loc.error(key.span(), format!("{e:#}")))?;
+                        policy.allow_failure.push(p);
+                    }
+                }
                 Some(a) => {
                     refuse_allow_failure_conflict(&loc, raw.allow_failure.as_slice(), &patterns, &texts, a, &known)?
                 }
@@ -392,7 +404,7 @@ impl Policy {
     pub fn with_flags(
         mut self,
         flags: &Thresholds,
-        allow_failure: &[String],
+        allow_failure: &[crate::target::TargetPattern],
         baseline: Option<&Path>,
     ) -> Result<Policy> {
         let l = Limits {
@@ -493,7 +505,8 @@ impl Policy {
             out.push_str(&format!("targets: {}\n", texts.join(", ")));
         }
         if !self.allow_failure.is_empty() {
-            out.push_str(&format!("allowed to fail: {}\n", self.allow_failure.join(", ")));
+            let texts: Vec<&str> = self.allow_failure.iter().map(|p| p.text.as_str()).collect();
+            out.push_str(&format!("allowed to fail: {}\n", texts.join(", ")));
         }
         for t in targets {
             out.push_str(&format!("{t}:\n"));
@@ -628,7 +641,8 @@ fn top_level(loc: &Locator<'_>, raw: &PolicyFile, known: &[String], policy: &mut
     }
     for a in &raw.allow_failure {
         target_pattern(loc, a, known)?;
-        policy.allow_failure.push(a.get_ref().trim().to_string());
+        let p = crate::target::TargetPattern::parse(a.get_ref()).map_err(|e| loc.error(a.span(), format!("{e:#}")))?;
+        policy.allow_failure.push(p);
     }
     if let Some(m) = &raw.mode {
         policy.mode = match m.get_ref().as_str() {

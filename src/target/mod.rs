@@ -295,6 +295,64 @@ impl fmt::Display for TargetList {
     }
 }
 
+/// An `--allow-failure` value (or a policy's `allow_failure` entry): `all`, a target or a group
+/// of them (`qnn:all`), or a glob (`qnn:*`) or `/regex/` of target ids.
+#[derive(Debug, Clone)]
+pub struct TargetPattern {
+    /// As written, for the report.
+    pub text: String,
+    matcher: Matcher,
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    All,
+    Ids(Vec<String>),
+    Pattern(crate::pattern::Pattern),
+}
+
+impl TargetPattern {
+    /// Parses one pattern: a glob or regex when it has `*`, `?` or slashes, else `all` or a
+    /// target spec (a typo is refused, not a pattern that silently names nothing).
+    pub fn parse(text: &str) -> Result<TargetPattern> {
+        let text = text.trim();
+        let matcher = if text == "all" || text == "*" {
+            Matcher::All
+        } else if text.contains(['*', '?']) || (text.len() > 1 && text.starts_with('/') && text.ends_with('/')) {
+            Matcher::Pattern(crate::pattern::Pattern::parse(text)?)
+        } else {
+            Matcher::Ids(TargetSpec::parse_many(text)?.into_iter().map(|s| s.id).collect())
+        };
+        Ok(TargetPattern {
+            text: text.to_string(),
+            matcher,
+        })
+    }
+
+    /// The pattern that names every target.
+    pub fn all() -> TargetPattern {
+        TargetPattern {
+            text: "all".into(),
+            matcher: Matcher::All,
+        }
+    }
+
+    /// Whether the pattern names the target `id`.
+    pub fn names(&self, id: &str) -> bool {
+        match &self.matcher {
+            Matcher::All => true,
+            Matcher::Ids(ids) => ids.iter().any(|i| i == id),
+            Matcher::Pattern(p) => p.matches(id),
+        }
+    }
+}
+
+impl fmt::Display for TargetPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// The targets of several `--target` values, groups expanded, repeats dropped, in order.
 pub fn distinct(lists: &[TargetList]) -> Vec<TargetSpec> {
     let mut out: Vec<TargetSpec> = Vec::new();
@@ -488,6 +546,18 @@ mod tests {
         assert_eq!(more, one("qnn:sm8650@2.6.0,a=1,b=2"));
         assert!(base.with_options(&[("soc_model".into(), "1".into())]).is_err());
         assert!(base.with_options(&[("a".into(), "2".into())]).is_err());
+    }
+
+    #[test]
+    fn failure_patterns_name_ids_groups_and_globs() {
+        let p = |t: &str| TargetPattern::parse(t).unwrap();
+        assert!(p("all").names("qnn:sm8650@2.6.0"));
+        assert!(p("qnn:all").names("qnn:sm8350") && !p("qnn:all").names("cpu"));
+        assert!(p("qnn:8 Gen 3").names("qnn:sm8650") && !p("qnn:sm8650").names("qnn:sm8650@2.6.0"));
+        assert!(p("qnn:sm8650@2.3.0*").names("qnn:sm8650@2.3.0+ort1.31.1"));
+        assert!(p("/^cpu/").names("cpu:noopt"));
+        assert!(TargetPattern::parse("openvinno").is_err());
+        assert!(TargetPattern::parse("/(/").is_err());
     }
 
     #[test]
