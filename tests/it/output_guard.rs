@@ -564,7 +564,7 @@ fn golden_create_never_replaces_a_directory_that_holds_its_inputs_or_anything_el
     std::fs::write(ws.path("golden/notes.txt"), "which phone this came from").expect("write");
     let before = ws.checksums();
     for (dest, why) in [
-        ("in", "not a golden run"),
+        ("in", "an input of this run"),
         ("fleet", "not a golden run"),
         ("golden", "notes.txt, which is not part of its golden run"),
     ] {
