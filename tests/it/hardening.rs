@@ -1105,3 +1105,72 @@ fn a_fetch_killed_midway_leaves_no_pip_running_and_its_temporary_directory_is_sw
     assert!(String::from_utf8_lossy(&out.stderr).contains("no network"));
     assert!(fetch_dirs().is_empty(), "left in the cache: {:?}", fetch_dirs());
 }
+
+/// `scripts/test` failed at once when another apt process held dpkg's or the package lists'
+/// lock. A stand-in `apt-get` (first on `PATH`, with no Chromium there) reports the lists' lock
+/// held on its first `update` and dpkg's lock held on an `install` that would not wait; a stand-in
+/// `cargo` ends the script. The script must wait for both and go on to the tests.
+#[cfg(unix)]
+#[test]
+fn the_test_script_waits_for_an_apt_lock_held_by_another_process() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let log = dir.path().join("calls.log");
+    let script = |name: &str, text: String| {
+        let p = bin_dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script(
+        "apt-get",
+        format!(
+            "#!/bin/sh\necho \"apt-get $*\" >> '{log}'\ncase \"$*\" in\n  *update*)\n    \
+             if [ ! -e '{log}.updated' ]; then : > '{log}.updated'; \
+             echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (apt-get)' >&2; \
+             echo 'E: Unable to lock directory /var/lib/apt/lists/' >&2; exit 100; fi ;;\n  \
+             *install*)\n    case \"$*\" in *DPkg::Lock::Timeout=*) ;; *) \
+             echo 'E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)' >&2; \
+             exit 100 ;; esac ;;\nesac\nexit 0\n",
+            log = log.display()
+        ),
+    );
+    script(
+        "cargo",
+        format!("#!/bin/sh\necho \"cargo $*\" >> '{}'\n", log.display()),
+    );
+    // The script's own tools, and no chromium.
+    for tool in ["bash", "dirname", "id", "sleep", "grep", "cat", "env"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("no {tool}"));
+        std::os::unix::fs::symlink(found, bin_dir.join(tool)).unwrap();
+    }
+    let out = std::process::Command::new(repo("scripts/test"))
+        .env("PATH", &bin_dir)
+        .env_remove("NPU_AUDIT_CHROMIUM")
+        .output()
+        .unwrap();
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\ncalls:\n{calls}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(" update")).count(),
+        2,
+        "update is tried again after the lock is released: {calls}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("install") && l.contains("DPkg::Lock::Timeout=600")),
+        "{calls}"
+    );
+    assert_eq!(lines.last(), Some(&"cargo test --no-fail-fast"), "{calls}");
+}
