@@ -719,3 +719,17 @@ fn a_growing_state_is_fed_back_with_its_new_shape_every_step() {
         assert_eq!(present.shape, vec![1, len, 2], "step {}", k + 1);
     }
 }
+
+/// A pipeline file is a few KB; a 10 MB one took 758 MB of memory to parse. One over 1 MiB is
+/// refused, saying so, before it is parsed.
+#[test]
+fn a_pipeline_file_over_one_mib_is_refused_before_it_is_parsed() {
+    let dir = tempdir();
+    let toml = dir.path().join("big.toml");
+    std::fs::write(&toml, "# padding\n".repeat(120_000)).unwrap();
+    fails_with(
+        &["pipeline", toml.to_str().unwrap(), "-t", "cpu"],
+        2,
+        "larger than 1 MiB",
+    );
+}
