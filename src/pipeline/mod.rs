@@ -119,7 +119,7 @@ pub fn schema_text() -> String {
 
 /// Runs the pipeline and returns its report.
 pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineReport> {
-    let work = tempfile::Builder::new().prefix("npu-audit-pipeline-").tempdir()?;
+    let work = crate::process::owned_tempdir("npu-audit-pipeline-")?;
     let mut golden: Vec<Samples> = Vec::new();
     let mut chains: Vec<(String, Chain)> = Vec::new();
     let mut infos = Vec::new();

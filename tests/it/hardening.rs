@@ -1174,3 +1174,89 @@ fn the_test_script_waits_for_an_apt_lock_held_by_another_process() {
     );
     assert_eq!(lines.last(), Some(&"cargo test --no-fail-fast"), "{calls}");
 }
+
+/// `matrix` and `pipeline` killed with SIGKILL left their `npu-audit-matrix-*` and
+/// `npu-audit-pipeline-*` directories in TMPDIR for good: unlike compare's, they carried no owner
+/// marker, so no later audit swept them. Each is killed inside its first audit (its cpu worker
+/// hangs), then a plain compare runs in the same TMPDIR and must leave nothing behind.
+#[cfg(unix)]
+#[test]
+fn directories_of_a_killed_matrix_or_pipeline_are_swept_by_the_next_audit() {
+    use std::time::{Duration, Instant};
+    let stage = |name: &str, model: &str, feeds: &str| {
+        format!(
+            "[[stage]]\nname = \"{name}\"\nmodel = \"{}\"\n{feeds}\n",
+            repo("fixtures/real").join(model).display()
+        )
+    };
+    let dir = tempdir();
+    let pipeline = dir.path().join("p.toml");
+    std::fs::write(
+        &pipeline,
+        stage("a", "ppocr_cls_stage1_qdq_u8.onnx", "")
+            + &stage(
+                "b",
+                "ppocr_cls_stage2_qdq_u8.onnx",
+                "feeds = { features = \"a.features\" }",
+            ),
+    )
+    .unwrap();
+    let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let variant = format!("u8={}", cnn());
+    let inputs = repo("fixtures/inputs/ppocr_seed3.npz");
+    let commands = [
+        (
+            "npu-audit-matrix-",
+            strings(&["matrix", "--variant", &variant, "-t", "cpu", "--reference", &cnn_fp32()]),
+        ),
+        (
+            "npu-audit-pipeline-",
+            strings(&[
+                "pipeline",
+                pipeline.to_str().unwrap(),
+                "-t",
+                "cpu",
+                "--inputs",
+                inputs.to_str().unwrap(),
+            ]),
+        ),
+    ];
+    for (prefix, args) in commands {
+        let tmp = tempdir();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+            .env("TMPDIR", tmp.path())
+            .env("NPU_AUDIT_FAULT_INJECT", "cpu=hang")
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let named = |p: &str| -> Vec<std::path::PathBuf> {
+            work_dirs(tmp.path())
+                .into_iter()
+                .filter(|d| d.file_name().unwrap().to_string_lossy().starts_with(p))
+                .collect()
+        };
+        // Inside its first audit: its own directory and a compare's work directory exist.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while named(prefix).is_empty() || work_dirs(tmp.path()).len() < 2 {
+            assert!(Instant::now() < deadline, "{prefix}: the audit never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!named(prefix).is_empty(), "{prefix}: nothing was left to sweep");
+        let out = bin()
+            .env("TMPDIR", tmp.path())
+            .args(["compare", &cnn(), "-t", "cpu", "--no-baseline"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            work_dirs(tmp.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "{prefix}: left behind"
+        );
+    }
+}
