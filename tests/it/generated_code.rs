@@ -31,7 +31,11 @@ fn committed_protobuf_code_is_what_the_generator_makes() {
          run `NPU_AUDIT_REGENERATE=1 cargo test --test it generated_code` and commit the file"
     );
     // The generator really ran on the proto: the types the crate reads are there.
-    for ty in ["pub struct ModelProto", "pub struct GraphProto", "pub struct TensorProto"] {
+    for ty in [
+        "pub struct ModelProto",
+        "pub struct GraphProto",
+        "pub struct TensorProto",
+    ] {
         assert!(fresh.contains(ty), "{ty} missing from the generated code");
     }
 }
