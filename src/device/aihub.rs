@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::arrays::read_npz_for;
 use super::{DeviceInfo, DeviceReport, ReportDefaults, ReportFormat, MAX_TEXT_BYTES};
@@ -66,11 +66,9 @@ fn sidecar(path: &Path) -> Result<Option<DeviceInfo>> {
     if std::fs::symlink_metadata(&side).is_err() {
         return Ok(None);
     }
-    crate::userfile::regular_file(&side).map_err(|e| anyhow::anyhow!("{}: {e}", side.display()))?;
-    if std::fs::metadata(&side)?.len() > MAX_TEXT_BYTES {
-        anyhow::bail!("{} is too large", side.display());
-    }
-    Ok(Some(DeviceInfo::parse(&std::fs::read(&side)?)?))
+    let shown = side.display().to_string();
+    let bytes = super::read_member(&side, &shown, MAX_TEXT_BYTES)?;
+    Ok(Some(DeviceInfo::parse(&bytes).with_context(|| shown)?))
 }
 
 /// Reads an AI Hub `.npz` held in memory.

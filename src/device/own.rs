@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::arrays::read_npz_for;
-use super::{DeviceInfo, DeviceReport, ReportFormat, MAX_FILE_BYTES, MAX_REPORT_BYTES, MAX_TEXT_BYTES};
+use super::{
+    member_dir, read_member, DeviceInfo, DeviceReport, ReportFormat, MAX_FILE_BYTES, MAX_REPORT_BYTES, MAX_TEXT_BYTES,
+};
 use crate::error::bad_input;
 use crate::model::Signature;
 
@@ -88,27 +90,6 @@ pub fn is_own_zip(bytes: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
-/// A regular file's bytes, at most `cap`.
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path)?;
-    if !meta.is_file() {
-        bail!(
-            "{} is {}, not a regular file",
-            path.display(),
-            crate::userfile::kind_of(&meta)
-        );
-    }
-    if meta.len() > cap {
-        bail!("{} is larger than {} MiB", path.display(), cap >> 20);
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(cap + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > cap {
-        bail!("{} grew beyond {} MiB while read", path.display(), cap >> 20);
-    }
-    Ok(bytes)
-}
-
 fn cap_of(name: &str) -> u64 {
     if name == "outputs.npz" || name == "inputs.npz" {
         MAX_FILE_BYTES
@@ -122,19 +103,16 @@ fn files_of_dir(dir: &Path) -> Result<Files> {
     for name in ["device.json", "outputs.npz", "inputs.npz"] {
         let p = dir.join(name);
         if std::fs::symlink_metadata(&p).is_ok() {
-            files.put(name, read_capped(&p, cap_of(name))?)?;
+            files.put(name, read_member(&p, name, cap_of(name))?)?;
         }
     }
     let logs = dir.join("logs");
-    if let Ok(meta) = std::fs::symlink_metadata(&logs) {
-        if !meta.is_dir() {
-            bail!("logs is {}, not a directory", crate::userfile::kind_of(&meta));
-        }
+    if member_dir(&logs, "logs")? {
         let mut entries: Vec<_> = std::fs::read_dir(&logs)?.collect::<std::io::Result<Vec<_>>>()?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let name = format!("logs/{}", e.file_name().to_string_lossy());
-            files.put(&name, read_capped(&e.path(), MAX_TEXT_BYTES)?)?;
+            files.put(&name, read_member(&e.path(), &name, MAX_TEXT_BYTES)?)?;
         }
     }
     Ok(files)
