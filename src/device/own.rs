@@ -90,6 +90,12 @@ pub fn is_own_zip(bytes: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether `path` is named as the tool's own report archive (`.zip`): then it is read as one,
+/// whatever it holds, and a damaged one is said to be a damaged `.zip`.
+pub fn is_zip_name(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x.eq_ignore_ascii_case("zip"))
+}
+
 fn cap_of(name: &str) -> u64 {
     if name == "outputs.npz" || name == "inputs.npz" {
         MAX_FILE_BYTES
@@ -119,11 +125,14 @@ fn files_of_dir(dir: &Path) -> Result<Files> {
 }
 
 fn files_of_zip(bytes: Vec<u8>) -> Result<Files> {
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).context("not a valid .zip archive")?;
+    let mut archive = crate::tensor::open_zip(Cursor::new(bytes), ".zip")?;
     let mut files = Files::default();
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i).context("cannot read the archive")?;
         let name = entry.name().to_string();
+        if entry.is_symlink() {
+            bail!("'{name}' is a symbolic link (a report's members are files)");
+        }
         if entry.is_dir() {
             if name == "logs/" {
                 continue;

@@ -273,7 +273,7 @@ pub fn read_npz_bytes_checked(bytes: Vec<u8>, check: ArrayCheck<'_>) -> Result<V
 }
 
 fn read_npz_from<R: Read + Seek>(reader: R, check: ArrayCheck<'_>) -> Result<Vec<(String, Tensor)>> {
-    let mut archive = zip::ZipArchive::new(reader).map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
+    let mut archive = super::open_zip(reader, ".npz")?;
     let mut out = Vec::with_capacity(archive.len());
     for i in 0..archive.len() {
         let entry = archive
@@ -283,6 +283,9 @@ fn read_npz_from<R: Read + Seek>(reader: R, check: ArrayCheck<'_>) -> Result<Vec
             continue;
         }
         let raw_name = entry.name().to_string();
+        if entry.is_symlink() {
+            bail!("'{raw_name}' is a symbolic link, not an array");
+        }
         let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name).to_string();
         let tensor = read_entry(entry, &name, check).with_context(|| format!("array '{name}'"))?;
         out.push((name, tensor));
