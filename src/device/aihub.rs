@@ -73,7 +73,13 @@ fn sidecar(path: &Path) -> Result<Option<DeviceInfo>> {
 
 /// Reads an AI Hub `.npz` held in memory.
 pub fn read_npz(path: &Path, bytes: Vec<u8>, sig: &Signature, defaults: &ReportDefaults) -> Result<DeviceReport> {
-    let fail = |e: anyhow::Error| bad_input(format!("device report {}: {e:#}", path.display()));
+    // A file named otherwise says what it was taken for.
+    let taken = if path.extension().is_some_and(|x| x.eq_ignore_ascii_case("npz")) {
+        ""
+    } else {
+        "read as an AI Hub .npz (it is no .zip and holds no device.json or outputs.npz): "
+    };
+    let fail = |e: anyhow::Error| bad_input(format!("device report {}: {taken}{e:#}", path.display()));
     let content_sha256 = sha256_hex(&bytes);
     let outputs = read_npz_for(bytes, &sig.outputs, "output").map_err(fail)?;
     let mut device = sidecar(path).map_err(fail)?.unwrap_or_default();

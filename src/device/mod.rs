@@ -111,7 +111,7 @@ fn read_file(path: &Path, sig: &Signature, defaults: &ReportDefaults) -> Result<
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let bytes = read_member(path, &name, MAX_REPORT_BYTES)
         .map_err(|e| bad_input(format!("device report {}: {e:#}", path.display())))?;
-    if own::is_own_zip(&bytes) {
+    if own::is_zip_name(path) || own::is_own_zip(&bytes) {
         own::read_zip(path, bytes, sig)
     } else {
         aihub::read_npz(path, bytes, sig, defaults)

@@ -144,9 +144,13 @@ fn read_raw(bytes: &[u8], info: &TensorInfo, shape: Vec<usize>) -> Result<Tensor
         return Tensor::new(shape, TensorData::from_bytes(info.dtype, bytes, false));
     }
     if bytes.len() != n * 4 {
+        if info.dtype == DType::Float32 {
+            bail!("{} bytes are not {n} float32 values ({} bytes)", bytes.len(), n * 4);
+        }
         bail!(
-            "{} bytes: neither {n} float32 values nor {n} {} values",
+            "{} bytes are neither {n} float32 values ({} bytes) nor {n} {} values ({native} bytes)",
             bytes.len(),
+            n * 4,
             info.dtype.name()
         );
     }

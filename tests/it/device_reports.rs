@@ -166,3 +166,147 @@ fn an_ai_hub_sidecar_that_is_a_link_is_refused_not_followed() {
     assert_refused(&e, &npz, "hub.device.json is a symbolic link");
     assert!(!e.to_string().contains("OUTSIDE-SECRET"), "{e}");
 }
+
+/// `Result_0` to `Result_3` and then `Result_5`: the gap silently ended the samples at four.
+#[test]
+fn a_gap_in_result_n_is_refused_not_taken_for_the_end() {
+    let dir = tempdir();
+    let r = qnn_report(dir.path(), "gap", &[0, 1, 2, 3, 5]);
+    assert_refused(&only_entry(&[&r]), &r, "Result_5 follows a gap: Result_4 is missing");
+}
+
+/// A zip of the given (member name, bytes) pairs, made by Python's zipfile (which writes two
+/// members of one name, as a hostile archive would); a name ending in `@` is stored as a
+/// symbolic link (Unix mode 0120777) under the name without it.
+fn zip_with(path: &Path, members: &[(&str, Vec<u8>)]) {
+    let dir = tempdir();
+    let mut spec = Vec::new();
+    for (k, (name, bytes)) in members.iter().enumerate() {
+        let f = dir.path().join(format!("m{k}"));
+        std::fs::write(&f, bytes).unwrap();
+        spec.push(serde_json::json!([name, f.display().to_string()]));
+    }
+    let script = r#"
+import json, sys, warnings, zipfile
+warnings.simplefilter("ignore")
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for name, f in json.loads(sys.argv[2]):
+        data = open(f, "rb").read()
+        if name.endswith("@"):
+            info = zipfile.ZipInfo(name[:-1])
+            info.create_system = 3
+            info.external_attr = 0o120777 << 16
+            z.writestr(info, data)
+        else:
+            z.writestr(name, data)
+"#;
+    run_ok(
+        std::process::Command::new(std::env::var("NPU_AUDIT_PYTHON").unwrap_or_else(|_| "python3".into()))
+            .args(["-c", script])
+            .arg(path)
+            .arg(serde_json::Value::Array(spec).to_string()),
+    );
+}
+
+/// A report `.zip` whose `device.json` is there twice (the last one won), one whose log is a
+/// link, and an AI Hub `.npz` with one array twice: each refused, saying what.
+#[test]
+fn archives_with_a_member_twice_or_a_member_that_is_a_link_are_refused() {
+    let dir = tempdir();
+    let outputs = dir.path().join("outputs.npz");
+    outputs_npz(&outputs);
+    let npz = std::fs::read(&outputs).unwrap();
+    let device = |soc: &str| format!(r#"{{"soc_model": "{soc}"}}"#).into_bytes();
+    let twice = dir.path().join("twice.zip");
+    zip_with(
+        &twice,
+        &[
+            ("device.json", device("SM8650")),
+            ("outputs.npz", npz.clone()),
+            ("device.json", device("SM8450")),
+        ],
+    );
+    assert_refused(&only_entry(&[&twice]), &twice, "'device.json' is in the archive twice");
+    let link = dir.path().join("link.zip");
+    zip_with(
+        &link,
+        &[
+            ("device.json", device("SM8650")),
+            ("outputs.npz", npz.clone()),
+            ("logs/logcat.txt@", b"/etc/passwd".to_vec()),
+        ],
+    );
+    assert_refused(&only_entry(&[&link]), &link, "'logs/logcat.txt' is a symbolic link");
+    // An AI Hub archive: logits twice, the second all zeros.
+    let logits = npu_audit::tensor::read_npz(&outputs).unwrap();
+    let zeros = Tensor::new(vec![4, 1, 10], TensorData::Float32(vec![0.0; 40])).unwrap();
+    let hub = dir.path().join("hub.npz");
+    zip_with(
+        &hub,
+        &[
+            ("logits.npy", logits[0].1.to_npy_bytes().unwrap()),
+            ("probs.npy", logits[1].1.to_npy_bytes().unwrap()),
+            ("logits.npy", zeros.to_npy_bytes().unwrap()),
+        ],
+    );
+    assert_refused(&only_entry(&[&hub]), &hub, "'logits.npy' is in the archive twice");
+}
+
+/// The messages of refusals say what the file is and what was expected, once.
+#[cfg(unix)]
+#[test]
+fn refusals_of_report_files_say_what_they_are_and_what_was_expected() {
+    let dir = tempdir();
+    // A log that is a link: "is a symbolic link", not "is not a regular file, not a regular file".
+    let r = own_report(dir.path(), "log_link");
+    std::fs::create_dir(r.join("logs")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", r.join("logs/logcat.txt")).unwrap();
+    let e = only_entry(&[&r]);
+    assert_refused(&e, &r, "logs/logcat.txt is a symbolic link");
+    assert!(!e.to_string().contains("not a regular file, not a regular file"), "{e}");
+    // A raw output of 12 bytes for a float32 output of 10 values.
+    let r = qnn_report(dir.path(), "short_raw", &[0, 1, 2, 3]);
+    std::fs::write(r.join("Result_2/probs.raw"), [0u8; 12]).unwrap();
+    assert_refused(
+        &only_entry(&[&r]),
+        &r,
+        "Result_2/probs.raw: 12 bytes are not 10 float32 values (40 bytes)",
+    );
+    // A `.zip` that is no archive: said as a report .zip, not as an .npz.
+    let z = dir.path().join("broken.zip");
+    std::fs::write(&z, b"PK\x03\x04 not really").unwrap();
+    let e = only_entry(&[&z]);
+    assert_refused(&e, &z, "not a valid .zip archive");
+    assert!(!e.to_string().contains(".npz"), "{e}");
+    // A zip of neither format.
+    let z = dir.path().join("other.zip");
+    zip_with(&z, &[("readme.txt", b"hello".to_vec())]);
+    assert_refused(&only_entry(&[&z]), &z, "'readme.txt' is not part of a device report");
+    // Reports of 2 samples against a golden run of 4: the sentence names the report too.
+    let r = qnn_report(dir.path(), "two", &[0, 1]);
+    assert_refused(&only_entry(&[&r]), &r, "2 samples of outputs for 4 samples of inputs");
+}
+
+/// A device model with a terminal escape (ESC ] ... BEL) and a direction override reached the
+/// triage page as raw control characters; they are shown escaped, as text.
+#[test]
+fn control_characters_from_a_device_reach_the_triage_page_escaped() {
+    let dir = tempdir();
+    let r = own_report(dir.path(), "escape");
+    std::fs::write(
+        r.join("device.json"),
+        r#"{"soc_model": "SM8650", "device_model": "Pixel\u001b]0;pwned\u0007 \u202eevil"}"#,
+    )
+    .unwrap();
+    let html = dir.path().join("t.html");
+    let (code, _, err) = triage(&[&r], &["--html", html.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!page.contains(c), "{:?} reached the page raw", c);
+    }
+    assert!(
+        page.contains(r"Pixel\u{1b}]0;pwned\u{7} \u{202e}evil"),
+        "the model is shown escaped"
+    );
+}
