@@ -310,3 +310,57 @@ fn control_characters_from_a_device_reach_the_triage_page_escaped() {
         "the model is shown escaped"
     );
 }
+
+/// A copy of the CNN's golden directory in `dir`.
+fn golden_copy(dir: &Path) -> PathBuf {
+    let to = dir.join("golden");
+    for e in walk(&repo("golden/cnn_fp32")) {
+        let rel = e.strip_prefix(repo("golden/cnn_fp32")).unwrap();
+        std::fs::create_dir_all(to.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(&e, to.join(rel)).unwrap();
+    }
+    to
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .flat_map(|p| if p.is_dir() { walk(&p) } else { vec![p] })
+        .collect()
+}
+
+/// A golden file changed after `golden create`: compare refuses the directory (exit 2), and
+/// triage marked every report `not_reproduced` and exited 0. It fails the way compare does.
+#[test]
+fn triage_against_an_altered_golden_directory_fails_as_compare_does() {
+    let dir = tempdir();
+    let g = golden_copy(dir.path());
+    let out = g.join("outputs/s1/o0.npy");
+    let mut bytes = std::fs::read(&out).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&out, bytes).unwrap();
+    let r = own_report(dir.path(), "r");
+    let g = g.to_str().unwrap();
+    fails_with(
+        &["compare", &cnn(), "--golden", g, "-t", "cpu"],
+        2,
+        "outputs/s1/o0.npy was altered",
+    );
+    fails_with(
+        &[
+            "triage",
+            r.to_str().unwrap(),
+            "--model",
+            &cnn(),
+            "--golden",
+            g,
+            "--candidate",
+            "cpu",
+            "--no-db",
+        ],
+        2,
+        "outputs/s1/o0.npy was altered",
+    );
+}
