@@ -32,3 +32,4 @@ mod transformer_real;
 mod triage;
 mod triage_html;
 mod triage_outputs;
+mod triage_store;
