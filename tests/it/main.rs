@@ -24,6 +24,7 @@ mod placement;
 mod render_snapshots;
 mod report_formats;
 mod report_schema;
+mod runtime_cache;
 mod runtime_releases;
 mod statuses;
 mod streams;
