@@ -1,6 +1,7 @@
 //! In-memory tensors of every element type the audit exchanges with ONNX Runtime.
 
 mod archive;
+pub mod delta;
 mod float16;
 mod npy;
 

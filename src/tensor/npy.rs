@@ -3,7 +3,7 @@
 //! `.npy` header; the data bytes are handled here because that crate has no float16 element type.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -41,6 +41,10 @@ impl Tensor {
         // trusting the header); a file that is not regular gives no bound.
         let room = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
         let mut reader = BufReader::new(file);
+        // A growing stream state a worker wrote as what its step added (see `delta`).
+        if super::delta::starts_delta(reader.fill_buf().unwrap_or_default()) {
+            return super::delta::read(path);
+        }
         Tensor::read_npy_checked(&mut reader, "", &accept_any, room).with_context(|| format!("{}", path.display()))
     }
 
