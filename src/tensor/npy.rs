@@ -314,8 +314,7 @@ fn read_entry<R: Read>(mut entry: zip::read::ZipFile<'_, R>, name: &str, check: 
 /// skipped): a large archive of activations is never loaded whole.
 pub fn read_npz_entries(path: &Path, names: &[String]) -> Result<Vec<(String, Tensor)>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut archive = zip::ZipArchive::new(BufReader::new(file))
-        .map_err(|e| anyhow::anyhow!("{}: not a valid .npz archive: {e}", path.display()))?;
+    let mut archive = super::open_zip(BufReader::new(file), ".npz").with_context(|| format!("{}", path.display()))?;
     let mut out = Vec::new();
     for name in names {
         let Ok(entry) = archive.by_name(&format!("{name}.npy")) else {
