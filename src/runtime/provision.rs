@@ -460,6 +460,8 @@ static LEASES: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mute
 /// Holds a shared lock on the release in `dir` until this process exits, from its provisioning
 /// until its workers (which load the libraries) are long done: `runtime gc` removes a release only
 /// when it can lock it exclusively. Waits while a gc is removing it (the caller then finds it gone).
+/// A cache this process may not write (shared read-only) is used without a lease: no gc can
+/// remove anything from it either.
 fn take_lease(dir: &Path, build: &Build) -> Result<()> {
     let parent = dir.parent().context("cache directory has no parent")?;
     let path = use_lock_path(parent, &build.package, &build.version);
@@ -472,12 +474,19 @@ fn take_lease(dir: &Path, build: &Build) -> Result<()> {
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&path)?;
+            .open(&path)
+            .or_else(|_| std::fs::File::open(&path))?;
         file.lock_shared()?;
         Ok(file)
     };
-    let file = hold().map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", path.display())))?;
-    leases.push((path, file));
+    match hold() {
+        Ok(file) => leases.push((path, file)),
+        Err(e) => crate::console::detail(format!(
+            "{}: no lease on the cached release ({}: {e})",
+            build.label(),
+            path.display()
+        )),
+    }
     Ok(())
 }
 
