@@ -5,7 +5,8 @@
 //! grows with the distinct input sets, not with the reports. `triage --summary` reads it back.
 //!
 //! The file is the tool's own: it is recognised by SQLite's `application_id` and refused when it
-//! is anything else, so a database that happens to sit where the store would go is never touched.
+//! is anything else, so a database that happens to sit where the store would go is never touched;
+//! the default store (inside a fleet strangers fill) is never used through a symbolic link.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,7 +17,6 @@ use sha2::{Digest, Sha256};
 
 use super::{CandidateRun, ReportEntry, Thresholds, TriageOptions};
 use crate::error::{bad_output, run_error};
-
 use crate::tensor::{npz_bytes, read_npz_bytes, Tensor};
 
 /// SQLite `application_id` of a triage store ("NPUA").
