@@ -1019,7 +1019,8 @@ fn the_readme_test_command_provisions_what_the_tests_need_and_runs_every_binary(
         "README.md gives scripts/test as the test command"
     );
     let script = std::fs::read_to_string(repo("scripts/test")).unwrap();
-    assert!(script.contains("apt-get install") && script.contains("chromium"));
+    // apt_get: apt-get waiting for another apt's lock (scripts/apt-wait.sh).
+    assert!(script.contains("apt_get install") && script.contains("chromium"));
     assert!(script.contains("cargo test --no-fail-fast"));
     let ci = std::fs::read_to_string(repo(".ci/run")).unwrap();
     assert!(
@@ -1169,7 +1170,7 @@ fn the_test_script_waits_for_an_apt_lock_held_by_another_process() {
     assert!(
         lines
             .iter()
-            .any(|l| l.contains("install") && l.contains("DPkg::Lock::Timeout=600")),
+            .any(|l| l.contains("install") && l.contains("chromium") && l.contains("DPkg::Lock::Timeout=600")),
         "{calls}"
     );
     assert_eq!(lines.last(), Some(&"cargo test --no-fail-fast"), "{calls}");
