@@ -76,7 +76,7 @@ pub fn printable(text: &str) -> String {
 }
 
 /// Unicode's explicit direction marks, embeddings, overrides and isolates.
-fn is_bidi_control(c: char) -> bool {
+pub fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -263,6 +263,7 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
+    let mut in_use = 0;
     for dir in entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -286,7 +287,8 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
             (false, Some(d)) => (true, format!("unused for {d:.1} days")),
             (false, None) => (true, "no use recorded".to_string()),
         };
-        let removed = remove && !dry_run && crate::runtime::provision::remove_cached(&dir, &m.package, &m.version);
+        let (remove, removed, why) = remove_one(&dir, &m, remove, dry_run, why);
+        in_use += usize::from(why.starts_with(IN_USE));
         out.push(CachedBuild {
             dir: dir.display().to_string(),
             package: m.package,
@@ -298,6 +300,35 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
             why,
         });
     }
+    if in_use > 0 {
+        crate::console::note(format!("kept {in_use} release(s) a running audit uses"));
+    }
     out.sort_by(|a, b| a.package.cmp(&b.package).then(version_order(&a.version, &b.version)));
     Ok(out)
+}
+
+/// How `runtime gc` says a release is kept because a running audit holds it.
+const IN_USE: &str = "in use by a running audit";
+
+/// Removes one release gc chose (`remove`), unless a running audit holds it: (still to go,
+/// removed, why).
+fn remove_one(
+    dir: &std::path::Path,
+    m: &crate::runtime::provision::CacheManifest,
+    remove: bool,
+    dry_run: bool,
+    why: String,
+) -> (bool, bool, String) {
+    use crate::runtime::provision::{in_use, remove_cached, Removal};
+    let kept = |why: String| (false, false, format!("{IN_USE} ({why})"));
+    match (remove, dry_run) {
+        (false, _) => (false, false, why),
+        (true, true) if in_use(dir, &m.package, &m.version) => kept(why),
+        (true, true) => (true, false, why),
+        (true, false) => match remove_cached(dir, &m.package, &m.version) {
+            Removal::Removed => (true, true, why),
+            Removal::InUse => kept(why),
+            Removal::Failed => (true, false, format!("{why}; could not be removed")),
+        },
+    }
 }

@@ -64,6 +64,25 @@ pub fn mark_owned(dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join(OWNER_MARKER), me)
 }
 
+/// A fresh directory in the system's temporary directory, named `prefix` + random characters,
+/// marked as owned by this process and registered for removal on an interrupt: a command that is
+/// killed before it removes it leaves it for the next audit to sweep (every audit sweeps the
+/// `npu-audit-` directories of owners that are gone). Removed when the value is dropped.
+pub fn owned_tempdir(prefix: &str) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| crate::error::run_error(format!("cannot create a temporary directory: {e}")))?;
+    mark_owned(dir.path()).map_err(|e| {
+        crate::error::run_error(format!(
+            "cannot write into the temporary directory {}: {e}",
+            dir.path().display()
+        ))
+    })?;
+    crate::interrupt::dir_created(dir.path());
+    Ok(dir)
+}
+
 /// Whether the process named in `dir`'s owner marker is gone. A directory without a marker is
 /// not ours to judge (kept with `--keep-work`, or another tool's).
 fn owner_is_gone(dir: &Path) -> bool {

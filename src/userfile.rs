@@ -64,7 +64,8 @@ pub fn shown(path: &Path) -> String {
     }
 }
 
-/// What a non-regular file is, in words.
+/// What a file is, in words (for "X is a FIFO, not a regular file"; metadata read without
+/// following links names a link as one).
 pub fn kind_of(meta: &Metadata) -> &'static str {
     #[cfg(unix)]
     {
@@ -85,8 +86,12 @@ pub fn kind_of(meta: &Metadata) -> &'static str {
     }
     if meta.is_dir() {
         "a directory"
+    } else if meta.file_type().is_symlink() {
+        "a symbolic link"
+    } else if meta.is_file() {
+        "a regular file"
     } else {
-        "not a regular file"
+        "a special file"
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::arrays::read_npz_for;
 use super::{DeviceInfo, DeviceReport, ReportDefaults, ReportFormat, MAX_TEXT_BYTES};
@@ -71,16 +71,20 @@ fn sidecar(path: &Path) -> Result<Option<DeviceInfo>> {
     if std::fs::symlink_metadata(&side).is_err() {
         return Ok(None);
     }
-    crate::userfile::regular_file(&side).map_err(|e| anyhow::anyhow!("{}: {e}", side.display()))?;
-    if std::fs::metadata(&side)?.len() > MAX_TEXT_BYTES {
-        anyhow::bail!("{} is too large", side.display());
-    }
-    Ok(Some(DeviceInfo::parse(&std::fs::read(&side)?)?))
+    let shown = side.display().to_string();
+    let bytes = super::read_member(&side, &shown, MAX_TEXT_BYTES)?;
+    Ok(Some(DeviceInfo::parse(&bytes).with_context(|| shown)?))
 }
 
 /// Reads an AI Hub `.npz` held in memory.
 pub fn read_npz(path: &Path, bytes: Vec<u8>, sig: &Signature, defaults: &ReportDefaults) -> Result<DeviceReport> {
-    let fail = |e: anyhow::Error| bad_input(format!("device report {}: {e:#}", path.display()));
+    // A file named otherwise says what it was taken for.
+    let taken = if path.extension().is_some_and(|x| x.eq_ignore_ascii_case("npz")) {
+        ""
+    } else {
+        "read as an AI Hub .npz (it is no .zip and holds no device.json or outputs.npz): "
+    };
+    let fail = |e: anyhow::Error| bad_input(format!("device report {}: {taken}{e:#}", path.display()));
     let content_sha256 = sha256_hex(&bytes);
     let outputs = read_npz_for(bytes, &sig.outputs, "output").map_err(fail)?;
     let mut device = sidecar(path).map_err(fail)?.unwrap_or_default();

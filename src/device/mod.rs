@@ -19,7 +19,7 @@ mod qnn;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 pub use arrays::{split_samples, Samples};
@@ -108,25 +108,70 @@ pub fn read_report(path: &Path, sig: &Signature, defaults: &ReportDefaults) -> R
 
 /// A `.zip` of the tool's own format, or an AI Hub `.npz` (a zip of `.npy` members only).
 fn read_file(path: &Path, sig: &Signature, defaults: &ReportDefaults) -> Result<DeviceReport> {
-    if meta_len(path)? > MAX_REPORT_BYTES {
-        return Err(bad_input(format!(
-            "device report {}: larger than {} MiB",
-            path.display(),
-            MAX_REPORT_BYTES >> 20
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| bad_input(format!("device report {}: {e}", path.display())))?;
-    if own::is_own_zip(&bytes) {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let bytes = read_member(path, &name, MAX_REPORT_BYTES)
+        .map_err(|e| bad_input(format!("device report {}: {e:#}", path.display())))?;
+    if own::is_zip_name(path) || own::is_own_zip(&bytes) {
         own::read_zip(path, bytes, sig)
     } else {
         aihub::read_npz(path, bytes, sig, defaults)
     }
 }
 
-fn meta_len(path: &Path) -> Result<u64> {
-    Ok(std::fs::metadata(path)
-        .map_err(|e| bad_input(format!("device report {}: {e}", path.display())))?
-        .len())
+/// The bytes of one file of a report (`shown` names it in messages), never through a link: a
+/// symbolic link, or anything but a regular file, is refused, as is a file over `cap` bytes.
+fn read_member(path: &Path, shown: &str, cap: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+    refuse_link(&meta, shown)?;
+    if !meta.is_file() {
+        bail!("{shown} is {}, not a regular file", crate::userfile::kind_of(&meta));
+    }
+    if meta.len() > cap {
+        bail!("{shown} is larger than {} MiB", cap >> 20);
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        // Whatever replaced the file since it was looked at: a link fails to open, a FIFO does not
+        // block.
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        bail!("{shown} is not a regular file");
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
+    if bytes.len() as u64 > cap {
+        bail!("{shown} grew beyond {} MiB while read", cap >> 20);
+    }
+    Ok(bytes)
+}
+
+/// Whether a directory of a report (`shown` names it) is there: `false` when absent; a link, or
+/// anything but a directory, is refused.
+fn member_dir(path: &Path, shown: &str) -> Result<bool> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(false);
+    };
+    refuse_link(&meta, shown)?;
+    if !meta.is_dir() {
+        bail!("{shown} is {}, not a directory", crate::userfile::kind_of(&meta));
+    }
+    Ok(true)
+}
+
+/// A report is read only as it is: a link inside it could point anywhere on this machine.
+fn refuse_link(meta: &std::fs::Metadata, shown: &str) -> Result<()> {
+    if meta.file_type().is_symlink() {
+        bail!("{shown} is a symbolic link (a report is read as it is, never through links)");
+    }
+    Ok(())
 }
 
 /// Lists the reports under `dir` for a fleet: each entry that is a report (a directory with

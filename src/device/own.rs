@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::arrays::read_npz_for;
-use super::{DeviceInfo, DeviceReport, ReportFormat, MAX_FILE_BYTES, MAX_REPORT_BYTES, MAX_TEXT_BYTES};
+use super::{
+    member_dir, read_member, DeviceInfo, DeviceReport, ReportFormat, MAX_FILE_BYTES, MAX_REPORT_BYTES, MAX_TEXT_BYTES,
+};
 use crate::error::bad_input;
 use crate::model::Signature;
 
@@ -88,25 +90,10 @@ pub fn is_own_zip(bytes: &[u8]) -> bool {
         .unwrap_or(false)
 }
 
-/// A regular file's bytes, at most `cap`.
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>> {
-    let meta = std::fs::symlink_metadata(path)?;
-    if !meta.is_file() {
-        bail!(
-            "{} is {}, not a regular file",
-            path.display(),
-            crate::userfile::kind_of(&meta)
-        );
-    }
-    if meta.len() > cap {
-        bail!("{} is larger than {} MiB", path.display(), cap >> 20);
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(cap + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > cap {
-        bail!("{} grew beyond {} MiB while read", path.display(), cap >> 20);
-    }
-    Ok(bytes)
+/// Whether `path` is named as the tool's own report archive (`.zip`): then it is read as one,
+/// whatever it holds, and a damaged one is said to be a damaged `.zip`.
+pub fn is_zip_name(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x.eq_ignore_ascii_case("zip"))
 }
 
 fn cap_of(name: &str) -> u64 {
@@ -122,30 +109,30 @@ fn files_of_dir(dir: &Path) -> Result<Files> {
     for name in ["device.json", "outputs.npz", "inputs.npz"] {
         let p = dir.join(name);
         if std::fs::symlink_metadata(&p).is_ok() {
-            files.put(name, read_capped(&p, cap_of(name))?)?;
+            files.put(name, read_member(&p, name, cap_of(name))?)?;
         }
     }
     let logs = dir.join("logs");
-    if let Ok(meta) = std::fs::symlink_metadata(&logs) {
-        if !meta.is_dir() {
-            bail!("logs is {}, not a directory", crate::userfile::kind_of(&meta));
-        }
+    if member_dir(&logs, "logs")? {
         let mut entries: Vec<_> = std::fs::read_dir(&logs)?.collect::<std::io::Result<Vec<_>>>()?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let name = format!("logs/{}", e.file_name().to_string_lossy());
-            files.put(&name, read_capped(&e.path(), MAX_TEXT_BYTES)?)?;
+            files.put(&name, read_member(&e.path(), &name, MAX_TEXT_BYTES)?)?;
         }
     }
     Ok(files)
 }
 
 fn files_of_zip(bytes: Vec<u8>) -> Result<Files> {
-    let mut archive = zip::ZipArchive::new(Cursor::new(bytes)).context("not a valid .zip archive")?;
+    let mut archive = crate::tensor::open_zip(Cursor::new(bytes), ".zip")?;
     let mut files = Files::default();
     for i in 0..archive.len() {
         let mut entry = archive.by_index(i).context("cannot read the archive")?;
         let name = entry.name().to_string();
+        if entry.is_symlink() {
+            bail!("'{name}' is a symbolic link (a report's members are files)");
+        }
         if entry.is_dir() {
             if name == "logs/" {
                 continue;

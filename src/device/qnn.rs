@@ -52,19 +52,34 @@ pub fn raw_names(output: &str) -> Vec<String> {
     names.into_iter().map(|n| format!("{n}.raw")).collect()
 }
 
-/// `Result_0`, `Result_1`, ... in order; a gap ends nothing but is refused.
+/// `Result_0`, `Result_1`, ... in order. A gap (a `Result_N` after one that is missing) is
+/// refused rather than taken for the end: samples would silently go missing.
 fn result_dirs(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
-    let mut n = 0;
     let mut out = Vec::new();
-    while dir.join(format!("Result_{n}")).is_dir() {
-        if n >= MAX_RESULTS {
+    loop {
+        let name = format!("Result_{}", out.len());
+        let path = dir.join(&name);
+        if !super::member_dir(&path, &name)? {
+            break;
+        }
+        if out.len() >= MAX_RESULTS {
             bail!("more than {MAX_RESULTS} Result_N directories");
         }
-        out.push(dir.join(format!("Result_{n}")));
-        n += 1;
+        out.push(path);
     }
     if out.is_empty() {
         bail!("no Result_0/ (not a qnn-net-run output directory)");
+    }
+    let beyond = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("Result_")?.parse::<usize>().ok())
+        .filter(|n| *n > out.len())
+        .min();
+    if let Some(n) = beyond {
+        bail!(
+            "Result_{n} follows a gap: Result_{} is missing (the inferences must be Result_0, Result_1, ... without gaps)",
+            out.len()
+        );
     }
     Ok(out)
 }
@@ -129,9 +144,13 @@ fn read_raw(bytes: &[u8], info: &TensorInfo, shape: Vec<usize>) -> Result<Tensor
         return Tensor::new(shape, TensorData::from_bytes(info.dtype, bytes, false));
     }
     if bytes.len() != n * 4 {
+        if info.dtype == DType::Float32 {
+            bail!("{} bytes are not {n} float32 values ({} bytes)", bytes.len(), n * 4);
+        }
         bail!(
-            "{} bytes: neither {n} float32 values nor {n} {} values",
+            "{} bytes are neither {n} float32 values ({} bytes) nor {n} {} values ({native} bytes)",
             bytes.len(),
+            n * 4,
             info.dtype.name()
         );
     }
@@ -165,19 +184,15 @@ fn read_results(dir: &Path, sig: &Signature, hash: &mut Sha256) -> Result<Vec<Ve
             let Some(file_name) = names.iter().find(|n| std::fs::symlink_metadata(result.join(n)).is_ok()) else {
                 bail!("Result_{k}: no {}", names[0]);
             };
-            let file = result.join(file_name);
-            let meta = std::fs::symlink_metadata(&file)?;
-            if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
-                bail!(
-                    "Result_{k}/{file_name}: not a regular file within {} MiB",
-                    MAX_FILE_BYTES >> 20
-                );
-            }
-            total += meta.len();
+            let bytes = super::read_member(
+                &result.join(file_name),
+                &format!("Result_{k}/{file_name}"),
+                MAX_FILE_BYTES,
+            )?;
+            total += bytes.len() as u64;
             if total > MAX_REPORT_BYTES {
                 bail!("the outputs hold more than {} MiB", MAX_REPORT_BYTES >> 20);
             }
-            let bytes = std::fs::read(&file)?;
             hash.update(format!("Result_{k}/{file_name}").as_bytes());
             hash.update(&bytes);
             let shape = shape_of(info, bytes.len()).with_context(|| format!("Result_{k}/{file_name}"))?;
@@ -197,11 +212,7 @@ fn device_beside(dir: &Path, defaults: &ReportDefaults, hash: &mut Sha256) -> Re
             ..Default::default()
         });
     }
-    crate::userfile::regular_file(&p).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
-    if std::fs::metadata(&p)?.len() > MAX_TEXT_BYTES {
-        bail!("device.json is too large");
-    }
-    let bytes = std::fs::read(&p)?;
+    let bytes = super::read_member(&p, "device.json", MAX_TEXT_BYTES)?;
     hash.update(&bytes);
     DeviceInfo::parse(&bytes)
 }
@@ -217,21 +228,26 @@ fn input_index(sig: &Signature, name: &str) -> Option<usize> {
         .position(|i| i.name == name || raw_names(&i.name).iter().any(|r| r.strip_suffix(".raw") == Some(name)))
 }
 
-/// The file an input list's path names, looked up by its file name inside the report only.
-fn input_file(dir: &Path, path: &str) -> Result<std::path::PathBuf> {
+/// The file an input list's path names, looked up by its file name inside the report only: its
+/// path and its name within the report.
+fn input_file(dir: &Path, path: &str) -> Result<(std::path::PathBuf, String)> {
     let base = path.rsplit(['/', '\\']).next().unwrap_or(path);
     if base.is_empty() || base == "." || base == ".." {
         bail!("{INPUT_LIST}: '{path}' names no file");
     }
-    [dir.join("inputs").join(base), dir.join(base)]
+    let mut places = vec![(dir.join(base), base.to_string())];
+    if super::member_dir(&dir.join("inputs"), "inputs")? {
+        places.insert(0, (dir.join("inputs").join(base), format!("inputs/{base}")));
+    }
+    places
         .into_iter()
-        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+        .find(|(p, _)| std::fs::symlink_metadata(p).is_ok())
         .ok_or_else(|| anyhow::anyhow!("{INPUT_LIST}: {base} is not in the report (inputs/ or beside the list)"))
 }
 
 /// One line of an input list: the raw file of every model input, in the model's order.
-fn input_line(dir: &Path, sig: &Signature, line: &str, n: usize) -> Result<Vec<std::path::PathBuf>> {
-    let mut files: Vec<Option<std::path::PathBuf>> = vec![None; sig.inputs.len()];
+fn input_line(dir: &Path, sig: &Signature, line: &str, n: usize) -> Result<Vec<(std::path::PathBuf, String)>> {
+    let mut files: Vec<Option<(std::path::PathBuf, String)>> = vec![None; sig.inputs.len()];
     for (pos, token) in line.split_whitespace().enumerate() {
         let (k, path) = match token.split_once(":=") {
             Some((name, path)) => (
@@ -271,12 +287,8 @@ fn read_input_list(
     if std::fs::symlink_metadata(&list).is_err() {
         return Ok(None);
     }
-    crate::userfile::regular_file(&list).map_err(|e| anyhow::anyhow!("{INPUT_LIST}: {e}"))?;
-    if std::fs::metadata(&list)?.len() > MAX_TEXT_BYTES {
-        bail!("{INPUT_LIST} is too large");
-    }
-    let text =
-        String::from_utf8(std::fs::read(&list)?).map_err(|_| anyhow::anyhow!("{INPUT_LIST} is not UTF-8 text"))?;
+    let text = String::from_utf8(super::read_member(&list, INPUT_LIST, MAX_TEXT_BYTES)?)
+        .map_err(|_| anyhow::anyhow!("{INPUT_LIST} is not UTF-8 text"))?;
     hash.update(INPUT_LIST.as_bytes());
     hash.update(text.as_bytes());
     let mut total = 0u64;
@@ -290,19 +302,14 @@ fn read_input_list(
             bail!("{INPUT_LIST}: more than {MAX_RESULTS} inferences");
         }
         let mut sample = Vec::new();
-        for (info, file) in sig.inputs.iter().zip(input_line(dir, sig, line, i + 1)?) {
-            let len = std::fs::metadata(&file)?.len();
-            total += len;
-            if len > MAX_FILE_BYTES || total > MAX_REPORT_BYTES {
+        for (info, (file, shown)) in sig.inputs.iter().zip(input_line(dir, sig, line, i + 1)?) {
+            let bytes = super::read_member(&file, &shown, MAX_FILE_BYTES)?;
+            total += bytes.len() as u64;
+            if total > MAX_REPORT_BYTES {
                 bail!("{INPUT_LIST}: the inputs are larger than the report limits");
             }
-            let bytes = std::fs::read(&file)?;
             hash.update(&bytes);
-            let name = file
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let at = || format!("{INPUT_LIST} line {}: {name}", i + 1);
+            let at = || format!("{INPUT_LIST} line {}: {shown}", i + 1);
             let shape = match hints.get(&info.name) {
                 Some(h) if fits(h, info, bytes.len()) => h.clone(),
                 _ => shape_of(info, bytes.len()).with_context(at)?,

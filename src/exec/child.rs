@@ -2,7 +2,7 @@
 //! session for one target, runs every sample and writes the outputs. Anything that goes wrong
 //! inside ONNX Runtime stays inside this process.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -164,20 +164,30 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
         bail!("injected fault: this session cannot return output {name}");
     }
     let fed = fed_outputs(job, &output_names)?;
+    if let Some(root) = &job.delta_root {
+        crate::tensor::delta::allow_root(root);
+    }
     let mut state: Vec<Option<Tensor>> = Vec::new();
     for (si, sample) in job.samples.iter().enumerate() {
         result.phase = Phase::Run;
         let reading = Instant::now();
         let mut tensors: Vec<(String, Tensor)> = Vec::with_capacity(sample.len());
+        // The file each input's value is in, when an output may be written as its extension.
+        let mut bases: Vec<Option<PathBuf>> = Vec::with_capacity(sample.len());
         for input in sample {
             // A fed-back input after the first step is the previous step's output: its file
             // holds only the first step's value.
             let carried = fed.iter().position(|(_, name)| *name == input.name).filter(|_| si > 0);
-            let tensor = match carried.and_then(|k| state.get_mut(k)?.take()) {
-                Some(t) => t,
-                None => Tensor::read_npy(&input.path)?,
+            let (tensor, base) = match carried.and_then(|k| state.get_mut(k)?.take().map(|t| (k, t))) {
+                Some((k, t)) => (t, Some(output_file(&job.output_dir, si - 1, fed[k].0))),
+                // A step of a stream the golden run fed (teacher forcing) is a delta file.
+                None => (
+                    Tensor::read_npy(&input.path)?,
+                    Some(input.path.clone()).filter(|p| crate::tensor::delta::is_delta(p)),
+                ),
             };
             tensors.push((input.name.clone(), tensor));
+            bases.push(base.filter(|_| job.delta_root.is_some()));
         }
         result.io_ms += ms_since(reading);
         let start = Instant::now();
@@ -201,10 +211,16 @@ fn run_samples(job: &Job, session: &mut Session, result: &mut JobResult) -> Resu
         state = fed.iter().map(|(o, _)| first.get(*o).cloned()).collect();
         result.phase = Phase::WriteOutputs;
         let writing = Instant::now();
+        let bases: Vec<(PathBuf, &Tensor)> = bases
+            .into_iter()
+            .zip(&tensors)
+            .filter_map(|(b, (_, t))| Some((b?, t)))
+            .collect();
         result.outputs.push(write_outputs(
             &job.output_dir.join(format!("s{si}")),
             &output_names,
             first,
+            &bases,
         )?);
         result.io_ms += ms_since(writing);
     }
@@ -243,13 +259,38 @@ fn run_once(session: &mut Session, inputs: &[(String, Tensor)], names: &[String]
         .collect()
 }
 
-/// Writes one sample's outputs as `dir/o{k}.npy`.
-fn write_outputs(dir: &Path, names: &[String], tensors: Vec<Tensor>) -> Result<Vec<OutputFile>> {
+/// The file of output `oi` of step (sample) `si`.
+fn output_file(output_dir: &Path, si: usize, oi: usize) -> PathBuf {
+    output_dir.join(format!("s{si}")).join(format!("o{oi}.npy"))
+}
+
+/// Writes one sample's outputs as `dir/o{k}.npy`. An output that extends one of `bases` (an
+/// input's value and the file it is in: a growing stream state) is written as what it adds.
+fn write_outputs(
+    dir: &Path,
+    names: &[String],
+    tensors: Vec<Tensor>,
+    bases: &[(PathBuf, &Tensor)],
+) -> Result<Vec<OutputFile>> {
+    use crate::tensor::delta::{extension, write_delta, Flat};
     std::fs::create_dir_all(dir)?;
+    let flat_bases: Vec<(&PathBuf, Flat)> = bases.iter().map(|(p, t)| (p, Flat::of(t))).collect();
     let mut files = Vec::with_capacity(names.len());
     for (oi, (name, tensor)) in names.iter().zip(tensors).enumerate() {
         let path = dir.join(format!("o{oi}.npy"));
-        tensor.write_npy(&path)?;
+        let out = (!flat_bases.is_empty()).then(|| Flat::of(&tensor));
+        let delta = out.as_ref().and_then(|out| {
+            flat_bases
+                .iter()
+                .find_map(|(base, prev)| extension(prev, out).map(|(axis, tail)| (*base, axis, tail)))
+        });
+        let written = match delta {
+            Some((base, axis, tail)) => write_delta(&path, base, &tensor, axis, &tail)?,
+            None => false,
+        };
+        if !written {
+            tensor.write_npy(&path)?;
+        }
         files.push(OutputFile {
             name: name.clone(),
             dtype: tensor.dtype(),

@@ -101,12 +101,27 @@ impl WorkDir {
             crate::process::mark_owned(&path)
                 .map_err(|e| run_error(format!("cannot write into the work directory {}: {e}", path.display())))?;
             crate::interrupt::dir_created(&path);
+            // Removed at the end: its growing stream states may be kept as deltas.
+            for root in std::iter::once(path.as_path()).chain(tensors.as_ref().map(|t| t.path())) {
+                crate::tensor::delta::allow_root(root);
+            }
             Ok(WorkDir {
                 dir: Some(dir),
                 path,
                 tensors,
             })
         }
+    }
+
+    /// Where workers may write growing stream states as deltas (the directory their outputs go
+    /// to), unless the work directory is kept for the user (then every file is whole `.npy`).
+    fn delta_root(&self) -> Option<PathBuf> {
+        self.dir.as_ref()?;
+        Some(
+            self.tensors
+                .as_ref()
+                .map_or_else(|| self.path.clone(), |t| t.path().to_path_buf()),
+        )
     }
 
     /// Where the tensors of a job whose directory is `dir` (inside the work directory) go.
@@ -152,11 +167,13 @@ impl Drop for WorkDir {
         if let Some(d) = self.dir.take() {
             let _ = d.close();
             crate::interrupt::dir_released(&self.path);
+            crate::tensor::delta::forget_root(&self.path);
         }
         if let Some(d) = self.tensors.take() {
             let path = d.path().to_path_buf();
             let _ = d.close();
             crate::interrupt::dir_released(&path);
+            crate::tensor::delta::forget_root(&path);
         }
     }
 }
@@ -238,6 +255,7 @@ impl Executor {
             .map(|(job, dir)| {
                 let mut job = job.clone();
                 job.output_dir = self.work.tensors_of(&job.output_dir);
+                job.delta_root = self.work.delta_root();
                 (job, dir.clone())
             })
             .collect();
@@ -413,6 +431,7 @@ pub fn reference_job(
         compile_only: false,
         repeat: 1,
         feedback: Vec::new(),
+        delta_root: None,
     };
     (job, dir.to_path_buf())
 }
@@ -451,6 +470,7 @@ pub fn target_job(
         compile_only: false,
         repeat: 1,
         feedback: Vec::new(),
+        delta_root: None,
     };
     Some((job, dir))
 }

@@ -64,6 +64,11 @@ pub struct Job {
     /// are independent.
     #[serde(default)]
     pub feedback: Vec<Feedback>,
+    /// The work directory (or its twin in shared memory) the job's outputs and the outputs it is
+    /// fed live in, when the audit removes it at the end: a growing state is then written as what
+    /// each step adds ([`crate::tensor::delta`]). `None` (`--keep-work`): every file whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_root: Option<PathBuf>,
 }
 
 /// One output fed back as an input on the next step of a stream.
@@ -87,6 +92,9 @@ impl Job {
         abs(&mut self.ort_library)?;
         abs(&mut self.model)?;
         abs(&mut self.output_dir)?;
+        if let Some(root) = &mut self.delta_root {
+            abs(root)?;
+        }
         if let EpSetup::Plugin { library, .. } = &mut self.ep {
             abs(library)?;
         }

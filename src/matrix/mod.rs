@@ -255,7 +255,7 @@ fn policy_lines(reports: &[Report]) -> Vec<String> {
 /// Runs the matrix: the golden run once, one `compare` per variant over every target, the
 /// recommendations, then the remedy searches asked for.
 pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
-    let work = tempfile::Builder::new().prefix("npu-audit-matrix-").tempdir()?;
+    let work = crate::process::owned_tempdir("npu-audit-matrix-")?;
     let specs = opts.targets.as_slice();
     // Every variant is read before anything runs: a bad model is refused at once.
     let variants = variant_infos(&opts.variants)?;

@@ -58,10 +58,14 @@ pub struct Named {
     feeds: BTreeMap<String, String>,
 }
 
+/// The most a pipeline file may hold. One is a few KB; parsing TOML takes many times its size in
+/// memory (a 10 MB file took 758 MB), so a larger one is refused before it is parsed.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
 /// Reads and checks a pipeline file against its models (see [`parse`] and [`resolve`]).
 pub fn read(path: &Path) -> Result<Vec<Stage>> {
     let at = |e: String| bad_input(format!("{}: {e}", path.display()));
-    let text = crate::userfile::read_user_file(path)
+    let text = read_capped(path)
         .map_err(|e| at(e.to_string()))
         .and_then(|b| String::from_utf8(b).map_err(|_| at("not UTF-8 text".into())))?;
     let named = parse(&text, path.parent().unwrap_or(Path::new("."))).map_err(|e| at(format!("{e:#}")))?;
@@ -73,6 +77,28 @@ pub fn read(path: &Path) -> Result<Vec<Stage>> {
         })
         .collect::<Result<Vec<_>>>()?;
     resolve(named, &sigs).map_err(|e| at(format!("{e:#}")))
+}
+
+/// The file's bytes (standard input for `-`), at most [`MAX_FILE_BYTES`] of them.
+fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let limit = MAX_FILE_BYTES + 1;
+    if crate::userfile::is_stdio(path) {
+        std::io::stdin().take(limit).read_to_end(&mut bytes)?;
+    } else {
+        std::fs::File::open(path)?.take(limit).read_to_end(&mut bytes)?;
+    }
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB: a pipeline file is a few KB of [[stage]] tables",
+                MAX_FILE_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Parses the file's text: at least two stages with unique names of letters, digits, `_` and

@@ -147,6 +147,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
         compile_only: false,
         repeat: 1,
         feedback: Vec::new(),
+        delta_root: None,
     };
     let outcomes = probe.executor.run(&[(job, probe.dir.to_path_buf())])?;
     let outcome = &outcomes[0];

@@ -211,7 +211,9 @@ impl Provisioner {
         })
     }
 
-    /// Finds a build without fetching. `Ok(None)` means it has to be fetched.
+    /// Finds a build without fetching. `Ok(None)` means it has to be fetched (also when the
+    /// cached copy is damaged: a library is never loaded unverified). A cached release found is
+    /// held for this process (see [`take_lease`]).
     pub fn find(&self, build: &'static Build) -> Result<Option<Runtime>> {
         if let Some(rt) = self.user_choice(build)? {
             return Ok(Some(rt));
@@ -220,10 +222,22 @@ impl Provisioner {
             return Ok(Some(rt));
         }
         let dir = self.cache_dir(build);
-        Ok(read_manifest(&dir).filter(|m| matches_pin(build, m)).map(|manifest| {
-            mark_used(&dir);
-            cached_runtime(build, &dir, &manifest, Source::Cache)
-        }))
+        if !dir.join("manifest.json").is_file() {
+            return Ok(None);
+        }
+        take_lease(&dir, build)?;
+        let Some(manifest) = read_manifest(&dir).filter(|m| matches_pin(build, m)) else {
+            return Ok(None);
+        };
+        if let Err(why) = verify_release(&dir, &manifest) {
+            crate::console::note(format!(
+                "the cached {} is damaged ({why}): fetching it again",
+                build.label()
+            ));
+            return Ok(None);
+        }
+        mark_used(&dir);
+        Ok(Some(cached_runtime(build, &dir, &manifest, Source::Cache)))
     }
 
     /// Finds a build, fetching the official wheel into the cache if it is nowhere on the machine.
@@ -253,6 +267,8 @@ impl Provisioner {
         let parent = dir.parent().context("cache directory has no parent")?;
         std::fs::create_dir_all(parent)
             .map_err(|e| runtime_unavailable(format!("cannot create the runtime cache {}: {e}", parent.display())))?;
+        // Held before the fetch lock, as `find` holds it before reading the cache.
+        take_lease(&dir, build)?;
         let lock_path = parent.join(format!(".{}-{}.lock", build.package, build.version));
         let lock = std::fs::OpenOptions::new()
             .create(true)
@@ -262,16 +278,34 @@ impl Provisioner {
             .map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", lock_path.display())))?;
         lock.lock()
             .map_err(|e| runtime_unavailable(format!("cannot lock {}: {e}", lock_path.display())))?;
-        if let Some(manifest) = read_manifest(&dir).filter(|m| matches_pin(build, m)) {
-            mark_used(&dir);
-            return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
-        }
+        let damaged = match read_manifest(&dir).filter(|m| matches_pin(build, m)) {
+            Some(manifest) => match verify_release(&dir, &manifest) {
+                Ok(()) => {
+                    mark_used(&dir);
+                    return Ok(cached_runtime(build, &dir, &manifest, Source::Cache));
+                }
+                Err(why) => Some(why),
+            },
+            None => None,
+        };
         crate::console::note(format!(
-            "fetching {} from the Python package index (first use; cached in {})",
+            "fetching {} from the Python package index ({}; cached in {})",
             build.label(),
+            if damaged.is_some() {
+                "its cached copy is damaged"
+            } else {
+                "first use"
+            },
             dir.display()
         ));
-        let (staging, manifest) = download(build, parent)?;
+        let (staging, manifest) = download(build, parent).map_err(|e| match &damaged {
+            // The damaged copy is not used either way: say why the fetch was needed.
+            Some(why) => e.context(format!(
+                "the cached {} is damaged ({why}), and fetching it again failed",
+                build.label()
+            )),
+            None => e,
+        })?;
         // Under the lock nobody else writes `dir`; whatever is there is incomplete or stale.
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
@@ -281,6 +315,8 @@ impl Provisioner {
             .map_err(|e| runtime_unavailable(format!("cannot move the runtime into {}: {e}", dir.display())))?;
         let _ = staging.keep();
         mark_used(&dir);
+        // Every file was hashed as it was extracted: recorded as checked.
+        record_verified(&dir, &manifest);
         let total: u64 = manifest.files.iter().map(|f| f.size).sum();
         let pin = if build.pinned_wheel().is_some() {
             "pinned"
@@ -386,23 +422,193 @@ pub fn read_cached_manifest(dir: &Path) -> Option<CacheManifest> {
     read_manifest(dir)
 }
 
-/// Removes a cached release under its fetch lock, so that no fetch of it runs meanwhile; `false`
-/// when the lock is held or the removal failed.
-pub fn remove_cached(dir: &Path, package: &str, version: &str) -> bool {
-    let Some(parent) = dir.parent() else { return false };
-    let lock_path = parent.join(format!(".{package}-{version}.lock"));
-    let Ok(lock) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-    else {
-        return false;
+/// What became of a cached release `runtime gc` meant to remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    Removed,
+    /// A running audit holds it (or a fetch of it runs): kept.
+    InUse,
+    /// The lock files or the directory could not be handled.
+    Failed,
+}
+
+/// Removes a cached release under its fetch lock and its use lock, both taken exclusively without
+/// waiting: never while a fetch of it runs or an audit holds it ([`take_lease`]).
+pub fn remove_cached(dir: &Path, package: &str, version: &str) -> Removal {
+    let Some(parent) = dir.parent() else {
+        return Removal::Failed;
     };
-    if lock.try_lock().is_err() {
-        return false;
+    let open = |path: PathBuf| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    };
+    let (Ok(fetching), Ok(using)) = (
+        open(parent.join(format!(".{package}-{version}.lock"))),
+        open(use_lock_path(parent, package, version)),
+    ) else {
+        return Removal::Failed;
+    };
+    for lock in [&fetching, &using] {
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Removal::InUse,
+            Err(std::fs::TryLockError::Error(_)) => return Removal::Failed,
+        }
     }
-    std::fs::remove_dir_all(dir).is_ok()
+    if std::fs::remove_dir_all(dir).is_ok() {
+        Removal::Removed
+    } else {
+        Removal::Failed
+    }
+}
+
+/// Whether a running audit holds a cached release (for `runtime gc --dry-run`).
+pub fn in_use(dir: &Path, package: &str, version: &str) -> bool {
+    let Some(parent) = dir.parent() else { return false };
+    std::fs::File::open(use_lock_path(parent, package, version))
+        .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
+/// The lock a process holds shared while it uses a release, beside its fetch lock.
+fn use_lock_path(parent: &Path, package: &str, version: &str) -> PathBuf {
+    parent.join(format!(".{package}-{version}.use"))
+}
+
+/// The use locks this process holds, by path: kept until it exits.
+static LEASES: std::sync::Mutex<Vec<(PathBuf, std::fs::File)>> = std::sync::Mutex::new(Vec::new());
+
+/// Holds a shared lock on the release in `dir` until this process exits, from its provisioning
+/// until its workers (which load the libraries) are long done: `runtime gc` removes a release only
+/// when it can lock it exclusively. Waits while a gc is removing it (the caller then finds it gone).
+/// A cache this process may not write (shared read-only) is used without a lease: no gc can
+/// remove anything from it either.
+fn take_lease(dir: &Path, build: &Build) -> Result<()> {
+    let parent = dir.parent().context("cache directory has no parent")?;
+    let path = use_lock_path(parent, &build.package, &build.version);
+    let mut leases = LEASES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if leases.iter().any(|(p, _)| *p == path) {
+        return Ok(());
+    }
+    let hold = || -> std::io::Result<std::fs::File> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .or_else(|_| std::fs::File::open(&path))?;
+        file.lock_shared()?;
+        Ok(file)
+    };
+    match hold() {
+        Ok(file) => leases.push((path, file)),
+        Err(e) => crate::console::detail(format!(
+            "{}: no lease on the cached release ({}: {e})",
+            build.label(),
+            path.display()
+        )),
+    }
+    Ok(())
+}
+
+/// The record, in a cached release's directory, of the files whose SHA-256 was checked.
+const VERIFIED: &str = ".verified.json";
+
+/// What a cached file looked like when its SHA-256 was found to be the manifest's: any rewrite
+/// changes one of these (a rewrite that puts the modification time back still changes the inode
+/// change time; a copy changes the inode), and the next use hashes the file again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    sha256: String,
+    size: u64,
+    modified_ns: i128,
+    changed_ns: i128,
+    device: u64,
+    inode: u64,
+}
+
+fn stamp_of(path: &Path, sha256: &str) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let (modified_ns, changed_ns, device, inode) = {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        (
+            ns(m.mtime(), m.mtime_nsec()),
+            ns(m.ctime(), m.ctime_nsec()),
+            m.dev(),
+            m.ino(),
+        )
+    };
+    #[cfg(not(unix))]
+    let (modified_ns, changed_ns, device, inode) = {
+        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+        (t.as_nanos() as i128, 0, 0, 0)
+    };
+    Some(Stamp {
+        sha256: sha256.to_string(),
+        size: m.len(),
+        modified_ns,
+        changed_ns,
+        device,
+        inode,
+    })
+}
+
+/// Checks every file of a cached release (the main library, the plugin's backends and bundled
+/// libraries alike: whatever a worker may load) against the SHA-256 its manifest recorded. Only a
+/// file whose stamp changed since it was last checked is hashed, so a use costs a `stat` per
+/// file. `Err` says which file differs.
+fn verify_release(dir: &Path, manifest: &CacheManifest) -> Result<(), String> {
+    let recorded: HashMap<String, Stamp> = std::fs::read(dir.join(VERIFIED))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let mut checked = HashMap::with_capacity(manifest.files.len());
+    for f in &manifest.files {
+        let path = dir.join(&f.path);
+        // Taken before hashing: a change while it is hashed shows at the next use.
+        let stamp = stamp_of(&path, &f.sha256).ok_or_else(|| format!("{} is missing", path.display()))?;
+        if recorded.get(&f.path) != Some(&stamp) {
+            let actual = sha256_file(&path).map_err(|e| format!("{}: {e:#}", path.display()))?;
+            if actual != f.sha256 {
+                return Err(format!(
+                    "{} has SHA-256 {actual}, not the {} it was installed with",
+                    path.display(),
+                    f.sha256
+                ));
+            }
+        }
+        checked.insert(f.path.clone(), stamp);
+    }
+    if checked != recorded {
+        write_verified(dir, &checked);
+    }
+    Ok(())
+}
+
+/// Records every file of a release just extracted (and hashed) as checked.
+fn record_verified(dir: &Path, manifest: &CacheManifest) {
+    let stamps: HashMap<String, Stamp> = manifest
+        .files
+        .iter()
+        .filter_map(|f| Some((f.path.clone(), stamp_of(&dir.join(&f.path), &f.sha256)?)))
+        .collect();
+    write_verified(dir, &stamps);
+}
+
+/// Writes the record whole (beside it, then renamed: a concurrent reader sees the old or the new
+/// one). A record that cannot be written only means hashing again next time.
+fn write_verified(dir: &Path, stamps: &HashMap<String, Stamp>) {
+    let Ok(bytes) = serde_json::to_vec(stamps) else { return };
+    let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+        return;
+    };
+    if std::io::Write::write_all(&mut tmp, &bytes).is_ok() {
+        let _ = tmp.persist(dir.join(VERIFIED));
+    }
 }
 
 fn read_manifest(dir: &Path) -> Option<CacheManifest> {

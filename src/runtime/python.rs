@@ -210,9 +210,9 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, tag: Option<&st
     let mut errors = String::new();
     let mut done = false;
     for platforms in &attempts {
-        let out = command(platforms).output().context("cannot run pip")?;
-        errors.push_str(&String::from_utf8_lossy(&out.stderr));
-        if out.status.success() {
+        let (ok, stderr) = run_interruptibly(command(platforms))?;
+        errors.push_str(&stderr);
+        if ok {
             done = true;
             break;
         }
@@ -237,4 +237,37 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, tag: Option<&st
             dest.display()
         ),
     }
+}
+
+/// Runs pip to the end, or until the user interrupts (Ctrl-C, SIGTERM): then pip is killed and
+/// the error is "interrupted" (exit 130), and the caller's temporary directory with the partial
+/// download goes as the error unwinds. Returns whether pip succeeded, and its stderr.
+fn run_interruptibly(mut cmd: Command) -> Result<(bool, String)> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run pip")?;
+    // Read stderr meanwhile, so that pip never blocks on a full pipe.
+    let reader = child.stderr.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = pipe.read_to_end(&mut text);
+            String::from_utf8_lossy(&text).into_owned()
+        })
+    });
+    let status = loop {
+        if crate::interrupt::stopping() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(crate::error::interrupted());
+        }
+        match child.try_wait().context("cannot wait for pip")? {
+            Some(status) => break status,
+            None => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    let stderr = reader.and_then(|r| r.join().ok()).unwrap_or_default();
+    Ok((status.success(), stderr))
 }

@@ -24,8 +24,8 @@ pub struct LibFile {
 /// (plugins find their bundled dependencies through relative rpaths).
 pub fn extract_shared_libraries(wheel: &Path, dest: &Path) -> Result<Vec<LibFile>> {
     let file = File::open(wheel).with_context(|| format!("cannot open {}", wheel.display()))?;
-    let mut archive = zip::ZipArchive::new(BufReader::new(file))
-        .map_err(|e| anyhow::anyhow!("{} is not a valid wheel: {e}", wheel.display()))?;
+    let mut archive =
+        crate::tensor::open_zip(BufReader::new(file), "wheel").with_context(|| format!("{}", wheel.display()))?;
     let mut files = Vec::new();
     for i in 0..archive.len() {
         let mut entry = archive

@@ -1,7 +1,11 @@
 //! In-memory tensors of every element type the audit exchanges with ONNX Runtime.
 
+mod archive;
+pub mod delta;
 mod float16;
 mod npy;
+
+pub use archive::open_zip;
 
 pub use float16::f64_to_f16_bits;
 

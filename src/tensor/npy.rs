@@ -3,7 +3,7 @@
 //! `.npy` header; the data bytes are handled here because that crate has no float16 element type.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -41,6 +41,10 @@ impl Tensor {
         // trusting the header); a file that is not regular gives no bound.
         let room = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
         let mut reader = BufReader::new(file);
+        // A growing stream state a worker wrote as what its step added (see `delta`).
+        if super::delta::starts_delta(reader.fill_buf().unwrap_or_default()) {
+            return super::delta::read(path);
+        }
         Tensor::read_npy_checked(&mut reader, "", &accept_any, room).with_context(|| format!("{}", path.display()))
     }
 
@@ -273,7 +277,7 @@ pub fn read_npz_bytes_checked(bytes: Vec<u8>, check: ArrayCheck<'_>) -> Result<V
 }
 
 fn read_npz_from<R: Read + Seek>(reader: R, check: ArrayCheck<'_>) -> Result<Vec<(String, Tensor)>> {
-    let mut archive = zip::ZipArchive::new(reader).map_err(|e| anyhow::anyhow!("not a valid .npz archive: {e}"))?;
+    let mut archive = super::open_zip(reader, ".npz")?;
     let mut out = Vec::with_capacity(archive.len());
     for i in 0..archive.len() {
         let entry = archive
@@ -283,6 +287,9 @@ fn read_npz_from<R: Read + Seek>(reader: R, check: ArrayCheck<'_>) -> Result<Vec
             continue;
         }
         let raw_name = entry.name().to_string();
+        if entry.is_symlink() {
+            bail!("'{raw_name}' is a symbolic link, not an array");
+        }
         let name = raw_name.strip_suffix(".npy").unwrap_or(&raw_name).to_string();
         let tensor = read_entry(entry, &name, check).with_context(|| format!("array '{name}'"))?;
         out.push((name, tensor));
@@ -307,8 +314,7 @@ fn read_entry<R: Read>(mut entry: zip::read::ZipFile<'_, R>, name: &str, check: 
 /// skipped): a large archive of activations is never loaded whole.
 pub fn read_npz_entries(path: &Path, names: &[String]) -> Result<Vec<(String, Tensor)>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut archive = zip::ZipArchive::new(BufReader::new(file))
-        .map_err(|e| anyhow::anyhow!("{}: not a valid .npz archive: {e}", path.display()))?;
+    let mut archive = super::open_zip(BufReader::new(file), ".npz").with_context(|| format!("{}", path.display()))?;
     let mut out = Vec::new();
     for name in names {
         let Ok(entry) = archive.by_name(&format!("{name}.npy")) else {

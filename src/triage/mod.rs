@@ -133,7 +133,9 @@ fn open_store(
     reference: &str,
 ) -> Result<Option<(store::Store, String, String)>> {
     let Some(path) = &opts.db else { return Ok(None) };
-    let db = store::Store::open(path, true)?;
+    // The default location is inside (or beside) strangers' reports: never through a link there.
+    let at_default = store::default_path(&opts.reports).as_ref() == Some(path);
+    let db = store::Store::open(path, true, at_default)?;
     let run_ctx = store::run_context(opts, model_sha256)?;
     let entry_ctx = store::entry_context(opts, &run_ctx)?;
     db.record_context(&entry_ctx, opts, model_sha256, reference)?;
@@ -165,6 +167,10 @@ fn triage_entries(
         .map(|(p, _)| p)
         .collect();
     let todo_reports: Vec<&DeviceReport> = todo.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+    if let Some((s, _, _)) = db.as_deref().filter(|_| !todo_reports.is_empty()) {
+        // What is triaged now is kept: a store that may only be read is said before any work.
+        s.writable()?;
+    }
     let cache = db.as_deref().map(|(s, run_ctx, _)| reproduce::RunCache {
         store: s,
         context: run_ctx,
@@ -258,7 +264,7 @@ fn input_keys(reports: &[ReportEntry]) -> Vec<String> {
 /// `triage --summary`: what the store holds, per context (model, reference, thresholds), most
 /// recently used first; each as a triage of its stored reports, with the fleet analysed again.
 pub fn summary(db: &std::path::Path, model_sha256: Option<&str>) -> Result<Vec<Triage>> {
-    let s = store::Store::open(db, false)?;
+    let s = store::Store::open(db, false, false)?;
     let mut out = Vec::new();
     for c in s.contexts()? {
         if model_sha256.is_some_and(|m| m != c.model_sha256) {

@@ -303,8 +303,10 @@ fn keep_runs(cache: &RunCache, group: &Group) -> Result<()> {
     Ok(())
 }
 
-/// Errors that are about one group's inputs (they do not fit the model, or the golden run was
-/// made on other inputs), which fail that group only.
+/// Errors that are about one group's inputs (they do not fit the model, or the golden directory
+/// holds the golden run of other inputs), which fail that group only. A golden directory that
+/// cannot be used (altered, missing files, another model's) is no finding about a report: it fails
+/// the triage as it fails `compare` (exit 2).
 fn is_about_the_inputs(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<crate::error::InputError>().is_some() || e.downcast_ref::<crate::error::GoldenError>().is_some()
+    e.downcast_ref::<crate::error::InputError>().is_some()
 }

@@ -5,12 +5,13 @@
 //! grows with the distinct input sets, not with the reports. `triage --summary` reads it back.
 //!
 //! The file is the tool's own: it is recognised by SQLite's `application_id` and refused when it
-//! is anything else, so a database that happens to sit where the store would go is never touched.
+//! is anything else, so a database that happens to sit where the store would go is never touched;
+//! the default store (inside a fleet strangers fill) is never used through a symbolic link.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use sha2::{Digest, Sha256};
 
@@ -61,6 +62,8 @@ pub struct Store {
     conn: Connection,
     /// Where the file is, for messages and the triage's `store.path`.
     pub path: PathBuf,
+    /// Whether SQLite could open it only for reading (the file's or its directory's mode).
+    readonly: bool,
 }
 
 /// One run of one target on one input set, as kept in the store.
@@ -91,23 +94,80 @@ fn now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// A store that cannot be used as one (exit code 2): the file is left as it is.
+/// What every refusal of the store ends with: the way out.
+const WAY_OUT: &str = "name another with --db, or use --no-db";
+
+/// A store that cannot be used as one (exit code 2): the file is left as it is. `e` is a sentence
+/// about the store ("is read-only here") or what was found ("no such store").
 fn refuse(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
-    bad_output(format!(
-        "triage store {}: {e} (name another with --db, or use --no-db)",
-        path.display()
-    ))
+    let e = e.to_string();
+    let sep = if e.starts_with("is ") { " " } else { ": " };
+    bad_output(format!("triage store {}{sep}{e} ({WAY_OUT})", path.display()))
 }
 
-/// A store that failed while in use (exit code 4).
-fn store_error(path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
-    run_error(format!("triage store {}: {e}", path.display()))
+/// An SQLite error while the store is opened or used, said for what it means: another process
+/// holding the store locked past the wait is the machine's state (exit 4); a damaged file, one
+/// that is no database, or one that may not be written is the store the user named (exit 2).
+fn sql_error(path: &Path, e: rusqlite::Error) -> anyhow::Error {
+    use rusqlite::ffi::ErrorCode;
+    let shown = path.display();
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => run_error(format!(
+            "triage store {shown} is locked by another process (waited {} s; {WAY_OUT})",
+            BUSY_WAIT.as_secs()
+        )),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            refuse(path, format!("is damaged or not an SQLite database ({e})"))
+        }
+        Some(ErrorCode::ReadOnly) => refuse(path, "is read-only here"),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => refuse(path, format!("cannot be opened: {e}")),
+        Some(ErrorCode::DiskFull) => {
+            crate::error::OutputError::NoSpace(format!("triage store {shown}: the disk is full ({WAY_OUT})")).into()
+        }
+        _ => run_error(format!("triage store {shown}: {e} ({WAY_OUT})")),
+    }
+}
+
+/// How long an operation waits for another process's lock on the store.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Where a store may be opened: a regular file or nothing yet. A link is refused at the default
+/// location (a stranger can plant one in a fleet directory) and, anywhere, when it points nowhere
+/// (the store would be created wherever it points); a `--db` link to an existing file is followed.
+fn check_location(path: &Path, at_default: bool) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if meta.file_type().is_symlink() {
+        if at_default {
+            return Err(refuse(
+                path,
+                "is a symbolic link, and the default store is never used through one",
+            ));
+        }
+        if std::fs::metadata(path).is_err() {
+            return Err(refuse(
+                path,
+                "is a symbolic link to a missing file, and no store is created through a link",
+            ));
+        }
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(refuse(
+            path,
+            format!("is {}, not a triage store file", crate::userfile::kind_of(&m)),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl Store {
     /// Opens the store at `path`, creating it when `create` and it does not exist; refuses a file
-    /// that is not a triage store of this version.
-    pub fn open(path: &Path, create: bool) -> Result<Store> {
+    /// that is not a triage store of this version, and a link where one must not be
+    /// (`at_default`: the store triage puts beside the reports when `--db` is not given). A store
+    /// that may only be read is opened read-only, for what needs no writing.
+    pub fn open(path: &Path, create: bool, at_default: bool) -> Result<Store> {
+        check_location(path, at_default)?;
         let exists = path.exists();
         if !exists && !create {
             return Err(refuse(path, "no such store (triage writes one)"));
@@ -116,12 +176,16 @@ impl Store {
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let conn = Connection::open_with_flags(path, flags).map_err(|e| refuse(path, e))?;
-        conn.busy_timeout(std::time::Duration::from_secs(30))
-            .map_err(|e| store_error(path, e))?;
+        if at_default {
+            flags |= OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        }
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| sql_error(path, e))?;
+        conn.busy_timeout(BUSY_WAIT).map_err(|e| sql_error(path, e))?;
+        let readonly = conn.is_readonly(rusqlite::MAIN_DB).map_err(|e| sql_error(path, e))?;
         let store = Store {
             conn,
             path: path.to_path_buf(),
+            readonly,
         };
         store.check_or_init(exists)?;
         Ok(store)
@@ -130,7 +194,7 @@ impl Store {
     fn pragma(&self, name: &str) -> Result<i32> {
         self.conn
             .pragma_query_value(None, name, |r| r.get(0))
-            .map_err(|e| refuse(&self.path, format!("not an SQLite database ({e})")))
+            .map_err(|e| sql_error(&self.path, e))
     }
 
     fn check_or_init(&self, existed: bool) -> Result<()> {
@@ -138,7 +202,7 @@ impl Store {
         let empty = self
             .conn
             .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
-            .map_err(|e| refuse(&self.path, e))?
+            .map_err(|e| sql_error(&self.path, e))?
             == 0;
         if existed && !empty && app != APPLICATION_ID {
             return Err(refuse(
@@ -152,11 +216,28 @@ impl Store {
                 format!("layout version {version}, this tool reads {STORE_VERSION}"),
             ));
         }
+        if self.readonly && !empty {
+            // A complete store of this version: read as it is.
+            return Ok(());
+        }
+        self.writable()?;
         self.conn
             .execute_batch(&format!(
                 "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {STORE_VERSION}; {SCHEMA}"
             ))
-            .map_err(|e| store_error(&self.path, e))
+            .map_err(|e| sql_error(&self.path, e))
+    }
+
+    /// Fails, saying so, when the store may only be read: checked before any work whose results
+    /// it would have to keep.
+    pub fn writable(&self) -> Result<()> {
+        if self.readonly {
+            return Err(refuse(
+                &self.path,
+                "is read-only here, and this triage has new reports or runs to keep",
+            ));
+        }
+        Ok(())
     }
 
     /// Records (or touches) a context so `--summary` can say what it was.
@@ -167,6 +248,10 @@ impl Store {
         model_sha256: &str,
         reference: &str,
     ) -> Result<()> {
+        if self.readonly {
+            // Only `--summary`'s order depends on it; a read-only store is read as it is.
+            return Ok(());
+        }
         let threads = opts
             .exec
             .threads
@@ -187,7 +272,7 @@ impl Store {
                     now(),
                 ],
             )
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         Ok(())
     }
 
@@ -201,7 +286,7 @@ impl Store {
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         let Some((run, names, outputs)) = row else {
             return Ok(None);
         };
@@ -219,6 +304,7 @@ impl Store {
 
     /// Keeps a successful run of `target` on `inputs`.
     pub fn put_reproduction(&self, context: &str, run: &CandidateRun, samples: &[Vec<(String, Tensor)>]) -> Result<()> {
+        self.writable()?;
         let names: Vec<Vec<String>> = samples
             .iter()
             .map(|s| s.iter().map(|(n, _)| n.clone()).collect())
@@ -235,7 +321,7 @@ impl Store {
                     encode_samples(samples)?,
                 ],
             )
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         Ok(())
     }
 
@@ -249,7 +335,7 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         // A damaged row is a cache miss: the report is triaged again and the row replaced.
         Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
     }
@@ -257,7 +343,11 @@ impl Store {
     /// Keeps the entries of reports that were triaged (read, reproduced, decided) in one
     /// transaction.
     pub fn put_entries(&mut self, context: &str, entries: &[&ReportEntry]) -> Result<()> {
-        let tx = self.conn.transaction().map_err(|e| store_error(&self.path, e))?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.writable()?;
+        let tx = self.conn.transaction().map_err(|e| sql_error(&self.path, e))?;
         for e in entries {
             let Some(hash) = &e.content_sha256 else { continue };
             tx.execute(
@@ -273,9 +363,9 @@ impl Store {
                     now(),
                 ],
             )
-            .map_err(|er| store_error(&self.path, er))?;
+            .map_err(|er| sql_error(&self.path, er))?;
         }
-        tx.commit().map_err(|e| store_error(&self.path, e))
+        tx.commit().map_err(|e| sql_error(&self.path, e))
     }
 
     /// Every context, most recently used first.
@@ -286,7 +376,7 @@ impl Store {
                 "SELECT context, model, model_sha256, reference, thresholds, intra_op_threads, tool_version
                  FROM contexts ORDER BY last_used DESC, context",
             )
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         let rows = stmt
             .query_map([], |r| {
                 Ok((
@@ -299,18 +389,18 @@ impl Store {
                     r.get::<_, String>(6)?,
                 ))
             })
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         let mut out = Vec::new();
         for row in rows {
             let (context, model, model_sha256, reference, thresholds, threads, tool_version) =
-                row.map_err(|e| store_error(&self.path, e))?;
+                row.map_err(|e| sql_error(&self.path, e))?;
             out.push(StoredContext {
                 context,
                 model,
                 model_sha256,
                 reference,
                 thresholds: serde_json::from_str(&thresholds)
-                    .with_context(|| format!("triage store {}: damaged thresholds", self.path.display()))?,
+                    .map_err(|e| refuse(&self.path, format!("is damaged (thresholds: {e})")))?,
                 intra_op_threads: usize::try_from(threads).unwrap_or(0),
                 tool_version,
             });
@@ -323,13 +413,13 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare("SELECT entry FROM reports WHERE context = ?1 ORDER BY path, content_sha256")
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         let rows = stmt
             .query_map([context], |r| r.get::<_, String>(0))
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         let mut out = Vec::new();
         for row in rows {
-            let text = row.map_err(|e| store_error(&self.path, e))?;
+            let text = row.map_err(|e| sql_error(&self.path, e))?;
             // A damaged row is left out (the next triage of that report replaces it).
             out.extend(serde_json::from_str::<ReportEntry>(&text).ok());
         }
@@ -341,14 +431,14 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare("SELECT run FROM reproductions WHERE context = ?1 AND inputs = ?2 AND target != 'golden'")
-            .map_err(|e| store_error(&self.path, e))?;
+            .map_err(|e| sql_error(&self.path, e))?;
         let mut out = Vec::new();
         for key in inputs {
             let rows = stmt
                 .query_map(params![context, key], |r| r.get::<_, String>(0))
-                .map_err(|e| store_error(&self.path, e))?;
+                .map_err(|e| sql_error(&self.path, e))?;
             for row in rows {
-                let text = row.map_err(|e| store_error(&self.path, e))?;
+                let text = row.map_err(|e| sql_error(&self.path, e))?;
                 // A damaged row is left out (the next run on these inputs replaces it).
                 out.extend(serde_json::from_str::<CandidateRun>(&text).ok());
             }
@@ -365,7 +455,7 @@ impl Store {
                 |r| r.get::<_, i64>(0),
             )
             .map(|n| usize::try_from(n).unwrap_or(0))
-            .map_err(|e| store_error(&self.path, e))
+            .map_err(|e| sql_error(&self.path, e))
     }
 }
 

@@ -273,7 +273,18 @@ fn decide(
     )
 }
 
+/// Why a report is `malformed`, naming the report as every error about one does.
+fn about(path: &std::path::Path, error: String) -> String {
+    let prefix = format!("device report {}: ", path.display());
+    if error.starts_with(&prefix) {
+        error
+    } else {
+        prefix + &error
+    }
+}
+
 fn malformed(path: &std::path::Path, error: String) -> ReportEntry {
+    let error = if error.is_empty() { error } else { about(path, error) };
     ReportEntry {
         path: path.display().to_string(),
         format: None,
@@ -330,10 +341,13 @@ fn entry(
         (None, None) => verdict(VerdictKind::NotReproduced, "the golden run did not run".into()),
         (None, Some(g)) if g.len() != report.outputs.len() => verdict(
             VerdictKind::Malformed,
-            format!(
-                "{} samples of outputs for {} samples of inputs",
-                report.outputs.len(),
-                g.len()
+            about(
+                &report.path,
+                format!(
+                    "{} samples of outputs for {} samples of inputs",
+                    report.outputs.len(),
+                    g.len()
+                ),
             ),
         ),
         (None, Some(g)) => {

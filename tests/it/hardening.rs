@@ -1019,7 +1019,8 @@ fn the_readme_test_command_provisions_what_the_tests_need_and_runs_every_binary(
         "README.md gives scripts/test as the test command"
     );
     let script = std::fs::read_to_string(repo("scripts/test")).unwrap();
-    assert!(script.contains("apt-get install") && script.contains("chromium"));
+    // apt_get: apt-get waiting for another apt's lock (scripts/apt-wait.sh).
+    assert!(script.contains("apt_get install") && script.contains("chromium"));
     assert!(script.contains("cargo test --no-fail-fast"));
     let ci = std::fs::read_to_string(repo(".ci/run")).unwrap();
     assert!(
@@ -1104,4 +1105,159 @@ fn a_fetch_killed_midway_leaves_no_pip_running_and_its_temporary_directory_is_sw
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no network"));
     assert!(fetch_dirs().is_empty(), "left in the cache: {:?}", fetch_dirs());
+}
+
+/// `scripts/test` failed at once when another apt process held dpkg's or the package lists'
+/// lock. A stand-in `apt-get` (first on `PATH`, with no Chromium there) reports the lists' lock
+/// held on its first `update` and dpkg's lock held on an `install` that would not wait; a stand-in
+/// `cargo` ends the script. The script must wait for both and go on to the tests.
+#[cfg(unix)]
+#[test]
+fn the_test_script_waits_for_an_apt_lock_held_by_another_process() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let log = dir.path().join("calls.log");
+    let script = |name: &str, text: String| {
+        let p = bin_dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    script(
+        "apt-get",
+        format!(
+            "#!/bin/sh\necho \"apt-get $*\" >> '{log}'\ncase \"$*\" in\n  *update*)\n    \
+             if [ ! -e '{log}.updated' ]; then : > '{log}.updated'; \
+             echo 'E: Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (apt-get)' >&2; \
+             echo 'E: Unable to lock directory /var/lib/apt/lists/' >&2; exit 100; fi ;;\n  \
+             *install*)\n    case \"$*\" in *DPkg::Lock::Timeout=*) ;; *) \
+             echo 'E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)' >&2; \
+             exit 100 ;; esac ;;\nesac\nexit 0\n",
+            log = log.display()
+        ),
+    );
+    script(
+        "cargo",
+        format!("#!/bin/sh\necho \"cargo $*\" >> '{}'\n", log.display()),
+    );
+    // The script's own tools, and no chromium.
+    for tool in ["bash", "dirname", "id", "sleep", "grep", "cat", "env"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("no {tool}"));
+        std::os::unix::fs::symlink(found, bin_dir.join(tool)).unwrap();
+    }
+    let out = std::process::Command::new(repo("scripts/test"))
+        .env("PATH", &bin_dir)
+        .env_remove("NPU_AUDIT_CHROMIUM")
+        .output()
+        .unwrap();
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\ncalls:\n{calls}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = calls.lines().collect();
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(" update")).count(),
+        2,
+        "update is tried again after the lock is released: {calls}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("install") && l.contains("chromium") && l.contains("DPkg::Lock::Timeout=600")),
+        "{calls}"
+    );
+    assert_eq!(lines.last(), Some(&"cargo test --no-fail-fast"), "{calls}");
+}
+
+/// `matrix` and `pipeline` killed with SIGKILL left their `npu-audit-matrix-*` and
+/// `npu-audit-pipeline-*` directories in TMPDIR for good: unlike compare's, they carried no owner
+/// marker, so no later audit swept them. Each is killed inside its first audit (its cpu worker
+/// hangs), then a plain compare runs in the same TMPDIR and must leave nothing behind.
+#[cfg(unix)]
+#[test]
+fn directories_of_a_killed_matrix_or_pipeline_are_swept_by_the_next_audit() {
+    use std::time::{Duration, Instant};
+    let stage = |name: &str, model: &str, feeds: &str| {
+        format!(
+            "[[stage]]\nname = \"{name}\"\nmodel = \"{}\"\n{feeds}\n",
+            repo("fixtures/real").join(model).display()
+        )
+    };
+    let dir = tempdir();
+    let pipeline = dir.path().join("p.toml");
+    std::fs::write(
+        &pipeline,
+        stage("a", "ppocr_cls_stage1_qdq_u8.onnx", "")
+            + &stage(
+                "b",
+                "ppocr_cls_stage2_qdq_u8.onnx",
+                "feeds = { features = \"a.features\" }",
+            ),
+    )
+    .unwrap();
+    let strings = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+    let variant = format!("u8={}", cnn());
+    let inputs = repo("fixtures/inputs/ppocr_seed3.npz");
+    let commands = [
+        (
+            "npu-audit-matrix-",
+            strings(&["matrix", "--variant", &variant, "-t", "cpu", "--reference", &cnn_fp32()]),
+        ),
+        (
+            "npu-audit-pipeline-",
+            strings(&[
+                "pipeline",
+                pipeline.to_str().unwrap(),
+                "-t",
+                "cpu",
+                "--inputs",
+                inputs.to_str().unwrap(),
+            ]),
+        ),
+    ];
+    for (prefix, args) in commands {
+        let tmp = tempdir();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+            .env("TMPDIR", tmp.path())
+            .env("NPU_AUDIT_FAULT_INJECT", "cpu=hang")
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let named = |p: &str| -> Vec<std::path::PathBuf> {
+            work_dirs(tmp.path())
+                .into_iter()
+                .filter(|d| d.file_name().unwrap().to_string_lossy().starts_with(p))
+                .collect()
+        };
+        // Inside its first audit: its own directory and a compare's work directory exist.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while named(prefix).is_empty() || work_dirs(tmp.path()).len() < 2 {
+            assert!(Instant::now() < deadline, "{prefix}: the audit never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!named(prefix).is_empty(), "{prefix}: nothing was left to sweep");
+        let out = bin()
+            .env("TMPDIR", tmp.path())
+            .args(["compare", &cnn(), "-t", "cpu", "--no-baseline"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            work_dirs(tmp.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "{prefix}: left behind"
+        );
+    }
 }

@@ -659,13 +659,9 @@ fn value_info(name: &str, dims: &[&str]) -> npu_audit::model::pb::ValueInfoProto
     info
 }
 
-/// A KV-cache style state that grows every step: `present = Concat(past, x)` along axis 1, fed
-/// back as `past`, starting empty. Every step runs with the longer cache, on the audited model
-/// and the golden run alike (the model against itself: exact at every step).
-#[test]
-fn a_growing_state_is_fed_back_with_its_new_shape_every_step() {
-    let dir = tempdir();
-    let model = dir.path().join("kv.onnx");
+/// A KV-cache style model: `present = Concat(past, x)` along axis 1 (`past` [1, len, 2], `x`
+/// [1, 1, 2]) and `y = ReduceSum(present)`.
+fn kv_cache_model(model: &Path) {
     let mut concat = node("Concat", "past", "present");
     concat.input.push("x".into());
     concat.attribute.push(npu_audit::model::pb::AttributeProto {
@@ -676,7 +672,7 @@ fn a_growing_state_is_fed_back_with_its_new_shape_every_step() {
     });
     let sum = node("ReduceSum", "present", "y");
     write_model(
-        &model,
+        model,
         vec![concat, sum],
         vec![
             value_info("past", &["1", "len", "2"]),
@@ -687,6 +683,16 @@ fn a_growing_state_is_fed_back_with_its_new_shape_every_step() {
             value_info("y", &["1", "1", "1"]),
         ],
     );
+}
+
+/// A KV-cache style state that grows every step: `present = Concat(past, x)` along axis 1, fed
+/// back as `past`, starting empty. Every step runs with the longer cache, on the audited model
+/// and the golden run alike (the model against itself: exact at every step).
+#[test]
+fn a_growing_state_is_fed_back_with_its_new_shape_every_step() {
+    let dir = tempdir();
+    let model = dir.path().join("kv.onnx");
+    kv_cache_model(&model);
     let m = model.to_str().unwrap();
     let saved = dir.path().join("out");
     let out = bin()
@@ -717,5 +723,115 @@ fn a_growing_state_is_fed_back_with_its_new_shape_every_step() {
     for (k, len) in [(0, 1), (4, 5)] {
         let present = npz_array(&saved.join(format!("cpu/s{k}.npz")), "present");
         assert_eq!(present.shape, vec![1, len, 2], "step {}", k + 1);
+    }
+}
+
+/// A pipeline file is a few KB; a 10 MB one took 758 MB of memory to parse. One over 1 MiB is
+/// refused, saying so, before it is parsed.
+#[test]
+fn a_pipeline_file_over_one_mib_is_refused_before_it_is_parsed() {
+    let dir = tempdir();
+    let toml = dir.path().join("big.toml");
+    std::fs::write(&toml, "# padding\n".repeat(120_000)).unwrap();
+    fails_with(
+        &["pipeline", toml.to_str().unwrap(), "-t", "cpu"],
+        2,
+        "larger than 1 MiB",
+    );
+}
+
+/// The KV-cache stream of `steps` steps on `cpu` (and `extra` targets and flags) against itself.
+fn kv_stream(model: &Path, steps: usize, extra: &[&str]) -> std::process::Command {
+    let m = model.to_str().unwrap();
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"));
+    cmd.env_remove("NPU_AUDIT_FAULT_INJECT")
+        .args([
+            "compare",
+            m,
+            "--reference",
+            m,
+            "-t",
+            "cpu",
+            "--no-baseline",
+            "--fingerprint",
+            "off",
+        ])
+        .args([
+            "--stream",
+            "present->past",
+            "--input-shape",
+            "past:1,0,2",
+            "--gen",
+            "x=uniform:-1,1",
+        ])
+        .args(["--steps", &steps.to_string()])
+        .args(extra);
+    cmd
+}
+
+/// A state fed back that grows every step was written whole at every step: 5,000 steps of a
+/// small KV cache took 546 MB of the work directory (RAM, in /dev/shm), the square of the steps.
+/// A step is now kept as what it adds to the one before: the target's outputs of 300 steps, read
+/// while a second target hangs (the work directory is still there), hold under a third of what
+/// the whole tensors would. Every step still reads back whole: each `y = ReduceSum(present)` the
+/// runtime computed on the real tensor is the sum of the `present` read back.
+#[cfg(unix)]
+#[test]
+fn a_growing_state_is_kept_as_what_each_step_adds() {
+    use std::time::{Duration, Instant};
+    let dir = tempdir();
+    let model = dir.path().join("kv.onnx");
+    kv_cache_model(&model);
+    let steps = 300;
+    let tmp = tempdir();
+    let mut audit = kv_stream(&model, steps, &["-t", "cpu:noopt", "--jobs", "3"])
+        .env("TMPDIR", tmp.path())
+        .env("NPU_AUDIT_FAULT_INJECT", "cpu:noopt=hang")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out_dir = || {
+        work_dirs(tmp.path())
+            .into_iter()
+            .map(|w| w.join("targets/0-cpu/out"))
+            .find(|o| o.join("result.json").exists())
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while out_dir().is_none() {
+        assert!(Instant::now() < deadline, "the cpu target never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = out_dir().unwrap();
+    let kept: u64 = (0..steps)
+        .flat_map(|s| ["o0.npy", "o1.npy"].map(|f| out.join(format!("s{s}")).join(f)))
+        .map(|f| std::fs::metadata(&f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    audit.kill().unwrap();
+    audit.wait().unwrap();
+    // Whole files: a 128-byte header and the data, `present` [1, s + 1, 2] and `y` [1, 1, 1].
+    let whole: u64 = (0..steps as u64).map(|s| 128 + 8 * (s + 1) + 128 + 4).sum();
+    assert!(
+        kept > 0 && kept < whole / 3,
+        "{kept} bytes kept for {whole} bytes of whole tensors"
+    );
+
+    let saved = dir.path().join("saved");
+    let run = kv_stream(
+        &model,
+        steps,
+        &["--format", "json", "--save-outputs", saved.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert!(stream_of(&json, "cpu")["free"]["divergence_step"].is_null());
+    for s in [0, 1, steps / 2, steps - 1] {
+        let file = saved.join(format!("cpu/s{s}.npz"));
+        let present = npz_array(&file, "present");
+        assert_eq!(present.shape, vec![1, s + 1, 2], "step {}", s + 1);
+        let y = values(&npz_array(&file, "y"))[0];
+        assert_close(&format!("step {}", s + 1), values(&present).iter().sum(), y, 1e-4);
     }
 }

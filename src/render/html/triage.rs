@@ -57,9 +57,29 @@ pub fn render(t: &Triage) -> String {
             }
         }
     };
-    let mut text = page.into_string();
+    let mut text = escape_controls(page.into_string());
     text.push('\n');
     text
+}
+
+/// The page with every control character but line breaks and tabs, and every direction override,
+/// shown escaped (`\u{1b}`) as the terminal shows them: device strings (paths, `device.json`,
+/// log lines) may carry terminal escapes, BEL or bidirectional overrides, and the page's own
+/// markup has none of them.
+fn escape_controls(page: String) -> String {
+    let hostile = |c: char| (c.is_control() && !matches!(c, '\n' | '\t' | '\r')) || crate::console::is_bidi_control(c);
+    if !page.chars().any(hostile) {
+        return page;
+    }
+    let mut out = String::with_capacity(page.len() + 64);
+    for c in page.chars() {
+        if hostile(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 const TRIAGE_STYLE: &str = r#"
