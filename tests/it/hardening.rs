@@ -1176,6 +1176,18 @@ fn the_test_script_waits_for_an_apt_lock_held_by_another_process() {
     assert_eq!(lines.last(), Some(&"cargo test --no-fail-fast"), "{calls}");
 }
 
+/// A child process killed when the test is done with it, or panics.
+#[cfg(unix)]
+struct KillOnDrop(std::process::Child);
+
+#[cfg(unix)]
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `matrix` and `pipeline` killed with SIGKILL left their `npu-audit-matrix-*` and
 /// `npu-audit-pipeline-*` directories in TMPDIR for good: unlike compare's, they carried no owner
 /// marker, so no later audit swept them. Each is killed inside its first audit (its cpu worker
@@ -1226,14 +1238,17 @@ fn directories_of_a_killed_matrix_or_pipeline_are_swept_by_the_next_audit() {
     ];
     for (prefix, args) in commands {
         let tmp = tempdir();
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
-            .env("TMPDIR", tmp.path())
-            .env("NPU_AUDIT_FAULT_INJECT", "cpu=hang")
-            .args(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        // Killed however the test ends: its worker hangs on purpose.
+        let mut child = KillOnDrop(
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+                .env("TMPDIR", tmp.path())
+                .env("NPU_AUDIT_FAULT_INJECT", "cpu=hang")
+                .args(&args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         let named = |p: &str| -> Vec<std::path::PathBuf> {
             work_dirs(tmp.path())
                 .into_iter()
@@ -1248,8 +1263,8 @@ fn directories_of_a_killed_matrix_or_pipeline_are_swept_by_the_next_audit() {
             std::thread::sleep(Duration::from_millis(50));
         }
         std::thread::sleep(Duration::from_millis(500));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
         assert!(!named(prefix).is_empty(), "{prefix}: nothing was left to sweep");
         assert!(
             named("npu-audit-pipeline-").is_empty(),
