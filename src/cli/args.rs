@@ -82,6 +82,10 @@ pub enum Command {
     /// What to ship where: every model variant on every target, the cheapest variant that meets
     /// the policy per target (a dispatch table), and mixed-precision fixes proven by re-audit.
     Matrix(Box<MatrixArgs>),
+    /// Task accuracy on a labelled set, per target, with the statistics to trust it: intervals,
+    /// paired drops against the reference and the baseline, McNemar, non-inferiority, what flipped
+    /// (docs/eval.md).
+    Eval(Box<EvalArgs>),
     /// Audit a chain of models end to end per target (outputs of one feed inputs of the next),
     /// and attribute the final output's drift to the stage it comes from (docs/streams.md).
     Pipeline(Box<PipelineArgs>),
@@ -120,7 +124,12 @@ pub enum Command {
     },
     /// Internal: run one target in this process (used by the audit's worker processes).
     #[command(name = "__worker", hide = true)]
-    Worker { job: PathBuf },
+    Worker {
+        job: PathBuf,
+        /// Serve samples over standard input and output (one warm session for a whole set).
+        #[arg(long)]
+        serve: bool,
+    },
 }
 
 /// The outputs with a published JSON Schema (`docs/report.schema.json`,
@@ -135,6 +144,8 @@ pub enum SchemaKind {
     Matrix,
     /// The JSON of `pipeline`.
     Pipeline,
+    /// The JSON of `eval`.
+    Eval,
 }
 
 /// Output format.
@@ -764,6 +775,122 @@ pub struct ReleaseBisectArgs {
     /// Also write the findings as JSON to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+/// The task an eval measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TaskChoice {
+    /// Top-1 and top-k accuracy on an output's class axis (labels: class indices, or names with
+    /// --classes).
+    Classify,
+    /// A binary decision per sample, --decision OUTPUT>THRESHOLD (labels: 1/0, true/false):
+    /// accuracy, precision, recall, F1.
+    Decide,
+    /// Greedy CTC decoding of a text recognizer with --vocab (labels: transcripts): character and
+    /// word error rates, exact match.
+    Ctc,
+    /// No labels: agreement with the reference's own top-1 class.
+    Agree,
+}
+
+/// `eval`: the model, its reference, the set, the task, the targets, the statistics, the files.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The quantized ONNX model to evaluate.
+    pub model: PathBuf,
+    #[command(flatten)]
+    pub reference: ReferenceArgs,
+    /// The labelled set: a directory with one .npz per sample (its id: the file's stem), or one
+    /// .npz whose arrays stack the samples on axis 0; labels in labels.csv / labels.jsonl or a
+    /// `labels` array (docs/eval.md).
+    #[arg(long, value_name = "DIR|FILE.npz", help_heading = "Set")]
+    pub dataset: PathBuf,
+    /// A labels file (labels.csv or labels.jsonl) instead of the set's own.
+    #[arg(long, value_name = "FILE", help_heading = "Set")]
+    pub labels: Option<PathBuf>,
+    /// Evaluate the first N samples of the set.
+    #[arg(long, value_name = "N", help_heading = "Set", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// What is measured.
+    #[arg(long, value_enum, help_heading = "Task")]
+    pub task: TaskChoice,
+    /// The output the task reads (default: the model's only output).
+    #[arg(long, value_name = "NAME", help_heading = "Task")]
+    pub output: Option<String>,
+    /// classify: the k of top-k accuracy.
+    #[arg(long = "top-k", value_name = "K", default_value_t = 5, help_heading = "Task", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub top_k: u64,
+    /// classify: the class names, one per line (labels may then be names).
+    #[arg(long, value_name = "FILE", help_heading = "Task")]
+    pub classes: Option<PathBuf>,
+    /// decide: the decision, OUTPUT>THRESHOLD or OUTPUT<THRESHOLD.
+    #[arg(long, value_name = "OUTPUT>THRESHOLD", help_heading = "Task", value_parser = Decision::parse_threshold)]
+    pub decision: Option<Decision>,
+    /// ctc: the vocabulary, one entry per line as PaddleOCR's dictionaries (class 0 is the blank;
+    /// a model with one more class than entries + 1 reads the last as a space).
+    #[arg(long, value_name = "FILE", help_heading = "Task")]
+    pub vocab: Option<PathBuf>,
+    /// Class axis: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
+    #[arg(long = "class-axis", value_name = "AXIS", help_heading = "Task", value_parser = ClassAxisFlag::parse)]
+    pub class_axis: Vec<ClassAxisFlag>,
+    /// Target to evaluate (repeatable). Default: every target this machine can run.
+    #[arg(long = "target", short = 't', value_name = "TARGET", help_heading = "Targets", value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
+    /// Targets whose failure does not fail the eval (id, prefix*, or all).
+    #[arg(long = "allow-failure", value_name = "PATTERN", help_heading = "Targets", value_parser = TargetPattern::parse)]
+    pub allow_failure: Vec<TargetPattern>,
+    /// Do not add the cpu:noopt baseline (the reference integer implementation).
+    #[arg(long, help_heading = "Targets")]
+    pub no_baseline: bool,
+    /// Non-inferiority margin in points of the primary metric (accuracy, or CER for ctc).
+    #[arg(long, value_name = "POINTS", help_heading = "Statistics")]
+    pub margin: Option<f64>,
+    /// Resamples of every bootstrap.
+    #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Statistics", value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    pub resamples: u64,
+    /// Seed of the bootstrap's generator (docs/eval.md).
+    #[arg(
+        long = "stat-seed",
+        value_name = "N",
+        default_value_t = 0,
+        help_heading = "Statistics"
+    )]
+    pub stat_seed: u64,
+    /// Fail (exit 1) when a target's accuracy (a fraction) is below this.
+    #[arg(long = "min-accuracy", value_name = "FRACTION", help_heading = "Gate")]
+    pub min_accuracy: Option<f64>,
+    /// Fail (exit 1) unless a target is non-inferior to the reference within this many points
+    /// (the drop's one-sided 95% upper bound).
+    #[arg(long = "max-accuracy-drop", value_name = "POINTS", help_heading = "Gate")]
+    pub max_accuracy_drop: Option<f64>,
+    /// The release policy (`min_accuracy`, `max_accuracy_drop` per target). Default:
+    /// npu-audit.toml in the current directory or the nearest parent up to the repository root.
+    #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG", help_heading = "Gate")]
+    pub config: Option<PathBuf>,
+    /// Read no policy file.
+    #[arg(long, conflicts_with = "config", help_heading = "Gate")]
+    pub no_config: bool,
+    /// The per-layer audit of up to K samples each target broke: which layer the flips come from.
+    #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Layers")]
+    pub explain: u64,
+    /// Keep every sample's records in DIR (new, or an earlier run's of the same eval: it resumes
+    /// there); default with --out FILE: FILE's name with the extension .records.
+    #[arg(long, value_name = "DIR", help_heading = "Reports")]
+    pub records: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table, help_heading = "Reports")]
+    pub format: ReportFormat,
+    /// Also write the eval as JSON to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub out: Option<PathBuf>,
+    /// Also write the eval as Markdown.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub markdown: Option<PathBuf>,
+    /// Also write one self-contained HTML page (intervals, drops, flips, confusions).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub html: Option<PathBuf>,
 }
 
 /// `pipeline`: the pipeline file, the targets, the first stage's inputs and the files.

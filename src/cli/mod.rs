@@ -7,6 +7,7 @@
 pub mod args;
 pub mod commands;
 mod compare;
+mod eval;
 mod matrix;
 mod pipeline;
 mod reports;
@@ -27,8 +28,8 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => return report_cli_error(e),
     };
-    if let Command::Worker { job } = &cli.command {
-        return crate::exec::child::run(job);
+    if let Command::Worker { job, serve } = &cli.command {
+        return crate::exec::child::run(job, *serve);
     }
     commands::configure(&cli.global);
     crate::interrupt::install();

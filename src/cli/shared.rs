@@ -134,6 +134,8 @@ pub fn thresholds(g: &GateArgs) -> Result<Thresholds> {
         max_layer_sqnr_loss_db: g.max_layer_sqnr_loss,
         min_decision_agreement: g.min_decision_agreement,
         max_divergence_step: g.max_divergence_step,
+        min_accuracy: None,
+        max_accuracy_drop: None,
     })
 }
 
@@ -143,6 +145,17 @@ pub fn thresholds(g: &GateArgs) -> Result<Thresholds> {
 pub fn gate_policy(g: &GateArgs, allow_failure: &[crate::target::TargetPattern]) -> Result<Policy> {
     let flags = thresholds(g)?;
     policy_file(g.config.as_deref(), g.no_config)?.with_flags(&flags, allow_failure, g.baseline_report.as_deref())
+}
+
+/// The release policy of a command with its own limit flags (`eval`): the policy file as for
+/// `compare`, with `flags` and the targets allowed to fail on top.
+pub fn policy_with(
+    config: Option<&Path>,
+    no_config: bool,
+    flags: &Thresholds,
+    allow_failure: &[crate::target::TargetPattern],
+) -> Result<Policy> {
+    policy_file(config, no_config)?.with_flags(flags, allow_failure, None)
 }
 
 /// The policy file found by looking for `npu-audit.toml` in `start` and its parents, up to the

@@ -194,6 +194,7 @@ pub fn schema(kind: SchemaKind) -> Result<ExitCode> {
         SchemaKind::Triage => Contract::Triage,
         SchemaKind::Matrix => Contract::Matrix,
         SchemaKind::Pipeline => Contract::Pipeline,
+        SchemaKind::Eval => Contract::Eval,
     }))?;
     Ok(ExitCode::Success)
 }

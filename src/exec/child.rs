@@ -18,7 +18,7 @@ use crate::tensor::{Tensor, TensorData};
 
 /// Runs the job described by `job_path` and writes `result.json` beside its outputs. Returns the
 /// process exit code: 0 whenever a result was written, even for a failed target.
-pub fn run(job_path: &Path) -> i32 {
+pub fn run(job_path: &Path, serve: bool) -> i32 {
     let job: Job = match std::fs::read(job_path)
         .map_err(anyhow::Error::from)
         .and_then(|b| serde_json::from_slice::<Job>(&b).map_err(anyhow::Error::from))
@@ -36,7 +36,12 @@ pub fn run(job_path: &Path) -> i32 {
     super::pool::inject_fault(&job.target_id);
     let mut result = JobResult::starting();
     result.intra_threads = Some(job.intra_threads);
-    match execute(&job, &mut result) {
+    let executed = if serve {
+        serve_samples(&job, &mut result)
+    } else {
+        execute(&job, &mut result)
+    };
+    match executed {
         Ok(()) => {
             result.ok = true;
             result.phase = Phase::Done;
@@ -90,6 +95,69 @@ fn execute(job: &Job, result: &mut JobResult) -> Result<()> {
     std::mem::forget(session);
     std::mem::forget(env);
     Ok(())
+}
+
+/// Serves samples over the pipes of [`super::wire`]: the session created once, then every
+/// request answered in order until the audit closes standard input. Frames go to a copy of
+/// standard output, and standard output itself is pointed at the log: a native library that
+/// prints must not corrupt them.
+fn serve_samples(job: &Job, result: &mut JobResult) -> Result<()> {
+    let mut frames = std::io::BufWriter::new(frames_out()?);
+    let session = load_runtime(job, result).and_then(|env| {
+        result.phase = Phase::CreateSession;
+        let session = create_session(job, &env, result)?;
+        std::mem::forget(env);
+        Ok(session)
+    });
+    let mut session = match session {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = super::wire::write_error(&mut frames, &format!("{e:#}"));
+            return Err(e);
+        }
+    };
+    super::wire::write_ready(&mut frames, &serde_json::to_vec(result)?)?;
+    let names: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+    let mut requests = std::io::BufReader::new(std::io::stdin().lock());
+    let mut served = 0;
+    while let Some(frame) = super::wire::read_frame(&mut requests)? {
+        let super::wire::Frame::Request(inputs) = frame else {
+            bail!("the audit sent a frame that is not a sample");
+        };
+        served += 1;
+        super::pool::inject_sample_fault(&job.target_id, served);
+        result.phase = Phase::Run;
+        let start = Instant::now();
+        match run_once(&mut session, &inputs, &names) {
+            Ok(outputs) => {
+                let ms = ms_since(start);
+                result.run_ms.push(ms);
+                let named: Vec<(&str, &Tensor)> = names.iter().map(String::as_str).zip(&outputs).collect();
+                super::wire::write_outputs(&mut frames, &named, ms)?;
+            }
+            Err(e) => super::wire::write_error(&mut frames, &format!("{e:#}"))?,
+        }
+    }
+    std::mem::forget(session);
+    Ok(())
+}
+
+/// A duplicate of standard output for frames, with standard output itself then pointed at
+/// standard error (the worker's log).
+fn frames_out() -> Result<std::fs::File> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::FromRawFd;
+        // SAFETY: duplicating and redirecting this process's own standard descriptors; the
+        // duplicate is owned by the returned File alone.
+        let fd = unsafe { libc::dup(1) };
+        if fd < 0 || unsafe { libc::dup2(2, 1) } < 0 {
+            bail!("cannot set up the worker's frames: {}", std::io::Error::last_os_error());
+        }
+        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    }
+    #[cfg(not(unix))]
+    bail!("serving workers need a Unix system")
 }
 
 /// Loads the ONNX Runtime library, creates its environment and registers a plugin EP.

@@ -11,6 +11,8 @@ pub mod job;
 pub mod log;
 pub mod plan;
 pub mod pool;
+pub mod serve;
+pub mod wire;
 
 pub use executor::{ExecOptions, Executor, PlannedTarget, WorkDir};
 pub use job::{EpSetup, Job, JobResult, OutputFile};

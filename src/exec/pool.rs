@@ -132,8 +132,9 @@ fn wait_or_kill(
     }
 }
 
-/// Writes the job file and starts a worker process on it, its stderr going to `log`.
-fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child, String> {
+/// Writes the job file and the command that starts a worker process on it (dying with the audit),
+/// its stderr going to `log`.
+pub(super) fn worker_command(job: &Job, dir: &Path, log: &Path) -> Result<Command, String> {
     // The job's directory and its output directory (elsewhere when tensors go to shared memory).
     for d in [dir, job.output_dir.as_path()] {
         std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
@@ -147,9 +148,15 @@ fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child
     crate::process::die_with_parent(&mut cmd)
         .arg("__worker")
         .arg(&job_path)
+        .stderr(Stdio::from(log_file));
+    Ok(cmd)
+}
+
+/// Writes the job file and starts a worker process on it, its stderr going to `log`.
+fn spawn_worker(job: &Job, dir: &Path, log: &Path) -> Result<std::process::Child, String> {
+    worker_command(job, dir, log)?
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::from(log_file))
         .spawn()
         .map_err(|e| format!("cannot start a worker process: {e}"))
 }
@@ -263,7 +270,7 @@ fn signal_name(signal: i32) -> &'static str {
 }
 
 /// The last non-empty lines of the worker's log, to explain a crash.
-fn log_tail(log: &Path) -> String {
+pub(super) fn log_tail(log: &Path) -> String {
     let Ok(text) = std::fs::read_to_string(log) else {
         return String::new();
     };
@@ -289,27 +296,44 @@ pub fn refused_output(target_id: &str) -> Option<String> {
 
 /// Applies [`FAULT_INJECTION_ENV`] inside a worker: crash, hang or exit without a result.
 pub fn inject_fault(target_id: &str) {
-    let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) else {
-        return;
-    };
-    for item in spec.split(';') {
-        let Some((id, fault)) = item.split_once('=') else {
-            continue;
-        };
-        if id != target_id {
-            continue;
-        }
-        match fault {
-            "crash" => {
-                use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "npu-audit worker: injected crash");
-                std::process::abort();
-            }
+    for fault in faults(target_id) {
+        match fault.as_str() {
+            "crash" => crash(),
             "hang" => loop {
                 std::thread::sleep(Duration::from_secs(3600));
             },
             "exit" => std::process::exit(7),
             _ => {}
+        }
+    }
+}
+
+/// The faults injected into target `target_id` (`NPU_AUDIT_FAULT_INJECT`, `id=fault;...`).
+fn faults(target_id: &str) -> Vec<String> {
+    let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) else {
+        return Vec::new();
+    };
+    spec.split(';')
+        .filter_map(|item| item.split_once('='))
+        .filter(|(id, _)| *id == target_id)
+        .map(|(_, fault)| fault.to_string())
+        .collect()
+}
+
+fn crash() -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "npu-audit worker: injected crash");
+    std::process::abort();
+}
+
+/// For the tests of serving workers: the fault injected before the `n`-th sample (1-based) a
+/// worker serves. `slow` sleeps 100 ms before every sample; `crash@N` aborts before sample N.
+pub fn inject_sample_fault(target_id: &str, n: usize) {
+    for fault in faults(target_id) {
+        if fault == "slow" {
+            std::thread::sleep(Duration::from_millis(100));
+        } else if fault.strip_prefix("crash@").and_then(|k| k.parse::<usize>().ok()) == Some(n) {
+            crash();
         }
     }
 }

@@ -22,6 +22,11 @@ pub struct SplitMix64 {
 }
 
 impl SplitMix64 {
+    /// A stream whose state is `state` (a bootstrap's: `mix(seed)`, `docs/eval.md`).
+    pub fn from_state(state: u64) -> SplitMix64 {
+        SplitMix64 { state }
+    }
+
     /// The stream of one input of one sample: `mix(mix(mix(seed) ^ sample) ^ input_index)`.
     pub fn for_input(seed: u64, sample: u64, input_index: u64) -> SplitMix64 {
         SplitMix64 {

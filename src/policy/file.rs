@@ -77,6 +77,10 @@ pub struct TargetSection {
     pub min_decision_agreement: Option<Spanned<f64>>,
     /// Stream audits: the state may not diverge at this step or before.
     pub max_divergence_step: Option<Spanned<u64>>,
+    /// Eval: the lowest accuracy (a fraction) on the set.
+    pub min_accuracy: Option<Spanned<f64>>,
+    /// Eval: the most points lost against the reference (non-inferiority).
+    pub max_accuracy_drop: Option<Spanned<f64>>,
     /// The selected targets may fail to run without failing the gate.
     pub allow_failure: Option<Spanned<bool>>,
     #[serde(default)]

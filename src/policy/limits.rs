@@ -48,6 +48,11 @@ pub struct Limits {
     /// Stream: the last step at which the fed-back state falling below the divergence SQNR
     /// fails the target (it must stay above it through this step).
     pub max_divergence_step: Option<Limit<u64>>,
+    /// Eval: the lowest accuracy (a fraction) a target may score on the set.
+    pub min_accuracy: Option<Limit<f64>>,
+    /// Eval: the most points of the primary metric a target may lose against the reference,
+    /// judged as non-inferiority (the drop's one-sided 95% upper bound within it).
+    pub max_accuracy_drop: Option<Limit<f64>>,
 }
 
 /// Applies `$f` to every field name of [`Limits`].
@@ -68,7 +73,9 @@ macro_rules! each_limit {
             max_partitions_regression,
             max_layer_sqnr_loss_db,
             min_decision_agreement,
-            max_divergence_step
+            max_divergence_step,
+            min_accuracy,
+            max_accuracy_drop
         )
     };
 }

@@ -40,6 +40,10 @@ pub struct Thresholds {
     pub min_decision_agreement: Option<f64>,
     /// Stream: the state may not diverge at this step or before.
     pub max_divergence_step: Option<usize>,
+    /// Eval: the lowest accuracy (a fraction).
+    pub min_accuracy: Option<f64>,
+    /// Eval: the most points lost against the reference (non-inferiority).
+    pub max_accuracy_drop: Option<f64>,
 }
 
 /// The file `compare` reads when no `--config` is given, if it exists in the current directory.
@@ -286,6 +290,14 @@ fn target_limits(loc: &Locator<'_>, s: &TargetSection) -> Result<Limits> {
         out.min_decision_agreement = Some(Limit::new(fraction, loc.at(v.span())));
     }
     out.max_divergence_step = spanned(loc, &s.max_divergence_step);
+    if let Some(v) = &s.min_accuracy {
+        let fraction = finite(loc, v, "min_accuracy", 0.0, 1.0)?;
+        out.min_accuracy = Some(Limit::new(fraction, loc.at(v.span())));
+    }
+    if let Some(v) = &s.max_accuracy_drop {
+        let points = finite(loc, v, "max_accuracy_drop", 0.0, 100.0)?;
+        out.max_accuracy_drop = Some(Limit::new(points, loc.at(v.span())));
+    }
     Ok(out)
 }
 
@@ -426,6 +438,8 @@ impl Policy {
             max_divergence_step: flags
                 .max_divergence_step
                 .map(|v| Limit::new(v as u64, "--max-divergence-step")),
+            min_accuracy: flags.min_accuracy.map(|v| Limit::new(v, "--min-accuracy")),
+            max_accuracy_drop: flags.max_accuracy_drop.map(|v| Limit::new(v, "--max-accuracy-drop")),
             ..Limits::default()
         };
         if !l.is_empty() {

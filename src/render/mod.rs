@@ -1,6 +1,7 @@
 //! Renderers: one report, rendered (never recomputed) for a terminal, Markdown, JUnit XML, HTML
 //! and Model Explorer node data, and written as files all together or not at all.
 
+pub mod eval;
 pub mod explain;
 pub mod explorer;
 pub mod fingerprint;

@@ -3,6 +3,7 @@
 //! ([`model`], also `layers` and `merge`), and those of `triage`, `matrix` and `pipeline`. They
 //! depend on nothing above the execution layer, so analyses build their parts directly.
 
+pub mod eval;
 pub mod json;
 pub mod matrix;
 pub mod model;

@@ -1129,6 +1129,10 @@ pub enum Rule {
     FallbackRegression,
     /// Baseline mode: more partitions.
     PartitionsRegression,
+    /// Eval: a target's accuracy on the set (a fraction).
+    MinAccuracy,
+    /// Eval: the one-sided 95% upper bound of the points lost against the reference.
+    MaxAccuracyDrop,
     /// Between two releases of one target: SQNR change (dB).
     ReleaseSqnrChangeDb,
     /// Between two releases of one target: elements that differ (limit 0).
@@ -1155,6 +1159,8 @@ impl Rule {
             Rule::Top1Regression => "top1_regression",
             Rule::FallbackRegression => "fallback_regression",
             Rule::PartitionsRegression => "partitions_regression",
+            Rule::MinAccuracy => "min_accuracy",
+            Rule::MaxAccuracyDrop => "max_accuracy_drop",
             Rule::ReleaseSqnrChangeDb => "release_sqnr_change_db",
             Rule::ReleaseBitExact => "release_bit_exact",
         }

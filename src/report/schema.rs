@@ -22,6 +22,8 @@ pub enum Contract {
     Matrix,
     /// The JSON of `pipeline`.
     Pipeline,
+    /// The JSON of `eval`.
+    Eval,
 }
 
 impl Contract {
@@ -40,6 +42,7 @@ impl Contract {
             Contract::Triage => "docs/triage.schema.json",
             Contract::Matrix => "docs/matrix.schema.json",
             Contract::Pipeline => "docs/pipeline.schema.json",
+            Contract::Eval => "docs/eval.schema.json",
         }
     }
 }
@@ -89,6 +92,11 @@ pub fn schema(contract: Contract) -> serde_json::Value {
             format!("npu-audit matrix, schema version {MATRIX_SCHEMA_VERSION}"),
             "The JSON of `npu-audit matrix --format json` (and `--out FILE`): derived from the types in \
              src/report/matrix.rs. Prose in docs/matrix.md.",
+        ),
+        Contract::Eval => derived_schema::<super::eval::EvalReport>(
+            format!("npu-audit eval, schema version {}", super::eval::EVAL_SCHEMA_VERSION),
+            "The JSON of `npu-audit eval --format json` (and `--out FILE`): derived from the types in \
+             src/report/eval.rs. Prose in docs/eval.md.",
         ),
         Contract::Pipeline => derived_schema::<PipelineReport>(
             "npu-audit pipeline".to_string(),

@@ -4,6 +4,7 @@ mod archive;
 pub mod delta;
 mod float16;
 mod npy;
+pub mod rows;
 
 pub use archive::open_zip;
 

@@ -234,6 +234,25 @@ fn read_header<R: Read>(reader: &mut R) -> Result<Header> {
     Header::from_reader(&mut bytes.as_slice()).map_err(|e| invalid(e.to_string()))
 }
 
+/// Reads a `.npy` stream's header for a reader that takes its data itself (row by row): the
+/// element type, the shape and whether the data is big-endian. Column-major data is refused: its
+/// rows are not contiguous.
+pub(super) fn stream_header<R: Read>(reader: &mut R) -> Result<(DType, Vec<usize>, bool)> {
+    let header = read_header(reader)?;
+    let descr = match &header.type_descriptor {
+        PyValue::String(s) => s.clone(),
+        other => bail!("unsupported .npy dtype {other} (structured arrays are not tensors)"),
+    };
+    let (dtype, big_endian) =
+        DType::from_npy_descr(&descr).with_context(|| format!("unsupported .npy dtype '{descr}'"))?;
+    checked_len(&header.shape)
+        .with_context(|| format!(".npy shape {:?} has more than {MAX_ELEMENTS} elements", header.shape))?;
+    if header.layout.is_fortran() && header.shape.len() > 1 {
+        bail!("column-major (Fortran order) data cannot be read row by row; save it in C order");
+    }
+    Ok((dtype, header.shape, big_endian))
+}
+
 /// Reads only the element type and shape of a `.npy` file (its header), not its data.
 pub fn read_npy_header(path: &Path) -> Result<(DType, Vec<usize>)> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;

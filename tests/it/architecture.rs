@@ -22,7 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "userfile",
         ],
     ),
-    ("data", &["tensor", "model", "target", "inputs", "device"]),
+    ("data", &["tensor", "model", "target", "inputs", "dataset", "device"]),
     ("execution", &["runtime", "exec", "golden"]),
     ("report model", &["report"]),
     (
@@ -35,13 +35,14 @@ const LAYERS: &[(&str, &[&str])] = &[
             "drift",
             "layers",
             "stream",
+            "eval",
         ],
     ),
     ("judge", &["policy", "gate"]),
     (
         "commands",
         &[
-            "audit", "explain", "matrix", "merge", "listing", "pipeline", "releases", "triage",
+            "audit", "explain", "matrix", "merge", "listing", "pipeline", "releases", "triage", "evaluate",
         ],
     ),
     ("renderers", &["render"]),

@@ -9,6 +9,7 @@ mod capture;
 mod cli_conventions;
 mod committed_reports;
 mod device_reports;
+mod eval;
 mod fingerprint;
 mod fixtures_e2e;
 mod fuzz_corpora;

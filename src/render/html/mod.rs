@@ -39,6 +39,7 @@
 //! symmetric; the diagonal is not a mark); the placement plot, one per partition.
 
 mod agreement_plot;
+pub mod eval;
 mod layer_plot;
 pub mod matrix;
 mod placement_plot;

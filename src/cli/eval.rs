@@ -1,0 +1,202 @@
+//! `npu-audit eval`: the flags turned once into the eval's options (the task read from its files,
+//! the limits into the policy), the eval run, its table, JSON, Markdown and HTML.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::args::{EvalArgs, ReportFormat, TaskChoice};
+use super::shared::{
+    emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile,
+};
+use crate::error::{bad_flag, ExitCode};
+use crate::eval::task::TaskSpec;
+use crate::eval::StatOptions;
+use crate::evaluate::{DatasetOptions, EvalOptions};
+use crate::policy::Thresholds;
+use crate::report::eval::EvalReport;
+use crate::target::distinct;
+
+/// `eval` as asked: its options, the files it writes and how it prints.
+struct EvalCommand {
+    options: EvalOptions,
+    files: Vec<FindingsFile<EvalReport>>,
+    format: ReportFormat,
+}
+
+/// A small text file the task reads (`--classes`, `--vocab`).
+fn read_text(flag: &str, path: &Path) -> Result<String> {
+    crate::userfile::regular_file(path).map_err(|e| bad_flag(format!("{flag} {}: {e}", path.display())))?;
+    let bytes =
+        crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {}: {e}", path.display())))?;
+    String::from_utf8(bytes).map_err(|_| bad_flag(format!("{flag} {}: not UTF-8 text", path.display())))
+}
+
+/// The task and the files it was read from.
+fn task(a: &EvalArgs) -> Result<(TaskSpec, Vec<PathBuf>)> {
+    let misplaced = |flag: &str, given: bool, task: &str| -> Result<()> {
+        if given {
+            return Err(bad_flag(format!("{flag} belongs to --task {task}")));
+        }
+        Ok(())
+    };
+    misplaced(
+        "--classes",
+        a.classes.is_some() && a.task != TaskChoice::Classify,
+        "classify",
+    )?;
+    misplaced("--vocab", a.vocab.is_some() && a.task != TaskChoice::Ctc, "ctc")?;
+    misplaced(
+        "--decision",
+        a.decision.is_some() && a.task != TaskChoice::Decide,
+        "decide",
+    )?;
+    let files: Vec<PathBuf> = a.classes.iter().chain(&a.vocab).cloned().collect();
+    let spec = match a.task {
+        TaskChoice::Classify => TaskSpec::Classify {
+            output: a.output.clone(),
+            top_k: a.top_k as usize,
+            classes: a
+                .classes
+                .as_deref()
+                .map(|p| read_text("--classes", p).map(|t| t.lines().map(str::to_string).collect()))
+                .transpose()?,
+        },
+        TaskChoice::Decide => TaskSpec::Decide {
+            decision: a
+                .decision
+                .clone()
+                .ok_or_else(|| bad_flag("--task decide needs --decision OUTPUT>THRESHOLD"))?,
+        },
+        TaskChoice::Ctc => TaskSpec::Ctc {
+            output: a.output.clone(),
+            vocabulary: read_text(
+                "--vocab",
+                a.vocab
+                    .as_deref()
+                    .ok_or_else(|| bad_flag("--task ctc needs --vocab FILE"))?,
+            )?,
+        },
+        TaskChoice::Agree => TaskSpec::Agree {
+            output: a.output.clone(),
+        },
+    };
+    Ok((spec, files))
+}
+
+/// The limits given as flags, checked.
+fn thresholds(a: &EvalArgs) -> Result<Thresholds> {
+    if a.min_accuracy.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        return Err(bad_flag("--min-accuracy must be a fraction between 0 and 1"));
+    }
+    if a.max_accuracy_drop
+        .is_some_and(|v| !(v.is_finite() && (0.0..=100.0).contains(&v)))
+    {
+        return Err(bad_flag(
+            "--max-accuracy-drop must be a number of points between 0 and 100",
+        ));
+    }
+    if a.margin.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+        return Err(bad_flag("--margin must be a non-negative number of points"));
+    }
+    Ok(Thresholds {
+        min_accuracy: a.min_accuracy,
+        max_accuracy_drop: a.max_accuracy_drop,
+        ..Thresholds::default()
+    })
+}
+
+/// Converts `eval`'s flags, once, into the command.
+fn command(a: EvalArgs) -> Result<EvalCommand> {
+    let (task, task_files) = task(&a)?;
+    let flags = thresholds(&a)?;
+    let policy = policy_with(a.config.as_deref(), a.no_config, &flags, &a.allow_failure)?;
+    let EvalArgs {
+        model,
+        reference,
+        dataset,
+        labels,
+        limit,
+        task: _,
+        output: _,
+        top_k: _,
+        classes: _,
+        decision: _,
+        vocab: _,
+        class_axis,
+        targets,
+        allow_failure: _,
+        no_baseline,
+        margin,
+        resamples,
+        stat_seed,
+        min_accuracy: _,
+        max_accuracy_drop: _,
+        config: _,
+        no_config: _,
+        explain,
+        records,
+        exec,
+        format,
+        out,
+        markdown,
+        html,
+    } = a;
+    let asked = if targets.is_empty() { &policy.targets } else { &targets };
+    let records = records.or_else(|| {
+        out.as_ref()
+            .filter(|o| !crate::userfile::is_stdio(o))
+            .map(|o| o.with_extension("records"))
+            .filter(|r| Some(r) != out.as_ref())
+    });
+    let options = EvalOptions {
+        model,
+        golden: golden_source(reference),
+        dataset: DatasetOptions {
+            path: dataset,
+            labels,
+            limit: limit.map(|n| n as usize),
+        },
+        task,
+        class_axis,
+        targets: (!asked.is_empty()).then(|| distinct(asked)),
+        allow_failure: policy.allow_failure.clone(),
+        baseline: !no_baseline,
+        exec: exec_options(exec)?,
+        stats: StatOptions {
+            seed: stat_seed,
+            resamples: resamples as usize,
+            margin_points: margin,
+        },
+        policy,
+        explain: explain as usize,
+        records,
+        task_files,
+    };
+    let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
+    let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
+    let files = findings_files(vec![
+        ("--out", out, None),
+        ("--markdown", markdown, Some(markdown_of)),
+        ("--html", html, Some(html_of)),
+    ]);
+    Ok(EvalCommand { options, files, format })
+}
+
+/// Runs `eval`: every file asked for written together once the eval is done (or none), the
+/// `--format` rendering on stdout, the exit code the gate decides.
+pub fn run(a: EvalArgs) -> Result<ExitCode> {
+    let cmd = command(a)?;
+    let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
+    if let Some(dir) = &cmd.options.records {
+        outputs.check_dir("--records", dir)?;
+    }
+    let report = crate::evaluate::run(&cmd.options, &mut outputs)?;
+    crate::interrupt::check()?;
+    emit_findings(&report, &cmd.files, outputs, |r, json| match cmd.format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::eval::table_text(r),
+        ReportFormat::Markdown => crate::render::eval::markdown(r),
+    })?;
+    Ok(report.exit_code)
+}

@@ -1,0 +1,160 @@
+//! `npu-audit eval`: task accuracy on the user's labelled set, per target, with the statistics to
+//! trust it. The set streams through one warm serving session per run (the reference on the CPU,
+//! every target; several per run when the machine has the cores), sample after sample; each
+//! answer is reduced at once to a per-sample [`Record`] (kept in a checkpoint, so an interrupted
+//! run resumes without counting a sample twice), and every figure is computed from the records.
+
+mod assemble;
+mod checkpoint;
+mod explain;
+mod sessions;
+mod stream;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::audit::GoldenSource;
+use crate::compare::{ClassAxisFlag, ClassAxisPolicy};
+use crate::dataset::Dataset;
+use crate::error::{bad_flag, bad_input};
+use crate::eval::task::{Task, TaskSpec};
+use crate::eval::StatOptions;
+use crate::exec::{ExecOptions, RunStatus};
+use crate::policy::Policy;
+use crate::report::eval::EvalReport;
+use crate::target::{TargetPattern, TargetSpec};
+use crate::userfile::{InputFiles, Outputs, Reads};
+
+/// Where the set is and which part of it is evaluated.
+#[derive(Debug, Clone)]
+pub struct DatasetOptions {
+    pub path: PathBuf,
+    /// `--labels FILE`, instead of the set's own.
+    pub labels: Option<PathBuf>,
+    /// `--limit N`: the first N samples.
+    pub limit: Option<usize>,
+}
+
+/// Everything `eval` was asked to do.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    pub model: PathBuf,
+    pub golden: GoldenSource,
+    pub dataset: DatasetOptions,
+    pub task: TaskSpec,
+    pub class_axis: Vec<ClassAxisFlag>,
+    /// The targets asked for (`None`: every target this machine can run).
+    pub targets: Option<Vec<TargetSpec>>,
+    pub allow_failure: Vec<TargetPattern>,
+    /// Add the `cpu:noopt` baseline, the reference integer implementation.
+    pub baseline: bool,
+    pub exec: ExecOptions,
+    pub stats: StatOptions,
+    /// Limits (`min_accuracy`, `max_accuracy_drop`) from the policy file and the flags.
+    pub policy: Policy,
+    /// `--explain K`: the per-layer audit of up to K samples each target broke.
+    pub explain: usize,
+    /// `--records DIR`: where the per-sample records (the checkpoint) are kept.
+    pub records: Option<PathBuf>,
+    /// The files the task was read from (`--classes`, `--vocab`).
+    pub task_files: Vec<PathBuf>,
+}
+
+impl Reads for EvalOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let EvalOptions {
+            model,
+            golden,
+            dataset,
+            class_axis: _,
+            targets: _,
+            allow_failure: _,
+            baseline: _,
+            exec,
+            stats: _,
+            policy,
+            explain: _,
+            records: _,
+            task: _,
+            task_files,
+        } = self;
+        set.add(model).with(golden).with(exec).with(policy);
+        set.add(&dataset.path).add_all(&dataset.labels).add_all(task_files);
+    }
+}
+
+/// Runs the eval and returns its report (its `exit_code` says how the process should end). The
+/// records directory is staged in `outputs` with the report's files.
+pub fn run(opts: &EvalOptions, outputs: &mut Outputs) -> Result<EvalReport> {
+    let dataset = Dataset::open(&opts.dataset.path, opts.dataset.labels.as_deref(), opts.dataset.limit)?;
+    let needs_labels = !matches!(opts.task, TaskSpec::Agree { .. });
+    if needs_labels && dataset.labels.is_none() {
+        return Err(bad_input(format!(
+            "--dataset {}: no labels (labels.csv, labels.jsonl, a 'labels' array, or --labels FILE); without labels, --task agree",
+            dataset.path.display()
+        )));
+    }
+    let plan = sessions::plan(opts, &dataset)?;
+    outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
+    let runs = stream::run(opts, &plan, &dataset)?;
+    crate::interrupt::check()?;
+    assemble::report(opts, &plan, &dataset, runs)
+}
+
+/// The records of one run, with how it ended.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    pub status: RunStatus,
+    pub error: Option<String>,
+}
+
+/// Checks a task against the reference's first answer and every label: the output exists and
+/// suits the task, each label means something to it (a class within range).
+pub fn check_task(
+    spec: &TaskSpec,
+    sig: &crate::model::Signature,
+    classes: &ClassAxisPolicy,
+    first: &[(String, crate::tensor::Tensor)],
+    dataset: &Dataset,
+) -> Result<(Task, Vec<Option<crate::eval::task::Truth>>)> {
+    let shape_of = |name: &str| first.iter().find(|(n, _)| n == name).map(|(_, t)| t.shape.clone());
+    let output = match spec {
+        TaskSpec::Classify { output, .. } | TaskSpec::Ctc { output, .. } | TaskSpec::Agree { output } => output.clone(),
+        TaskSpec::Decide { decision } => Some(decision.output().to_string()),
+    };
+    let name = output.or_else(|| (sig.outputs.len() == 1).then(|| sig.outputs[0].name.clone()));
+    let shape = name.as_deref().and_then(shape_of).unwrap_or_default();
+    let task = Task::check(spec, sig, classes, &shape).map_err(|e| bad_flag(format!("--task: {e}")))?;
+    let Some(labels) = dataset.labels.as_ref().filter(|_| !task.labels_from_reference()) else {
+        return Ok((task, vec![None; dataset.len()]));
+    };
+    let classes_out = class_count(&task, classes, &shape);
+    let mut truths = Vec::with_capacity(labels.len());
+    for (k, label) in labels.iter().enumerate() {
+        let truth = task.truth(label).map_err(|e| {
+            bad_input(format!(
+                "--dataset {}: sample {}: label {label}: {e}",
+                dataset.path.display(),
+                dataset.ids[k]
+            ))
+        })?;
+        if let (crate::eval::task::Truth::Class(c), Some(n)) = (&truth, classes_out) {
+            if *c >= n {
+                return Err(bad_input(format!(
+                    "--dataset {}: sample {}: class {c} is outside the output's {n} classes",
+                    dataset.path.display(),
+                    dataset.ids[k]
+                )));
+            }
+        }
+        truths.push(Some(truth));
+    }
+    Ok((task, truths))
+}
+
+/// How many classes a classifier's output has (its class axis's length).
+fn class_count(task: &Task, classes: &ClassAxisPolicy, shape: &[usize]) -> Option<usize> {
+    let axis = classes.resolve(&task.output, shape, crate::tensor::DType::Float32)?;
+    shape.get(axis).copied()
+}

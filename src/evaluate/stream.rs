@@ -1,0 +1,543 @@
+//! The set streamed through every run: samples read one at a time, sent ahead to each run's
+//! sessions (a few in flight per session, so every process stays busy), answers reduced at once to
+//! records and appended to the checkpoint, nothing else kept. Memory holds the records and the
+//! samples in flight, whatever the set's size.
+
+use std::collections::VecDeque;
+
+use anyhow::Result;
+
+use super::checkpoint::Checkpoint;
+use super::sessions::{self, EvalPlan, RunSessions};
+use super::{check_task, EvalOptions, RunEnd};
+use crate::audit::reference::ReferencePlan;
+use crate::compare::ErrorStats;
+use crate::dataset::{Dataset, Sample};
+use crate::error::{bad_input, run_error};
+use crate::eval::task::{Task, Truth};
+use crate::eval::Record;
+use crate::exec::job::JobResult;
+use crate::exec::serve::{Answer, ServeSession};
+use crate::exec::RunStatus;
+use crate::report::model::Num;
+use crate::tensor::Tensor;
+
+/// Samples in flight per session.
+const WINDOW: usize = 4;
+
+/// One run's records and how it ended.
+pub struct RunRecords {
+    /// `reference`, or the target's id.
+    pub id: String,
+    pub records: Vec<Record>,
+    /// `None`: it answered every sample.
+    pub end: Option<RunEnd>,
+    /// What its sessions measured (their runtime, placement, run times).
+    pub results: Vec<JobResult>,
+}
+
+/// Every run of an eval, reduced to records.
+pub struct Runs {
+    pub task: Task,
+    pub reference: RunRecords,
+    /// One per planned target, in the plan's order.
+    pub targets: Vec<RunRecords>,
+    pub notes: Vec<String>,
+}
+
+/// A run while the set streams: its sessions (none once it stopped) and what it recorded.
+struct Live {
+    id: String,
+    sessions: Vec<ServeSession>,
+    end: Option<RunEnd>,
+    records: Vec<Record>,
+    /// Whether the checkpoint already says it stopped.
+    marked: bool,
+}
+
+impl Live {
+    fn new(id: String, sessions: Option<RunSessions>, records: Vec<Record>, end: Option<RunEnd>) -> Live {
+        let marked = end.is_some();
+        let (sessions, end) = match (end, sessions) {
+            (Some(e), _) => (Vec::new(), Some(e)),
+            (None, Some(Ok(s))) => (s, None),
+            (None, Some(Err(e))) => (Vec::new(), Some(e)),
+            (None, None) => (Vec::new(), None),
+        };
+        Live {
+            id,
+            sessions,
+            end,
+            records,
+            marked,
+        }
+    }
+
+    fn answering(&self) -> bool {
+        self.end.is_none() && !self.sessions.is_empty()
+    }
+
+    /// Stops the run: its sessions killed, why kept.
+    fn stop(&mut self, status: RunStatus, error: String) {
+        self.sessions.clear();
+        self.end = Some(RunEnd {
+            status,
+            error: Some(error),
+        });
+    }
+}
+
+/// The identity of the records: what must be the same for a records directory to be resumed.
+fn context(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: &[String]) -> serde_json::Value {
+    let ids = crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes());
+    let runtimes: Vec<String> = plan
+        .targets
+        .iter()
+        .map(|t| match &t.runtime {
+            Ok(rt) => format!("{} {}", t.spec.id, rt.host.library.display()),
+            Err(_) => format!("{} unavailable", t.spec.id),
+        })
+        .collect();
+    serde_json::json!({
+        "tool": env!("CARGO_PKG_VERSION"),
+        "model": plan.model.sha256,
+        "reference": match &plan.reference {
+            ReferencePlan::Model { model, .. } => model.sha256.clone(),
+            ReferencePlan::Stored { golden, .. } => golden.manifest.reference_model.sha256.clone(),
+        },
+        "dataset": dataset.path.display().to_string(),
+        "ids": ids,
+        "labels": dataset.labels_from,
+        "task": format!("{:?}", opts.task),
+        "runs": runs,
+        "runtimes": runtimes,
+        "threads": opts.exec.threads,
+    })
+}
+
+/// Streams the set through every run and returns every run's records.
+pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Runs> {
+    let mut reader = dataset.samples(&plan.signature, 0)?;
+    let first = reader
+        .next()
+        .transpose()?
+        .ok_or_else(|| bad_input("the set has no sample"))?;
+    let run_ids: Vec<String> = std::iter::once("reference".to_string())
+        .chain(plan.targets.iter().map(|t| t.spec.id.clone()))
+        .collect();
+    let mut started = sessions::start(opts, plan, &first)?;
+    // The task and every label are checked against the reference's first answer before anything
+    // is written.
+    let first_golden = reference_outputs(plan, started.reference.as_mut(), &first)?;
+    let (task, truths) = check_task(&opts.task, &plan.signature, &plan.classes, &first_golden, dataset)?;
+    let records_dir = opts
+        .records
+        .clone()
+        .unwrap_or_else(|| started.executor.work().join("records"));
+    let (mut checkpoint, resumed) = Checkpoint::open(&records_dir, &context(opts, plan, dataset, &run_ids), &run_ids)?;
+    let mut kept = resumed.records.into_iter();
+    let mut stopped = resumed.stopped.into_iter();
+    let mut reference = Live::new(
+        "reference".into(),
+        started.reference,
+        kept.next().unwrap_or_default(),
+        stopped.next().flatten(),
+    );
+    let mut targets: Vec<Live> = plan
+        .targets
+        .iter()
+        .zip(started.targets)
+        .map(|(t, s)| {
+            Live::new(
+                t.spec.id.clone(),
+                Some(s),
+                kept.next().unwrap_or_default(),
+                stopped.next().flatten(),
+            )
+        })
+        .collect();
+    let resume = reference.records.len();
+    if resume > 0 {
+        crate::console::note(format!(
+            "eval: resuming after {resume} samples recorded in {}",
+            records_dir.display()
+        ));
+    }
+    let mut stream = Stream {
+        plan,
+        task: &task,
+        truths: &truths,
+        checkpoint: &mut checkpoint,
+        total: dataset.len(),
+    };
+    let samples: Box<dyn Iterator<Item = Result<Sample>> + '_> = if resume == 0 {
+        Box::new(std::iter::once(Ok(first)).chain(reader))
+    } else {
+        Box::new(dataset.samples(&plan.signature, resume)?)
+    };
+    stream.all(samples, &mut reference, &mut targets)?;
+    let finish = |live: Live, results: &[std::path::PathBuf]| -> RunRecords {
+        let results = live
+            .sessions
+            .into_iter()
+            .zip(results)
+            .map(|(s, path)| s.finish(path))
+            .collect();
+        RunRecords {
+            id: live.id,
+            records: live.records,
+            end: live.end,
+            results,
+        }
+    };
+    let mut result_paths = started.results.into_iter();
+    let reference_paths = if matches!(plan.reference, ReferencePlan::Model { .. }) {
+        result_paths.next().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let reference = finish(reference, &reference_paths);
+    let targets = targets
+        .into_iter()
+        .map(|t| {
+            let paths = result_paths.next().unwrap_or_default();
+            finish(t, &paths)
+        })
+        .collect();
+    Ok(Runs {
+        task,
+        reference,
+        targets,
+        notes: Vec::new(),
+    })
+}
+
+/// The reference's outputs of the first sample (sent and received before the stream, to check the
+/// task against them; not recorded here).
+fn reference_outputs(
+    plan: &EvalPlan,
+    reference: Option<&mut RunSessions>,
+    first: &Sample,
+) -> Result<Vec<(String, Tensor)>> {
+    match (&plan.reference, reference) {
+        (ReferencePlan::Stored { golden, .. }, _) => stored_outputs(golden, first),
+        (ReferencePlan::Model { .. }, Some(Ok(sessions))) if !sessions.is_empty() => {
+            let session = &mut sessions[0];
+            session.send(&first.inputs);
+            match session.receive() {
+                Ok(Ok(outputs)) => Ok(outputs),
+                Ok(Err(e)) => Err(run_error(format!(
+                    "the reference run failed on sample {}: {e}",
+                    first.id
+                ))),
+                Err(s) => Err(run_error(format!("the reference run stopped: {}", s.error))),
+            }
+        }
+        (ReferencePlan::Model { .. }, Some(Err(end))) => Err(run_error(format!(
+            "the reference run could not start: {}",
+            end.error.clone().unwrap_or_default()
+        ))),
+        (ReferencePlan::Model { .. }, _) => Err(run_error("the reference run has no session")),
+    }
+}
+
+/// A stored golden run's outputs of a sample, after checking that its inputs are the sample's.
+fn stored_outputs(golden: &crate::golden::Golden, sample: &Sample) -> Result<Vec<(String, Tensor)>> {
+    let entry = golden
+        .manifest
+        .samples
+        .get(sample.index)
+        .ok_or_else(|| crate::error::bad_golden(format!("the golden run has no sample {}", sample.index)))?;
+    for (name, t) in &sample.inputs {
+        let same = entry
+            .inputs
+            .iter()
+            .find(|e| &e.name == name)
+            .is_some_and(|e| t.to_npy_bytes().is_ok_and(|b| crate::hash::sha256_hex(&b) == e.sha256));
+        if !same {
+            return Err(crate::error::bad_golden(format!(
+                "sample {} input '{name}' is not the golden run's: a stored golden run must be of the set's samples, in order",
+                sample.id
+            )));
+        }
+    }
+    entry
+        .outputs
+        .iter()
+        .map(|e| Ok((e.name.clone(), Tensor::read_npy(&golden.dir.join(&e.file))?)))
+        .collect()
+}
+
+/// The loop's fixed parts.
+struct Stream<'a> {
+    plan: &'a EvalPlan,
+    task: &'a Task,
+    truths: &'a [Option<Truth>],
+    checkpoint: &'a mut Checkpoint,
+    total: usize,
+}
+
+/// A sample sent and not reduced yet.
+struct InFlight {
+    index: usize,
+    id: String,
+    /// Kept only with a stored golden run (its outputs are read at reduction).
+    sample: Option<Sample>,
+}
+
+impl Stream<'_> {
+    /// Feeds every sample, keeping at most a window in flight per session, and reduces the oldest
+    /// as soon as the window is full.
+    fn all(
+        &mut self,
+        mut samples: Box<dyn Iterator<Item = Result<Sample>> + '_>,
+        reference: &mut Live,
+        targets: &mut [Live],
+    ) -> Result<()> {
+        let progress = Progress::new(
+            self.total,
+            &std::iter::once(&*reference).chain(targets.iter()).collect::<Vec<_>>(),
+        );
+        let per_run = reference
+            .sessions
+            .len()
+            .max(targets.iter().map(|t| t.sessions.len()).max().unwrap_or(1))
+            .max(1);
+        for live in targets.iter_mut() {
+            self.mark_stopped(live)?;
+        }
+        let mut queue: VecDeque<InFlight> = VecDeque::new();
+        let mut exhausted = false;
+        loop {
+            crate::interrupt::check()?;
+            while !exhausted && queue.len() < WINDOW * per_run {
+                match samples.next() {
+                    Some(sample) => queue.push_back(self.send(sample?, reference, targets)),
+                    None => exhausted = true,
+                }
+            }
+            let Some(oldest) = queue.pop_front() else { break };
+            self.reduce(oldest, reference, targets)?;
+            for (k, live) in std::iter::once(&*reference).chain(targets.iter()).enumerate() {
+                progress.update(k, live);
+            }
+        }
+        progress.finish();
+        Ok(())
+    }
+
+    /// Sends a sample to the session of every run that takes it (`index mod sessions`).
+    fn send(&self, sample: Sample, reference: &mut Live, targets: &mut [Live]) -> InFlight {
+        for live in std::iter::once(&mut *reference).chain(targets.iter_mut()) {
+            if live.records.len() > sample.index || !live.answering() {
+                continue;
+            }
+            let k = sample.index % live.sessions.len();
+            live.sessions[k].send(&sample.inputs);
+        }
+        let stored = matches!(self.plan.reference, ReferencePlan::Stored { .. });
+        InFlight {
+            index: sample.index,
+            id: sample.id.clone(),
+            sample: stored.then_some(sample),
+        }
+    }
+
+    /// Receives a sample's answers from every run, reduces them to records, keeps them.
+    fn reduce(&mut self, s: InFlight, reference: &mut Live, targets: &mut [Live]) -> Result<()> {
+        let golden = match (&self.plan.reference, &s.sample) {
+            (ReferencePlan::Stored { golden, .. }, Some(sample)) => stored_outputs(golden, sample)?,
+            _ => match answer(reference, s.index) {
+                Some(Ok(outputs)) => outputs,
+                Some(Err(e)) => return Err(run_error(format!("the reference run failed on sample {}: {e}", s.id))),
+                None => {
+                    let why = reference.end.as_ref().and_then(|e| e.error.clone()).unwrap_or_default();
+                    return Err(run_error(format!(
+                        "the reference run stopped at sample {}: {why}",
+                        s.id
+                    )));
+                }
+            },
+        };
+        let reference_record = self.record(&s, Ok(golden.clone()), None, None)?;
+        let truth = reference_record.truth.clone();
+        let mut appended: Vec<Option<Record>> = Vec::with_capacity(targets.len() + 1);
+        let first_time = reference.records.len() == s.index;
+        appended.push(first_time.then(|| reference_record.clone()));
+        if first_time {
+            reference.records.push(reference_record);
+        }
+        for live in targets.iter_mut() {
+            let fresh = live.records.len() == s.index && live.answering();
+            let got = if fresh { answer(live, s.index) } else { None };
+            match got {
+                Some(a) => {
+                    let r = self.record(&s, a, Some(&golden), Some(truth.clone()))?;
+                    live.records.push(r.clone());
+                    appended.push(Some(r));
+                }
+                None => {
+                    self.mark_stopped(live)?;
+                    appended.push(None);
+                }
+            }
+        }
+        let refs: Vec<Option<&Record>> = appended.iter().map(Option::as_ref).collect();
+        self.checkpoint.append(&refs)
+    }
+
+    /// Writes a stopped run's marker in the checkpoint, once: a resumed eval does not wait for it.
+    fn mark_stopped(&self, live: &mut Live) -> Result<()> {
+        if let (Some(end), false) = (&live.end, live.marked) {
+            self.checkpoint.stop(&live.id, end)?;
+            live.marked = true;
+        }
+        Ok(())
+    }
+
+    /// A sample's record in one run: its prediction against the truth (the label's, or the
+    /// reference's prediction for `agree`), and its output SQNR against `golden` for a target.
+    fn record(
+        &self,
+        s: &InFlight,
+        answer: Answer,
+        golden: Option<&[(String, Tensor)]>,
+        truth: Option<Truth>,
+    ) -> Result<Record> {
+        let truth_of_label = self.truths.get(s.index).cloned().flatten();
+        match answer {
+            Err(error) => {
+                let truth = truth.or(truth_of_label).unwrap_or(Truth::Text(String::new()));
+                Ok(Record::failed(self.task, s.index, s.id.clone(), truth, error))
+            }
+            Ok(outputs) => {
+                let prediction = self
+                    .task
+                    .predict(&self.plan.classes, &outputs)
+                    .map_err(|e| bad_input(format!("sample {}: {e}", s.id)))?;
+                let truth = match truth.or(truth_of_label) {
+                    Some(t) => t,
+                    None => Task::truth_of_prediction(&prediction).unwrap_or(Truth::Text(String::new())),
+                };
+                let judged = self.task.judge(&prediction, &truth);
+                Ok(Record {
+                    index: s.index,
+                    id: s.id.clone(),
+                    prediction: Some(prediction),
+                    truth,
+                    judged,
+                    sqnr_db: golden.map(|g| Num(worst_sqnr(&outputs, g))),
+                    error: None,
+                })
+            }
+        }
+    }
+}
+
+/// The answer of `live`'s session that sample `index` went to, or `None` when it stopped (then it
+/// is marked stopped).
+fn answer(live: &mut Live, index: usize) -> Option<Answer> {
+    if !live.answering() {
+        return None;
+    }
+    let k = index % live.sessions.len();
+    match live.sessions[k].receive() {
+        Ok(a) => Some(a),
+        Err(s) => {
+            live.stop(s.status, s.error);
+            None
+        }
+    }
+}
+
+/// The lowest SQNR of any output of `outputs` against the same output of `golden` (NaN when an
+/// output is missing or its shape differs).
+fn worst_sqnr(outputs: &[(String, Tensor)], golden: &[(String, Tensor)]) -> f64 {
+    let mut worst = f64::INFINITY;
+    for (name, g) in golden {
+        let Some((_, o)) = outputs.iter().find(|(n, _)| n == name) else {
+            return f64::NAN;
+        };
+        if o.shape != g.shape {
+            return f64::NAN;
+        }
+        let same = o.dtype() == g.dtype();
+        let mut stats = ErrorStats::new(same, same && o.dtype().is_float());
+        stats.update(&o.data, &g.data);
+        worst = worst.min(stats.sqnr_db());
+    }
+    worst
+}
+
+/// `5h 12m`, `3m 04s`, `12s`.
+fn duration_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m {s:02}s"),
+        (h, m, _) => format!("{h}h {m:02}m"),
+    }
+}
+
+/// One progress line per run (drawn only on a terminal): the samples it recorded, its own time
+/// per sample (its sessions' run time, shared among them) and the time it would take alone for the
+/// rest. Runs go in step, so the slowest line's time left is the eval's.
+struct Progress {
+    bars: Vec<indicatif::ProgressBar>,
+    total: usize,
+    _multi: indicatif::MultiProgress,
+}
+
+impl Progress {
+    fn new(total: usize, runs: &[&Live]) -> Progress {
+        let target = if crate::console::progress() {
+            indicatif::ProgressDrawTarget::stderr()
+        } else {
+            indicatif::ProgressDrawTarget::hidden()
+        };
+        let multi = indicatif::MultiProgress::with_draw_target(target);
+        let width = runs.iter().map(|r| r.id.len()).max().unwrap_or(0);
+        let template = format!("{{prefix:>{width}}} [{{bar:30}}] {{pos}}/{{len}} {{msg}}");
+        let bars = runs
+            .iter()
+            .map(|live| {
+                let bar = multi.add(indicatif::ProgressBar::new(total as u64));
+                if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+                    bar.set_style(style);
+                }
+                bar.set_prefix(live.id.clone());
+                bar.set_position(live.records.len() as u64);
+                bar
+            })
+            .collect();
+        Progress {
+            bars,
+            total,
+            _multi: multi,
+        }
+    }
+
+    /// Redraws run `k`'s line from its records and sessions.
+    fn update(&self, k: usize, live: &Live) {
+        let Some(bar) = self.bars.get(k) else { return };
+        bar.set_position(live.records.len() as u64);
+        if let Some(end) = &live.end {
+            bar.set_message(format!("stopped: {}", end.status.as_str()));
+            return;
+        }
+        let times: Vec<f64> = live.sessions.iter().filter_map(ServeSession::mean_run_ms).collect();
+        if times.is_empty() {
+            return;
+        }
+        // Sessions answer in parallel: the run's time per sample is their mean over their count.
+        let per_sample = times.iter().sum::<f64>() / times.len() as f64 / live.sessions.len() as f64 / 1000.0;
+        let left = per_sample * self.total.saturating_sub(live.records.len()) as f64;
+        bar.set_message(format!("{per_sample:.3} s/sample, {} left", duration_text(left)));
+    }
+
+    fn finish(&self) {
+        for bar in &self.bars {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The JSON `eval` writes (`docs/eval.schema.json`, prose in `docs/eval.md`): per target its task
+//! metrics with intervals, paired comparisons with the reference and the baseline (drop, McNemar,
+//! non-inferiority), what flipped, and the gate. A contract other tools parse: the schema is
+//! derived from these types. The eval itself is in `crate::evaluate`.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{LayerPointer, Num, RuleResult, RuntimeInfo};
+use crate::error::ExitCode;
+use crate::exec::RunStatus;
+
+/// The eval output's layout version.
+pub const EVAL_SCHEMA_VERSION: u32 = 1;
+
+/// What `eval` found.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EvalReport {
+    pub schema_version: u32,
+    pub tool_version: String,
+    /// The audited model and its SHA-256.
+    pub model: String,
+    pub model_sha256: String,
+    /// How the reference outputs were made.
+    pub reference: String,
+    pub dataset: DatasetInfo,
+    pub task: TaskInfo,
+    pub statistics: StatisticsInfo,
+    /// The reference's own figures against the labels.
+    pub reference_metrics: Metrics,
+    pub targets: Vec<EvalTarget>,
+    pub gate: EvalGate,
+    pub notes: Vec<String>,
+    pub exit_code: ExitCode,
+}
+
+/// The set as fed.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DatasetInfo {
+    pub path: String,
+    /// Samples evaluated (after `--limit`).
+    pub samples: usize,
+    /// The SHA-256 of the sample ids in order: two runs on the same samples have the same.
+    pub ids_sha256: String,
+    /// Where the labels came from (`reference` for `agree`).
+    pub labels: String,
+}
+
+/// The task as run.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaskInfo {
+    /// `classify`, `decide`, `ctc` or `agree`.
+    pub kind: String,
+    /// The output the task reads.
+    pub output: String,
+    /// The task's settings as one line (`top-5`, `probs>0.5`, the vocabulary's size).
+    pub settings: String,
+    /// The metric comparisons and the gate are about: `accuracy` or `cer`.
+    pub primary: String,
+}
+
+/// How the statistics were computed, so that anyone recomputes the same figures.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StatisticsInfo {
+    /// Seed of the bootstrap's generator (`docs/eval.md`).
+    pub seed: u64,
+    /// Resamples of every bootstrap.
+    pub resamples: usize,
+    /// The non-inferiority margin in points of the primary metric, when given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub margin_points: Option<f64>,
+    /// One sentence per method.
+    pub methods: Vec<String>,
+}
+
+/// A proportion with its 95% Wilson interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Proportion {
+    pub k: u64,
+    pub n: u64,
+    pub value: Num,
+    pub lo: Num,
+    pub hi: Num,
+}
+
+/// A figure with its 95% bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Estimate {
+    pub value: Num,
+    pub lo: Num,
+    pub hi: Num,
+}
+
+/// A run's figures against the labels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Metrics {
+    /// Samples with a figure (every sample the run answered).
+    pub samples: usize,
+    /// Samples the run failed on (counted as wrong).
+    pub errors: usize,
+    /// Top-1 right, the decision right, or the transcript exact.
+    pub accuracy: Proportion,
+    /// Classification: the true class among the best k.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<Proportion>,
+    /// Decisions: precision, recall and F1 of the positive decision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Proportion>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall: Option<Proportion>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub f1: Option<Estimate>,
+    /// CTC: character and word error rates (edits over the labels' characters or words).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cer: Option<Estimate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wer: Option<Estimate>,
+}
+
+/// A target against another run on the same samples, paired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Comparison {
+    /// What it is compared with: `reference` or the baseline's id.
+    pub against: String,
+    /// The primary metric's drop in points (accuracy lost, or CER gained), with its 95% paired
+    /// bootstrap interval.
+    pub drop: Estimate,
+    /// The one-sided 95% upper bound of the drop (the 95th percentile): what non-inferiority
+    /// tests.
+    pub drop_upper: Num,
+    /// Samples the other run got wrong and this one right.
+    pub fixed: u64,
+    /// Samples the other run got right and this one wrong.
+    pub broken: u64,
+    /// McNemar's exact two-sided p-value on `fixed` and `broken`.
+    pub mcnemar_p: Num,
+    /// With a margin: the drop's upper bound within it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_inferior: Option<bool>,
+    /// With a margin: the drop's 90% interval within plus or minus it (two one-sided tests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub equivalent: Option<bool>,
+}
+
+/// A sample whose correctness changed between the reference and a target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Flip {
+    pub id: String,
+    /// The label as the task reads it.
+    pub label: String,
+    pub reference: String,
+    pub target: String,
+    /// `fixed` (the target right, the reference wrong) or `broken`.
+    pub kind: String,
+    /// The sample's output SQNR against the reference (worst output).
+    pub sqnr_db: Num,
+}
+
+/// A sample with a low output SQNR.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WorstSample {
+    pub id: String,
+    pub sqnr_db: Num,
+    pub correct: bool,
+}
+
+/// The samples whose output SQNR falls in one bin, by whether the target got them right: how
+/// drift turns into errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SqnrBin {
+    /// The bin's lower edge in dB (`-inf` for samples without a finite SQNR below every edge).
+    pub lo_db: Num,
+    /// Its upper edge (exclusive; `inf` for the last).
+    pub hi_db: Num,
+    pub correct: u64,
+    pub wrong: u64,
+}
+
+/// How often a true class was predicted as another (non-zero cells only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConfusionCell {
+    pub truth: usize,
+    pub predicted: usize,
+    pub count: u64,
+}
+
+/// Where a target's flips come from: the per-layer audit of the samples it broke.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FlipExplanation {
+    /// The samples audited layer by layer.
+    pub samples: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_code_difference: Option<LayerPointer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_beyond_rounding: Option<LayerPointer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_sqnr_loss: Option<LayerPointer>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One target's eval.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EvalTarget {
+    pub id: String,
+    /// `target`, or `baseline` for `cpu:noopt` added as the reference integer implementation.
+    pub role: String,
+    pub status: RunStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeInfo>,
+    pub intra_op_threads: Option<usize>,
+    /// Samples it ran (all of them unless it stopped).
+    pub samples_run: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<Comparison>,
+    /// The median per-sample output SQNR against the reference (worst output).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_sqnr_db: Option<Num>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flips: Vec<Flip>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worst: Vec<WorstSample>,
+    /// Every sample's output SQNR in 5 dB bins, right and wrong apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sqnr_histogram: Vec<SqnrBin>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confusion: Vec<ConfusionCell>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<FlipExplanation>,
+    /// Milliseconds per sample, median (the session's own run time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_ms_median: Option<f64>,
+}
+
+/// The gate of an eval: its rules and verdict.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EvalGate {
+    pub rules: Vec<RuleResult>,
+    /// `pass`, `fail` or `none` (no limit set).
+    pub verdict: super::model::Verdict,
+}

@@ -1,0 +1,772 @@
+//! `npu-audit eval` end to end on real, publicly released models: the PP-OCR text-direction
+//! classifier on text lines rendered with Pillow's bundled font (labels exact by construction:
+//! a line turned half a turn is class 1), and the PP-OCRv4 recognizer (RapidOCR's package) on
+//! rendered words, decoded with greedy CTC. Every accuracy, interval, discordant count, p-value,
+//! bootstrap bound, per-sample SQNR and flip is recomputed by tests/data/eval_check.py (ONNX
+//! Runtime's Python package, statsmodels, NumPy, PaddleOCR's own CTC post-processing), the HTML in
+//! headless Chromium; bad sets, a crash mid-set and an interrupted run are checked here.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::Value;
+
+/// The release of RapidOCR whose recognizer and CTC decoding the tests use, and its wheel's hash.
+const RAPIDOCR: &str = "rapidocr_onnxruntime==1.4.4";
+const RAPIDOCR_SHA256: &str = "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf";
+
+fn python() -> &'static PathBuf {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| venv_python("tests/data/eval-requirements.txt", "eval"))
+}
+
+fn real(name: &str) -> String {
+    repo(&format!("fixtures/real/{name}")).display().to_string()
+}
+
+/// Runs tests/data/make_eval_set.py with `args`.
+fn make_set(args: &[&str]) {
+    run_ok(
+        std::process::Command::new(python())
+            .arg(repo("tests/data/make_eval_set.py"))
+            .args(args),
+    );
+}
+
+/// A set of rendered lines for the classifier, made once per test process.
+fn cls_set(name: &str, count: usize, seed: u64, extra: &[&str]) -> PathBuf {
+    let dir = tempdir().keep();
+    let out = dir.join(name);
+    let (count, seed) = (count.to_string(), seed.to_string());
+    let mut args = vec!["cls", out.to_str().unwrap(), "--count", &count, "--seed", &seed];
+    args.extend_from_slice(extra);
+    make_set(&args);
+    out
+}
+
+/// The clean set the classification tests share: 60 lines.
+fn clean_set() -> &'static PathBuf {
+    static SET: OnceLock<PathBuf> = OnceLock::new();
+    SET.get_or_init(|| cls_set("clean", 60, 11, &[]))
+}
+
+/// RapidOCR's package, unpacked once under the tool's cache (its wheel checked by hash).
+fn rapidocr() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let cache = python()
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+            .unwrap()
+            .to_path_buf();
+        let dir = cache.join(format!("rapidocr-{}", &RAPIDOCR_SHA256[..12]));
+        if !dir.join("complete").exists() {
+            let staging = tempfile::tempdir_in(&cache).unwrap();
+            run_ok(
+                std::process::Command::new(python())
+                    .args([
+                        "-m",
+                        "pip",
+                        "download",
+                        "--quiet",
+                        "--no-deps",
+                        "--only-binary",
+                        ":all:",
+                        RAPIDOCR,
+                        "-d",
+                    ])
+                    .arg(staging.path()),
+            );
+            let wheel = std::fs::read_dir(staging.path())
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
+            assert_eq!(
+                npu_audit::hash::sha256_file(&wheel).unwrap(),
+                RAPIDOCR_SHA256,
+                "{}",
+                wheel.display()
+            );
+            let unpacked = staging.path().join("unpacked");
+            run_ok(
+                std::process::Command::new(python())
+                    .args([
+                        "-c",
+                        "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+                    ])
+                    .arg(&wheel)
+                    .arg(&unpacked),
+            );
+            std::fs::write(unpacked.join("complete"), "").unwrap();
+            if std::fs::rename(&unpacked, &dir).is_err() {
+                assert!(dir.join("complete").exists(), "cannot place {}", dir.display());
+            }
+        }
+        dir
+    })
+    .clone()
+}
+
+/// An eval's JSON report, exit code and stderr; `dir` gets `r.json`, `r.records`, `r.html`, `r.md`.
+fn eval(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let json = dir.join("r.json");
+    let mut cmd = bin();
+    cmd.arg("eval")
+        .args(args)
+        .arg("--no-config")
+        .arg("--out")
+        .arg(&json)
+        .arg("--html")
+        .arg(dir.join("r.html"))
+        .arg("--markdown")
+        .arg(dir.join("r.md"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap_or_else(|e| panic!("no report ({e}): {stderr}")))
+            .expect("JSON");
+    let code = out.status.code().unwrap_or(-1);
+    assert_eq!(Some(i64::from(code)), report["exit_code"].as_i64(), "{stderr}");
+    (code, report, stderr)
+}
+
+/// Runs tests/data/eval_check.py on an eval written to `dir` and returns how many figures it
+/// checked (it fails the test on the first mismatch).
+fn check(dir: &Path, dataset: &Path, reference: &str, model: &str, task: &[&str]) -> usize {
+    let out = run_ok(
+        std::process::Command::new(python())
+            .arg(repo("tests/data/eval_check.py"))
+            .arg("--report")
+            .arg(dir.join("r.json"))
+            .arg("--records")
+            .arg(dir.join("r.records"))
+            .arg("--dataset")
+            .arg(dataset)
+            .args(["--reference", reference, "--model", model])
+            .args(task),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("checked ").and_then(|r| r.strip_suffix(" figures")))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("eval_check.py said:\n{text}"))
+}
+
+/// The classifier's eval on the clean set: u8 on the CPU EP (and the baseline) against fp32.
+fn cls_eval() -> &'static (PathBuf, Value) {
+    static RUN: OnceLock<(PathBuf, Value)> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let dir = tempdir().keep();
+        let set = clean_set().display().to_string();
+        let (code, report, stderr) = eval(
+            &dir,
+            &[
+                &real("ppocr_cls_qdq_u8.onnx"),
+                "--reference",
+                &real("ppocr_cls_fp32.onnx"),
+                "--dataset",
+                &set,
+                "--task",
+                "classify",
+                "-t",
+                "cpu",
+                "--margin",
+                "5",
+                "--explain",
+                "2",
+                "--resamples",
+                "4000",
+                "--stat-seed",
+                "7",
+            ],
+            &[],
+        );
+        assert_eq!(code, 0, "{stderr}");
+        (dir, report)
+    })
+}
+
+#[test]
+fn classification_figures_match_an_independent_recomputation() {
+    let (dir, report) = cls_eval();
+    assert_eq!(report["dataset"]["samples"], 60);
+    assert_eq!(report["statistics"]["seed"], 7);
+    assert_eq!(report["statistics"]["resamples"], 4000);
+    assert_eq!(report["task"]["settings"], "top-1", "top-5 of 2 classes is no figure");
+    let checked = check(
+        dir,
+        clean_set(),
+        &real("ppocr_cls_fp32.onnx"),
+        &real("ppocr_cls_qdq_u8.onnx"),
+        &["--task", "classify"],
+    );
+    // Reference and 2 runs: metrics, 3 comparisons, 60 per-sample SQNRs per rerun target.
+    assert!(checked > 150, "{checked}");
+    let cpu = target(report, "cpu");
+    assert_eq!(cpu["status"], "ok");
+    assert_eq!(cpu["samples_run"], 60);
+    assert_eq!(cpu["intra_op_threads"], 1);
+    assert_eq!(cpu["runtime"]["version"], "1.31.1", "{}", cpu["runtime"]);
+    // The confusion matrix counts every sample once.
+    let cells: u64 = cpu["confusion"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(cells, 60);
+    // Every broken sample the explanation audits is one of the flips.
+    let broken: Vec<&str> = cpu["flips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "broken")
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    match cpu.get("explanation") {
+        Some(x) => {
+            let audited: Vec<&str> = x["samples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            assert!(!audited.is_empty() && audited.len() <= 2, "{x}");
+            assert!(audited.iter().all(|s| broken.contains(s)), "{audited:?} {broken:?}");
+        }
+        None => assert!(broken.is_empty(), "broken samples but no explanation: {cpu}"),
+    }
+    let md = std::fs::read_to_string(dir.join("r.md")).unwrap();
+    assert!(md.contains("| cpu |") || md.contains("| `cpu` |"), "{md}");
+}
+
+#[test]
+fn the_eval_page_draws_what_the_report_holds() {
+    let (dir, report) = cls_eval();
+    let dom = headless(&chromium(), &dir.join("r.html"), &["--dump-dom".to_string()]);
+    let targets = report["targets"].as_array().unwrap();
+    let mut want = std::collections::BTreeMap::new();
+    want.insert("intervals".to_string(), 1 + targets.len());
+    want.insert("drops".to_string(), targets.len());
+    for t in targets {
+        let bars: usize = t["sqnr_histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| usize::from(b["correct"].as_u64() > Some(0)) + usize::from(b["wrong"].as_u64() > Some(0)))
+            .sum();
+        want.insert(format!("sqnr-{}", t["id"].as_str().unwrap()), bars);
+    }
+    let body = regex::Regex::new(r"<body[^>]*>")
+        .unwrap()
+        .find(&dom)
+        .expect("body")
+        .as_str()
+        .to_string();
+    let n = want.len();
+    assert!(body.contains(&format!("data-plots-rendered=\"{n} of {n}\"")), "{body}");
+    let mut got = std::collections::BTreeMap::new();
+    for tag in regex::Regex::new(r"<svg\b[^>]*>").unwrap().find_iter(&dom) {
+        let tag = tag.as_str();
+        let attr = |name: &str| {
+            regex::Regex::new(&format!(r#" {name}="([^"]*)""#))
+                .unwrap()
+                .captures(tag)
+                .map(|c| c[1].to_string())
+        };
+        let marks: usize = attr("data-marks").and_then(|m| m.parse().ok()).unwrap_or(0);
+        got.insert(attr("data-plot").unwrap(), marks);
+    }
+    assert_eq!(got, want, "marks drawn per plot (left) against the report (right)");
+    let flips: usize = targets.iter().map(|t| t["flips"].as_array().map_or(0, Vec::len)).sum();
+    assert_eq!(dom.matches("class=\"flip\"").count(), flips);
+}
+
+#[test]
+fn a_stacked_set_gives_the_figures_of_the_same_samples_as_files() {
+    // The same seed draws the same lines: the stacked set's 20 are the directory's first 20.
+    let stacked = cls_set("stacked.npz", 20, 11, &["--stacked"]);
+    let run = |set: &Path, extra: &[&str]| {
+        let dir = tempdir().keep();
+        let set = set.display().to_string();
+        let mut args = vec![
+            real("ppocr_cls_qdq_u8.onnx"),
+            "--reference".into(),
+            real("ppocr_cls_fp32.onnx"),
+            "--dataset".into(),
+            set,
+            "--task".into(),
+            "classify".into(),
+            "-t".into(),
+            "cpu".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        eval(&dir, &args, &[]).1
+    };
+    let a = run(&stacked, &[]);
+    let b = run(clean_set(), &["--limit", "20"]);
+    assert_eq!(a["dataset"]["samples"], 20);
+    assert_eq!(b["dataset"]["samples"], 20);
+    assert!(
+        a["dataset"]["labels"].as_str().unwrap().ends_with("member 'labels'"),
+        "{}",
+        a["dataset"]
+    );
+    assert_eq!(a["reference_metrics"], b["reference_metrics"]);
+    for (x, y) in a["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(b["targets"].as_array().unwrap())
+    {
+        assert_eq!(x["metrics"], y["metrics"]);
+        assert_eq!(x["comparisons"], y["comparisons"]);
+        assert_eq!(x["median_sqnr_db"], y["median_sqnr_db"]);
+        // Ids differ (positions against file stems); what flipped does not.
+        let kinds = |t: &Value| {
+            t["flips"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["kind"].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(x), kinds(y));
+    }
+}
+
+#[test]
+fn the_simulator_serves_the_set_as_compare_runs_one_sample() {
+    let dir = tempdir().keep();
+    let set = clean_set().display().to_string();
+    let (code, report, stderr) = eval(
+        &dir,
+        &[
+            &real("ppocr_cls_qdq_u8.onnx"),
+            "--reference",
+            &real("ppocr_cls_fp32.onnx"),
+            "--dataset",
+            &set,
+            "--limit",
+            "4",
+            "--task",
+            "classify",
+            "-t",
+            "qnn:sm8650",
+            "--no-baseline",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let qnn = target(&report, "qnn:sm8650");
+    assert_eq!(qnn["status"], "ok", "{qnn}");
+    assert_eq!(qnn["samples_run"], 4);
+    check(
+        &dir,
+        clean_set(),
+        &real("ppocr_cls_fp32.onnx"),
+        &real("ppocr_cls_qdq_u8.onnx"),
+        &["--task", "classify", "--rerun", ""],
+    );
+    // The first sample's output SQNR is the one compare measures on that sample alone.
+    let records = std::fs::read_to_string(dir.join("r.records/qnn_sm8650.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    let sample = clean_set().join(format!("{}.npz", first["id"].as_str().unwrap()));
+    let (_, compared, _) = compare_json(&[
+        &real("ppocr_cls_qdq_u8.onnx"),
+        "--reference",
+        &real("ppocr_cls_fp32.onnx"),
+        "--inputs",
+        sample.to_str().unwrap(),
+        "-t",
+        "qnn:sm8650",
+        "--no-baseline",
+        "--no-config",
+    ]);
+    let sqnr = num(&output(&compared, "qnn:sm8650", "save_infer_model/scale_0.tmp_1")["sqnr_db"]);
+    assert_close("qnn:sm8650 sample 0 SQNR", num(&first["sqnr_db"]), sqnr, 1e-12);
+}
+
+#[test]
+fn ctc_decodes_as_paddleocr_does() {
+    let work = tempdir().keep();
+    let rapid = rapidocr();
+    let fp32 = rapid.join("rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx");
+    let vocab = work.join("vocab.txt");
+    let (set, calib, u8_model) = (work.join("rec"), work.join("calib"), work.join("rec_u8.onnx"));
+    let s = |p: &Path| p.display().to_string();
+    make_set(&["vocab", &s(&fp32), &s(&vocab)]);
+    make_set(&["rec", &s(&set), "--count", "24", "--seed", "3", "--vocab", &s(&vocab)]);
+    make_set(&["rec", &s(&calib), "--count", "8", "--seed", "9", "--vocab", &s(&vocab)]);
+    make_set(&["quantize", &s(&fp32), &s(&u8_model), "--calibrate", &s(&calib)]);
+    let dir = work.join("eval");
+    std::fs::create_dir(&dir).unwrap();
+    let (code, report, stderr) = eval(
+        &dir,
+        &[
+            &s(&u8_model),
+            "--reference",
+            &s(&fp32),
+            "--dataset",
+            &s(&set),
+            "--task",
+            "ctc",
+            "--vocab",
+            &s(&vocab),
+            "-t",
+            "cpu",
+            "--margin",
+            "2",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["task"]["primary"], "cer");
+    let checked = check(
+        &dir,
+        &set,
+        &s(&fp32),
+        &s(&u8_model),
+        &["--task", "ctc", "--vocab", &s(&vocab), "--rapidocr", &s(&rapid)],
+    );
+    assert!(checked > 80, "{checked}");
+    // The fp32 recognizer reads rendered words well; the u8 one, calibrated on 8 lines, worse.
+    let reference_cer = num(&report["reference_metrics"]["cer"]["value"]);
+    let cpu_cer = num(&target(&report, "cpu")["metrics"]["cer"]["value"]);
+    assert!(
+        reference_cer < 0.1 && cpu_cer > reference_cer,
+        "{reference_cer} {cpu_cer}"
+    );
+}
+
+/// The arguments of a CPU-only eval of the classifier on `set`.
+fn cpu_args(set: &Path) -> Vec<String> {
+    vec![
+        real("ppocr_cls_qdq_u8.onnx"),
+        "--reference".into(),
+        real("ppocr_cls_fp32.onnx"),
+        "--dataset".into(),
+        set.display().to_string(),
+        "--task".into(),
+        "classify".into(),
+        "-t".into(),
+        "cpu".into(),
+        "--no-baseline".into(),
+    ]
+}
+
+/// A copy of the first `n` samples of the clean set, with its labels, to damage.
+fn copy_of_clean(n: usize) -> PathBuf {
+    let dir = tempdir().keep().join("set");
+    std::fs::create_dir(&dir).unwrap();
+    let labels = std::fs::read_to_string(clean_set().join("labels.csv")).unwrap();
+    let mut kept = String::from("id,label\n");
+    for line in labels.lines().skip(1).take(n) {
+        let id = line.split(',').next().unwrap();
+        std::fs::copy(clean_set().join(format!("{id}.npz")), dir.join(format!("{id}.npz"))).unwrap();
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    std::fs::write(dir.join("labels.csv"), kept).unwrap();
+    dir
+}
+
+#[test]
+fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
+    let write_npz = |path: &Path, name: &str, shape: &[usize]| {
+        let t = npu_audit::tensor::Tensor::new(
+            shape.to_vec(),
+            npu_audit::tensor::TensorData::Float32(vec![0.0; shape.iter().product()]),
+        )
+        .unwrap();
+        npu_audit::tensor::write_npz(path, &[(name.to_string(), &t)]).unwrap();
+    };
+    type Damage = Box<dyn Fn(&Path)>;
+    let cases: Vec<(&str, Damage, &str, Vec<&str>)> = vec![
+        (
+            "a sample without a label",
+            Box::new(|d: &Path| {
+                let l = std::fs::read_to_string(d.join("labels.csv")).unwrap();
+                let kept: Vec<&str> = l.lines().filter(|x| !x.starts_with("line00002,")).collect();
+                std::fs::write(d.join("labels.csv"), kept.join("\n")).unwrap();
+            }),
+            "sample line00002 has no label",
+            vec![],
+        ),
+        (
+            "a label without a sample",
+            Box::new(|d: &Path| std::fs::remove_file(d.join("line00003.npz")).unwrap()),
+            "a label for sample line00003, which the set does not have",
+            vec![],
+        ),
+        (
+            "a duplicate id",
+            Box::new(|d: &Path| {
+                let mut l = std::fs::read_to_string(d.join("labels.csv")).unwrap();
+                l.push_str("line00001,0\n");
+                std::fs::write(d.join("labels.csv"), l).unwrap();
+            }),
+            "sample line00001 is labelled twice",
+            vec![],
+        ),
+        (
+            "a label of the wrong type",
+            Box::new(|d: &Path| {
+                let l = std::fs::read_to_string(d.join("labels.csv")).unwrap();
+                std::fs::write(d.join("labels.csv"), l.replacen("line00004,", "line00004,upside", 1)).unwrap();
+            }),
+            "sample line00004: label upside",
+            vec![],
+        ),
+        (
+            "a class outside the output's range",
+            Box::new(|d: &Path| {
+                let l = std::fs::read_to_string(d.join("labels.csv")).unwrap();
+                let l: Vec<String> = l
+                    .lines()
+                    .map(|x| {
+                        if x.starts_with("line00005,") {
+                            "line00005,7".to_string()
+                        } else {
+                            x.to_string()
+                        }
+                    })
+                    .collect();
+                std::fs::write(d.join("labels.csv"), l.join("\n")).unwrap();
+            }),
+            "sample line00005: class 7 is outside the output's 2 classes",
+            vec![],
+        ),
+        (
+            "an empty set",
+            Box::new(|d: &Path| {
+                for e in std::fs::read_dir(d).unwrap() {
+                    std::fs::remove_file(e.unwrap().path()).unwrap();
+                }
+            }),
+            "no sample (an empty set)",
+            vec![],
+        ),
+        (
+            "a sample of another shape than the model's",
+            Box::new(move |d: &Path| write_npz(&d.join("line00006.npz"), "x", &[1, 1, 48, 192])),
+            "sample line00006: array 'x' is float32 [1, 1, 48, 192]",
+            vec![],
+        ),
+        (
+            "a sample of another shape than the first",
+            Box::new(move |d: &Path| write_npz(&d.join("line00006.npz"), "x", &[1, 3, 48, 160])),
+            "sample line00006: array 'x' is [1, 3, 48, 160] where the first sample's is [1, 3, 48, 192]",
+            vec![],
+        ),
+        (
+            "a sample without the model's input",
+            Box::new(move |d: &Path| write_npz(&d.join("line00006.npz"), "image", &[1, 3, 48, 192])),
+            "sample line00006: no array 'x'",
+            vec![],
+        ),
+        (
+            "a set without labels",
+            Box::new(|d: &Path| std::fs::remove_file(d.join("labels.csv")).unwrap()),
+            "no labels",
+            vec![],
+        ),
+        (
+            "a vocabulary that is not the model's",
+            Box::new(|d: &Path| std::fs::write(d.join("../vocab.txt"), "a\nb\n").unwrap()),
+            "--task: the vocabulary has 2 entries",
+            vec!["--task", "ctc", "--vocab", "VOCAB"],
+        ),
+    ];
+    for (what, damage, needle, extra) in cases {
+        let set = copy_of_clean(8);
+        damage(&set);
+        let out_dir = set.parent().unwrap().join("out");
+        std::fs::create_dir(&out_dir).unwrap();
+        let json = out_dir.join("r.json");
+        let vocab = set.parent().unwrap().join("vocab.txt").display().to_string();
+        let mut args = cpu_args(&set);
+        if !extra.is_empty() {
+            args.retain(|a| a != "classify" && a != "--task");
+            args.extend(
+                extra
+                    .iter()
+                    .map(|a| if *a == "VOCAB" { vocab.clone() } else { a.to_string() }),
+            );
+        }
+        args.extend(["--out".to_string(), json.display().to_string()]);
+        args.extend(["--html".to_string(), out_dir.join("r.html").display().to_string()]);
+        let out = bin().arg("eval").args(&args).arg("--no-config").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains(needle), "{what}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{what}: one line, not {stderr}");
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+        assert!(left.is_empty(), "{what}: wrote {left:?}");
+    }
+}
+
+/// Lines of a records file.
+fn record_indices(path: &Path) -> Vec<u64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["index"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
+    let set = copy_of_clean(30);
+    let work = set.parent().unwrap().to_path_buf();
+    let (whole, cut) = (work.join("whole"), work.join("cut"));
+    std::fs::create_dir(&whole).unwrap();
+    std::fs::create_dir(&cut).unwrap();
+    let args = cpu_args(&set);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_, uninterrupted, _) = eval(&whole, &args, &[]);
+    // The same eval with every CPU sample slowed down, killed once 8 samples are recorded.
+    let records = cut.join("r.records");
+    let mut child = KillOnDrop(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+            .arg("eval")
+            .args(&args)
+            .arg("--no-config")
+            .arg("--out")
+            .arg(cut.join("r.json"))
+            .env("NPU_AUDIT_FAULT_INJECT", "cpu=slow")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = std::time::Instant::now();
+    while record_indices(&records.join("cpu.jsonl")).len() < 8 {
+        assert!(start.elapsed().as_secs() < 120, "the slowed eval recorded nothing");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    assert!(!cut.join("r.json").exists(), "a killed eval wrote its report");
+    let before = record_indices(&records.join("cpu.jsonl")).len();
+    assert!((8..30).contains(&before), "{before}");
+    let (code, resumed, stderr) = eval(&cut, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming after"), "{stderr}");
+    for run in ["reference", "cpu"] {
+        assert_eq!(
+            record_indices(&records.join(format!("{run}.jsonl"))),
+            (0..30).collect::<Vec<u64>>(),
+            "{run}"
+        );
+    }
+    let figures = |r: &Value| strip_keys(r, &["run_ms_median", "runtime", "model", "dataset", "notes"]);
+    let (a, b) = (figures(&uninterrupted), figures(&resumed));
+    assert_eq!(a["reference_metrics"], b["reference_metrics"]);
+    assert_eq!(a["targets"], b["targets"]);
+    // Another eval's records are not resumed, nor replaced.
+    let mut other = args.clone();
+    other.extend(["--limit", "10"]);
+    let out = bin()
+        .arg("eval")
+        .args(&other)
+        .arg("--no-config")
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(record_indices(&records.join("cpu.jsonl")).len(), 30);
+}
+
+/// A child process killed when the test is done with it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_target_that_crashes_mid_set_is_a_finding_and_the_gate_judges_the_rest() {
+    let set = copy_of_clean(12);
+    let dir = set.parent().unwrap().join("crash");
+    std::fs::create_dir(&dir).unwrap();
+    let mut args = cpu_args(&set);
+    args.extend(["--allow-failure".into(), "cpu".into(), "-t".into(), "cpu:noopt".into()]);
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, report, stderr) = eval(&dir, &a, &[("NPU_AUDIT_FAULT_INJECT", "cpu=crash@5")]);
+    assert_eq!(code, 0, "{stderr}");
+    let cpu = target(&report, "cpu");
+    assert_eq!(cpu["status"], "crashed", "{cpu}");
+    assert_eq!(cpu["samples_run"], 4);
+    assert!(cpu["error"].as_str().unwrap().contains("injected crash"), "{cpu}");
+    assert_eq!(target(&report, "cpu:noopt")["samples_run"], 12);
+    // Required, the crash is exit 3; a gate the rest fails is exit 1.
+    let dir = set.parent().unwrap().join("required");
+    std::fs::create_dir(&dir).unwrap();
+    let (code, _, _) = eval(&dir, &a[..a.len() - 4], &[("NPU_AUDIT_FAULT_INJECT", "cpu=crash@5")]);
+    assert_eq!(code, 3);
+    // Every label turned: the model is mostly wrong, and as wrong as the reference.
+    let labels = std::fs::read_to_string(set.join("labels.csv")).unwrap();
+    let turned: String = labels
+        .lines()
+        .map(|l| match l.rsplit_once(',') {
+            Some((id, "0")) => format!("{id},1\n"),
+            Some((id, "1")) => format!("{id},0\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(set.join("labels.csv"), turned).unwrap();
+    let dir = set.parent().unwrap().join("gate");
+    std::fs::create_dir(&dir).unwrap();
+    let mut gated: Vec<&str> = a[..a.len() - 4].to_vec();
+    gated.extend(["--min-accuracy", "0.5", "--max-accuracy-drop", "50"]);
+    let (code, report, _) = eval(&dir, &gated, &[]);
+    assert_eq!(code, 1);
+    let rules = report["gate"]["rules"].as_array().unwrap();
+    let rule = |name: &str| {
+        rules
+            .iter()
+            .find(|r| r["rule"] == name)
+            .unwrap_or_else(|| panic!("{name}: {rules:?}"))
+    };
+    assert_eq!(rule("min_accuracy")["pass"], false);
+    assert_eq!(rule("max_accuracy_drop")["pass"], true);
+    let upper = num(&target(&report, "cpu")["comparisons"][0]["drop_upper"]);
+    assert_eq!(num(&rule("max_accuracy_drop")["measured"]), upper);
+}
+
+#[test]
+fn the_eval_schema_is_committed_and_real_evals_validate() {
+    let derived = bin().args(["schema", "eval"]).output().unwrap();
+    let committed = std::fs::read_to_string(repo("docs/eval.schema.json")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&derived.stdout) == committed,
+        "docs/eval.schema.json differs from the derived schema: run `cargo run -- schema eval > docs/eval.schema.json`"
+    );
+    let schema: Value = serde_json::from_str(&committed).unwrap();
+    if let Err(e) = jsonschema::draft202012::meta::validate(&schema) {
+        panic!("not a valid draft 2020-12 schema: {e}");
+    }
+    let validator = jsonschema::draft202012::new(&schema).expect("the schema compiles");
+    let (_, report) = cls_eval();
+    let errors: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+}
