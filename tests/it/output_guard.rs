@@ -97,6 +97,12 @@ fn workspace() -> Workspace {
         );
     }
     copy("fixtures/real/ppocr_cls_pipeline.toml", "pipe/pipeline.toml");
+    // An eval set of the cnn's inputs, labelled, and the class names.
+    copy("fixtures/inputs/cnn_seed7.npz", "set/s0.npz");
+    copy("fixtures/inputs/cnn_seed7.npz", "set/s1.npz");
+    std::fs::write(ws.path("set/labels.csv"), "id,label\ns0,3\ns1,4\n").expect("write");
+    let names: String = (0..10).map(|k| format!("class{k}\n")).collect();
+    std::fs::write(ws.path("in/classes.txt"), names).expect("write");
     std::fs::create_dir_all(ws.path("shard")).expect("mkdir");
     let shard = bin()
         .args([
@@ -404,6 +410,69 @@ fn cases(ws: &Workspace) -> Vec<Case> {
             ],
             trees: vec![],
             outputs: vec![("--out", false)],
+        },
+        Case {
+            name: "eval",
+            args: s(&[
+                "eval",
+                &a("in/model.onnx"),
+                "--reference",
+                &a("in/reference.onnx"),
+                "--dataset",
+                &a("set"),
+                "--task",
+                "classify",
+                "--output",
+                "probs",
+                "--classes",
+                &a("in/classes.txt"),
+                "-t",
+                "cpu",
+                "--config",
+                &a("in/policy.toml"),
+            ]),
+            reads: vec![
+                "in/model.onnx",
+                "in/reference.onnx",
+                "set/s0.npz",
+                "set/labels.csv",
+                "in/classes.txt",
+                "in/policy.toml",
+            ],
+            trees: vec!["set"],
+            outputs: vec![
+                ("--out", false),
+                ("--markdown", false),
+                ("--html", false),
+                ("--records", true),
+            ],
+        },
+        Case {
+            name: "eval --golden --labels",
+            args: s(&[
+                "eval",
+                &a("in/model.onnx"),
+                "--golden",
+                &a("golden"),
+                "--dataset",
+                &a("in/sequence.npz"),
+                "--labels",
+                &a("set/labels.csv"),
+                "--task",
+                "agree",
+                "--output",
+                "probs",
+                "-t",
+                "cpu",
+            ]),
+            reads: vec![
+                "golden/manifest.json",
+                "golden/outputs/s0/o0.npy",
+                "in/sequence.npz",
+                "set/labels.csv",
+            ],
+            trees: vec!["golden"],
+            outputs: vec![("--out", false), ("--html", false), ("--records", true)],
         },
         Case {
             name: "runtime bisect",
