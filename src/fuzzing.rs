@@ -128,6 +128,68 @@ pub fn pipeline_file(data: &[u8]) {
     let _ = crate::pipeline::file::resolve(named, &sigs);
 }
 
+/// An eval set (`eval --dataset`): `data`'s first byte says what the rest is: `0` labels.csv and
+/// `1` labels.jsonl beside two samples `a` and `b`; `2` a stacked `.npz` (its `labels` member
+/// too); `3` one sample's `.npz` in a directory. The set is opened, every sample checked against a
+/// model taking `x`, float32 [1, 4], and read.
+pub fn eval_set(data: &[u8], dir: &Path) {
+    let Some((&kind, rest)) = data.split_first() else {
+        return;
+    };
+    let set = dir.join("set");
+    let _ = std::fs::remove_dir_all(&set);
+    let _ = std::fs::remove_file(dir.join("set.npz"));
+    if std::fs::create_dir_all(&set).is_err() {
+        return;
+    }
+    let x = Tensor::new(vec![1, 4], TensorData::Float32(vec![1.0, 2.0, 3.0, 4.0])).expect("a fixed tensor");
+    let sample = npz_bytes(&[("x".to_string(), &x)]);
+    let write = |name: &str, bytes: &[u8]| std::fs::write(set.join(name), bytes).is_ok();
+    let path = match kind % 4 {
+        0 | 1 => {
+            let Ok(sample) = sample else { return };
+            let labels = if kind % 4 == 0 { "labels.csv" } else { "labels.jsonl" };
+            if !(write("a.npz", &sample) && write("b.npz", &sample) && write(labels, rest)) {
+                return;
+            }
+            set.clone()
+        }
+        2 => {
+            let file = dir.join("set.npz");
+            if std::fs::write(&file, rest).is_err() {
+                return;
+            }
+            file
+        }
+        _ => {
+            if !write("a.npz", rest) {
+                return;
+            }
+            set.clone()
+        }
+    };
+    let Ok(dataset) = crate::dataset::Dataset::open(&path, None, Some(8)) else {
+        return;
+    };
+    let x = TensorInfo {
+        name: "x".into(),
+        dtype: DType::Float32,
+        dims: Some(vec![Dim::Fixed(1), Dim::Fixed(4)]),
+    };
+    let sig = Signature {
+        inputs: vec![x.clone()],
+        outputs: vec![x],
+        softmax_axes: HashMap::new(),
+    };
+    if dataset.check(&sig).is_ok() {
+        if let Ok(samples) = dataset.samples(&sig, 0) {
+            for s in samples.take(8) {
+                let _ = s;
+            }
+        }
+    }
+}
+
 /// A JSON report (`merge`, `render`, baseline mode): parsing and the schema version check, then
 /// every renderer on what parsed.
 pub fn report_json(data: &[u8]) {

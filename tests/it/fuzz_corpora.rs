@@ -13,6 +13,7 @@ const TARGETS: &[&str] = &[
     "pipeline_file",
     "report_json",
     "device_report",
+    "eval_set",
 ];
 
 fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
@@ -36,6 +37,7 @@ fn replay(target: &str, data: &[u8], scratch: &Path) {
         "pipeline_file" => npu_audit::fuzzing::pipeline_file(data),
         "report_json" => npu_audit::fuzzing::report_json(data),
         "device_report" => npu_audit::fuzzing::device_report(data, scratch),
+        "eval_set" => npu_audit::fuzzing::eval_set(data, scratch),
         other => panic!("unknown fuzz target {other}"),
     }
 }
