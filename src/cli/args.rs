@@ -805,31 +805,9 @@ pub struct EvalArgs {
     /// `labels` array (docs/eval.md).
     #[arg(long, value_name = "DIR|FILE.npz", help_heading = "Set")]
     pub dataset: PathBuf,
-    /// A labels file (labels.csv or labels.jsonl) instead of the set's own.
-    #[arg(long, value_name = "FILE", help_heading = "Set")]
-    pub labels: Option<PathBuf>,
-    /// Evaluate the first N samples of the set.
-    #[arg(long, value_name = "N", help_heading = "Set", value_parser = clap::value_parser!(u64).range(1..))]
-    pub limit: Option<u64>,
     /// What is measured.
     #[arg(long, value_enum, help_heading = "Task")]
     pub task: TaskChoice,
-    /// The output the task reads (default: the model's only output).
-    #[arg(long, value_name = "NAME", help_heading = "Task")]
-    pub output: Option<String>,
-    /// classify: the k of top-k accuracy.
-    #[arg(long = "top-k", value_name = "K", default_value_t = 5, help_heading = "Task", value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub top_k: u64,
-    /// classify: the class names, one per line (labels may then be names).
-    #[arg(long, value_name = "FILE", help_heading = "Task")]
-    pub classes: Option<PathBuf>,
-    /// decide: the decision, OUTPUT>THRESHOLD or OUTPUT<THRESHOLD.
-    #[arg(long, value_name = "OUTPUT>THRESHOLD", help_heading = "Task", value_parser = Decision::parse_threshold)]
-    pub decision: Option<Decision>,
-    /// ctc: the vocabulary, one entry per line as PaddleOCR's dictionaries (class 0 is the blank;
-    /// a model with one more class than entries + 1 reads the last as a space).
-    #[arg(long, value_name = "FILE", help_heading = "Task")]
-    pub vocab: Option<PathBuf>,
     /// Class axis: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS", help_heading = "Task", value_parser = ClassAxisFlag::parse)]
     pub class_axis: Vec<ClassAxisFlag>,
@@ -842,27 +820,8 @@ pub struct EvalArgs {
     /// Do not add the cpu:noopt baseline (the reference integer implementation).
     #[arg(long, help_heading = "Targets")]
     pub no_baseline: bool,
-    /// Non-inferiority margin in points of the primary metric (accuracy, or CER for ctc).
-    #[arg(long, value_name = "POINTS", help_heading = "Statistics")]
-    pub margin: Option<f64>,
-    /// Resamples of every bootstrap.
-    #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Statistics", value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
-    pub resamples: u64,
-    /// Seed of the bootstrap's generator (docs/eval.md).
-    #[arg(
-        long = "stat-seed",
-        value_name = "N",
-        default_value_t = 0,
-        help_heading = "Statistics"
-    )]
-    pub stat_seed: u64,
-    /// Fail (exit 1) when a target's accuracy (a fraction) is below this.
-    #[arg(long = "min-accuracy", value_name = "FRACTION", help_heading = "Gate")]
-    pub min_accuracy: Option<f64>,
-    /// Fail (exit 1) unless a target is non-inferior to the reference within this many points
-    /// (the drop's one-sided 95% upper bound).
-    #[arg(long = "max-accuracy-drop", value_name = "POINTS", help_heading = "Gate")]
-    pub max_accuracy_drop: Option<f64>,
+    #[command(flatten)]
+    pub task_args: TaskArgs,
     /// The release policy (`min_accuracy`, `max_accuracy_drop` per target). Default:
     /// npu-audit.toml in the current directory or the nearest parent up to the repository root.
     #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG", help_heading = "Gate")]
@@ -891,6 +850,55 @@ pub struct EvalArgs {
     /// Also write one self-contained HTML page (intervals, drops, flips, confusions).
     #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub html: Option<PathBuf>,
+}
+
+/// What an eval measures and how it judges, shared by `eval` and `matrix --task`: the set's
+/// labels and size, the task's settings, the statistics and the accuracy limits.
+#[derive(Debug, Clone, Args)]
+pub struct TaskArgs {
+    /// A labels file (labels.csv or labels.jsonl) instead of the set's own.
+    #[arg(long, value_name = "FILE", help_heading = "Set")]
+    pub labels: Option<PathBuf>,
+    /// Evaluate the first N samples of the set.
+    #[arg(long, value_name = "N", help_heading = "Set", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// The output the task reads (default: the model's only output).
+    #[arg(long, value_name = "NAME", help_heading = "Task")]
+    pub output: Option<String>,
+    /// classify: the k of top-k accuracy.
+    #[arg(long = "top-k", value_name = "K", default_value_t = 5, help_heading = "Task", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub top_k: u64,
+    /// classify: the class names, one per line (labels may then be names).
+    #[arg(long, value_name = "FILE", help_heading = "Task")]
+    pub classes: Option<PathBuf>,
+    /// decide: the decision, OUTPUT>THRESHOLD or OUTPUT<THRESHOLD.
+    #[arg(long, value_name = "OUTPUT>THRESHOLD", help_heading = "Task", value_parser = Decision::parse_threshold)]
+    pub decision: Option<Decision>,
+    /// ctc: the vocabulary, one entry per line as PaddleOCR's dictionaries (class 0 is the blank;
+    /// a model with one more class than entries + 1 reads the last as a space).
+    #[arg(long, value_name = "FILE", help_heading = "Task")]
+    pub vocab: Option<PathBuf>,
+    /// Non-inferiority margin in points of the primary metric (accuracy, or CER for ctc).
+    #[arg(long, value_name = "POINTS", help_heading = "Statistics")]
+    pub margin: Option<f64>,
+    /// Resamples of every bootstrap.
+    #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Statistics", value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
+    pub resamples: u64,
+    /// Seed of the bootstrap's generator (docs/eval.md).
+    #[arg(
+        long = "stat-seed",
+        value_name = "N",
+        default_value_t = 0,
+        help_heading = "Statistics"
+    )]
+    pub stat_seed: u64,
+    /// Fail (exit 1) when a target's accuracy (a fraction) is below this.
+    #[arg(long = "min-accuracy", value_name = "FRACTION", help_heading = "Gate")]
+    pub min_accuracy: Option<f64>,
+    /// Fail (exit 1) unless a target is non-inferior to the reference within this many points
+    /// (the drop's one-sided 95% upper bound).
+    #[arg(long = "max-accuracy-drop", value_name = "POINTS", help_heading = "Gate")]
+    pub max_accuracy_drop: Option<f64>,
 }
 
 /// `pipeline`: the pipeline file, the targets, the first stage's inputs and the files.
@@ -946,6 +954,16 @@ pub struct MatrixArgs {
     /// Write every candidate model of the searches into DIR (new or empty).
     #[arg(long, value_name = "DIR", requires = "search")]
     pub write_candidates: Option<PathBuf>,
+    /// Fill the cells with task accuracy on this labelled set (docs/eval.md): every variant is
+    /// evaluated on every target against the reference, and --min-accuracy and
+    /// --max-accuracy-drop decide which variant each target gets.
+    #[arg(long, value_name = "DIR|FILE.npz", requires = "task", help_heading = "Set")]
+    pub dataset: Option<PathBuf>,
+    /// What is measured on the set (with --dataset).
+    #[arg(long, value_enum, requires = "dataset", help_heading = "Task")]
+    pub task: Option<TaskChoice>,
+    #[command(flatten)]
+    pub task_args: TaskArgs,
     #[command(flatten)]
     pub reference: ReferenceArgs,
     #[command(flatten)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::args::{EvalArgs, ReportFormat, TaskChoice};
+use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile,
 };
@@ -33,7 +33,7 @@ fn read_text(flag: &str, path: &Path) -> Result<String> {
 }
 
 /// The task and the files it was read from.
-fn task(a: &EvalArgs) -> Result<(TaskSpec, Vec<PathBuf>)> {
+pub(super) fn task(choice: TaskChoice, a: &TaskArgs) -> Result<(TaskSpec, Vec<PathBuf>)> {
     let misplaced = |flag: &str, given: bool, task: &str| -> Result<()> {
         if given {
             return Err(bad_flag(format!("{flag} belongs to --task {task}")));
@@ -42,17 +42,17 @@ fn task(a: &EvalArgs) -> Result<(TaskSpec, Vec<PathBuf>)> {
     };
     misplaced(
         "--classes",
-        a.classes.is_some() && a.task != TaskChoice::Classify,
+        a.classes.is_some() && choice != TaskChoice::Classify,
         "classify",
     )?;
-    misplaced("--vocab", a.vocab.is_some() && a.task != TaskChoice::Ctc, "ctc")?;
+    misplaced("--vocab", a.vocab.is_some() && choice != TaskChoice::Ctc, "ctc")?;
     misplaced(
         "--decision",
-        a.decision.is_some() && a.task != TaskChoice::Decide,
+        a.decision.is_some() && choice != TaskChoice::Decide,
         "decide",
     )?;
     let files: Vec<PathBuf> = a.classes.iter().chain(&a.vocab).cloned().collect();
-    let spec = match a.task {
+    let spec = match choice {
         TaskChoice::Classify => TaskSpec::Classify {
             output: a.output.clone(),
             top_k: a.top_k as usize,
@@ -85,7 +85,7 @@ fn task(a: &EvalArgs) -> Result<(TaskSpec, Vec<PathBuf>)> {
 }
 
 /// The limits given as flags, checked.
-fn thresholds(a: &EvalArgs) -> Result<Thresholds> {
+pub(super) fn thresholds(a: &TaskArgs) -> Result<Thresholds> {
     if a.min_accuracy.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(bad_flag("--min-accuracy must be a fraction between 0 and 1"));
     }
@@ -106,32 +106,39 @@ fn thresholds(a: &EvalArgs) -> Result<Thresholds> {
     })
 }
 
+/// How the statistics are drawn, as the flags say.
+pub(super) fn stat_options(a: &TaskArgs) -> StatOptions {
+    StatOptions {
+        seed: a.stat_seed,
+        resamples: a.resamples as usize,
+        margin_points: a.margin,
+    }
+}
+
+/// The set as the flags name it.
+pub(super) fn dataset_options(dataset: PathBuf, a: &TaskArgs) -> DatasetOptions {
+    DatasetOptions {
+        path: dataset,
+        labels: a.labels.clone(),
+        limit: a.limit.map(|n| n as usize),
+    }
+}
+
 /// Converts `eval`'s flags, once, into the command.
 fn command(a: EvalArgs) -> Result<EvalCommand> {
-    let (task, task_files) = task(&a)?;
-    let flags = thresholds(&a)?;
+    let (task, task_files) = task(a.task, &a.task_args)?;
+    let flags = thresholds(&a.task_args)?;
     let policy = policy_with(a.config.as_deref(), a.no_config, &flags, &a.allow_failure)?;
     let EvalArgs {
         model,
         reference,
         dataset,
-        labels,
-        limit,
         task: _,
-        output: _,
-        top_k: _,
-        classes: _,
-        decision: _,
-        vocab: _,
         class_axis,
         targets,
         allow_failure: _,
         no_baseline,
-        margin,
-        resamples,
-        stat_seed,
-        min_accuracy: _,
-        max_accuracy_drop: _,
+        task_args,
         config: _,
         no_config: _,
         explain,
@@ -152,22 +159,14 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
     let options = EvalOptions {
         model,
         golden: golden_source(reference),
-        dataset: DatasetOptions {
-            path: dataset,
-            labels,
-            limit: limit.map(|n| n as usize),
-        },
+        dataset: dataset_options(dataset, &task_args),
         task,
         class_axis,
         targets: (!asked.is_empty()).then(|| distinct(asked)),
         allow_failure: policy.allow_failure.clone(),
         baseline: !no_baseline,
         exec: exec_options(exec)?,
-        stats: StatOptions {
-            seed: stat_seed,
-            resamples: resamples as usize,
-            margin_points: margin,
-        },
+        stats: stat_options(&task_args),
         policy,
         explain: explain as usize,
         records,

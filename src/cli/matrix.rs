@@ -38,6 +38,9 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         markdown,
         html,
         dispatch,
+        dataset,
+        task,
+        task_args,
     } = a;
     check_variants(&variants, &cost)?;
     if gate.baseline_report.is_some() || gate.max_layer_sqnr_loss.is_some() {
@@ -63,13 +66,20 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
             kinds.push(kind);
         }
     }
+    let task = matrix_task(dataset, task, &task_args)?;
+    if task.is_some() && !kinds.is_empty() {
+        return Err(bad_flag(
+            "--search re-audits candidates layer by layer in signal terms; it does not combine with --task",
+        ));
+    }
+    let flags = super::eval::thresholds(&task_args)?;
     let options = MatrixOptions {
         variants,
         targets: crate::matrix::expand_targets(&targets)?,
         golden: golden_source(reference),
         inputs: input_options(inputs),
         exec: exec_options(exec)?,
-        policy: gate_policy(&gate, &[])?,
+        policy: gate_policy(&gate, &[])?.with_flags(&flags, &[], None)?,
         class_axis,
         cost,
         remedies: RemedyOptions {
@@ -77,6 +87,7 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
             max_promoted: max_promoted as usize,
             write_candidates,
         },
+        task,
     };
     let markdown_of: fn(&Matrix) -> String = crate::render::matrix::markdown;
     let html_of: fn(&Matrix) -> String = crate::render::html::matrix::render;
@@ -88,6 +99,40 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         ("--dispatch", dispatch, Some(dispatch_of)),
     ]);
     Ok(MatrixCommand { options, files, format })
+}
+
+/// `--dataset` and `--task` as the matrix's task; the task's flags without them are refused.
+fn matrix_task(
+    dataset: Option<std::path::PathBuf>,
+    task: Option<super::args::TaskChoice>,
+    a: &super::args::TaskArgs,
+) -> Result<Option<crate::matrix::MatrixTaskOptions>> {
+    let (Some(dataset), Some(choice)) = (dataset, task) else {
+        let given = [
+            ("--labels", a.labels.is_some()),
+            ("--limit", a.limit.is_some()),
+            ("--output", a.output.is_some()),
+            ("--classes", a.classes.is_some()),
+            ("--decision", a.decision.is_some()),
+            ("--vocab", a.vocab.is_some()),
+            ("--margin", a.margin.is_some()),
+            ("--min-accuracy", a.min_accuracy.is_some()),
+            ("--max-accuracy-drop", a.max_accuracy_drop.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(bad_flag(format!(
+                "{flag} belongs to a matrix on a labelled set (--dataset, --task)"
+            )));
+        }
+        return Ok(None);
+    };
+    let (spec, task_files) = super::eval::task(choice, a)?;
+    Ok(Some(crate::matrix::MatrixTaskOptions {
+        dataset: super::eval::dataset_options(dataset, a),
+        task: spec,
+        task_files,
+        stats: super::eval::stat_options(a),
+    }))
 }
 
 /// Every variant has its own name and is a file; `--cost` names each once.

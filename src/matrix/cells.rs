@@ -48,20 +48,24 @@ pub fn cell(report: &Report, row: &TargetReport, variant: &str, target: &str, mo
         model_bytes,
         runtime: row.runtime.as_ref().map(runtime_text),
         options: row.options.clone(),
+        task: None,
     }
 }
 
-fn runtime_text(r: &crate::report::model::RuntimeInfo) -> String {
+/// How a cell names the runtime that ran it.
+pub fn runtime_text(r: &crate::report::model::RuntimeInfo) -> String {
     match &r.plugin {
         Some(p) => format!("{} {} on {} {}", p.package, p.version, r.package, r.version),
         None => format!("{} {}", r.package, r.version),
     }
 }
 
-/// The SQNR a cell is ranked by: its worst output's, −∞ when it did not run.
-pub fn rank_sqnr(c: &Cell) -> f64 {
-    match (c.status, c.sqnr_db) {
-        (crate::exec::RunStatus::Ok, Some(s)) if !s.0.is_nan() => s.0,
+/// The figure a cell is ranked by (higher is better): its worst output's SQNR, or with a task
+/// the points it did not lose against the reference (minus its drop); −∞ when it did not run.
+pub fn rank_figure(c: &Cell) -> f64 {
+    match (c.status, &c.task, c.sqnr_db) {
+        (crate::exec::RunStatus::Ok, Some(t), _) if !t.drop.value.0.is_nan() => -t.drop.value.0,
+        (crate::exec::RunStatus::Ok, None, Some(s)) if !s.0.is_nan() => s.0,
         _ => f64::NEG_INFINITY,
     }
 }

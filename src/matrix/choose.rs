@@ -2,7 +2,7 @@
 //! meets the policy (on the target's own accelerator first, then on the CPU), or the closest one
 //! when none does; and the dispatch table an app loads.
 
-use super::cells::rank_sqnr;
+use super::cells::rank_figure;
 use crate::exec::RunStatus;
 use crate::report::matrix::{Cell, VariantInfo};
 pub use crate::report::matrix::{Closest, Dispatch, DispatchEntry, Recommendation};
@@ -91,7 +91,7 @@ fn none_meets(cells: &[Cell], target: &str) -> Recommendation {
     let best = cells
         .iter()
         .filter(|c| c.target == target && c.status == RunStatus::Ok)
-        .max_by(|a, b| rank_sqnr(a).total_cmp(&rank_sqnr(b)));
+        .max_by(|a, b| rank_figure(a).total_cmp(&rank_figure(b)));
     Recommendation {
         target: target.to_string(),
         variant: None,
@@ -213,6 +213,7 @@ mod tests {
             model_bytes: 1,
             runtime: None,
             options: BTreeMap::new(),
+            task: None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! meets the policy per target, as a dispatch table; and, for variants that fail somewhere,
 //! mixed-precision remedies built from the per-layer audit and proven by re-audit.
 
+pub mod accuracy;
 pub mod cells;
 pub mod choose;
 pub mod remedy;
@@ -109,6 +110,16 @@ pub struct RemedyOptions {
     pub write_candidates: Option<PathBuf>,
 }
 
+/// `matrix --dataset --task`: what fills the cells instead of SQNR.
+#[derive(Debug, Clone)]
+pub struct MatrixTaskOptions {
+    pub dataset: crate::evaluate::DatasetOptions,
+    pub task: crate::eval::task::TaskSpec,
+    /// The files the task was read from (`--classes`, `--vocab`).
+    pub task_files: Vec<PathBuf>,
+    pub stats: crate::eval::StatOptions,
+}
+
 /// Everything `matrix` was asked to do.
 #[derive(Debug, Clone)]
 pub struct MatrixOptions {
@@ -125,6 +136,8 @@ pub struct MatrixOptions {
     /// `--cost`: the variants cheapest first (empty: by precision).
     pub cost: Vec<String>,
     pub remedies: RemedyOptions,
+    /// `--dataset` and `--task`: the cells measure task accuracy on a labelled set.
+    pub task: Option<MatrixTaskOptions>,
 }
 
 impl Reads for MatrixOptions {
@@ -139,12 +152,18 @@ impl Reads for MatrixOptions {
             class_axis: _,
             cost: _,
             remedies: _,
+            task,
         } = self;
         set.add_all(variants.iter().map(|v| &v.path))
             .with(golden)
             .with(inputs)
             .with(exec)
             .with(policy);
+        if let Some(t) = task {
+            set.add(&t.dataset.path)
+                .add_all(&t.dataset.labels)
+                .add_all(&t.task_files);
+        }
     }
 }
 
@@ -242,47 +261,146 @@ pub fn audit_cells(
 
 /// The limits the gate applied, one `rule limit` per distinct pair (not the rule that a target
 /// ran: a cell's status says that).
-fn policy_lines(reports: &[Report]) -> Vec<String> {
-    let set: BTreeSet<String> = reports
-        .iter()
-        .flat_map(|r| &r.gate.rules)
+fn policy_lines<'r>(rules: impl Iterator<Item = &'r crate::report::model::RuleResult>) -> Vec<String> {
+    let set: BTreeSet<String> = rules
         .filter(|r| r.rule != crate::report::model::Rule::Ran)
         .map(|r| format!("{} {}", r.rule, r.limit.0))
         .collect();
     set.into_iter().collect()
 }
 
-/// Runs the matrix: the golden run once, one `compare` per variant over every target, the
-/// recommendations, then the remedy searches asked for.
+/// Every cell, measured one variant at a time, with what the report says of the measurement.
+struct Cells {
+    cells: Vec<Cell>,
+    /// The limits the gate applied.
+    policy: Vec<String>,
+    intra_op_threads: Option<usize>,
+    /// How the reference is named.
+    reference: String,
+    task: Option<crate::report::matrix::MatrixTask>,
+}
+
+/// The variants to measure, cheapest first.
+fn in_order<'o>(
+    opts: &'o MatrixOptions,
+    variants: &'o [VariantInfo],
+    order: &[String],
+) -> Vec<(&'o Variant, &'o VariantInfo)> {
+    order
+        .iter()
+        .filter_map(|n| {
+            let info = variants.iter().find(|v| v.name == *n)?;
+            let v = opts.variants.iter().find(|v| v.name == *n)?;
+            Some((v, info))
+        })
+        .collect()
+}
+
+/// The cells in signal terms: one `compare` per variant against the one golden run.
+fn measure_signal(run: &MatrixRun<'_>, ordered: &[(&Variant, &VariantInfo)], reference: String) -> Result<Cells> {
+    let specs = run.opts.targets.as_slice();
+    let mut cells = Vec::new();
+    let mut reports = Vec::new();
+    for (v, info) in ordered {
+        crate::console::note(format!("matrix: variant {} on {} targets", v.name, specs.len()));
+        let (c, report) = audit_cells(run, v, (&v.path, info.size_bytes), specs, None)?;
+        cells.extend(c);
+        reports.push(report);
+        crate::interrupt::check()?;
+    }
+    Ok(Cells {
+        cells,
+        policy: policy_lines(reports.iter().flat_map(|r| &r.gate.rules)),
+        intra_op_threads: reports.iter().flat_map(|r| &r.targets).find_map(|t| t.intra_op_threads),
+        reference,
+        task: None,
+    })
+}
+
+/// The cells in task terms: one `eval` per variant on the labelled set.
+fn measure_accuracy(
+    opts: &MatrixOptions,
+    task: &MatrixTaskOptions,
+    ordered: &[(&Variant, &VariantInfo)],
+) -> Result<Cells> {
+    let specs = opts.targets.as_slice();
+    let reference =
+        match (&opts.golden.stored, &opts.golden.reference) {
+            (Some(dir), _) => dir.display().to_string(),
+            (None, Some(model)) => model.display().to_string(),
+            (None, None) => return Err(bad_flag(
+                "matrix --task needs the float model (--reference FP32.onnx) or a golden run of the set (--golden DIR)",
+            )),
+        };
+    let mut cells = Vec::new();
+    let mut reports = Vec::new();
+    for (v, info) in ordered {
+        crate::console::note(format!(
+            "matrix: variant {} on {} targets, {} on the set",
+            v.name,
+            specs.len(),
+            task_name(task)
+        ));
+        let (c, report) = accuracy::eval_cells(opts, task, v, (&v.path, info.size_bytes), specs)?;
+        cells.extend(c);
+        reports.push(report);
+        crate::interrupt::check()?;
+    }
+    Ok(Cells {
+        cells,
+        policy: policy_lines(reports.iter().flat_map(|r| &r.gate.rules)),
+        intra_op_threads: reports.iter().flat_map(|r| &r.targets).find_map(|t| t.intra_op_threads),
+        reference,
+        task: reports.first().map(accuracy::task_info),
+    })
+}
+
+fn task_name(task: &MatrixTaskOptions) -> &'static str {
+    use crate::eval::task::TaskSpec;
+    match task.task {
+        TaskSpec::Classify { .. } => "classify",
+        TaskSpec::Decide { .. } => "decide",
+        TaskSpec::Ctc { .. } => "ctc",
+        TaskSpec::Agree { .. } => "agree",
+    }
+}
+
+/// Runs the matrix: every variant measured on every target (one `compare` against one golden
+/// run, or with `--task` one `eval` on the set), the recommendations, then the remedy searches
+/// asked for.
 pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     let work = crate::process::owned_tempdir("npu-audit-matrix-")?;
     let specs = opts.targets.as_slice();
     // Every variant is read before anything runs: a bad model is refused at once.
     let variants = variant_infos(&opts.variants)?;
-    let (golden, reference) = golden_for_all(opts, work.path())?;
-    let run = MatrixRun { opts, golden };
     let order = choose::cost_order(&variants, &opts.cost);
-    let mut cells = Vec::new();
-    let mut reports = Vec::new();
-    for info in order.iter().filter_map(|n| variants.iter().find(|v| v.name == *n)) {
-        let Some(v) = opts.variants.iter().find(|v| v.name == info.name) else {
-            continue;
-        };
-        crate::console::note(format!("matrix: variant {} on {} targets", v.name, specs.len()));
-        let (c, report) = audit_cells(&run, v, (&v.path, info.size_bytes), specs, None)?;
-        cells.extend(c);
-        reports.push(report);
-        crate::interrupt::check()?;
-    }
+    let ordered = in_order(opts, &variants, &order);
+    let (measured, run) = match &opts.task {
+        Some(task) => (measure_accuracy(opts, task, &ordered)?, None),
+        None => {
+            let (golden, reference) = golden_for_all(opts, work.path())?;
+            let run = MatrixRun { opts, golden };
+            (measure_signal(&run, &ordered, reference)?, Some(run))
+        }
+    };
+    let cells = measured.cells;
     let target_ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
     let mut recommendations = choose::recommend(&cells, &order, &target_ids);
-    let policy = policy_lines(&reports);
+    let policy = measured.policy;
     let dispatch = choose::dispatch(&recommendations, &cells, (&variants, specs), policy.clone());
-    let remedies = remedy::search_all(&run, &cells, (&variants, &order), work.path(), outputs)?;
+    let remedies = match &run {
+        Some(run) => remedy::search_all(run, &cells, (&variants, &order), work.path(), outputs)?,
+        None => Vec::new(),
+    };
     choose::add_remedies(&mut recommendations, &remedies, &order);
     let mut notes = Vec::new();
     if policy.is_empty() {
-        notes.push("no limits were set (--min-sqnr, --max-abs, --min-top1, a policy file): every cell that ran meets the policy, and the cheapest variant that runs is recommended".into());
+        let limits = if opts.task.is_some() {
+            "--min-accuracy, --max-accuracy-drop, a policy file"
+        } else {
+            "--min-sqnr, --max-abs, --min-top1, a policy file"
+        };
+        notes.push(format!("no limits were set ({limits}): every cell that ran meets the policy, and the cheapest variant that runs is recommended"));
     }
     let exit_code = if !policy.is_empty() && !dispatch.unresolved.is_empty() {
         ExitCode::DriftExceeded
@@ -292,7 +410,7 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     Ok(Matrix {
         schema_version: MATRIX_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        reference,
+        reference: measured.reference,
         policy,
         cost_order: order,
         variants,
@@ -301,7 +419,8 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
         recommendations,
         dispatch,
         remedies,
-        intra_op_threads: reports.iter().flat_map(|r| &r.targets).find_map(|t| t.intra_op_threads),
+        task: measured.task,
+        intra_op_threads: measured.intra_op_threads,
         notes,
         exit_code,
     })

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::cells::rank_sqnr;
+use super::cells::rank_figure;
 use super::{audit_cells, MatrixRun, Variant};
 use crate::exec::RunStatus;
 use crate::layers::LayerOptions;
@@ -389,7 +389,7 @@ fn improves(before: &[Cell], after: &[Cell], failing: &[String]) -> bool {
             .iter()
             .filter(|t| !meets(cells, t))
             .filter_map(|t| cells.iter().find(|c| c.target == *t))
-            .map(rank_sqnr)
+            .map(rank_figure)
             .fold(f64::INFINITY, f64::min);
         (passing, lowest)
     };
@@ -445,6 +445,7 @@ mod tests {
             model_bytes: 0,
             runtime: None,
             options: BTreeMap::new(),
+            task: None,
         }
     }
 

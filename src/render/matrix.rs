@@ -12,12 +12,30 @@ use crate::console::printable;
 use crate::exec::RunStatus;
 use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
 
-/// A cell's text: SQNR with `✓` when it meets the policy, else its status.
+/// A cell's text: SQNR (with `--task`: the primary metric and its drop against the reference in
+/// points) with `✓` when it meets the policy, else its status.
 pub fn cell_text(c: Option<&Cell>) -> String {
     match c {
         None => "-".into(),
         Some(c) if c.status != RunStatus::Ok => c.status.as_str().to_string(),
-        Some(c) => format!("{}{}", db_opt(c.sqnr_db), if c.meets_policy { " ✓" } else { "" }),
+        Some(c) => {
+            let figure = match &c.task {
+                Some(t) => format!("{:.1}% {:+.1}", 100.0 * t.primary.value.0, -t.drop.value.0),
+                None => db_opt(c.sqnr_db),
+            };
+            format!("{figure}{}", if c.meets_policy { " ✓" } else { "" })
+        }
+    }
+}
+
+/// What the matrix's cells show, for its heading.
+pub fn measured_text(m: &Matrix) -> String {
+    match &m.task {
+        Some(t) => format!(
+            "{} (%) on {} samples of {} and its change against the reference in points ({} {}); ✓ meets the policy",
+            t.task.primary, t.dataset.samples, t.dataset.path, t.task.kind, t.task.settings
+        ),
+        None => "worst output's SQNR dB against the golden run; ✓ meets the policy".into(),
     }
 }
 
@@ -126,11 +144,7 @@ fn remedy_rows(s: &RemedySearch) -> Builder {
 /// The terminal rendering.
 pub fn table(m: &Matrix) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}",
-        bold("MATRIX (worst output's SQNR dB against the golden run; ✓ meets the policy)")
-    );
+    let _ = writeln!(out, "{}", bold(&format!("MATRIX ({})", measured_text(m))));
     let _ = writeln!(out, "{}", grid_text(grid(m)));
     let _ = writeln!(out, "policy: {}", policy_text(m));
     let _ = writeln!(out, "cost order: {}\n", m.cost_order.join(" < "));
@@ -206,11 +220,7 @@ pub fn markdown(m: &Matrix) -> String {
         let row: Vec<String> = std::iter::once(format!("**{name}**")).chain(cells).collect();
         out += &(md_row(&row) + "\n");
     }
-    let _ = write!(
-        out,
-        "\nSQNR in dB of the worst output against the golden run; ✓ meets the policy ({}).\n\n",
-        policy_text(m)
-    );
+    let _ = write!(out, "\n{} ({}).\n\n", measured_text(m), policy_text(m));
     out += "### What to ship where\n\n";
     out += &(md_row(&[
         "target".into(),

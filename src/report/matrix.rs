@@ -51,6 +51,10 @@ pub struct Matrix {
     /// Mixed-precision searches for variants that fail the policy somewhere.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remedies: Vec<RemedySearch>,
+    /// `matrix --task`: the set, the task and the reference's figures; the cells then carry
+    /// their task figures and the policy is the accuracy limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<MatrixTask>,
     /// ONNX Runtime's intra-op threads in every session.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intra_op_threads: Option<usize>,
@@ -106,6 +110,40 @@ pub struct Cell {
     /// The options the target ran with (the variant's included).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub options: std::collections::BTreeMap<String, String>,
+    /// `matrix --task`: the cell's figures on the labelled set (its `sqnr_db` is then the median
+    /// per-sample output SQNR).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<CellTask>,
+}
+
+/// A cell's task figures on the set (`docs/eval.md` defines each).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CellTask {
+    /// Samples the cell's run answered.
+    pub samples: usize,
+    /// The primary metric (accuracy, or the character error rate for `ctc`) as a fraction, with
+    /// its 95% interval.
+    pub primary: super::eval::Estimate,
+    /// Points of the primary metric lost against the reference (paired; positive is worse), with
+    /// its 95% interval.
+    pub drop: super::eval::Estimate,
+    /// The drop's one-sided 95% upper bound: what `max_accuracy_drop` judges.
+    pub drop_upper: Num,
+    /// Samples the reference got wrong and this cell right, and the reverse.
+    pub fixed: u64,
+    pub broken: u64,
+    /// McNemar's exact two-sided p-value on `fixed` and `broken`.
+    pub mcnemar_p: Num,
+}
+
+/// `matrix --task`: what the cells measured.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MatrixTask {
+    pub dataset: super::eval::DatasetInfo,
+    pub task: super::eval::TaskInfo,
+    pub statistics: super::eval::StatisticsInfo,
+    /// The reference's own figures on the set.
+    pub reference_metrics: super::eval::Metrics,
 }
 
 /// The decision for one target.

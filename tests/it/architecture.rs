@@ -42,7 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
-            "audit", "explain", "matrix", "merge", "listing", "pipeline", "releases", "triage", "evaluate",
+            "audit", "explain", "evaluate", "matrix", "merge", "listing", "pipeline", "releases", "triage",
         ],
     ),
     ("renderers", &["render"]),

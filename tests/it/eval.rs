@@ -770,3 +770,118 @@ fn the_eval_schema_is_committed_and_real_evals_validate() {
         .collect();
     assert_eq!(errors, Vec::<String>::new());
 }
+
+#[test]
+fn matrix_on_a_labelled_set_recommends_the_cheapest_variant_within_the_accuracy_budget() {
+    let dir = tempdir().keep();
+    let set = clean_set().display().to_string();
+    let json = dir.join("m.json");
+    let html = dir.join("m.html");
+    let out = bin()
+        .args([
+            "matrix",
+            "--variant",
+            &format!("int8={}", real("ppocr_cls_qdq_u8.onnx")),
+            "--variant",
+            &format!("a16w8={}", real("ppocr_cls_qdq_a16w8.onnx")),
+            "-t",
+            "cpu",
+            "-t",
+            "qnn:sm8650",
+            "--reference",
+            &real("ppocr_cls_fp32.onnx"),
+            "--dataset",
+            &set,
+            "--limit",
+            "8",
+            "--task",
+            "classify",
+            "--max-accuracy-drop",
+            "20",
+            "--resamples",
+            "2000",
+            "--no-config",
+            "--out",
+            json.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let m: Value = serde_json::from_slice(&std::fs::read(&json).unwrap_or_else(|e| panic!("{e}: {stderr}"))).unwrap();
+    assert_eq!(out.status.code().map(i64::from), m["exit_code"].as_i64(), "{stderr}");
+    assert_eq!(m["task"]["dataset"]["samples"], 8);
+    assert_eq!(m["policy"], serde_json::json!(["max_accuracy_drop 20"]));
+    let cells = m["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    // Each cell is what eval says of that variant on that target.
+    let eval_dir = tempdir().keep();
+    let (_, e, _) = eval(
+        &eval_dir,
+        &[
+            &real("ppocr_cls_qdq_u8.onnx"),
+            "--reference",
+            &real("ppocr_cls_fp32.onnx"),
+            "--dataset",
+            &set,
+            "--limit",
+            "8",
+            "--task",
+            "classify",
+            "-t",
+            "cpu",
+            "-t",
+            "qnn:sm8650",
+            "--no-baseline",
+            "--resamples",
+            "2000",
+        ],
+        &[],
+    );
+    for t in ["cpu", "qnn:sm8650"] {
+        let cell = cells
+            .iter()
+            .find(|c| c["variant"] == "int8" && c["target"] == t)
+            .unwrap();
+        let row = target(&e, t);
+        let against = &row["comparisons"][0];
+        assert_eq!(
+            cell["task"]["primary"]["value"], row["metrics"]["accuracy"]["value"],
+            "{t}"
+        );
+        assert_eq!(cell["task"]["drop"], against["drop"], "{t}");
+        assert_eq!(cell["task"]["drop_upper"], against["drop_upper"], "{t}");
+        assert_eq!(
+            (&cell["task"]["fixed"], &cell["task"]["broken"]),
+            (&against["fixed"], &against["broken"])
+        );
+        assert_eq!(cell["sqnr_db"], row["median_sqnr_db"], "{t}");
+    }
+    // The recommendation: per target, the first variant in cost order that ran and whose drop's
+    // upper bound is within 20 points.
+    assert_eq!(m["cost_order"], serde_json::json!(["int8", "a16w8"]));
+    for r in m["recommendations"].as_array().unwrap() {
+        let t = r["target"].as_str().unwrap();
+        let meets = |v: &str| {
+            cells.iter().any(|c| {
+                c["variant"] == v && c["target"] == t && c["status"] == "ok" && num(&c["task"]["drop_upper"]) <= 20.0
+            })
+        };
+        let want = ["int8", "a16w8"].into_iter().find(|v| meets(v));
+        match want {
+            Some(v) => assert_eq!(r["variant"], v, "{r}"),
+            None => assert!(r["variant"].is_null() || r["run_on"] == "cpu", "{r}"),
+        }
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("drop, points"), "the cells table shows the task figures");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo("docs/matrix.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&m)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+}

@@ -39,6 +39,14 @@ pub fn heat_colour(sqnr: Option<f64>) -> String {
     format!("#{:02x}{:02x}40", r.round() as u8, g.round() as u8)
 }
 
+/// Points of accuracy lost that the colour scale shows red (`matrix --task`).
+pub const RED_DROP_POINTS: f64 = 10.0;
+
+/// A drop on the SQNR colour scale: no loss (or a gain) green, [`RED_DROP_POINTS`] or more red.
+pub fn drop_shade(drop: f64) -> f64 {
+    HIGH_DB - (HIGH_DB - LOW_DB) * (drop.max(0.0) / RED_DROP_POINTS)
+}
+
 fn heat_map(m: &Matrix) -> Markup {
     let width = LEFT + CELL_W * m.targets.len() as f64 + 10.0;
     let height = TOP + CELL_H * m.cost_order.len() as f64 + 10.0;
@@ -54,12 +62,16 @@ fn heat_map(m: &Matrix) -> Markup {
                 @for (j, t) in m.targets.iter().enumerate() {
                     @let c = find(m, v, t);
                     @let sqnr = c.filter(|c| c.status == RunStatus::Ok).and_then(|c| c.sqnr_db).map(|s| s.0);
+                    @let shade = match c.and_then(|c| c.task.as_ref()) {
+                        Some(t) => Some(drop_shade(t.drop.value.0)),
+                        None => sqnr,
+                    };
                     @let meets = c.is_some_and(|c| c.meets_policy);
                     @let x = LEFT + CELL_W * j as f64;
                     @let y = TOP + CELL_H * i as f64;
                     g.cell {
                         rect.mark x=(x + 1.0) y=(y + 1.0) width=(CELL_W - 2.0) height=(CELL_H - 2.0)
-                            fill=(heat_colour(sqnr)) stroke=(if meets { "#0b3d1a" } else { "none" })
+                            fill=(heat_colour(shade)) stroke=(if meets { "#0b3d1a" } else { "none" })
                             stroke-width=(if meets { "3" } else { "0" })
                             data-variant=(v) data-target=(t) data-sqnr=(sqnr.map_or("none".into(), |s| format!("{s}")))
                             data-meets=(meets) {
@@ -96,12 +108,24 @@ fn cells_table(m: &Matrix) -> Markup {
     html! {
         h2 { "Cells" }
         table {
-            tr { th { "variant" } th { "target" } th { "status" } th { "SQNR dB" } th { "max abs" } th { "top-1" }
+            tr { th { "variant" } th { "target" } th { "status" } @if m.task.is_some() { th { "primary (95% CI)" } th { "drop, points (95% CI)" } th { "fixed/broken" } th { "McNemar p" } }
+                 th { "SQNR dB" } th { "max abs" } th { "top-1" }
                  th { "CPU fallback" } th { "partitions" } th { "size" } th { "runtime" } }
             @for c in &m.cells {
                 tr {
                     td { (c.variant) } td { code { (c.target) } }
                     td { (c.status.as_str()) @if let Some(e) = &c.error { details { summary { "error" } pre { (e) } } } }
+                    @if m.task.is_some() {
+                        @match &c.task {
+                            Some(t) => {
+                                td.num { (format!("{:.2}% ({:.2}–{:.2})", 100.0 * t.primary.value.0, 100.0 * t.primary.lo.0, 100.0 * t.primary.hi.0)) }
+                                td.num { (format!("{:+.2} ({:+.2}…{:+.2})", t.drop.value.0, t.drop.lo.0, t.drop.hi.0)) }
+                                td.num { (t.fixed) "/" (t.broken) }
+                                td.num { (format!("{:.4}", t.mcnemar_p.0)) }
+                            }
+                            None => { td { "-" } td { "-" } td { "-" } td { "-" } }
+                        }
+                    }
                     td.num { (db_opt(c.sqnr_db)) }
                     td.num { (c.max_abs.map_or("-".into(), |v| format!("{:.5}", v.0))) }
                     td.num { (pct(c.top1_agreement)) }
@@ -155,8 +179,13 @@ pub fn render(m: &Matrix) -> String {
                     (if m.policy.is_empty() { "none".to_string() } else { m.policy.join(", ") })
                     ". Cost order: " (m.cost_order.join(" < ")) "." }
                 (heat_map(m))
-                p.muted { "Worst output's SQNR in dB against the golden run, red at " (LOW_DB) " dB to green at "
-                    (HIGH_DB) " dB; outlined cells meet the policy; grey cells did not run." }
+                @if m.task.is_some() {
+                    p.muted { (crate::render::matrix::measured_text(m)) "; green for no loss to red at "
+                        (RED_DROP_POINTS) " points lost; outlined cells meet the policy; grey cells did not run." }
+                } @else {
+                    p.muted { "Worst output's SQNR in dB against the golden run, red at " (LOW_DB) " dB to green at "
+                        (HIGH_DB) " dB; outlined cells meet the policy; grey cells did not run." }
+                }
                 (recommendations(m))
                 (remedies(m))
                 (cells_table(m))
