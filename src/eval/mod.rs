@@ -411,4 +411,50 @@ mod tests {
         let m = metrics(&task, &target, &stats);
         assert_eq!((m.accuracy.k, m.accuracy.n), (8, 10));
     }
+
+    #[test]
+    fn decisions_score_precision_recall_and_f1_by_hand() {
+        let task = Task {
+            kind: TaskKind::Decide {
+                above: true,
+                threshold: 0.5,
+            },
+            output: "p".into(),
+        };
+        // (decided, truth): 3 true positives, 1 false positive, 2 false negatives, 4 true
+        // negatives. Precision 3/4, recall 3/5, F1 2·3 / (2·3 + 1 + 2) = 6/9.
+        let pairs = [(true, true); 3]
+            .into_iter()
+            .chain([(true, false)])
+            .chain([(false, true); 2])
+            .chain([(false, false); 4]);
+        let records: Vec<Record> = pairs
+            .enumerate()
+            .map(|(index, (d, t))| {
+                let (prediction, truth) = (Prediction::Decision(d), Truth::Decision(t));
+                Record {
+                    index,
+                    id: index.to_string(),
+                    judged: task.judge(&prediction, &truth),
+                    prediction: Some(prediction),
+                    truth,
+                    sqnr_db: None,
+                    error: None,
+                }
+            })
+            .collect();
+        let stats = StatOptions {
+            seed: 1,
+            resamples: 200,
+            margin_points: None,
+        };
+        let m = metrics(&task, &records, &stats);
+        assert_eq!((m.accuracy.k, m.accuracy.n), (7, 10));
+        let p = m.precision.unwrap();
+        let r = m.recall.unwrap();
+        assert_eq!((p.k, p.n, r.k, r.n), (3, 4, 3, 5));
+        let f1 = m.f1.unwrap();
+        assert!((f1.value.0 - 6.0 / 9.0).abs() < 1e-12, "{f1:?}");
+        assert!(f1.lo.0 <= f1.value.0 && f1.value.0 <= f1.hi.0, "{f1:?}");
+    }
 }

@@ -885,3 +885,77 @@ fn matrix_on_a_labelled_set_recommends_the_cheapest_variant_within_the_accuracy_
         .collect();
     assert_eq!(errors, Vec::<String>::new());
 }
+
+#[test]
+fn without_labels_agreement_with_a_stored_golden_run_is_what_the_labelled_eval_recorded() {
+    let (cls_dir, _) = cls_eval();
+    let dir = tempdir().keep();
+    let golden = dir.join("golden");
+    let mut create = bin();
+    create
+        .args(["golden", "create", &real("ppocr_cls_fp32.onnx"), "--out"])
+        .arg(&golden);
+    let ids: Vec<String> = (0..5).map(|k| format!("line{k:05}")).collect();
+    for id in &ids {
+        create.arg("--inputs").arg(clean_set().join(format!("{id}.npz")));
+    }
+    let out = create.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let set = clean_set().display().to_string();
+    let (code, report, stderr) = eval(
+        &dir,
+        &[
+            &real("ppocr_cls_qdq_u8.onnx"),
+            "--golden",
+            golden.to_str().unwrap(),
+            "--dataset",
+            &set,
+            "--limit",
+            "5",
+            "--task",
+            "agree",
+            "-t",
+            "cpu",
+            "--no-baseline",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["dataset"]["labels"], "reference");
+    // The labelled eval's records say which of these samples the CPU EP's top-1 left.
+    let top1 = |run: &str| -> Vec<u64> {
+        std::fs::read_to_string(cls_dir.join(format!("r.records/{run}.jsonl")))
+            .unwrap()
+            .lines()
+            .take(5)
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["prediction"]["classes"][0]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let (reference, cpu) = (top1("reference"), top1("cpu"));
+    let agreeing = reference.iter().zip(&cpu).filter(|(a, b)| a == b).count() as u64;
+    assert_eq!(report["reference_metrics"]["accuracy"]["k"], 5);
+    assert_eq!(target(&report, "cpu")["metrics"]["accuracy"]["k"], agreeing);
+    // A stored golden run of other samples is refused.
+    let out = bin()
+        .args([
+            "eval",
+            &real("ppocr_cls_qdq_u8.onnx"),
+            "--golden",
+            golden.to_str().unwrap(),
+            "--dataset",
+            &set,
+        ])
+        .args(["--limit", "4", "--task", "agree", "-t", "cpu", "--no-config"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the golden run holds 5 samples and the set 4"),
+        "{stderr}"
+    );
+}
