@@ -24,40 +24,87 @@ pub fn explain(
     run: &RunRecords,
     reference: &RunRecords,
 ) -> Result<Option<FlipExplanation>> {
-    let right: std::collections::HashSet<usize> = reference
-        .records
-        .iter()
-        .filter(|r| r.judged.correct)
-        .map(|r| r.index)
-        .collect();
-    let broken: Vec<usize> = run
-        .records
-        .iter()
-        .filter(|r| !r.judged.correct && r.error.is_none() && right.contains(&r.index))
-        .map(|r| r.index)
-        .take(opts.explain)
-        .collect();
+    let broken = broken_samples(run, reference, opts.explain);
     if broken.is_empty() || planned.runtime.is_err() {
         return Ok(None);
+    }
+    if opts.golden.reference.is_none() && opts.golden.stored.is_some() {
+        // A stored golden run holds only its final outputs, and a reference derived from the
+        // quantized model would be another reference than the eval's.
+        return Ok(Some(FlipExplanation {
+            samples: Vec::new(),
+            first_code_difference: None,
+            first_beyond_rounding: None,
+            first_sqnr_loss: None,
+            error: Some("the per-layer audit runs the reference model on the broken samples: give --reference FP32.onnx with --golden".into()),
+        }));
     }
     crate::console::note(format!(
         "eval: per-layer audit of {} sample(s) {} broke",
         broken.len(),
         planned.spec.id
     ));
-    let mut ids = Vec::with_capacity(broken.len());
-    let mut samples = Vec::with_capacity(broken.len());
+    let (ids, samples) = read_samples(dataset, plan, &broken)?;
+    let report = run_compare(&layer_audit(opts, planned, samples), &mut Outputs::none())?;
+    let row = report.targets.iter().find(|t| t.id == planned.spec.id);
+    let summary = row.and_then(|t| t.layer_summary.clone());
+    let problems = report.layer_audit.map(|l| l.problems).unwrap_or_default();
+    Ok(Some(FlipExplanation {
+        samples: ids,
+        first_code_difference: summary.as_ref().and_then(|s| s.first_code_difference.clone()),
+        first_beyond_rounding: summary.as_ref().and_then(|s| s.first_beyond_rounding.clone()),
+        first_sqnr_loss: summary.as_ref().and_then(|s| s.first_sqnr_loss.clone()),
+        error: row
+            .and_then(|t| t.error.clone())
+            .or_else(|| summary.and_then(|s| s.error))
+            .or_else(|| (!problems.is_empty()).then(|| problems.join("; "))),
+    }))
+}
+
+/// Up to `k` samples `run` broke: the reference right, the run wrong (and answering).
+fn broken_samples(run: &RunRecords, reference: &RunRecords, k: usize) -> Vec<usize> {
+    let right: std::collections::HashSet<usize> = reference
+        .records
+        .iter()
+        .filter(|r| r.judged.correct)
+        .map(|r| r.index)
+        .collect();
+    run.records
+        .iter()
+        .filter(|r| !r.judged.correct && r.error.is_none() && right.contains(&r.index))
+        .map(|r| r.index)
+        .take(k)
+        .collect()
+}
+
+/// The ids and inputs of the samples at `indices`, read again from the set.
+fn read_samples(
+    dataset: &Dataset,
+    plan: &EvalPlan,
+    indices: &[usize],
+) -> Result<(Vec<String>, Vec<Vec<NamedTensorPair>>)> {
+    let mut ids = Vec::with_capacity(indices.len());
+    let mut samples = Vec::with_capacity(indices.len());
     for sample in dataset.samples(&plan.signature, 0)? {
         let sample = sample?;
-        if broken.contains(&sample.index) {
+        if indices.contains(&sample.index) {
             ids.push(sample.id.clone());
             samples.push(sample.inputs);
         }
-        if samples.len() == broken.len() {
+        if samples.len() == indices.len() {
             break;
         }
     }
-    let audit = CompareOptions {
+    Ok((ids, samples))
+}
+
+/// A sample's inputs by name, as the set gives them.
+type NamedTensorPair = (String, crate::tensor::Tensor);
+
+/// The per-layer audit of `planned` on `samples`, against the baseline, with the reference model
+/// run again for the samples' activations.
+fn layer_audit(opts: &EvalOptions, planned: &PlannedTarget, samples: Vec<Vec<NamedTensorPair>>) -> CompareOptions {
+    CompareOptions {
         execution: Execution {
             baseline: true,
             ..Execution::findings(vec![planned.spec.clone()], opts.exec.clone())
@@ -70,8 +117,7 @@ pub fn explain(
         ..CompareOptions::findings(
             Audited {
                 model: opts.model.clone(),
-                // The samples' activations: the reference model runs again (a stored golden run
-                // holds only its final outputs).
+                // A stored golden run holds only its final outputs: the reference runs again.
                 golden: GoldenSource {
                     stored: None,
                     ..opts.golden.clone()
@@ -88,19 +134,5 @@ pub fn explain(
             Vec::new(),
             opts.exec.clone(),
         )
-    };
-    let report = run_compare(&audit, &mut Outputs::none())?;
-    let row = report.targets.iter().find(|t| t.id == planned.spec.id);
-    let summary = row.and_then(|t| t.layer_summary.clone());
-    let problems = report.layer_audit.map(|l| l.problems).unwrap_or_default();
-    Ok(Some(FlipExplanation {
-        samples: ids,
-        first_code_difference: summary.as_ref().and_then(|s| s.first_code_difference.clone()),
-        first_beyond_rounding: summary.as_ref().and_then(|s| s.first_beyond_rounding.clone()),
-        first_sqnr_loss: summary.as_ref().and_then(|s| s.first_sqnr_loss.clone()),
-        error: row
-            .and_then(|t| t.error.clone())
-            .or_else(|| summary.and_then(|s| s.error))
-            .or_else(|| (!problems.is_empty()).then(|| problems.join("; "))),
-    }))
+    }
 }

@@ -135,27 +135,15 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
         .clone()
         .unwrap_or_else(|| started.executor.work().join("records"));
     let (mut checkpoint, resumed) = Checkpoint::open(&records_dir, &context(opts, plan, dataset, &run_ids), &run_ids)?;
-    let mut kept = resumed.records.into_iter();
-    let mut stopped = resumed.stopped.into_iter();
-    let mut reference = Live::new(
-        "reference".into(),
-        started.reference,
-        kept.next().unwrap_or_default(),
-        stopped.next().flatten(),
-    );
-    let mut targets: Vec<Live> = plan
-        .targets
-        .iter()
-        .zip(started.targets)
-        .map(|(t, s)| {
-            Live::new(
-                t.spec.id.clone(),
-                Some(s),
-                kept.next().unwrap_or_default(),
-                stopped.next().flatten(),
-            )
-        })
-        .collect();
+    // The executor owns the work directory (the sessions' files, the default records): it lives
+    // until the stream is done.
+    let sessions::Started {
+        executor: _work,
+        reference: reference_sessions,
+        targets: target_sessions,
+        results,
+    } = started;
+    let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed);
     let resume = reference.records.len();
     if resume > 0 {
         crate::console::note(format!(
@@ -176,6 +164,47 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
         Box::new(dataset.samples(&plan.signature, resume)?)
     };
     stream.all(samples, &mut reference, &mut targets)?;
+    let (reference, targets) = finish_runs(plan, reference, targets, results);
+    Ok(Runs {
+        task,
+        reference,
+        targets,
+        notes: Vec::new(),
+    })
+}
+
+/// Every run as the stream takes it: its sessions, and what the records directory already held
+/// for it (its records, whether it had stopped).
+fn live_runs(
+    plan: &EvalPlan,
+    (reference_sessions, target_sessions): (Option<RunSessions>, Vec<RunSessions>),
+    resumed: super::checkpoint::Resumed,
+) -> (Live, Vec<Live>) {
+    let mut kept = resumed.records.into_iter();
+    let mut stopped = resumed.stopped.into_iter();
+    let mut next = || (kept.next().unwrap_or_default(), stopped.next().flatten());
+    let (records, end) = next();
+    let reference = Live::new("reference".into(), reference_sessions, records, end);
+    let targets = plan
+        .targets
+        .iter()
+        .zip(target_sessions)
+        .map(|(t, s)| {
+            let (records, end) = next();
+            Live::new(t.spec.id.clone(), Some(s), records, end)
+        })
+        .collect();
+    (reference, targets)
+}
+
+/// Every run's records once the set is done, with what its sessions measured (read from their
+/// result files, `results` per run, reference first when it ran).
+fn finish_runs(
+    plan: &EvalPlan,
+    reference: Live,
+    targets: Vec<Live>,
+    results: Vec<Vec<std::path::PathBuf>>,
+) -> (RunRecords, Vec<RunRecords>) {
     let finish = |live: Live, results: &[std::path::PathBuf]| -> RunRecords {
         let results = live
             .sessions
@@ -190,26 +219,18 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
             results,
         }
     };
-    let mut result_paths = started.results.into_iter();
+    let mut paths = results.into_iter();
     let reference_paths = if matches!(plan.reference, ReferencePlan::Model { .. }) {
-        result_paths.next().unwrap_or_default()
+        paths.next().unwrap_or_default()
     } else {
         Vec::new()
     };
     let reference = finish(reference, &reference_paths);
     let targets = targets
         .into_iter()
-        .map(|t| {
-            let paths = result_paths.next().unwrap_or_default();
-            finish(t, &paths)
-        })
+        .map(|t| finish(t, &paths.next().unwrap_or_default()))
         .collect();
-    Ok(Runs {
-        task,
-        reference,
-        targets,
-        notes: Vec::new(),
-    })
+    (reference, targets)
 }
 
 /// The reference's outputs of the first sample (sent and received before the stream, to check the

@@ -54,6 +54,15 @@ pub fn primary(report: &EvalReport, m: &Metrics) -> String {
     }
 }
 
+/// A p-value: four decimals, or two significant digits below 0.0001 (`6.8e-13`).
+pub fn p_value(p: f64) -> String {
+    if p > 0.0 && p < 1e-4 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.4}")
+    }
+}
+
 /// What a margin says: `non-inferior`, `equivalent`, `inferior?`, or `-` without one.
 pub fn margin_word(c: &Comparison) -> &'static str {
     match (c.non_inferior, c.equivalent) {
@@ -80,12 +89,12 @@ fn targets_table(report: &EvalReport) -> String {
         "status",
         "samples",
         "primary (95% CI)",
-        "drop vs reference",
+        "points lost vs reference",
         "fixed/broken",
         "McNemar p",
     ];
     if baseline.is_some() {
-        head.push("drop vs baseline");
+        head.push("points lost vs baseline");
     }
     head.push("margin");
     b.push_record(head);
@@ -98,7 +107,7 @@ fn targets_table(report: &EvalReport) -> String {
             t.metrics.as_ref().map_or("-".into(), |m| primary(report, m)),
             vs_ref.map_or("-".into(), |c| drop(&c.drop)),
             vs_ref.map_or("-".into(), |c| format!("{}/{}", c.fixed, c.broken)),
-            vs_ref.map_or("-".into(), |c| format!("{:.4}", c.mcnemar_p.0)),
+            vs_ref.map_or("-".into(), |c| p_value(c.mcnemar_p.0)),
         ];
         if let Some(base) = &baseline {
             row.push(comparison(t, base).map_or("-".into(), |c| drop(&c.drop)));
@@ -285,7 +294,7 @@ pub fn markdown(report: &EvalReport) -> String {
             t.metrics.as_ref().map_or("-".into(), |m| primary(report, m)),
             c.map_or("-".into(), |c| drop(&c.drop)),
             c.map_or("-".into(), |c| format!("{}/{}", c.fixed, c.broken)),
-            c.map_or("-".into(), |c| format!("{:.4}", c.mcnemar_p.0)),
+            c.map_or("-".into(), |c| p_value(c.mcnemar_p.0)),
             c.map_or("-", margin_word)
         );
     }

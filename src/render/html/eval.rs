@@ -193,7 +193,7 @@ fn target_section(report: &EvalReport, t: &EvalTarget) -> Markup {
         }
         @for c in &t.comparisons {
             p { "against " code { (c.against) } ": drop " (drop(&c.drop)) " points, " (c.fixed) " fixed, " (c.broken)
-                " broken, McNemar p " (format!("{:.4}", c.mcnemar_p.0)) ", " (margin_word(c)) }
+                " broken, McNemar p " (crate::render::eval::p_value(c.mcnemar_p.0)) ", " (margin_word(c)) }
         }
         @if let Some(x) = &t.explanation { p.note { "Flips come from: " (explanation_text(x)) } }
         @if !t.sqnr_histogram.is_empty() { (histogram(t)) }

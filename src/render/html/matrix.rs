@@ -121,7 +121,7 @@ fn cells_table(m: &Matrix) -> Markup {
                                 td.num { (format!("{:.2}% ({:.2}–{:.2})", 100.0 * t.primary.value.0, 100.0 * t.primary.lo.0, 100.0 * t.primary.hi.0)) }
                                 td.num { (format!("{:+.2} ({:+.2}…{:+.2})", t.drop.value.0, t.drop.lo.0, t.drop.hi.0)) }
                                 td.num { (t.fixed) "/" (t.broken) }
-                                td.num { (format!("{:.4}", t.mcnemar_p.0)) }
+                                td.num { (crate::render::eval::p_value(t.mcnemar_p.0)) }
                             }
                             None => { td { "-" } td { "-" } td { "-" } td { "-" } }
                         }
