@@ -363,6 +363,17 @@ impl Outputs {
         }
     }
 
+    /// Keeps every output out of `dir`, a directory the run reads and writes itself (an eval's
+    /// records): a report named inside it would replace the run's own files, or be replaced.
+    pub fn reserve_dir(&mut self, dir: &Path) {
+        if let Some(real) = resolved(dir) {
+            self.trees.push(InputTree {
+                shown: dir.to_path_buf(),
+                real,
+            });
+        }
+    }
+
     /// The input directory `target` (resolved) lies in, if any.
     fn tree_holding(&self, target: &Path) -> Option<&InputTree> {
         let real = resolved(target)?;

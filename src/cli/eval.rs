@@ -189,6 +189,10 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
     if let Some(dir) = &cmd.options.records {
         outputs.check_dir("--records", dir)?;
+        outputs.reserve_dir(dir);
+        for f in &cmd.files {
+            outputs.check(f.flag, &f.path)?;
+        }
     }
     let report = crate::evaluate::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;

@@ -67,10 +67,8 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         }
     }
     let task = matrix_task(dataset, task, &task_args)?;
-    if task.is_some() && !kinds.is_empty() {
-        return Err(bad_flag(
-            "--search re-audits candidates layer by layer in signal terms; it does not combine with --task",
-        ));
+    if task.is_some() {
+        refuse_signal_flags(&inputs, &gate, !kinds.is_empty())?;
     }
     let flags = super::eval::thresholds(&task_args)?;
     let options = MatrixOptions {
@@ -99,6 +97,42 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         ("--dispatch", dispatch, Some(dispatch_of)),
     ]);
     Ok(MatrixCommand { options, files, format })
+}
+
+/// Refuses, on a labelled set, the flags that only mean something to a matrix in signal terms:
+/// the set is the inputs, and the cells are judged by the accuracy limits alone.
+fn refuse_signal_flags(inputs: &super::args::InputArgs, gate: &super::args::GateArgs, search: bool) -> Result<()> {
+    let input_flags = [
+        ("--inputs", !inputs.npz.is_empty()),
+        ("--input", !inputs.npy.is_empty()),
+        ("--gen", !inputs.gen.is_empty()),
+        ("--seed", inputs.seed != 0),
+        ("--samples", inputs.samples != 1),
+        ("--input-shape", !inputs.shapes.is_empty()),
+    ];
+    if let Some((flag, _)) = input_flags.iter().find(|(_, set)| *set) {
+        return Err(bad_flag(format!(
+            "{flag} chooses the inputs of a matrix in signal terms; on a labelled set the samples of --dataset are the inputs"
+        )));
+    }
+    let gate_flags = [
+        ("--min-sqnr", gate.min_sqnr.is_some()),
+        ("--max-abs", gate.max_abs.is_some()),
+        ("--min-top1", gate.min_top1.is_some()),
+        ("--require-bit-exact", gate.require_bit_exact),
+        ("--max-fallback-nodes", gate.max_fallback_nodes.is_some()),
+        ("--max-partitions", gate.max_partitions.is_some()),
+        ("--fail-on-fallback", gate.fail_on_fallback),
+        ("--min-decision-agreement", gate.min_decision_agreement.is_some()),
+        ("--max-divergence-step", gate.max_divergence_step.is_some()),
+        ("--search", search),
+    ];
+    match gate_flags.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(bad_flag(format!(
+            "{flag} judges a matrix in signal terms; on a labelled set (--task) the cells are judged by --min-accuracy and --max-accuracy-drop"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `--dataset` and `--task` as the matrix's task; the task's flags without them are refused.

@@ -61,9 +61,11 @@ pub fn read(path: &Path, ids: &[String]) -> Result<Vec<Label>> {
         )));
     }
     let text = std::fs::read_to_string(path).map_err(|e| bad_input(format!("labels {shown}: {e}")))?;
+    // Spreadsheet programs and Windows editors start UTF-8 files with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let rows = match path.extension().and_then(|x| x.to_str()) {
-        Some("csv") => csv_rows(&text),
-        Some("jsonl") => jsonl_rows(&text),
+        Some("csv") => csv_rows(text),
+        Some("jsonl") => jsonl_rows(text),
         _ => Err("a labels file is .csv or .jsonl".to_string()),
     }
     .map_err(|e| bad_input(format!("labels {shown}: {e}")))?;
@@ -82,16 +84,21 @@ fn csv_rows(text: &str) -> Result<Vec<(usize, String, Label)>, String> {
         ));
     }
     let mut rows = Vec::new();
-    for (k, record) in reader.records().enumerate() {
-        let record = record.map_err(|e| format!("row {}: {e}", k + 2))?;
-        if record.len() != 2 {
-            return Err(format!(
-                "line {}: {} fields where `id,label` has 2",
-                k + 2,
-                record.len()
-            ));
+    for record in reader.records() {
+        let record = record.map_err(|e| e.to_string())?;
+        // The line the record starts on, as an editor numbers it (blank lines count).
+        // (Counted from the byte offset, past the blank lines the reader skipped before the
+        // record: its own line count leaves them out.)
+        let bytes = text.as_bytes();
+        let mut at = record.position().map_or(0, |p| p.byte() as usize).min(bytes.len());
+        while at < bytes.len() && (bytes[at] == b'\n' || bytes[at] == b'\r') {
+            at += 1;
         }
-        rows.push((k + 2, record[0].to_string(), Label::Text(record[1].to_string())));
+        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        if record.len() != 2 {
+            return Err(format!("line {line}: {} fields where `id,label` has 2", record.len()));
+        }
+        rows.push((line, record[0].to_string(), Label::Text(record[1].to_string())));
     }
     Ok(rows)
 }
@@ -169,7 +176,11 @@ pub fn from_member(path: &Path, count: usize) -> Result<Vec<Label>> {
                 .get_i128(k)
                 .and_then(|v| i64::try_from(v).ok())
                 .map(Label::Int)
-                .ok_or_else(|| bad_input(format!("--dataset {shown}: 'labels' row {k} is not an integer")))
+                .ok_or_else(|| {
+                    bad_input(format!(
+                        "--dataset {shown}: 'labels' row {k} is beyond the integers a label can be (up to 2^63 - 1)"
+                    ))
+                })
         })
         .collect()
 }
@@ -194,6 +205,9 @@ mod tests {
         let e = |rows| in_order(rows, &ids).unwrap_err();
         assert!(e(csv_rows("id,label\na,1\n").unwrap()).contains("sample b has no label"));
         assert!(e(csv_rows("id,label\na,1\nb,2\nc,3\n").unwrap()).contains("line 4: a label for sample c"));
+        // Blank lines count in the line numbers, as an editor shows them.
+        let blank = e(csv_rows("id,label\na,1\n\nb,2\n\nc,3\n").unwrap());
+        assert!(blank.contains("line 6: a label for sample c"), "{blank}");
         assert!(e(csv_rows("id,label\na,1\na,2\nb,1\n").unwrap()).contains("labelled twice"));
         assert!(csv_rows("name,label\na,1\n").unwrap_err().contains("header"));
         assert!(jsonl_rows("{\"id\": 1.5, \"label\": 1}\n")

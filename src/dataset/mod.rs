@@ -132,6 +132,14 @@ impl Dataset {
             row_shape(info, m)
                 .map_err(|e| bad_input(format!("--dataset {}: array '{}': {e}", file.display(), m.name)))?;
         }
+        if let Some(m) = members.iter().find(|m| !sig.inputs.iter().any(|i| i.name == m.name)) {
+            return Err(bad_input(format!(
+                "--dataset {}: array '{}' is neither one of the model's inputs ({}) nor 'labels'",
+                file.display(),
+                m.name,
+                input_names(sig)
+            )));
+        }
         Ok(())
     }
 
@@ -297,9 +305,25 @@ fn check_files(files: &[PathBuf], ids: &[String], sig: &Signature) -> Result<()>
                 )));
             }
         }
+        if let Some(h) = headers.iter().find(|h| !sig.inputs.iter().any(|i| i.name == h.name)) {
+            return Err(fail(format!(
+                "array '{}' is not one of the model's inputs ({})",
+                h.name,
+                input_names(sig)
+            )));
+        }
         first.get_or_insert(headers);
     }
     Ok(())
+}
+
+/// The model's input names, for messages.
+fn input_names(sig: &Signature) -> String {
+    sig.inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The shape a stacked row is fed with: the row as stored, or with a leading 1 when the model's
@@ -341,10 +365,13 @@ fn stacked(path: &Path) -> Result<(Layout, Vec<String>, Option<Vec<Label>>)> {
     let headers = npz_headers(path).map_err(|e| bad_input(format!("--dataset {shown}: {e:#}")))?;
     let count = headers.first().and_then(|h| h.shape.first().copied()).unwrap_or(0);
     if let Some(h) = headers.iter().find(|h| h.shape.first() != Some(&count)) {
+        let rows = h
+            .shape
+            .first()
+            .map_or("is a scalar (no rows)".to_string(), |n| format!("has {n} rows"));
         return Err(bad_input(format!(
-            "--dataset {shown}: array '{}' has {:?} rows where the others have {count}: every array stacks the same samples on axis 0",
-            h.name,
-            h.shape.first()
+            "--dataset {shown}: array '{}' {rows} where the first has {count}: every array stacks the same samples on axis 0",
+            h.name
         )));
     }
     if count > MAX_SAMPLES {
@@ -376,19 +403,35 @@ fn sample_files(dir: &Path) -> Result<Vec<PathBuf>> {
         let entry = entry.map_err(|e| bad_input(format!("--dataset {shown}: {e}")))?;
         let path = entry.path();
         if path.extension().is_some_and(|x| x == "npz") {
-            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                return Err(bad_input(format!(
-                    "--dataset {}: a symbolic link; the set's files must be its own",
-                    path.display()
-                )));
+            match entry.file_type() {
+                Ok(t) if t.is_file() => files.push(path),
+                Ok(t) if t.is_symlink() => {
+                    return Err(bad_input(format!(
+                        "--dataset {}: a symbolic link; the set's files must be its own",
+                        path.display()
+                    )))
+                }
+                _ => {
+                    return Err(bad_input(format!(
+                        "--dataset {}: not a regular file; a sample is an .npz file",
+                        path.display()
+                    )))
+                }
             }
-            files.push(path);
         }
         if files.len() > MAX_SAMPLES {
             return Err(bad_input(format!("--dataset {shown}: more than {MAX_SAMPLES} samples")));
         }
     }
     files.sort_by(|a, b| stem(a).as_bytes().cmp(stem(b).as_bytes()));
+    if let Some(pair) = files.windows(2).find(|p| stem(&p[0]) == stem(&p[1])) {
+        return Err(bad_input(format!(
+            "--dataset {shown}: {} and {} have the same id '{}' (names that are not UTF-8 read alike); rename one",
+            pair[0].display(),
+            pair[1].display(),
+            stem(&pair[0])
+        )));
+    }
     Ok(files)
 }
 

@@ -304,15 +304,30 @@ impl From<Reading> for ReadingCounts {
 
 /// The class axis of an output as `compare` finds it.
 fn class_axis(classes: &ClassAxisPolicy, output: &str, shape: &[usize]) -> Result<usize, String> {
+    let asked = classes.per_output.get(output).copied().or(classes.default);
     classes
         .resolve(output, shape, crate::tensor::DType::Float32)
-        .ok_or_else(|| format!("output '{output}' {shape:?} has no class axis (name it with --class-axis)"))
+        .ok_or_else(|| match asked {
+            Some(None) => format!("--class-axis says output '{output}' has no class axis; the task needs one"),
+            Some(Some(axis)) => {
+                format!("output '{output}' {shape:?} has no axis {axis} of two or more classes (--class-axis {axis})")
+            }
+            None => format!("output '{output}' {shape:?} has no class axis (name it with --class-axis)"),
+        })
 }
 
-/// The `k` best indices of `values`, best first (the first of equal values first, as `argmax`).
+/// The `k` best indices of `values`, best first, as NumPy ranks them: a NaN above every number
+/// (`argmax` returns the first NaN), equal values (`-0.0 == 0.0`) in index order.
 fn ranked(values: &[f64], k: usize) -> Vec<usize> {
+    let key = |v: f64| (v.is_nan(), if v.is_nan() { 0.0 } else { v });
     let mut order: Vec<usize> = (0..values.len()).collect();
-    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+    // A stable sort: equal keys keep their index order.
+    order.sort_by(|&a, &b| {
+        let (na, va) = key(values[a]);
+        let (nb, vb) = key(values[b]);
+        nb.cmp(&na)
+            .then(vb.partial_cmp(&va).unwrap_or(std::cmp::Ordering::Equal))
+    });
     order.truncate(k);
     order
 }
@@ -377,5 +392,11 @@ mod tests {
     #[test]
     fn ranking_takes_the_first_of_equal_scores() {
         assert_eq!(ranked(&[0.1, 0.9, 0.9, 0.5], 3), vec![1, 2, 3]);
+        // np.argmax([-0.0, 0.0, -1.0]) == 0: the zeros are equal.
+        assert_eq!(ranked(&[-0.0, 0.0, -1.0], 1), vec![0]);
+        // np.argmax([1.0, nan, 0.0]) == 1 whatever the NaN's sign bit (x86 makes 0/0 negative).
+        let negative_nan = f64::from_bits(0xfff8_0000_0000_0000);
+        assert_eq!(ranked(&[1.0, negative_nan, 0.0], 1), vec![1]);
+        assert_eq!(ranked(&[f64::NEG_INFINITY, negative_nan, f64::NAN], 3), vec![1, 2, 0]);
     }
 }

@@ -1,27 +1,59 @@
 //! The records of an eval as it goes: one JSON-lines file per run in the records directory
-//! (`reference.jsonl`, `<target>.jsonl`), a line appended per sample, beside `context.json` (what
-//! the records are of). A run killed at any point and started again with the same directory and
-//! the same context continues after the last sample every run recorded; a sample is never counted
-//! twice, and a damaged last line (a kill mid-write) is dropped.
+//! (`reference.jsonl`, `<target>.jsonl`), a line appended per sample (its record and the digest of
+//! the inputs it was fed), beside `context.json` (what the records are of). A run killed at any
+//! point and started again with the same directory and the same context continues after the last
+//! sample every run recorded; a sample is never counted twice, and a damaged last line (a kill
+//! mid-write) is dropped. The directory is locked while an eval uses it, and its files are
+//! replaced, never written through: a link planted in it cannot redirect a write.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 
 use super::RunEnd;
 use crate::error::bad_output;
 use crate::eval::Record;
 use crate::exec::RunStatus;
+use crate::tensor::Tensor;
 
 /// The file that says what a records directory holds.
 const CONTEXT_FILE: &str = "context.json";
 
-/// A records directory in use.
+/// The longest line a records file may hold (a record with a long transcript is a few KiB).
+const MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// A records directory in use (locked until dropped).
 pub struct Checkpoint {
     dir: PathBuf,
     writers: Vec<BufWriter<File>>,
+    _lock: File,
+}
+
+/// One line of a run's records file.
+#[derive(Serialize, Deserialize)]
+struct Line {
+    /// [`input_digest`] of the sample the record is of.
+    input: String,
+    record: Record,
+}
+
+/// What identifies a sample's inputs in the records: the SHA-256 of each input's name and `.npy`
+/// bytes, so that a resumed eval can tell a sample that changed since it was recorded.
+pub fn input_digest(inputs: &[(String, Tensor)]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for (name, t) in inputs {
+        hasher.update((name.len() as u64).to_le_bytes());
+        hasher.update(name.as_bytes());
+        match t.to_npy_bytes() {
+            Ok(bytes) => hasher.update(&bytes),
+            Err(e) => hasher.update(e.to_string().as_bytes()),
+        }
+    }
+    crate::hash::hex(&hasher.finalize())
 }
 
 /// The file of a run's records.
@@ -34,36 +66,96 @@ fn stopped_file(dir: &Path, run: &str) -> PathBuf {
     dir.join(format!("{}.stopped.json", crate::exec::executor::sanitize(run)))
 }
 
+/// Whether the records directory holds `path` as a regular file (`false`: nothing there). A link,
+/// directory, device or FIFO in its place is refused: the directory is not an eval's records.
+fn holds_file(path: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => Ok(true),
+        Ok(m) => Err(bad_output(format!(
+            "--records: {} is {}, not a record file; give a new or empty directory",
+            path.display(),
+            crate::userfile::kind_of(&m)
+        ))),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Replaces `path` with a new file (an existing file, or a link, is removed first and never
+/// written through).
+fn create_fresh(path: &Path) -> Result<File> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(bad_output(format!("--records: cannot replace {}: {e}", path.display())))
+        }
+        _ => {}
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| bad_output(format!("--records: cannot write {}: {e}", path.display())))
+}
+
 /// How a run stopped, as its marker says.
 fn read_stopped(path: &Path) -> Option<RunEnd> {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let mut bytes = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(MAX_LINE_BYTES)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     Some(RunEnd {
         status: serde_json::from_value(v.get("status")?.clone()).ok()?,
         error: v.get("error").and_then(|e| e.as_str()).map(str::to_string),
     })
 }
 
-/// What a records directory held for the runs of an eval: each run's records (every run that
-/// still answers cut to the shortest of them) and the runs that had stopped.
+/// What a records directory held for the runs of an eval: each run's records with the digests of
+/// their inputs (every run that still answers cut to the shortest of them), and the runs that had
+/// stopped.
 pub struct Resumed {
     pub records: Vec<Vec<Record>>,
+    pub inputs: Vec<Vec<String>>,
     pub stopped: Vec<Option<RunEnd>>,
 }
 
 /// Reads a run's records in order, up to the first damaged line.
-fn read_records(path: &Path) -> Vec<Record> {
+fn read_records(path: &Path) -> (Vec<Record>, Vec<String>) {
+    let (mut records, mut inputs) = (Vec::new(), Vec::new());
     let Ok(file) = File::open(path) else {
-        return Vec::new();
+        return (records, inputs);
     };
-    let mut out = Vec::new();
-    for line in BufReader::new(file).lines() {
-        let Ok(line) = line else { break };
-        match serde_json::from_str::<Record>(&line) {
-            Ok(r) if r.index == out.len() => out.push(r),
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match (&mut reader).take(MAX_LINE_BYTES).read_line(&mut line) {
+            Ok(n) if n > 0 && line.ends_with('\n') => {}
+            _ => break,
+        }
+        match serde_json::from_str::<Line>(&line) {
+            Ok(l) if l.record.index == records.len() => {
+                records.push(l.record);
+                inputs.push(l.input);
+            }
             _ => break,
         }
     }
-    out
+    (records, inputs)
+}
+
+/// Takes the directory's lock: two evals never write one records directory.
+fn lock(dir: &Path) -> Result<File> {
+    let shown = dir.display();
+    let file = File::open(dir).map_err(|e| bad_output(format!("--records {shown}: {e}")))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(bad_output(format!(
+            "--records {shown} is in use by another eval; wait for it, or give another directory"
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(bad_output(format!("--records {shown}: cannot lock it: {e}"))),
+    }
 }
 
 impl Checkpoint {
@@ -75,82 +167,131 @@ impl Checkpoint {
         let shown = dir.display();
         crate::userfile::check_dir_destination("--records", dir)?;
         std::fs::create_dir_all(dir).map_err(|e| bad_output(format!("--records {shown}: {e}")))?;
+        let lock = lock(dir)?;
         let context_path = dir.join(CONTEXT_FILE);
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
-        let mut kept: Vec<Vec<Record>> = vec![Vec::new(); runs.len()];
-        let mut stopped: Vec<Option<RunEnd>> = vec![None; runs.len()];
-        if occupied {
-            let found: Option<serde_json::Value> = std::fs::read(&context_path)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
-            match found {
-                Some(c) if &c == context => {
-                    kept = runs.iter().map(|r| read_records(&run_file(dir, r))).collect();
-                    stopped = runs.iter().map(|r| read_stopped(&stopped_file(dir, r))).collect();
-                    let answering = || kept.iter().zip(&stopped).filter(|(_, s)| s.is_none());
-                    let shortest = answering().map(|(k, _)| k.len()).min().unwrap_or(0);
-                    for (k, s) in kept.iter_mut().zip(&stopped) {
-                        if s.is_none() {
-                            k.truncate(shortest);
-                        }
-                    }
-                }
-                Some(_) => {
-                    return Err(bad_output(format!(
-                        "--records {shown} holds the records of another eval (another model, set, task, targets or runtimes); give a new or empty directory"
-                    )))
-                }
-                None => {
-                    return Err(bad_output(format!(
-                        "--records {shown} holds files that are not an eval's records; give a new or empty directory"
-                    )))
-                }
+        let resumed = if occupied {
+            resume(dir, &context_path, context, runs)?
+        } else {
+            Resumed {
+                records: vec![Vec::new(); runs.len()],
+                inputs: vec![Vec::new(); runs.len()],
+                stopped: vec![None; runs.len()],
             }
-        }
-        std::fs::write(&context_path, serde_json::to_vec_pretty(context)?)
+        };
+        create_fresh(&context_path)?
+            .write_all(&serde_json::to_vec_pretty(context)?)
             .map_err(|e| bad_output(format!("--records {shown}: {e}")))?;
         let mut writers = Vec::with_capacity(runs.len());
-        for (run, records) in runs.iter().zip(&kept) {
-            let path = run_file(dir, run);
-            let mut w =
-                BufWriter::new(File::create(&path).with_context(|| format!("cannot write {}", path.display()))?);
-            for r in records {
-                serde_json::to_writer(&mut w, r)?;
-                w.write_all(b"\n")?;
+        for (k, run) in runs.iter().enumerate() {
+            let mut w = BufWriter::new(create_fresh(&run_file(dir, run))?);
+            for (record, input) in resumed.records[k].iter().zip(&resumed.inputs[k]) {
+                write_line(&mut w, input, record)?;
             }
             w.flush()?;
             writers.push(w);
         }
-        Ok((
-            Checkpoint {
-                dir: dir.to_path_buf(),
-                writers,
-            },
-            Resumed { records: kept, stopped },
-        ))
+        let checkpoint = Checkpoint {
+            dir: dir.to_path_buf(),
+            writers,
+            _lock: lock,
+        };
+        Ok((checkpoint, resumed))
     }
 
     /// Records that run `run` stopped answering, and why: a resumed eval does not run it again.
     pub fn stop(&self, run: &str, end: &RunEnd) -> Result<()> {
         let status: RunStatus = end.status;
         let marker = serde_json::json!({"status": status, "error": end.error});
-        std::fs::write(stopped_file(&self.dir, run), serde_json::to_vec_pretty(&marker)?)
+        create_fresh(&stopped_file(&self.dir, run))?
+            .write_all(&serde_json::to_vec_pretty(&marker)?)
             .with_context(|| format!("cannot write the records in {}", self.dir.display()))
     }
 
     /// Appends one sample's records (one per run, in the order the runs were opened; `None` for a
-    /// run that no longer answers) and flushes them.
-    pub fn append(&mut self, records: &[Option<&Record>]) -> Result<()> {
+    /// run that no longer answers), with the digest of its inputs, and flushes them.
+    pub fn append(&mut self, input: &str, records: &[Option<&Record>]) -> Result<()> {
         for (w, r) in self.writers.iter_mut().zip(records) {
             if let Some(r) = r {
-                serde_json::to_writer(&mut *w, r)?;
-                w.write_all(b"\n")?;
+                write_line(w, input, r)?;
                 w.flush()
                     .with_context(|| format!("cannot write the records in {}", self.dir.display()))?;
             }
         }
         Ok(())
     }
+}
+
+fn write_line(w: &mut BufWriter<File>, input: &str, record: &Record) -> Result<()> {
+    serde_json::to_writer(&mut *w, &LineRef { input, record })?;
+    w.write_all(b"\n")?;
+    Ok(())
+}
+
+/// [`Line`], borrowed for writing.
+#[derive(Serialize)]
+struct LineRef<'a> {
+    input: &'a str,
+    record: &'a Record,
+}
+
+/// Reads what an occupied records directory holds for `runs`, if it holds the records of
+/// `context`; refuses another eval's records or a stranger's directory.
+fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[String]) -> Result<Resumed> {
+    let shown = dir.display();
+    let found: Option<serde_json::Value> = if holds_file(context_path)? {
+        let mut bytes = Vec::new();
+        File::open(context_path)
+            .and_then(|f| f.take(MAX_LINE_BYTES).read_to_end(&mut bytes))
+            .ok()
+            .and_then(|_| serde_json::from_slice(&bytes).ok())
+    } else {
+        None
+    };
+    match found {
+        Some(c) if &c == context => {}
+        Some(_) => {
+            return Err(bad_output(format!(
+                "--records {shown} holds the records of another eval (another model, set, task, targets or runtimes); give a new or empty directory"
+            )))
+        }
+        None => {
+            return Err(bad_output(format!(
+                "--records {shown} holds files that are not an eval's records; give a new or empty directory"
+            )))
+        }
+    }
+    let mut records = Vec::with_capacity(runs.len());
+    let mut inputs = Vec::with_capacity(runs.len());
+    let mut stopped = Vec::with_capacity(runs.len());
+    for run in runs {
+        let (file, marker) = (run_file(dir, run), stopped_file(dir, run));
+        let (r, i) = if holds_file(&file)? {
+            read_records(&file)
+        } else {
+            Default::default()
+        };
+        records.push(r);
+        inputs.push(i);
+        stopped.push(if holds_file(&marker)? {
+            read_stopped(&marker)
+        } else {
+            None
+        });
+    }
+    let answering = records.iter().zip(&stopped).filter(|(_, s)| s.is_none());
+    let shortest = answering.map(|(k, _)| k.len()).min().unwrap_or(0);
+    for ((r, i), s) in records.iter_mut().zip(inputs.iter_mut()).zip(&stopped) {
+        if s.is_none() {
+            r.truncate(shortest);
+            i.truncate(shortest);
+        }
+    }
+    Ok(Resumed {
+        records,
+        inputs,
+        stopped,
+    })
 }
 
 #[cfg(test)]
@@ -184,13 +325,13 @@ mod tests {
         assert!(kept.records.iter().all(Vec::is_empty));
         for k in 0..3 {
             let (a, b) = (record(k), record(k));
-            c.append(&[Some(&a), (k < 2).then_some(&b)]).unwrap();
+            c.append("digest", &[Some(&a), (k < 2).then_some(&b)]).unwrap();
         }
         drop(c);
         // A kill in the middle of a line.
         let cpu = run_file(&records, "cpu");
         let mut text = std::fs::read_to_string(&cpu).unwrap();
-        text.push_str("{\"index\": 2, \"id\"");
+        text.push_str("{\"input\": \"digest\", \"record\": {\"index\": 2");
         std::fs::write(&cpu, text).unwrap();
         let (c, kept) = Checkpoint::open(&records, &context, &runs).unwrap();
         assert_eq!(kept.records.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 2]);
@@ -203,13 +344,39 @@ mod tests {
             },
         )
         .unwrap();
-        let (_, kept) = Checkpoint::open(&records, &context, &runs).unwrap();
+        // Another eval is refused the directory while this one holds it.
+        let busy = Checkpoint::open(&records, &context, &runs).err().unwrap().to_string();
+        assert!(busy.contains("in use by another eval"), "{busy}");
+        drop(c);
+        let (c, kept) = Checkpoint::open(&records, &context, &runs).unwrap();
         assert_eq!(kept.stopped[1].as_ref().map(|e| e.status), Some(RunStatus::Crashed));
+        assert_eq!(kept.inputs[0], vec!["digest".to_string(); 2]);
+        drop(c);
         // Another eval's records, or a stranger's directory, are refused.
         assert!(Checkpoint::open(&records, &serde_json::json!({"model": "x"}), &runs).is_err());
         let other = dir.path().join("other");
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("notes.txt"), "mine").unwrap();
         assert!(Checkpoint::open(&other, &context, &runs).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_among_the_records_is_refused_and_its_target_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = dir.path().join("records");
+        let context = serde_json::json!({"model": "abc"});
+        let runs = vec!["reference".to_string()];
+        let (mut c, _) = Checkpoint::open(&records, &context, &runs).unwrap();
+        c.append("digest", &[Some(&record(0))]).unwrap();
+        drop(c);
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "precious").unwrap();
+        let file = run_file(&records, "reference");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&victim, &file).unwrap();
+        let refused = Checkpoint::open(&records, &context, &runs).err().unwrap().to_string();
+        assert!(refused.contains("a symbolic link"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }
 }

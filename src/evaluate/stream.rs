@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use anyhow::Result;
 
-use super::checkpoint::Checkpoint;
+use super::checkpoint::{input_digest, Checkpoint, Resumed};
 use super::sessions::{self, EvalPlan, RunSessions};
 use super::{check_task, EvalOptions, RunEnd};
 use crate::audit::reference::ReferencePlan;
@@ -143,9 +143,11 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
         targets: target_sessions,
         results,
     } = started;
+    check_resumed(plan, dataset, &resumed, &records_dir)?;
     let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed);
     let resume = reference.records.len();
     if resume > 0 {
+        rejudge(&task, &truths, &mut reference, &mut targets);
         crate::console::note(format!(
             "eval: resuming after {resume} samples recorded in {}",
             records_dir.display()
@@ -173,12 +175,80 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
     })
 }
 
+/// Checks that the records kept in a records directory are of the set's samples as they are now:
+/// each record's id is its sample's, and the digest of the inputs it was fed is the sample's (a
+/// sample edited since is refused, never mixed with records of its old self).
+fn check_resumed(plan: &EvalPlan, dataset: &Dataset, resumed: &Resumed, dir: &std::path::Path) -> Result<()> {
+    let kept = resumed.records.iter().map(Vec::len).max().unwrap_or(0);
+    if kept == 0 {
+        return Ok(());
+    }
+    let changed = |id: &str, why: &str| {
+        crate::error::bad_output(format!(
+            "--records {}: sample {id} {why} since it was recorded; give a new or empty directory to evaluate the set as it is",
+            dir.display()
+        ))
+    };
+    for sample in dataset.samples(&plan.signature, 0)?.take(kept) {
+        let sample = sample?;
+        let digest = input_digest(&sample.inputs);
+        for (records, inputs) in resumed.records.iter().zip(&resumed.inputs) {
+            let (Some(record), Some(input)) = (records.get(sample.index), inputs.get(sample.index)) else {
+                continue;
+            };
+            if record.id != sample.id {
+                return Err(changed(
+                    &sample.id,
+                    &format!("is recorded as '{}': the set changed", record.id),
+                ));
+            }
+            if *input != digest {
+                return Err(changed(&sample.id, "changed"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Judges resumed records again against the labels as they are now (a label corrected since the
+/// records were made counts as corrected; a record's own verdict is never trusted).
+fn rejudge(task: &Task, truths: &[Option<Truth>], reference: &mut Live, targets: &mut [Live]) {
+    let label = |index: usize| truths.get(index).cloned().flatten();
+    for r in &mut reference.records {
+        let truth = label(r.index)
+            .or_else(|| r.prediction.as_ref().and_then(Task::truth_of_prediction))
+            .unwrap_or(Truth::Text(String::new()));
+        judge_again(task, r, truth);
+    }
+    for live in targets {
+        for r in &mut live.records {
+            let truth = match reference.records.get(r.index) {
+                Some(reference) => reference.truth.clone(),
+                None => label(r.index).unwrap_or_else(|| r.truth.clone()),
+            };
+            judge_again(task, r, truth);
+        }
+    }
+}
+
+/// A record judged against `truth`, as the stream would have judged it.
+fn judge_again(task: &Task, record: &mut Record, truth: Truth) {
+    record.judged = match &record.prediction {
+        Some(p) => task.judge(p, &truth),
+        None => {
+            let error = record.error.clone().unwrap_or_default();
+            Record::failed(task, record.index, record.id.clone(), truth.clone(), error).judged
+        }
+    };
+    record.truth = truth;
+}
+
 /// Every run as the stream takes it: its sessions, and what the records directory already held
 /// for it (its records, whether it had stopped).
 fn live_runs(
     plan: &EvalPlan,
     (reference_sessions, target_sessions): (Option<RunSessions>, Vec<RunSessions>),
-    resumed: super::checkpoint::Resumed,
+    resumed: Resumed,
 ) -> (Live, Vec<Live>) {
     let mut kept = resumed.records.into_iter();
     let mut stopped = resumed.stopped.into_iter();
@@ -302,6 +372,8 @@ struct Stream<'a> {
 struct InFlight {
     index: usize,
     id: String,
+    /// [`input_digest`] of its inputs, recorded with its records.
+    input: String,
     /// Kept only with a stored golden run (its outputs are read at reduction).
     sample: Option<Sample>,
 }
@@ -360,6 +432,7 @@ impl Stream<'_> {
         InFlight {
             index: sample.index,
             id: sample.id.clone(),
+            input: input_digest(&sample.inputs),
             sample: stored.then_some(sample),
         }
     }
@@ -404,7 +477,7 @@ impl Stream<'_> {
             }
         }
         let refs: Vec<Option<&Record>> = appended.iter().map(Option::as_ref).collect();
-        self.checkpoint.append(&refs)
+        self.checkpoint.append(&s.input, &refs)
     }
 
     /// Writes a stopped run's marker in the checkpoint, once: a resumed eval does not wait for it.

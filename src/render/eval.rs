@@ -188,20 +188,27 @@ fn details(s: &mut String, report: &EvalReport, t: &EvalTarget) {
         let _ = writeln!(s, "  {} broke: {}", t.id, broken.join("; "));
     }
     if let Some(x) = &t.explanation {
-        let _ = writeln!(s, "  {} flips come from: {}", t.id, explanation_text(x));
+        let _ = writeln!(
+            s,
+            "  {} flips come from: {}",
+            t.id,
+            super::present::printable(&explanation_text(x))
+        );
     }
     let _ = report;
 }
 
+/// A flip in one line, its id and labels (the user's, the model's transcripts) made printable.
 fn flip_text(f: &crate::report::eval::Flip) -> String {
-    format!(
+    let text = format!(
         "{} (label {}, reference {}, target {}, {} dB)",
         f.id,
         f.label,
         f.reference,
         f.target,
         super::present::db(f.sqnr_db.0)
-    )
+    );
+    super::present::printable(&text)
 }
 
 /// Where a target's flips come from, in one line.
@@ -304,4 +311,27 @@ pub fn markdown(report: &EvalReport) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flip_cannot_move_the_terminal_cursor() {
+        let flip = crate::report::eval::Flip {
+            id: "\u{1b}[2K\rFAKE PASS".into(),
+            label: "a\nb".into(),
+            reference: "\u{202e}0".into(),
+            target: "1".into(),
+            kind: "broken".into(),
+            sqnr_db: crate::report::model::Num(3.0),
+        };
+        let text = flip_text(&flip);
+        assert!(!text.chars().any(|c| c.is_control()), "{text:?}");
+        assert!(
+            text.starts_with("\\u{1b}[2K\\rFAKE PASS (label a\\nb, reference \\u{202e}0"),
+            "{text}"
+        );
+    }
 }

@@ -23,7 +23,9 @@ pub struct ArrayHeader {
     pub shape: Vec<usize>,
 }
 
-/// The headers of every array of a `.npz` archive (data not read).
+/// The headers of every array of a `.npz` archive (data not read), each checked against the size
+/// the archive declares for its member: an array whose data is cut short or followed by stray
+/// bytes is refused here, before anything reads it.
 pub fn npz_headers(path: &Path) -> Result<Vec<ArrayHeader>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut archive = super::open_zip(BufReader::new(file), ".npz").with_context(|| format!("{}", path.display()))?;
@@ -36,11 +38,39 @@ pub fn npz_headers(path: &Path) -> Result<Vec<ArrayHeader>> {
             continue;
         }
         let name = entry.name().strip_suffix(".npy").unwrap_or(entry.name()).to_string();
+        let declared = entry.size();
+        let mut counted = Counted {
+            inner: &mut entry,
+            read: 0,
+        };
         let (dtype, shape, _) =
-            super::npy::stream_header(&mut entry).with_context(|| format!("{}: array '{name}'", path.display()))?;
+            super::npy::stream_header(&mut counted).with_context(|| format!("{}: array '{name}'", path.display()))?;
+        let data = checked_len(&shape).map_or(u64::MAX, |n| (n as u64).saturating_mul(dtype.size() as u64));
+        let held = declared.saturating_sub(counted.read);
+        if held != data {
+            bail!(
+                "{}: array '{name}' holds {held} bytes of data where its header ({} {shape:?}) declares {data}: the file is cut short or has stray bytes",
+                path.display(),
+                dtype.name()
+            );
+        }
         out.push(ArrayHeader { name, dtype, shape });
     }
     Ok(out)
+}
+
+/// A reader that counts the bytes read through it (the length of an `.npy` header).
+struct Counted<'r, R: Read> {
+    inner: &'r mut R,
+    read: u64,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
 }
 
 /// One array of a `.npz` archive read row by row (along axis 0) from row `start`.

@@ -203,7 +203,8 @@ def recorded(args, record):
 
 def read_records(records, run):
     path = pathlib.Path(records) / (run.replace(":", "_") + ".jsonl")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # Each line is {"input": <SHA-256 of the sample's inputs>, "record": {...}}.
+    return [json.loads(line)["record"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def main():

@@ -381,7 +381,7 @@ fn the_simulator_serves_the_set_as_compare_runs_one_sample() {
     // The first sample's output SQNR is the one compare measures on that sample alone.
     let records = std::fs::read_to_string(dir.join("r.records/qnn_sm8650.jsonl")).unwrap();
     let first: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
-    let sample = clean_set().join(format!("{}.npz", first["id"].as_str().unwrap()));
+    let sample = clean_set().join(format!("{}.npz", first["record"]["id"].as_str().unwrap()));
     let (_, compared, _) = compare_json(&[
         &real("ppocr_cls_qdq_u8.onnx"),
         "--reference",
@@ -394,7 +394,7 @@ fn the_simulator_serves_the_set_as_compare_runs_one_sample() {
         "--no-config",
     ]);
     let sqnr = num(&output(&compared, "qnn:sm8650", "save_infer_model/scale_0.tmp_1")["sqnr_db"]);
-    assert_close("qnn:sm8650 sample 0 SQNR", num(&first["sqnr_db"]), sqnr, 1e-12);
+    assert_close("qnn:sm8650 sample 0 SQNR", num(&first["record"]["sqnr_db"]), sqnr, 1e-12);
 }
 
 #[test]
@@ -576,6 +576,50 @@ fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
             vec![],
         ),
         (
+            "an array that is not one of the model's inputs",
+            Box::new(move |d: &Path| {
+                let zeros = |shape: &[usize]| {
+                    npu_audit::tensor::Tensor::new(
+                        shape.to_vec(),
+                        npu_audit::tensor::TensorData::Float32(vec![0.0; shape.iter().product()]),
+                    )
+                    .unwrap()
+                };
+                let (x, meta) = (zeros(&[1, 3, 48, 192]), zeros(&[1]));
+                npu_audit::tensor::write_npz(
+                    &d.join("line00006.npz"),
+                    &[("x".to_string(), &x), ("meta".to_string(), &meta)],
+                )
+                .unwrap();
+            }),
+            "sample line00006: array 'meta' is not one of the model's inputs (x)",
+            vec![],
+        ),
+        (
+            "a sample whose data is cut short",
+            Box::new(|d: &Path| {
+                // A well-formed archive whose array holds fewer bytes than its header declares.
+                let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 48, 192), }";
+                let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+                let padded = format!("{header:<117}\n");
+                npy.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+                npy.extend_from_slice(padded.as_bytes());
+                npy.extend_from_slice(&[0u8; 1000]);
+                let mut z = zip::ZipWriter::new(std::fs::File::create(d.join("line00006.npz")).unwrap());
+                z.start_file("x.npy", zip::write::SimpleFileOptions::default()).unwrap();
+                std::io::Write::write_all(&mut z, &npy).unwrap();
+                z.finish().unwrap();
+            }),
+            "array 'x' holds 1000 bytes of data where its header (float32 [1, 3, 48, 192]) declares 110592",
+            vec![],
+        ),
+        (
+            "a directory named like a sample",
+            Box::new(|d: &Path| std::fs::create_dir(d.join("zz.npz")).unwrap()),
+            "zz.npz: not a regular file",
+            vec![],
+        ),
+        (
             "a set without labels",
             Box::new(|d: &Path| std::fs::remove_file(d.join("labels.csv")).unwrap()),
             "no labels",
@@ -622,7 +666,11 @@ fn record_indices(path: &Path) -> Vec<u64> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["index"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["record"]["index"]
+                .as_u64()
+                .unwrap()
+        })
         .collect()
 }
 
@@ -688,6 +736,114 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(record_indices(&records.join("cpu.jsonl")).len(), 30);
+}
+
+/// The reference's and the CPU's correct counts in an eval report.
+fn correct_counts(report: &Value) -> (u64, u64) {
+    let correct = |m: &Value| m["accuracy"]["k"].as_u64().unwrap();
+    (
+        correct(&report["reference_metrics"]),
+        correct(&report["targets"][0]["metrics"]),
+    )
+}
+
+#[test]
+fn resumed_records_are_checked_against_the_set_and_judged_again() {
+    let set = copy_of_clean(6);
+    let work = set.parent().unwrap().to_path_buf();
+    let args = cpu_args(&set);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, first, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let (reference, cpu) = correct_counts(&first);
+    assert!(cpu > 0 && reference > 0, "the flipped labels must change the counts");
+    let records = work.join("r.records");
+    // Every label flipped (two classes): what was right is now wrong. The resumed eval judges
+    // the kept records against the labels as they are, so its counts are the complements.
+    let labels = std::fs::read_to_string(set.join("labels.csv")).unwrap();
+    let flipped: String = labels
+        .lines()
+        .map(|l| match l.rsplit_once(',') {
+            Some((id, "0")) => format!("{id},1\n"),
+            Some((id, "1")) => format!("{id},0\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(set.join("labels.csv"), flipped).unwrap();
+    // A record's own verdict is not trusted either: every CPU record says it was right.
+    let cpu_file = records.join("cpu.jsonl");
+    let tampered = std::fs::read_to_string(&cpu_file).unwrap();
+    std::fs::write(&cpu_file, tampered.replace("\"correct\":false", "\"correct\":true")).unwrap();
+    let (code, again, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming after 6 samples"), "{stderr}");
+    assert_eq!(correct_counts(&again), (6 - reference, 6 - cpu));
+    // A sample whose inputs changed since is refused, and nothing is written.
+    std::fs::remove_file(work.join("r.json")).unwrap();
+    std::fs::copy(set.join("line00000.npz"), set.join("line00002.npz")).unwrap();
+    let out = bin()
+        .arg("eval")
+        .args(&args)
+        .arg("--no-config")
+        .arg("--out")
+        .arg(work.join("r.json"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("sample line00002 changed since it was recorded"),
+        "{stderr}"
+    );
+    assert!(!work.join("r.json").exists());
+    // No report may be named inside the records directory.
+    for inside in ["context.json", "cpu.jsonl", "new.json"] {
+        let out = bin()
+            .arg("eval")
+            .args(&args)
+            .arg("--no-config")
+            .arg("--records")
+            .arg(&records)
+            .arg("--out")
+            .arg(records.join(inside))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{inside}: {stderr}");
+        assert!(stderr.contains("is inside"), "{inside}: {stderr}");
+    }
+    assert!(std::fs::read_to_string(records.join("context.json"))
+        .unwrap()
+        .contains("\"runs\""));
+}
+
+#[test]
+fn a_matrix_on_a_labelled_set_refuses_the_flags_of_a_matrix_in_signal_terms() {
+    let set = copy_of_clean(2);
+    let cases: [&[&str]; 7] = [
+        &["--min-sqnr", "30"],
+        &["--require-bit-exact"],
+        &["--max-fallback-nodes", "0"],
+        &["--gen", "uniform:0,1"],
+        &["--samples", "3"],
+        &["--inputs", "elsewhere.npz"],
+        &["--search", "widen16"],
+    ];
+    for extra in cases {
+        let out = bin()
+            .args(["matrix", "--variant"])
+            .arg(format!("u8={}", real("ppocr_cls_qdq_u8.onnx")))
+            .args(["-t", "cpu", "--reference", &real("ppocr_cls_fp32.onnx"), "--dataset"])
+            .arg(&set)
+            .args(["--task", "classify", "--no-config"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(extra[0]), "{extra:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{extra:?}: {stderr}");
+    }
 }
 
 /// A child process killed when the test is done with it.
@@ -929,7 +1085,7 @@ fn without_labels_agreement_with_a_stored_golden_run_is_what_the_labelled_eval_r
             .lines()
             .take(5)
             .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["prediction"]["classes"][0]
+                serde_json::from_str::<Value>(l).unwrap()["record"]["prediction"]["classes"][0]
                     .as_u64()
                     .unwrap()
             })
