@@ -394,7 +394,12 @@ fn the_simulator_serves_the_set_as_compare_runs_one_sample() {
         "--no-config",
     ]);
     let sqnr = num(&output(&compared, "qnn:sm8650", "save_infer_model/scale_0.tmp_1")["sqnr_db"]);
-    assert_close("qnn:sm8650 sample 0 SQNR", num(&first["record"]["sqnr_db"]), sqnr, 1e-12);
+    assert_close(
+        "qnn:sm8650 sample 0 SQNR",
+        num(&first["record"]["sqnr_db"]),
+        sqnr,
+        1e-12,
+    );
 }
 
 #[test]
