@@ -227,6 +227,8 @@ const MAX_TREE_FILES: usize = 200_000;
 struct InputTree {
     shown: PathBuf,
     real: PathBuf,
+    /// A directory the run writes itself (its records), not one of its inputs.
+    own: bool,
 }
 
 /// The path `path` names, with its existing part resolved (links followed) and the rest as
@@ -356,6 +358,7 @@ impl Outputs {
                 self.trees.push(InputTree {
                     shown: path.clone(),
                     real,
+                    own: false,
                 });
             } else if let Some(id) = file_id(path) {
                 self.inputs.push((path.clone(), id));
@@ -370,6 +373,7 @@ impl Outputs {
             self.trees.push(InputTree {
                 shown: dir.to_path_buf(),
                 real,
+                own: true,
             });
         }
     }
@@ -576,8 +580,13 @@ fn rollback(done: &[(PathBuf, Option<PathBuf>)]) {
 
 /// The error for an output inside a directory the run reads.
 fn inside_input_dir(flag: &str, path: &Path, tree: &InputTree) -> anyhow::Error {
+    let what = if tree.own {
+        "the directory of this run's own records"
+    } else {
+        "a directory this run reads"
+    };
     bad_output(format!(
-        "{flag} {} is inside {}, a directory this run reads; choose a place outside it",
+        "{flag} {} is inside {}, {what}; choose a place outside it",
         path.display(),
         tree.shown.display()
     ))

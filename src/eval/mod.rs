@@ -334,8 +334,10 @@ pub fn sqnr_histogram(records: &[Record]) -> Vec<SqnrBin> {
         finite.iter().copied().reduce(f64::min),
         finite.iter().copied().reduce(f64::max),
     ) {
-        let first = (lo / SQNR_BIN_DB).floor() as i64;
-        let last = (hi / SQNR_BIN_DB).floor() as i64;
+        // Bounded: no SQNR of real outputs is beyond 10,000 dB (f64's range), and a bound keeps a
+        // figure from anywhere else from making the loop endless.
+        let bin = |v: f64| (v / SQNR_BIN_DB).floor().clamp(-2_000.0, 2_000.0) as i64;
+        let (first, last) = (bin(lo), bin(hi));
         for b in first..=last {
             let (a, z) = (b as f64 * SQNR_BIN_DB, (b + 1) as f64 * SQNR_BIN_DB);
             add(a, z, &|s| s.is_finite() && s >= a && s < z);
@@ -383,6 +385,22 @@ mod tests {
             sqnr_db: Some(Num(index as f64)),
             error: None,
         }
+    }
+
+    #[test]
+    fn the_sqnr_histogram_bins_by_5_db_and_stays_bounded() {
+        let mut records: Vec<Record> = (0..4).map(|k| record(k, k != 1)).collect();
+        for (r, s) in records.iter_mut().zip([0.0, 4.9, 5.0, 12.0]) {
+            r.sqnr_db = Some(Num(s));
+        }
+        let bins = sqnr_histogram(&records);
+        let got: Vec<(f64, u64, u64)> = bins.iter().map(|b| (b.lo_db.0, b.correct, b.wrong)).collect();
+        assert_eq!(got, vec![(0.0, 1, 1), (5.0, 1, 0), (10.0, 1, 0)]);
+        // Figures no output can have end in a bounded loop, not an endless one or an overflow.
+        records[0].sqnr_db = Some(Num(-1e308));
+        records[3].sqnr_db = Some(Num(1e308));
+        let bins = sqnr_histogram(&records);
+        assert!(bins.len() <= 4001);
     }
 
     #[test]

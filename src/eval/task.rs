@@ -230,6 +230,18 @@ impl Task {
         matches!(self.kind, TaskKind::Agree)
     }
 
+    /// Whether `p` is a prediction this task makes on an output of `output_len` values (its kind,
+    /// and classes within the output): what a resumed record must be to be counted.
+    pub fn admits(&self, p: &Prediction, output_len: usize) -> bool {
+        match (&self.kind, p) {
+            (TaskKind::Classify { .. } | TaskKind::Agree, Prediction::Classes(c)) => {
+                !c.is_empty() && c.iter().all(|&k| k < output_len)
+            }
+            (TaskKind::Decide { .. }, Prediction::Decision(_)) | (TaskKind::Ctc { .. }, Prediction::Text(_)) => true,
+            _ => false,
+        }
+    }
+
     /// The truth the reference's prediction gives (`agree`).
     pub fn truth_of_prediction(p: &Prediction) -> Option<Truth> {
         match p {

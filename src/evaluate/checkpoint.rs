@@ -273,11 +273,13 @@ fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[
         };
         records.push(r);
         inputs.push(i);
-        stopped.push(if holds_file(&marker)? {
-            read_stopped(&marker)
-        } else {
-            None
-        });
+        // Only a target stops and resumes as stopped (the reference stopping ends the eval), and
+        // a stopped run did not end well: any other marker is not the tool's and is ignored.
+        let end = match holds_file(&marker)? {
+            true if run != "reference" => read_stopped(&marker).filter(|e| e.status != RunStatus::Ok),
+            _ => None,
+        };
+        stopped.push(end);
     }
     let answering = records.iter().zip(&stopped).filter(|(_, s)| s.is_none());
     let shortest = answering.map(|(k, _)| k.len()).min().unwrap_or(0);

@@ -143,7 +143,18 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
         targets: target_sessions,
         results,
     } = started;
-    check_resumed(plan, dataset, &resumed, &records_dir)?;
+    let check = ResumeCheck {
+        plan,
+        dataset,
+        task: &task,
+        output_len: first_golden
+            .iter()
+            .find(|(n, _)| *n == task.output)
+            .map_or(0, |(_, t)| t.len()),
+        dir: &records_dir,
+        runs: &run_ids,
+    };
+    check_resumed(&check, &resumed)?;
     let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed);
     let resume = reference.records.len();
     if resume > 0 {
@@ -175,35 +186,90 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
     })
 }
 
-/// Checks that the records kept in a records directory are of the set's samples as they are now:
-/// each record's id is its sample's, and the digest of the inputs it was fed is the sample's (a
-/// sample edited since is refused, never mixed with records of its old self).
-fn check_resumed(plan: &EvalPlan, dataset: &Dataset, resumed: &Resumed, dir: &std::path::Path) -> Result<()> {
+/// The largest output SQNR a record may hold: outputs of `f64` values cannot be farther apart
+/// than about 6,200 dB, so a figure beyond this is not the tool's.
+const MAX_RECORD_SQNR_DB: f64 = 10_000.0;
+
+/// Checks that the records kept in a records directory are of the set's samples as they are now
+/// and are records this eval could have made: no more of them than samples, each id its sample's,
+/// each digest of the inputs fed the sample's (a sample edited since is refused, never mixed with
+/// records of its old self), each prediction of the task's kind and classes, each SQNR a figure.
+fn check_resumed(check: &ResumeCheck, resumed: &Resumed) -> Result<()> {
+    let refuse = |why: String| {
+        crate::error::bad_output(format!(
+            "--records {}: {why}; give a new or empty directory to evaluate the set as it is",
+            check.dir.display()
+        ))
+    };
+    let total = check.dataset.len();
+    for (run, records) in check.runs.iter().zip(&resumed.records) {
+        if records.len() > total {
+            return Err(refuse(format!(
+                "{run} holds {} records for a set of {total} samples",
+                records.len()
+            )));
+        }
+        for r in records {
+            let admitted = r
+                .prediction
+                .as_ref()
+                .is_none_or(|p| check.task.admits(p, check.output_len));
+            let sqnr = r.sqnr_db.map_or(0.0, |s| s.0);
+            if !admitted || (sqnr.is_finite() && sqnr.abs() > MAX_RECORD_SQNR_DB) {
+                return Err(refuse(format!(
+                    "the record of sample {} is not one this eval makes (its prediction or SQNR)",
+                    console_id(&r.id)
+                )));
+            }
+        }
+    }
+    check_resumed_inputs(check, resumed, &refuse)
+}
+
+/// A sample id for a one-line message.
+fn console_id(id: &str) -> String {
+    crate::console::printable(id)
+}
+
+/// What resumed records are checked against.
+struct ResumeCheck<'a> {
+    plan: &'a EvalPlan,
+    dataset: &'a Dataset,
+    task: &'a Task,
+    /// How many values the task's output has (every class a prediction may name is below it).
+    output_len: usize,
+    dir: &'a std::path::Path,
+    /// The runs' ids, in the records' order.
+    runs: &'a [String],
+}
+
+/// Walks the samples the records cover and refuses (through `refuse`) the first whose id or
+/// inputs are not the record's.
+fn check_resumed_inputs(
+    check: &ResumeCheck,
+    resumed: &Resumed,
+    refuse: &dyn Fn(String) -> anyhow::Error,
+) -> Result<()> {
     let kept = resumed.records.iter().map(Vec::len).max().unwrap_or(0);
     if kept == 0 {
         return Ok(());
     }
-    let changed = |id: &str, why: &str| {
-        crate::error::bad_output(format!(
-            "--records {}: sample {id} {why} since it was recorded; give a new or empty directory to evaluate the set as it is",
-            dir.display()
-        ))
-    };
-    for sample in dataset.samples(&plan.signature, 0)?.take(kept) {
+    for sample in check.dataset.samples(&check.plan.signature, 0)?.take(kept) {
         let sample = sample?;
         let digest = input_digest(&sample.inputs);
+        let id = console_id(&sample.id);
         for (records, inputs) in resumed.records.iter().zip(&resumed.inputs) {
             let (Some(record), Some(input)) = (records.get(sample.index), inputs.get(sample.index)) else {
                 continue;
             };
             if record.id != sample.id {
-                return Err(changed(
-                    &sample.id,
-                    &format!("is recorded as '{}': the set changed", record.id),
-                ));
+                return Err(refuse(format!(
+                    "sample {id} is recorded as '{}': the set changed since it was recorded",
+                    console_id(&record.id)
+                )));
             }
             if *input != digest {
-                return Err(changed(&sample.id, "changed"));
+                return Err(refuse(format!("sample {id} changed since it was recorded")));
             }
         }
     }

@@ -23,54 +23,37 @@ pub struct ArrayHeader {
     pub shape: Vec<usize>,
 }
 
-/// The headers of every array of a `.npz` archive (data not read), each checked against the size
-/// the archive declares for its member: an array whose data is cut short or followed by stray
-/// bytes is refused here, before anything reads it.
+/// The headers of every array of a `.npz` archive, each array's data read through once (not kept)
+/// to check it against its header and its checksum: an array cut short, followed by stray bytes or
+/// damaged is refused here, before anything is fed from it. Errors do not name the archive (the
+/// caller does).
 pub fn npz_headers(path: &Path) -> Result<Vec<ArrayHeader>> {
-    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut archive = super::open_zip(BufReader::new(file), ".npz").with_context(|| format!("{}", path.display()))?;
+    let file = File::open(path).context("cannot open it")?;
+    let mut archive = super::open_zip(BufReader::new(file), ".npz")?;
     let mut out = Vec::with_capacity(archive.len());
     for i in 0..archive.len() {
         let mut entry = archive
             .by_index(i)
-            .map_err(|e| anyhow::anyhow!("{}: cannot read entry {i}: {e}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("cannot read entry {i}: {e}"))?;
         if entry.is_dir() {
             continue;
         }
         let name = entry.name().strip_suffix(".npy").unwrap_or(entry.name()).to_string();
-        let declared = entry.size();
-        let mut counted = Counted {
-            inner: &mut entry,
-            read: 0,
-        };
-        let (dtype, shape, _) =
-            super::npy::stream_header(&mut counted).with_context(|| format!("{}: array '{name}'", path.display()))?;
+        let (dtype, shape, _) = super::npy::stream_header(&mut entry).with_context(|| format!("array '{name}'"))?;
         let data = checked_len(&shape).map_or(u64::MAX, |n| (n as u64).saturating_mul(dtype.size() as u64));
-        let held = declared.saturating_sub(counted.read);
+        // Read to the end: the zip reader checks the member's CRC-32 there.
+        let held = std::io::copy(&mut (&mut entry).take(data.saturating_add(1)), &mut std::io::sink())
+            .with_context(|| format!("array '{name}': its data cannot be read"))?;
         if held != data {
             bail!(
-                "{}: array '{name}' holds {held} bytes of data where its header ({} {shape:?}) declares {data}: the file is cut short or has stray bytes",
-                path.display(),
+                "array '{name}' holds {} bytes of data where its header ({} {shape:?}) declares {data}: the file is cut short or has stray bytes",
+                if held > data { format!("more than {data}") } else { held.to_string() },
                 dtype.name()
             );
         }
         out.push(ArrayHeader { name, dtype, shape });
     }
     Ok(out)
-}
-
-/// A reader that counts the bytes read through it (the length of an `.npy` header).
-struct Counted<'r, R: Read> {
-    inner: &'r mut R,
-    read: u64,
-}
-
-impl<R: Read> Read for Counted<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read += n as u64;
-        Ok(n)
-    }
 }
 
 /// One array of a `.npz` archive read row by row (along axis 0) from row `start`.

@@ -619,6 +619,18 @@ fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
             vec![],
         ),
         (
+            "a sample damaged inside its archive",
+            Box::new(|d: &Path| {
+                let path = d.join("line00006.npz");
+                let mut bytes = std::fs::read(&path).unwrap();
+                let middle = bytes.len() / 2;
+                bytes[middle] ^= 0x55;
+                std::fs::write(&path, bytes).unwrap();
+            }),
+            "sample line00006: array 'x'",
+            vec![],
+        ),
+        (
             "a directory named like a sample",
             Box::new(|d: &Path| std::fs::create_dir(d.join("zz.npz")).unwrap()),
             "zz.npz: not a regular file",
@@ -783,6 +795,51 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("resuming after 6 samples"), "{stderr}");
     assert_eq!(correct_counts(&again), (6 - reference, 6 - cpu));
+    // Markers the tool does not write (the reference stopped, a target stopped "ok") do not make a
+    // run that recorded half the set pass for finished: the rest is run.
+    let cpu_lines = std::fs::read_to_string(&cpu_file).unwrap();
+    let half: String = cpu_lines.lines().take(3).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&cpu_file, &half).unwrap();
+    std::fs::write(records.join("reference.stopped.json"), r#"{"status": "crashed"}"#).unwrap();
+    std::fs::write(records.join("cpu.stopped.json"), r#"{"status": "ok"}"#).unwrap();
+    let (code, finished, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming after 3 samples"), "{stderr}");
+    assert_eq!(finished["targets"][0]["samples_run"], 6);
+    assert_eq!(correct_counts(&finished), (6 - reference, 6 - cpu));
+    // Records this eval cannot have made are refused: a class the output does not have, more
+    // records than samples.
+    let lines = std::fs::read_to_string(&cpu_file).unwrap();
+    let refused = |text: &str, needle: &str| {
+        std::fs::write(&cpu_file, text).unwrap();
+        let out = bin()
+            .arg("eval")
+            .args(&args)
+            .arg("--no-config")
+            .arg("--records")
+            .arg(&records)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    };
+    let first = lines.lines().next().unwrap();
+    let (class, rest) = first.split_once("\"classes\":[").unwrap();
+    let alien = format!("{class}\"classes\":[7{}\n", &rest[1..]);
+    refused(
+        &lines.replacen(&format!("{first}\n"), &alien, 1),
+        "is not one this eval makes",
+    );
+    let mut extra = lines.clone();
+    for k in 6..9 {
+        extra.push_str(&first.replace("\"index\":0", &format!("\"index\":{k}")));
+        extra.push('\n');
+    }
+    std::fs::write(records.join("cpu.stopped.json"), r#"{"status": "failed"}"#).unwrap();
+    refused(&extra, "cpu holds 9 records for a set of 6 samples");
+    std::fs::remove_file(records.join("cpu.stopped.json")).unwrap();
+    std::fs::write(&cpu_file, &lines).unwrap();
     // A sample whose inputs changed since is refused, and nothing is written.
     std::fs::remove_file(work.join("r.json")).unwrap();
     std::fs::copy(set.join("line00000.npz"), set.join("line00002.npz")).unwrap();
