@@ -280,6 +280,12 @@ fn check_files(files: &[PathBuf], ids: &[String], sig: &Signature) -> Result<()>
             let Some(h) = headers.iter().find(|h| h.name == info.name) else {
                 return Err(fail(format!("no array '{}' (the model's input)", info.name)));
             };
+            if h.shape.contains(&0) {
+                return Err(fail(format!(
+                    "array '{}' of shape {:?} holds no value (an empty dimension); a sample holds data",
+                    h.name, h.shape
+                )));
+            }
             let fed = ArrayHeader {
                 shape: std::iter::once(1).chain(h.shape.iter().copied()).collect(),
                 ..h.clone()
@@ -330,6 +336,11 @@ fn input_names(sig: &Signature) -> String {
 /// input has a leading 1 the archive left out (`[N, 3, 224, 224]` for an input `[1, 3, 224, 224]`).
 fn row_shape(info: &TensorInfo, member: &ArrayHeader) -> Result<Vec<usize>, String> {
     let row: Vec<usize> = member.shape.get(1..).unwrap_or_default().to_vec();
+    if row.contains(&0) {
+        return Err(format!(
+            "rows of shape {row:?} hold no value (an empty dimension); a sample holds data"
+        ));
+    }
     if member.dtype != info.dtype {
         return Err(format!(
             "{} where the model's input takes {}",

@@ -575,6 +575,12 @@ fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
             vec![],
         ),
         (
+            "a sample with an empty dimension",
+            Box::new(move |d: &Path| write_npz(&d.join("line00000.npz"), "x", &[1, 3, 48, 0])),
+            "sample line00000: array 'x' of shape [1, 3, 48, 0] holds no value",
+            vec![],
+        ),
+        (
             "a sample without the model's input",
             Box::new(move |d: &Path| write_npz(&d.join("line00006.npz"), "image", &[1, 3, 48, 192])),
             "sample line00006: no array 'x'",
