@@ -137,7 +137,7 @@ impl Dataset {
                 "--dataset {}: array '{}' is neither one of the model's inputs ({}) nor 'labels'",
                 file.display(),
                 m.name,
-                input_names(sig)
+                sig.input_names()
             )));
         }
         Ok(())
@@ -315,21 +315,12 @@ fn check_files(files: &[PathBuf], ids: &[String], sig: &Signature) -> Result<()>
             return Err(fail(format!(
                 "array '{}' is not one of the model's inputs ({})",
                 h.name,
-                input_names(sig)
+                sig.input_names()
             )));
         }
         first.get_or_insert(headers);
     }
     Ok(())
-}
-
-/// The model's input names, for messages.
-fn input_names(sig: &Signature) -> String {
-    sig.inputs
-        .iter()
-        .map(|i| i.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The shape a stacked row is fed with: the row as stored, or with a leading 1 when the model's

@@ -96,15 +96,21 @@ fn create_fresh(path: &Path) -> Result<File> {
         .map_err(|e| bad_output(format!("--records: cannot write {}: {e}", path.display())))
 }
 
-/// How a run stopped, as its marker says.
-fn read_stopped(path: &Path) -> Option<RunEnd> {
+/// The JSON of a small file of the directory (`context.json`, a stop marker), read up to
+/// [`MAX_LINE_BYTES`]; `None` when it cannot be read or is not JSON.
+fn read_small_json(path: &Path) -> Option<serde_json::Value> {
     let mut bytes = Vec::new();
     File::open(path)
         .ok()?
         .take(MAX_LINE_BYTES)
         .read_to_end(&mut bytes)
         .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// How a run stopped, as its marker says.
+fn read_stopped(path: &Path) -> Option<RunEnd> {
+    let v = read_small_json(path)?;
     Some(RunEnd {
         status: serde_json::from_value(v.get("status")?.clone()).ok()?,
         error: v.get("error").and_then(|e| e.as_str()).map(str::to_string),
@@ -239,12 +245,8 @@ struct LineRef<'a> {
 /// `context`; refuses another eval's records or a stranger's directory.
 fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[String]) -> Result<Resumed> {
     let shown = dir.display();
-    let found: Option<serde_json::Value> = if holds_file(context_path)? {
-        let mut bytes = Vec::new();
-        File::open(context_path)
-            .and_then(|f| f.take(MAX_LINE_BYTES).read_to_end(&mut bytes))
-            .ok()
-            .and_then(|_| serde_json::from_slice(&bytes).ok())
+    let found = if holds_file(context_path)? {
+        read_small_json(context_path)
     } else {
         None
     };

@@ -218,17 +218,12 @@ fn check_resumed(check: &ResumeCheck, resumed: &Resumed) -> Result<()> {
             if !admitted || (sqnr.is_finite() && sqnr.abs() > MAX_RECORD_SQNR_DB) {
                 return Err(refuse(format!(
                     "the record of sample {} is not one this eval makes (its prediction or SQNR)",
-                    console_id(&r.id)
+                    crate::console::printable(&r.id)
                 )));
             }
         }
     }
     check_resumed_inputs(check, resumed, &refuse)
-}
-
-/// A sample id for a one-line message.
-fn console_id(id: &str) -> String {
-    crate::console::printable(id)
 }
 
 /// What resumed records are checked against.
@@ -257,7 +252,7 @@ fn check_resumed_inputs(
     for sample in check.dataset.samples(&check.plan.signature, 0)?.take(kept) {
         let sample = sample?;
         let digest = input_digest(&sample.inputs);
-        let id = console_id(&sample.id);
+        let id = crate::console::printable(&sample.id);
         for (records, inputs) in resumed.records.iter().zip(&resumed.inputs) {
             let (Some(record), Some(input)) = (records.get(sample.index), inputs.get(sample.index)) else {
                 continue;
@@ -265,7 +260,7 @@ fn check_resumed_inputs(
             if record.id != sample.id {
                 return Err(refuse(format!(
                     "sample {id} is recorded as '{}': the set changed since it was recorded",
-                    console_id(&record.id)
+                    crate::console::printable(&record.id)
                 )));
             }
             if *input != digest {

@@ -253,7 +253,7 @@ fn parse_shape_flags(pins: &[ShapePin], sig: &Signature) -> Result<HashMap<Strin
             return Err(bad_input(format!(
                 "--input-shape '{pin}': the model has no input '{}' (inputs: {})",
                 pin.name,
-                input_names(sig)
+                sig.input_names()
             )));
         };
         if let Some(declared) = &info.dims {
@@ -276,14 +276,6 @@ fn parse_shape_flags(pins: &[ShapePin], sig: &Signature) -> Result<HashMap<Strin
     Ok(out)
 }
 
-fn input_names(sig: &Signature) -> String {
-    sig.inputs
-        .iter()
-        .map(|i| i.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The `--gen` choices as a default and per-input generators, checked against the model.
 fn parse_gen_flags(flags: &[GenChoice], sig: &Signature) -> Result<(Option<GenSpec>, HashMap<String, GenSpec>)> {
     let mut default = None;
@@ -299,7 +291,7 @@ fn parse_gen_flags(flags: &[GenChoice], sig: &Signature) -> Result<(Option<GenSp
                 return Err(bad_input(format!(
                     "--gen '{name}={}': the model has no input '{name}' (inputs: {})",
                     f.spec,
-                    input_names(sig)
+                    sig.input_names()
                 )))
             }
             None => {
@@ -374,7 +366,7 @@ fn load_files(sig: &Signature, opts: &InputOptions, pinned: &HashMap<String, Vec
             .inputs
             .iter()
             .find(|i| i.name == name)
-            .ok_or_else(|| bad_input(format!("not an input of the model (inputs: {})", input_names(sig))))?;
+            .ok_or_else(|| bad_input(format!("not an input of the model (inputs: {})", sig.input_names())))?;
         check_declared(info, dtype, shape, pinned.get(name))
     };
     for path in &opts.npz {
@@ -405,7 +397,7 @@ fn load_files(sig: &Signature, opts: &InputOptions, pinned: &HashMap<String, Vec
         if !sig.inputs.iter().any(|i| i.name == name) {
             return Err(bad_input(format!(
                 "--input '{f}': the model has no input '{name}' (inputs: {})",
-                input_names(sig)
+                sig.input_names()
             )));
         }
         let t = Tensor::read_npy(&f.path).map_err(|e| bad_input(format!("--input {f}: {e:#}")))?;
@@ -447,7 +439,7 @@ fn stream_files(
             bad_input(format!(
                 "--chunk '{text}': the model has no input '{}' (inputs: {})",
                 spec.input,
-                input_names(sig)
+                sig.input_names()
             ))
         })?;
         let windows = sequence::chunk(spec, info, pinned.get(&spec.input), opts.steps)?;
@@ -574,7 +566,7 @@ fn recipe(
                 "input '{}' is not given: the files supply {} but the model takes {}; add it to the files or generate it with --gen {}=SPEC",
                 info.name,
                 supplied_names(sample, &loaded.per_input),
-                input_names(sig),
+                sig.input_names(),
                 info.name
             )));
         }
@@ -707,7 +699,7 @@ impl InputSet {
                 return Err(bad_input(format!(
                     "sample {k}: '{}' is not an input of the model ({})",
                     extra.name,
-                    input_names(sig)
+                    sig.input_names()
                 )));
             }
             ordered.push(inputs);

@@ -111,6 +111,15 @@ pub struct Signature {
 }
 
 impl Signature {
+    /// The input names, comma-separated: what messages list when an input is named wrong.
+    pub fn input_names(&self) -> String {
+        self.inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Reads the signature of a loaded model.
     pub fn of(model: &LoadedModel) -> Result<Signature> {
         let graph = model

@@ -17,12 +17,7 @@ pub fn proportion(p: &Proportion) -> String {
     if p.n == 0 {
         return "-".into();
     }
-    format!(
-        "{:.2}% ({:.2}–{:.2})",
-        100.0 * p.value.0,
-        100.0 * p.lo.0,
-        100.0 * p.hi.0
-    )
+    percent_with_interval(p.value.0, p.lo.0, p.hi.0)
 }
 
 /// A rate (CER, WER, F1) as a percentage with its interval.
@@ -30,12 +25,12 @@ pub fn rate(e: &Estimate) -> String {
     if e.value.0.is_nan() {
         return "-".into();
     }
-    format!(
-        "{:.2}% ({:.2}–{:.2})",
-        100.0 * e.value.0,
-        100.0 * e.lo.0,
-        100.0 * e.hi.0
-    )
+    percent_with_interval(e.value.0, e.lo.0, e.hi.0)
+}
+
+/// `value (lo–hi)`, fractions shown as percentages.
+fn percent_with_interval(value: f64, lo: f64, hi: f64) -> String {
+    format!("{:.2}% ({:.2}–{:.2})", 100.0 * value, 100.0 * lo, 100.0 * hi)
 }
 
 /// A drop in points with its interval: `+0.50 (−0.50–+1.50)`.

@@ -62,15 +62,12 @@ impl Tensor {
         check: ArrayCheck<'_>,
         room: Option<u64>,
     ) -> Result<Tensor> {
-        let header = read_header(reader)?;
-        let descr = match &header.type_descriptor {
-            PyValue::String(s) => s.clone(),
-            other => bail!("unsupported .npy dtype {other} (structured arrays are not tensors)"),
-        };
-        let (dtype, big_endian) =
-            DType::from_npy_descr(&descr).with_context(|| format!("unsupported .npy dtype '{descr}'"))?;
-        let count = checked_len(&header.shape)
-            .with_context(|| format!(".npy shape {:?} has more than {MAX_ELEMENTS} elements", header.shape))?;
+        let TypedHeader {
+            header,
+            dtype,
+            big_endian,
+            count,
+        } = typed_header(reader)?;
         check(name, dtype, &header.shape)?;
         let nbytes = count * dtype.size();
         if let Some(room) = room.filter(|&r| nbytes as u64 > r) {
@@ -234,10 +231,18 @@ fn read_header<R: Read>(reader: &mut R) -> Result<Header> {
     Header::from_reader(&mut bytes.as_slice()).map_err(|e| invalid(e.to_string()))
 }
 
-/// Reads a `.npy` stream's header for a reader that takes its data itself (row by row): the
-/// element type, the shape and whether the data is big-endian. Column-major data is refused: its
-/// rows are not contiguous.
-pub(super) fn stream_header<R: Read>(reader: &mut R) -> Result<(DType, Vec<usize>, bool)> {
+/// A `.npy` header with what its data will be: a tensor's element type, the byte order and the
+/// element count (bounded).
+struct TypedHeader {
+    header: Header,
+    dtype: DType,
+    big_endian: bool,
+    count: usize,
+}
+
+/// Reads a `.npy` header and checks it describes a tensor: a plain element type (not a structured
+/// array) and at most [`MAX_ELEMENTS`] elements.
+fn typed_header<R: Read>(reader: &mut R) -> Result<TypedHeader> {
     let header = read_header(reader)?;
     let descr = match &header.type_descriptor {
         PyValue::String(s) => s.clone(),
@@ -245,8 +250,26 @@ pub(super) fn stream_header<R: Read>(reader: &mut R) -> Result<(DType, Vec<usize
     };
     let (dtype, big_endian) =
         DType::from_npy_descr(&descr).with_context(|| format!("unsupported .npy dtype '{descr}'"))?;
-    checked_len(&header.shape)
+    let count = checked_len(&header.shape)
         .with_context(|| format!(".npy shape {:?} has more than {MAX_ELEMENTS} elements", header.shape))?;
+    Ok(TypedHeader {
+        header,
+        dtype,
+        big_endian,
+        count,
+    })
+}
+
+/// Reads a `.npy` stream's header for a reader that takes its data itself (row by row): the
+/// element type, the shape and whether the data is big-endian. Column-major data is refused: its
+/// rows are not contiguous.
+pub(super) fn stream_header<R: Read>(reader: &mut R) -> Result<(DType, Vec<usize>, bool)> {
+    let TypedHeader {
+        header,
+        dtype,
+        big_endian,
+        ..
+    } = typed_header(reader)?;
     if header.layout.is_fortran() && header.shape.len() > 1 {
         bail!("column-major (Fortran order) data cannot be read row by row; save it in C order");
     }
