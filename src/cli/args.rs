@@ -86,6 +86,10 @@ pub enum Command {
     /// paired drops against the reference and the baseline, McNemar, non-inferiority, what flipped
     /// (docs/eval.md).
     Eval(Box<EvalArgs>),
+    /// The smallest piece of the model that shows a target's departure, cut out as a standalone
+    /// bundle a vendor runs without npu-audit (model, inputs, expected outputs, run.py;
+    /// docs/repro.md).
+    Repro(Box<ReproArgs>),
     /// Audit a chain of models end to end per target (outputs of one feed inputs of the next),
     /// and attribute the final output's drift to the stage it comes from (docs/streams.md).
     Pipeline(Box<PipelineArgs>),
@@ -146,6 +150,8 @@ pub enum SchemaKind {
     Pipeline,
     /// The JSON of `eval`.
     Eval,
+    /// The JSON of `repro`.
+    Repro,
 }
 
 /// Output format.
@@ -850,6 +856,69 @@ pub struct EvalArgs {
     /// Also write one self-contained HTML page (intervals, drops, flips, confusions).
     #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub html: Option<PathBuf>,
+}
+
+/// `repro`: the model, its reference, the target and what it is compared with, where to start,
+/// what departing means, the bundle and the reports.
+#[derive(Debug, Args)]
+pub struct ReproArgs {
+    /// The quantized ONNX model.
+    pub model: PathBuf,
+    /// The fp32 model whose activations feed every window (default: derived from MODEL).
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+    /// The target whose departure is reproduced (one: qnn:sm8650, qnn:sm8650@2.7.0, ...).
+    #[arg(long = "target", short = 't', value_name = "TARGET", help_heading = "Targets")]
+    pub target: String,
+    /// What the target is compared with: cpu, cpu:noopt, golden (the reference's activations
+    /// quantized as the model does), or another target such as qnn:sm8650@2.5.0.
+    #[arg(long, value_name = "TARGET|golden", default_value = "cpu", help_heading = "Targets")]
+    pub against: String,
+    /// Start from this layer (node, tensor or float tensor name) instead of the first that
+    /// departs.
+    #[arg(long, value_name = "NAME", help_heading = "Search")]
+    pub layer: Option<String>,
+    /// A quantized output departs when a code is N or more steps from the comparison's
+    /// (default 2: beyond rounding).
+    #[arg(long, value_name = "N", default_value_t = 2, help_heading = "Search", value_parser = clap::value_parser!(u64).range(1..))]
+    pub min_steps: u64,
+    /// Departing instead means: the target's SQNR against the golden activation at or below DB
+    /// while the comparison's stays above.
+    #[arg(long, value_name = "DB", help_heading = "Search", allow_hyphen_values = true)]
+    pub max_sqnr: Option<f64>,
+    /// A float output departs when its largest difference exceeds this fraction of the
+    /// comparison's largest magnitude.
+    #[arg(long, value_name = "FRACTION", default_value_t = 1.0 / 1024.0, help_heading = "Search")]
+    pub float_tolerance: f64,
+    /// Replace the bundle's weights by seeded random values of the same shape, type and
+    /// quantization parameters, kept only if the departure still reproduces.
+    #[arg(long, help_heading = "Bundle")]
+    pub scrub_weights: bool,
+    /// The seed of --scrub-weights.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        requires = "scrub_weights",
+        help_heading = "Bundle"
+    )]
+    pub scrub_seed: u64,
+    /// Write the bundle: a new or empty directory, or a file ending in .zip.
+    #[arg(long, value_name = "DIR|FILE.zip", help_heading = "Bundle")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table, help_heading = "Reports")]
+    pub format: ReportFormat,
+    /// Also write the findings as JSON to FILE (`-`: stdout; docs/repro.schema.json).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub report: Option<PathBuf>,
+    /// Also write the findings as Markdown.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub markdown: Option<PathBuf>,
 }
 
 /// What an eval measures and how it judges, shared by `eval` and `matrix --task`: the set's

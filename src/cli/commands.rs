@@ -40,6 +40,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::Matrix(a) => super::matrix::run(*a),
         Command::Pipeline(a) => super::pipeline::run(*a),
         Command::Eval(a) => super::eval::run(*a),
+        Command::Repro(a) => super::repro::run(*a),
         Command::Golden(c) => super::tools::golden(c),
         Command::Completions { shell } => super::tools::completions(shell),
         Command::Man { dir } => super::tools::man(dir.as_deref()),

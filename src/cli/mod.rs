@@ -11,6 +11,7 @@ mod eval;
 mod matrix;
 mod pipeline;
 mod reports;
+mod repro;
 mod runtime;
 mod shared;
 mod tools;

@@ -195,6 +195,7 @@ pub fn schema(kind: SchemaKind) -> Result<ExitCode> {
         SchemaKind::Matrix => Contract::Matrix,
         SchemaKind::Pipeline => Contract::Pipeline,
         SchemaKind::Eval => Contract::Eval,
+        SchemaKind::Repro => Contract::Repro,
     }))?;
     Ok(ExitCode::Success)
 }

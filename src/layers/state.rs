@@ -122,7 +122,7 @@ pub(super) fn read_any(results: &[JobResult], sample: usize, name: &str) -> Opti
 }
 
 /// A finished worker's result, or why there is none.
-pub(super) fn result_of(o: &Outcome) -> Result<&JobResult, String> {
+pub fn result_of(o: &Outcome) -> Result<&JobResult, String> {
     match (&o.status, &o.result) {
         (RunStatus::Ok, Some(r)) => Ok(r),
         _ => Err(format!(

@@ -283,7 +283,7 @@ pub fn isolation_model(
 /// refuses a model of IR version 3 with an initializer nothing refers to ("Graph ctor should
 /// have created NodeArg for initializer"); the weights of the dropped nodes are also not worth
 /// writing again for every rewritten model.
-fn drop_unused_initializers(g: &mut GraphProto) {
+pub fn drop_unused_initializers(g: &mut GraphProto) {
     fn read_by(g: &GraphProto, used: &mut HashSet<String>) {
         for n in &g.node {
             used.extend(n.input.iter().filter(|t| !t.is_empty()).cloned());

@@ -16,6 +16,7 @@ pub mod outputs;
 pub mod pipeline;
 pub mod present;
 pub mod releases;
+pub mod repro;
 pub mod table;
 pub mod timings;
 pub mod triage;

@@ -8,6 +8,7 @@ pub mod json;
 pub mod matrix;
 pub mod model;
 pub mod pipeline;
+pub mod repro;
 pub mod schema;
 pub mod triage;
 

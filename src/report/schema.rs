@@ -24,6 +24,8 @@ pub enum Contract {
     Pipeline,
     /// The JSON of `eval`.
     Eval,
+    /// The JSON of `repro`.
+    Repro,
 }
 
 impl Contract {
@@ -43,6 +45,7 @@ impl Contract {
             Contract::Matrix => "docs/matrix.schema.json",
             Contract::Pipeline => "docs/pipeline.schema.json",
             Contract::Eval => "docs/eval.schema.json",
+            Contract::Repro => "docs/repro.schema.json",
         }
     }
 }
@@ -97,6 +100,11 @@ pub fn schema(contract: Contract) -> serde_json::Value {
             format!("npu-audit eval, schema version {}", super::eval::EVAL_SCHEMA_VERSION),
             "The JSON of `npu-audit eval --format json` (and `--out FILE`): derived from the types in \
              src/report/eval.rs. Prose in docs/eval.md.",
+        ),
+        Contract::Repro => derived_schema::<super::repro::ReproReport>(
+            format!("npu-audit repro, schema version {}", super::repro::REPRO_SCHEMA_VERSION),
+            "The JSON of `npu-audit repro --format json` (and `--report FILE`, and `repro.json` in the bundle): derived \
+             from the types in src/report/repro.rs. Prose in docs/repro.md.",
         ),
         Contract::Pipeline => derived_schema::<PipelineReport>(
             "npu-audit pipeline".to_string(),

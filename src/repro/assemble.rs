@@ -1,0 +1,384 @@
+//! The end of a repro: the whole-model run when no layer departs alone, the bundle cut, run alone
+//! (and scrubbed), its files, and the report.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::bundle::{file_name, scrub, zip_bytes};
+use super::graph::{Layered, Window};
+use super::search::one_smaller;
+use super::windows::{Evaluator, Judged};
+use super::{describe, runtime_problem, AgainstChoice, ReproOptions};
+use crate::audit::plan::AuditPlan;
+use crate::error::ExitCode;
+use crate::exec::{JobResult, Outcome};
+use crate::inputs::InputFile;
+use crate::layers::state::result_of;
+use crate::layers::tap::tapped;
+use crate::model::pb::ModelProto;
+use crate::model::rewrite::write_model;
+use crate::report::repro::{
+    BundleFile, CandidateReport, OutputFigures, ReproReport, ReproStatus, ScrubReport, StartPoint, WindowReport,
+    REPRO_SCHEMA_VERSION,
+};
+use crate::tensor::npz_bytes;
+use crate::tensor::Tensor;
+use crate::userfile::Outputs;
+
+/// The report of a run whose target or comparison cannot run here (exit 3), else `None`.
+pub(super) fn unavailable(opts: &ReproOptions, plan: &AuditPlan, layered: &Layered) -> Result<Option<ReproReport>> {
+    let problems: Vec<String> = plan.targets.iter().filter_map(runtime_problem).collect();
+    if problems.is_empty() {
+        return Ok(None);
+    }
+    let mut report = empty_report(opts, plan, layered, ReproStatus::TargetDidNotRun);
+    report.notes.extend(problems);
+    report.exit_code = ExitCode::TargetFailed;
+    Ok(Some(report))
+}
+
+/// The report before anything is found.
+fn empty_report(opts: &ReproOptions, plan: &AuditPlan, _layered: &Layered, status: ReproStatus) -> ReproReport {
+    ReproReport {
+        schema_version: REPRO_SCHEMA_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: plan.model.path.display().to_string(),
+        model_sha256: plan.model.sha256.clone(),
+        reference: match &plan.reference {
+            crate::audit::reference::ReferencePlan::Model { description, .. } => description.clone(),
+            crate::audit::reference::ReferencePlan::Stored { description, .. } => description.clone(),
+        },
+        target: super::files::side(&plan.targets[0]),
+        against: match &opts.against {
+            AgainstChoice::Golden => super::files::golden_side(),
+            AgainstChoice::Target(_) => super::files::side(&plan.targets[1]),
+        },
+        criterion: opts.criterion.clone(),
+        status,
+        start: None,
+        candidates_tried: 0,
+        sessions: 0,
+        window: None,
+        minimality: Vec::new(),
+        closest: None,
+        bundle: None,
+        host: crate::host::this_host(),
+        notes: plan.notes.clone(),
+        exit_code: ExitCode::DriftExceeded,
+    }
+}
+
+/// The whole model run with every layer's output exposed on both sides: the first layer whose
+/// output departs (`first_cumulative_departure`), or the last layer when the target refuses the
+/// whole model and the comparison does not (`whole_model_failure`).
+pub(super) fn whole_model(eval: &mut Evaluator<'_>) -> Result<Option<(usize, &'static str)>> {
+    let layered = eval.layered;
+    let taps: Vec<String> = (0..layered.layers.len())
+        .map(|k| layered.point(k).tensor.clone())
+        .collect();
+    let dir = eval.executor.work().join("repro").join("whole");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("tapped.onnx");
+    write_model(&tapped(&layered.proto, &taps), eval.model, &path)?;
+    let samples = eval.input_files.to_vec();
+    let (target, against) = eval.run_model(&path, &samples, &dir)?;
+    let against_ok = against.as_ref().is_none_or(|a| result_of(a).is_ok());
+    let (t, a) = match (result_of(&target), against.as_ref().map(result_of)) {
+        (Ok(t), None) => (t, None),
+        (Ok(t), Some(Ok(a))) => (t, Some(a)),
+        (Err(_), _) if against_ok => return Ok(Some((layered.layers.len() - 1, "whole_model_failure"))),
+        _ => return Ok(None),
+    };
+    for (k, tensor) in taps.iter().enumerate() {
+        for s in 0..samples.len() {
+            let (out, any) = eval.measure_outputs(std::slice::from_ref(tensor), s, s, t, a, &|n| n.to_string())?;
+            if any && !out.is_empty() {
+                return Ok(Some((k, "first_cumulative_departure")));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The report of a finished search; the bundle staged in `outputs` when it reproduces and
+/// `--out` names where it goes.
+pub(super) fn finish(
+    opts: &ReproOptions,
+    plan: &AuditPlan,
+    eval: &mut Evaluator<'_>,
+    start: Option<StartPoint>,
+    window: Option<Window>,
+    outputs: &mut Outputs,
+) -> Result<ReproReport> {
+    let layered = eval.layered;
+    let mut report = empty_report(opts, plan, layered, ReproStatus::NoDeparture);
+    report.start = start.clone();
+    let Some(window) = window else {
+        report.closest = closest(eval, start.as_ref());
+        report.notes.push(no_departure_note(layered, start.as_ref()));
+        return Ok(counted(report, eval));
+    };
+    let smaller = one_smaller(window);
+    eval.judge(&smaller)?;
+    report.minimality = smaller
+        .iter()
+        .map(|w| candidate(layered, *w, &eval.judged[w]))
+        .collect();
+    let judged = eval.judged[&window].clone();
+    report.window = Some(window_report(layered, window, &judged));
+    let made = super::files::make(opts, plan, eval, window, &judged)?;
+    report.bundle = Some(made.report.clone());
+    if made.report.reproduces {
+        report.status = ReproStatus::Reproduced;
+        report.exit_code = ExitCode::Success;
+        if let Some(dest) = &opts.bundle {
+            if let Some(b) = report.bundle.as_mut() {
+                b.path = dest.display().to_string();
+            }
+            let json = serde_json::to_string_pretty(&counted(report.clone(), eval))? + "\n";
+            stage(outputs, dest, made.files, json)?;
+        }
+    } else {
+        report.status = ReproStatus::NotReproduced;
+        report.notes.push(format!(
+            "the window {} departs inside the model but its bundle, run alone, does not: nothing was written",
+            describe(layered, window)
+        ));
+    }
+    Ok(counted(report, eval))
+}
+
+/// The report with the search's counts.
+fn counted(mut report: ReproReport, eval: &Evaluator<'_>) -> ReproReport {
+    report.candidates_tried = eval.judged.len();
+    report.sessions = eval.sessions;
+    report
+}
+
+/// Why nothing was reproduced, in one sentence.
+fn no_departure_note(layered: &Layered, start: Option<&StartPoint>) -> String {
+    match start {
+        None => "no layer departs, alone or in the whole model".into(),
+        Some(s) => format!(
+            "{} departs ({}) but no window ending there departs when fed the golden run's activations",
+            describe(layered, (s.layer.position, s.layer.position)),
+            s.reason.replace('_', " ")
+        ),
+    }
+}
+
+/// With nothing departing: the judged window that came closest (largest steps or error).
+fn closest(eval: &Evaluator<'_>, start: Option<&StartPoint>) -> Option<CandidateReport> {
+    let severity = |j: &Judged| {
+        j.outputs
+            .iter()
+            .map(|o| o.max_steps.map_or(o.max_abs.0, |s| s as f64))
+            .fold(0.0, f64::max)
+    };
+    let mut all: Vec<(&Window, &Judged)> = eval.judged.iter().filter(|(_, j)| j.error.is_none()).collect();
+    all.sort_by_key(|(w, _)| **w);
+    let best = match start {
+        Some(s) => all
+            .iter()
+            .find(|(w, _)| **w == (s.layer.position, s.layer.position))
+            .copied(),
+        None => None,
+    }
+    .or_else(|| {
+        all.iter()
+            .copied()
+            .max_by(|a, b| severity(a.1).total_cmp(&severity(b.1)))
+    })?;
+    Some(candidate(eval.layered, *best.0, best.1))
+}
+
+/// A judged window as the report lists it.
+fn candidate(layered: &Layered, (a, b): Window, j: &Judged) -> CandidateReport {
+    CandidateReport {
+        first: layered.layer_ref(a),
+        last: layered.layer_ref(b),
+        layers: b - a + 1,
+        departs: j.departs,
+        error: j.error.clone(),
+        target_fails: j.target_fails,
+        outputs: j.outputs.clone(),
+    }
+}
+
+fn window_report(layered: &Layered, (a, b): Window, j: &Judged) -> WindowReport {
+    let unit = layered.unit((a, b));
+    WindowReport {
+        first: layered.layer_ref(a),
+        last: layered.layer_ref(b),
+        layers: (a..=b).map(|k| layered.layer_ref(k)).collect(),
+        nodes: unit.nodes.len(),
+        inputs: unit.inputs.clone(),
+        target_fails: j.target_fails,
+        error: j.error.clone(),
+        outputs: j.outputs.clone(),
+        sample: j.worst_sample,
+    }
+}
+
+/// Stages the bundle: a zip file, or a new (or empty) directory with its files.
+fn stage(outputs: &mut Outputs, dest: &Path, files: Vec<(String, Vec<u8>)>, json: String) -> Result<()> {
+    let mut files = files;
+    files.push(("repro.json".into(), json.into_bytes()));
+    if is_zip(dest) {
+        return outputs.file("--out", dest, &zip_bytes(&files)?);
+    }
+    outputs.dir("--out", dest)?;
+    outputs.dir("--out", &dest.join("expected"))?;
+    for (name, bytes) in &files {
+        outputs.file("--out", &dest.join(name), bytes)?;
+    }
+    Ok(())
+}
+
+/// Whether the bundle is to be a zip file.
+pub fn is_zip(dest: &Path) -> bool {
+    dest.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"))
+}
+
+/// What running a bundle model alone showed.
+pub(super) struct BundleRun {
+    pub reproduces: bool,
+    pub outputs: Vec<OutputFigures>,
+    /// Per side (target, then comparison when it is a target): its outputs by name.
+    pub tensors: Vec<Vec<(String, Tensor)>>,
+    pub error: Option<String>,
+}
+
+/// Runs a bundle model alone on both sides with the bundle's inputs and judges it as the window
+/// was judged: the same outputs depart, or the target fails where the comparison runs.
+pub(super) fn run_bundle(
+    eval: &mut Evaluator<'_>,
+    proto: &ModelProto,
+    inputs: &[(String, Tensor)],
+    sample: usize,
+    outputs: &[String],
+    dir: &Path,
+) -> Result<BundleRun> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("model.onnx");
+    write_model(proto, eval.model, &path)?;
+    let mut files = Vec::new();
+    for (i, (name, t)) in inputs.iter().enumerate() {
+        let p = dir.join(format!("in{i}.npy"));
+        t.write_npy(&p)?;
+        files.push(InputFile {
+            name: name.clone(),
+            path: p,
+        });
+    }
+    let (target, against) = eval.run_model(&path, &[files], dir)?;
+    judge_bundle(eval, &target, against.as_ref(), sample, outputs)
+}
+
+fn judge_bundle(
+    eval: &Evaluator<'_>,
+    target: &Outcome,
+    against: Option<&Outcome>,
+    sample: usize,
+    outputs: &[String],
+) -> Result<BundleRun> {
+    let a = match against.map(result_of) {
+        Some(Err(e)) => return Ok(failed(format!("the comparison cannot run the bundle ({e})"), false)),
+        Some(Ok(a)) => Some(a),
+        None => None,
+    };
+    let t = match result_of(target) {
+        Ok(t) => t,
+        Err(e) => return Ok(failed(e, true)),
+    };
+    let (figs, any) = eval.measure_outputs(outputs, sample, 0, t, a, &|n| n.to_string())?;
+    let read = |r: &JobResult| -> Result<Vec<(String, Tensor)>> {
+        r.outputs[0]
+            .iter()
+            .map(|f| Ok((f.name.clone(), Tensor::read_npy(&f.path)?)))
+            .collect()
+    };
+    let mut tensors = vec![read(t)?];
+    if let Some(a) = a {
+        tensors.push(read(a)?);
+    }
+    Ok(BundleRun {
+        reproduces: any,
+        outputs: figs,
+        tensors,
+        error: None,
+    })
+}
+
+/// A bundle run that failed: a departure when only the target failed.
+fn failed(error: String, target_fails: bool) -> BundleRun {
+    BundleRun {
+        reproduces: target_fails,
+        outputs: Vec::new(),
+        tensors: Vec::new(),
+        error: Some(error),
+    }
+}
+
+/// Tensors by name, in order.
+pub(super) type Named = Vec<(String, Tensor)>;
+
+/// The inputs a bundle carries (codes as fed) and their float twins, for one sample.
+pub(super) fn bundle_inputs(eval: &Evaluator<'_>, inputs: &[String], sample: usize) -> Result<(Named, Named)> {
+    let mut fed = Vec::new();
+    let mut floats = Vec::new();
+    for t in inputs {
+        fed.push((t.clone(), eval.fed_tensor(sample, t)?));
+        floats.push((t.clone(), eval.float_twin(sample, t)?));
+    }
+    Ok((fed, floats))
+}
+
+/// The files of a bundle as `(name, bytes)`, and each one's size and hash.
+pub(super) fn listed(files: &[(String, Vec<u8>)]) -> Vec<BundleFile> {
+    files
+        .iter()
+        .map(|(name, bytes)| BundleFile {
+            name: name.clone(),
+            bytes: bytes.len() as u64,
+            sha256: crate::hash::sha256_hex(bytes),
+        })
+        .collect()
+}
+
+/// An npz archive of named tensors.
+pub(super) fn npz(tensors: &[(String, Tensor)]) -> Result<Vec<u8>> {
+    let named: Vec<(String, &Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t)).collect();
+    npz_bytes(&named)
+}
+
+/// The scrubbed twin of a bundle model, run alone.
+pub(super) fn scrubbed(
+    eval: &mut Evaluator<'_>,
+    proto: &ModelProto,
+    seed: u64,
+    inputs: &[(String, Tensor)],
+    sample: usize,
+    outputs: &[String],
+    dir: &Path,
+) -> Result<(ModelProto, ScrubReport, BundleRun)> {
+    let (model, replaced) = scrub(proto, seed);
+    eval.golden_applies = false;
+    let run = run_bundle(eval, &model, inputs, sample, outputs, dir);
+    eval.golden_applies = true;
+    let run = run?;
+    let report = ScrubReport {
+        seed,
+        replaced,
+        reproduces: run.reproduces,
+        outputs: run.outputs.clone(),
+        note: None,
+    };
+    Ok((model, report, run))
+}
+
+/// The expected outputs of one side, as the bundle stores them.
+pub(super) fn expected_name(id: &str) -> String {
+    format!("expected/{}.npz", file_name(id))
+}
