@@ -8,9 +8,9 @@ use anyhow::Result;
 use prost::Message;
 use serde_json::json;
 
-use super::assemble::{bundle_inputs, expected_name, listed, npz, run_bundle, scrubbed, BundleRun};
 use super::bundle::{standalone, RUN_PY};
 use super::graph::Window;
+use super::verify::{bundle_inputs, expected_name, listed, npz, run_bundle, scrubbed, BundleRun};
 use super::windows::{Against, Evaluator, Judged};
 use super::ReproOptions;
 use crate::audit::plan::AuditPlan;
@@ -185,9 +185,10 @@ fn sides(plan: &AuditPlan, eval: &Evaluator<'_>) -> Vec<String> {
     ids
 }
 
-/// How `run.py` runs one side.
-fn side_config(spec: &TargetSpec, threads: usize) -> serde_json::Value {
+/// How `run.py` runs one side (`stored`: it reads the side's outputs from `expected/` instead).
+fn side_config(spec: &TargetSpec, threads: usize, runnable: bool) -> serde_json::Value {
     let kind = match spec.backend {
+        _ if !runnable => "stored",
         Backend::Qnn(_) => "qnn",
         Backend::Cpu => "cpu",
         _ => "other",
@@ -222,7 +223,7 @@ fn side_config(spec: &TargetSpec, threads: usize) -> serde_json::Value {
 fn bundle_json(plan: &AuditPlan, eval: &Evaluator<'_>, run: &BundleRun, golden: bool) -> Result<serde_json::Value> {
     let threads = eval.executor.threads();
     let against = match eval.against {
-        Against::Target(a) => side_config(&a.spec, threads),
+        Against::Target(a) => side_config(&a.spec, threads, runs_beside(&plan.targets[0], a)),
         Against::Golden => json!({"id": "golden", "kind": "golden"}),
     };
     let outputs: Vec<serde_json::Value> = run
@@ -238,7 +239,7 @@ fn bundle_json(plan: &AuditPlan, eval: &Evaluator<'_>, run: &BundleRun, golden: 
         })
         .collect();
     Ok(json!({
-        "target": side_config(&plan.targets[0].spec, threads),
+        "target": side_config(&plan.targets[0].spec, threads, true),
         "against": against,
         "criterion": eval.criterion,
         "outputs": outputs,
@@ -248,26 +249,56 @@ fn bundle_json(plan: &AuditPlan, eval: &Evaluator<'_>, run: &BundleRun, golden: 
     }))
 }
 
-/// Pinned packages: NumPy and each side's runtime (host build and plugin).
+/// The packages (name, version) a target's runtime ships in: host build, then plugin.
+fn packages(t: &PlannedTarget) -> Vec<(String, Option<String>)> {
+    let Ok(rt) = &t.runtime else { return Vec::new() };
+    std::iter::once(&rt.host)
+        .chain(rt.plugin.as_ref())
+        .map(|r| (r.package.clone(), r.version.clone()))
+        .collect()
+}
+
+/// Whether the comparison can run in the target's environment: none of its packages is pinned
+/// there at another version (a release regression's older plugin is not).
+fn runs_beside(target: &PlannedTarget, against: &PlannedTarget) -> bool {
+    let pinned = packages(target);
+    packages(against)
+        .iter()
+        .all(|(name, v)| pinned.iter().all(|(n, w)| n != name || w == v))
+}
+
+/// Pinned packages: NumPy and the target's runtime (host build and plugin), and the
+/// comparison's when it can share the environment.
 fn requirements(plan: &AuditPlan, eval: &Evaluator<'_>) -> String {
     let mut lines = vec![
         "# What run.py needs, pinned to the releases the bundle was made with.".to_string(),
         NUMPY.to_string(),
     ];
-    let mut targets = vec![&plan.targets[0]];
+    let target = &plan.targets[0];
+    let mut sides = vec![target];
     if let Against::Target(a) = eval.against {
-        targets.push(a);
+        if runs_beside(target, a) {
+            sides.push(a);
+        } else {
+            lines.push(format!(
+                "# {} ran on {}: not installable beside the target's runtime; its outputs are in {}",
+                a.spec.id,
+                packages(a)
+                    .iter()
+                    .map(|(n, v)| format!("{n} {}", v.as_deref().unwrap_or("?")))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                expected_name(&a.spec.id)
+            ));
+        }
     }
-    for t in targets {
-        let Ok(rt) = &t.runtime else { continue };
-        for r in std::iter::once(&rt.host).chain(rt.plugin.as_ref()) {
-            let pin = match &r.version {
-                Some(v) => format!("{}=={v}", r.package),
-                None => format!("# {} (a build given on the command line; version unknown)", r.package),
-            };
-            if !lines.contains(&pin) {
-                lines.push(pin);
-            }
+    for (name, version) in sides.into_iter().flat_map(packages) {
+        let pin = match version {
+            Some(v) => format!("{name}=={v}"),
+            None => format!("# {name} (a build given on the command line; version unknown)"),
+        };
+        if !lines.contains(&pin) {
+            lines.push(pin);
         }
     }
     lines.join("\n") + "\n"

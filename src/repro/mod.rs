@@ -14,6 +14,7 @@ pub mod figures;
 mod files;
 pub mod graph;
 pub mod search;
+mod verify;
 pub mod windows;
 
 use std::path::PathBuf;

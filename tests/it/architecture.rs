@@ -20,6 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "pattern",
             "process",
             "userfile",
+            "host",
         ],
     ),
     ("data", &["tensor", "model", "target", "inputs", "dataset", "device"]),
@@ -42,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
-            "audit", "explain", "evaluate", "matrix", "merge", "listing", "pipeline", "releases", "triage",
+            "audit", "explain", "evaluate", "matrix", "merge", "listing", "pipeline", "releases", "triage", "repro",
         ],
     ),
     ("renderers", &["render"]),

@@ -26,6 +26,7 @@ mod placement;
 mod render_snapshots;
 mod report_formats;
 mod report_schema;
+mod repro;
 mod runtime_cache;
 mod runtime_releases;
 mod statuses;
