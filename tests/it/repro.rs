@@ -297,3 +297,48 @@ fn the_repro_schema_is_committed_and_reports_validate() {
         }
     }
 }
+
+#[test]
+fn the_layers_page_gives_a_repro_command_that_runs_as_written() {
+    let tmp = tempdir();
+    let page = tmp.path().join("l.html");
+    let out = bin()
+        .current_dir(repo("."))
+        .args([
+            "layers",
+            "fixtures/models/cnn_qdq_u8.onnx",
+            "--reference",
+            "fixtures/models/cnn_fp32.onnx",
+        ])
+        .args(["-t", QNN, "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let start = html
+        .find("<code>npu-audit repro ")
+        .expect("a repro command on the page")
+        + "<code>".len();
+    let command = &html[start..start + html[start..].find("</code>").unwrap()];
+    let zip = tmp.path().join("repro.zip");
+    let words: Vec<String> = command
+        .split_whitespace()
+        .skip(1)
+        .map(|w| {
+            if w == "repro.zip" {
+                zip.display().to_string()
+            } else {
+                w.to_string()
+            }
+        })
+        .collect();
+    let ran = bin().current_dir(repo(".")).args(&words).output().unwrap();
+    assert_eq!(
+        ran.status.code(),
+        Some(0),
+        "{command}: {}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(zip.is_file());
+}

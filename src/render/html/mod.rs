@@ -481,6 +481,9 @@ fn layers_section(report: &Report) -> Markup {
                     @if let Some(e) = t.layer_summary.as_ref().and_then(|x| x.error.as_deref()) {
                         li.bad { (t.id) ": " (e) }
                     }
+                    @if let Some(cmd) = super::present::repro_command(report, t) {
+                        li.repro { (t.id) ", a standalone repro of that layer for the vendor: " code { (cmd) } }
+                    }
                 }
             }
         }
