@@ -160,27 +160,34 @@ fn no_departure_note(layered: &Layered, start: Option<&StartPoint>) -> String {
     }
 }
 
-/// With nothing departing: the judged window that came closest (largest steps or error).
+/// With nothing departing: the start window when there is one, else the judged window that
+/// came closest (the most steps or the largest error, then the most differing elements, then the
+/// earliest).
 fn closest(eval: &Evaluator<'_>, start: Option<&StartPoint>) -> Option<CandidateReport> {
     let severity = |j: &Judged| {
-        j.outputs
+        let worst = j
+            .outputs
             .iter()
             .map(|o| o.max_steps.map_or(o.max_abs.0, |s| s as f64))
-            .fold(0.0, f64::max)
+            .fold(0.0, f64::max);
+        let differing: u64 = j.outputs.iter().map(|o| o.differing).sum();
+        (worst, differing)
     };
     let mut all: Vec<(&Window, &Judged)> = eval.judged.iter().filter(|(_, j)| j.error.is_none()).collect();
     all.sort_by_key(|(w, _)| **w);
-    let best = match start {
-        Some(s) => all
-            .iter()
-            .find(|(w, _)| **w == (s.layer.position, s.layer.position))
-            .copied(),
-        None => None,
-    }
-    .or_else(|| {
-        all.iter()
-            .copied()
-            .max_by(|a, b| severity(a.1).total_cmp(&severity(b.1)))
+    let at_start = start.and_then(|s| {
+        let w = (s.layer.position, s.layer.position);
+        all.iter().find(|(x, _)| **x == w).copied()
+    });
+    let best = at_start.or_else(|| {
+        all.iter().copied().reduce(|best, next| {
+            let (a, b) = (severity(best.1), severity(next.1));
+            if b.0 > a.0 || (b.0 == a.0 && b.1 > a.1) {
+                next
+            } else {
+                best
+            }
+        })
     })?;
     Some(candidate(eval.layered, *best.0, best.1))
 }

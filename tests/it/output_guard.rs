@@ -412,6 +412,22 @@ fn cases(ws: &Workspace) -> Vec<Case> {
             outputs: vec![("--out", false)],
         },
         Case {
+            name: "repro",
+            args: s(&[
+                "repro",
+                &a("in/model.onnx"),
+                "--reference",
+                &a("in/reference.onnx"),
+                "-t",
+                "cpu",
+                "--inputs",
+                &a("in/s0.npz"),
+            ]),
+            reads: vec!["in/model.onnx", "in/reference.onnx", "in/s0.npz"],
+            trees: vec![],
+            outputs: vec![("--report", false), ("--markdown", false), ("--out", true)],
+        },
+        Case {
             name: "eval",
             args: s(&[
                 "eval",
