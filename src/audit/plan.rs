@@ -65,6 +65,10 @@ impl AuditPlan {
         let output_names: Vec<String> = signature.outputs.iter().map(|o| o.name.clone()).collect();
         opts.measured.policy.check_outputs(&output_names)?;
         let reference = reference::plan(&model, &opts.audited.golden, &mut notes)?;
+        if let ReferencePlan::Model { model: r, .. } = &reference {
+            // So are the reference's.
+            outputs.add_inputs(InputFiles::new().add_all(&r.external_data_paths()));
+        }
         check_stream(opts, &signature, &reference)?;
         let mut input_opts = opts.audited.inputs.clone();
         if let Some(stream) = &opts.measured.stream {

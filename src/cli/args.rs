@@ -886,7 +886,13 @@ pub struct ReproArgs {
     pub min_steps: u64,
     /// Departing instead means: the target's SQNR against the golden activation at or below DB
     /// while the comparison's stays above.
-    #[arg(long, value_name = "DB", help_heading = "Search", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "DB",
+        help_heading = "Search",
+        allow_hyphen_values = true,
+        conflicts_with = "min_steps"
+    )]
     pub max_sqnr: Option<f64>,
     /// A float output departs when its largest difference exceeds this fraction of the
     /// comparison's largest magnitude.

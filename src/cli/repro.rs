@@ -111,6 +111,11 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
     let (options, files, format) = command(a)?;
     let mut outputs = findings_outputs(&options, &files)?;
     if let Some(dest) = &options.bundle {
+        if crate::userfile::is_stdio(dest) {
+            return Err(bad_output(
+                "--out -: a bundle is a directory or a .zip file, not standard output",
+            ));
+        }
         if crate::repro::is_zip(dest) {
             outputs.check("--out", dest)?;
         } else {

@@ -37,6 +37,42 @@ pub struct Topology {
     pub declared: BTreeMap<String, DeclaredType>,
 }
 
+/// A node's inputs, and for a node with subgraphs (`If`, `Loop`, `Scan`) the outer tensors its
+/// subgraphs read: an `If` whose branches read the graph's activations depends on them, though
+/// its only explicit input may be a constant condition.
+fn with_outer_scope_reads(n: &super::pb::NodeProto) -> Vec<String> {
+    let mut inputs = n.input.clone();
+    for a in &n.attribute {
+        for g in a.g.iter().chain(&a.graphs) {
+            for t in outer_reads(g) {
+                if !inputs.contains(&t) {
+                    inputs.push(t);
+                }
+            }
+        }
+    }
+    inputs
+}
+
+/// Tensors a graph's nodes (and their subgraphs) read that it neither declares nor computes.
+fn outer_reads(g: &GraphProto) -> Vec<String> {
+    let mut own: BTreeSet<&str> = g
+        .input
+        .iter()
+        .filter_map(|v| v.name.as_deref())
+        .chain(g.initializer.iter().filter_map(|t| t.name.as_deref()))
+        .collect();
+    let mut reads = Vec::new();
+    for n in &g.node {
+        for t in with_outer_scope_reads(n) {
+            if !t.is_empty() && !own.contains(t.as_str()) && !reads.contains(&t) {
+                reads.push(t);
+            }
+        }
+        own.extend(n.output.iter().map(String::as_str));
+    }
+    reads
+}
 /// A tensor type as a file declares it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclaredType {
@@ -95,7 +131,7 @@ impl Topology {
                     .unwrap_or_else(|| format!("#{i}")),
                 op_type: n.op_type.clone().unwrap_or_default(),
                 domain: n.domain.clone().unwrap_or_default(),
-                inputs: n.input.clone(),
+                inputs: with_outer_scope_reads(n),
                 outputs: n.output.clone(),
             })
             .collect();

@@ -468,6 +468,37 @@ pub fn triage_thresholds(t: &crate::report::triage::Thresholds) -> String {
     )
 }
 
+/// A word as a POSIX shell reads it: as is when it holds only safe characters, else quoted.
+fn shell_word(w: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@+,".contains(c);
+    if !w.is_empty() && w.chars().all(safe) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// The `npu-audit repro` command that cuts out a target's first layer beyond rounding against
+/// the report's baseline, as a standalone bundle (`None` without such a layer).
+pub fn repro_command(report: &crate::report::model::Report, t: &crate::report::model::TargetReport) -> Option<String> {
+    let layer = t.layer_summary.as_ref()?.first_beyond_rounding.as_ref()?;
+    let mut words = vec!["npu-audit".to_string(), "repro".into(), shell_word(&report.model.path)];
+    if report.reference.kind == "model" {
+        words.extend(["--reference".to_string(), shell_word(&report.reference.path)]);
+    }
+    words.extend(["-t".to_string(), shell_word(&t.id)]);
+    if let Some(b) = report.baseline.as_ref().filter(|b| *b != &t.id) {
+        words.extend(["--against".to_string(), shell_word(b)]);
+    }
+    words.extend([
+        "--layer".to_string(),
+        shell_word(&layer.node),
+        "--out".into(),
+        "repro.zip".into(),
+    ]);
+    Some(words.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -515,35 +546,4 @@ mod tests {
             "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;"
         );
     }
-}
-
-/// A word as a POSIX shell reads it: as is when it holds only safe characters, else quoted.
-fn shell_word(w: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@+,".contains(c);
-    if !w.is_empty() && w.chars().all(safe) {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
-}
-
-/// The `npu-audit repro` command that cuts out a target's first layer beyond rounding against
-/// the report's baseline, as a standalone bundle (`None` without such a layer).
-pub fn repro_command(report: &crate::report::model::Report, t: &crate::report::model::TargetReport) -> Option<String> {
-    let layer = t.layer_summary.as_ref()?.first_beyond_rounding.as_ref()?;
-    let mut words = vec!["npu-audit".to_string(), "repro".into(), shell_word(&report.model.path)];
-    if report.reference.kind == "model" {
-        words.extend(["--reference".to_string(), shell_word(&report.reference.path)]);
-    }
-    words.extend(["-t".to_string(), shell_word(&t.id)]);
-    if let Some(b) = report.baseline.as_ref().filter(|b| *b != &t.id) {
-        words.extend(["--against".to_string(), shell_word(b)]);
-    }
-    words.extend([
-        "--layer".to_string(),
-        shell_word(&layer.node),
-        "--out".into(),
-        "repro.zip".into(),
-    ]);
-    Some(words.join(" "))
 }

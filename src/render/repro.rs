@@ -149,10 +149,14 @@ pub fn markdown(r: &ReproReport) -> String {
         let _ = writeln!(s, "Closest: {}\n", candidate(c));
     }
     if let Some(b) = &r.bundle {
+        let path = if b.path.is_empty() {
+            "(not written)"
+        } else {
+            b.path.as_str()
+        };
         let _ = writeln!(
             s,
-            "Bundle `{}`: model {} bytes of {}; alone it {}.\n",
-            b.path,
+            "Bundle `{path}`: model {} bytes of {}; alone it {}.\n",
             b.model_bytes,
             b.source_model_bytes,
             if b.reproduces {

@@ -9,6 +9,7 @@ use super::bundle::zip_bytes;
 use super::graph::{Layered, Window};
 use super::search::one_smaller;
 use super::windows::{Evaluator, Judged};
+use super::windows::{COMPARISON_FAILS, SUBGRAPH};
 use super::{describe, runtime_problem, AgainstChoice, ReproOptions};
 use crate::audit::plan::AuditPlan;
 use crate::error::ExitCode;
@@ -56,8 +57,21 @@ fn empty_report(opts: &ReproOptions, plan: &AuditPlan, _layered: &Layered, statu
         closest: None,
         bundle: None,
         host: crate::host::this_host(),
-        notes: plan.notes.clone(),
+        notes: plan.notes.iter().cloned().chain(derived_note(plan)).collect(),
         exit_code: ExitCode::DriftExceeded,
+    }
+}
+
+/// With a reference derived from the model: what its activations lack.
+fn derived_note(plan: &AuditPlan) -> Option<String> {
+    match &plan.reference {
+        crate::audit::reference::ReferencePlan::Model { kind: "derived", .. } => Some(
+            "the reference is derived from the model (its activation Q/DQ pairs removed): a clip the quantization performs \
+             (a ReLU folded into a zero point) is missing from its activations, so SQNR figures and --against golden \
+             understate the quantized model; give the float model with --reference"
+                .into(),
+        ),
+        _ => None,
     }
 }
 
@@ -80,6 +94,10 @@ pub(super) fn whole_model(eval: &mut Evaluator<'_>) -> Result<Option<(usize, &'s
         (Ok(t), None) => (t, None),
         (Ok(t), Some(Ok(a))) => (t, Some(a)),
         (Err(_), _) if against_ok => return Ok(Some((layered.layers.len() - 1, "whole_model_failure"))),
+        (_, Some(Err(e))) => {
+            eval.notes.push(format!("{COMPARISON_FAILS} the whole model ({e})"));
+            return Ok(None);
+        }
         _ => return Ok(None),
     };
     for (k, tensor) in taps.iter().enumerate() {
@@ -106,10 +124,9 @@ pub(super) fn finish(
     let layered = eval.layered;
     let mut report = empty_report(opts, plan, layered, ReproStatus::NoDeparture);
     report.start = start.clone();
+    report.notes.append(&mut eval.notes);
     let Some(window) = window else {
-        report.closest = closest(eval, start.as_ref());
-        report.notes.push(no_departure_note(layered, start.as_ref()));
-        return Ok(counted(report, eval));
+        return no_window(report, eval, start.as_ref());
     };
     let smaller = one_smaller(window);
     eval.judge(&smaller)?;
@@ -146,6 +163,52 @@ fn counted(mut report: ReproReport, eval: &Evaluator<'_>) -> ReproReport {
     report.candidates_tried = eval.judged.len();
     report.sessions = eval.sessions;
     report
+}
+
+/// The report when no window departs: the comparison did not run (exit 3), the start cannot be
+/// cut (exit 2), or nothing departs (exit 1, with the closest window and what could not be
+/// judged).
+fn no_window(mut report: ReproReport, eval: &Evaluator<'_>, start: Option<&StartPoint>) -> Result<ReproReport> {
+    let layered = eval.layered;
+    let mut errors: Vec<(&Window, &str)> = eval
+        .judged
+        .iter()
+        .filter_map(|(w, j)| Some((w, j.error.as_deref()?)))
+        .collect();
+    errors.sort();
+    let judged = eval.judged.values().filter(|j| j.error.is_none()).count();
+    if judged == 0 && !errors.is_empty() && errors.iter().all(|(_, e)| e.starts_with(COMPARISON_FAILS)) {
+        report.status = ReproStatus::TargetDidNotRun;
+        report.exit_code = ExitCode::TargetFailed;
+        report
+            .notes
+            .push(format!("{} did not run: {}", report.against.id, errors[0].1));
+        return Ok(counted(report, eval));
+    }
+    if let Some(s) = start {
+        let own = (s.layer.position, s.layer.position);
+        if let Some(e) = eval
+            .judged
+            .get(&own)
+            .and_then(|j| j.error.as_deref())
+            .filter(|e| e.contains(SUBGRAPH))
+        {
+            return Err(crate::error::bad_model(format!(
+                "{} cannot be cut out of the model: {e}",
+                describe(layered, own)
+            )));
+        }
+    }
+    report.closest = closest(eval, start);
+    report.notes.push(no_departure_note(layered, start));
+    if let Some((w, e)) = errors.first() {
+        report.notes.push(format!(
+            "{} window(s) could not be judged; the first, {}: {e}",
+            errors.len(),
+            describe(layered, **w)
+        ));
+    }
+    Ok(counted(report, eval))
 }
 
 /// Why nothing was reproduced, in one sentence.
@@ -235,7 +298,8 @@ fn stage(outputs: &mut Outputs, dest: &Path, files: Vec<(String, Vec<u8>)>, json
     Ok(())
 }
 
-/// Whether the bundle is to be a zip file.
+/// Whether the bundle is to be a zip file (a name ending in `.zip`, `.zip` itself included).
 pub fn is_zip(dest: &Path) -> bool {
-    dest.extension().is_some_and(|e| e.eq_ignore_ascii_case("zip"))
+    dest.file_name()
+        .is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".zip"))
 }

@@ -23,6 +23,9 @@ use crate::tensor::Tensor;
 /// The NumPy release `run.py` is pinned to (the one the project's own checks use).
 const NUMPY: &str = "numpy==2.4.6";
 
+/// The largest ONNX file (protobuf refuses messages of 2 GiB and more).
+const MAX_ONNX_FILE: usize = (2 << 30) - 1;
+
 /// A bundle made and run alone: its report and its files (`repro.json` is added when written).
 pub struct Made {
     pub report: BundleReport,
@@ -85,6 +88,13 @@ pub(super) fn make(
         .collect();
     let dir = plan.model.path.parent().unwrap_or(std::path::Path::new("."));
     let mut proto = standalone(layered, &unit, &types, dir)?;
+    if proto.encoded_len() > MAX_ONNX_FILE {
+        return Err(crate::error::bad_model(format!(
+            "the window {} holds {} bytes of weights: over 2 GiB, the most one ONNX file holds; name a smaller window's last layer with --layer",
+            super::describe(layered, window),
+            proto.encoded_len()
+        )));
+    }
     let work = eval.executor.work().join("repro");
     let mut run = run_bundle(eval, &proto, &fed, sample, &unit.outputs, &work.join("bundle"))?;
     let mut scrub = None;

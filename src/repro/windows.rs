@@ -23,6 +23,12 @@ use crate::model::LoadedModel;
 use crate::report::repro::{Criterion, OutputFigures};
 use crate::tensor::Tensor;
 
+/// How a window the comparison cannot run is described (the report's notes key on it).
+pub const COMPARISON_FAILS: &str = "the comparison cannot run";
+
+/// How a window holding a node with a subgraph is described.
+pub const SUBGRAPH: &str = "a node with a subgraph";
+
 /// Layers (counted with repetition over the windows of a batch) one session may hold: beyond
 /// this a batch is run in several sessions, so a search over a deep model does not build a
 /// model of quadratic size.
@@ -64,6 +70,8 @@ pub struct Evaluator<'a> {
     /// Whether the golden activations describe what runs (not with scrubbed weights): without
     /// them no SQNR is measured.
     pub golden_applies: bool,
+    /// What the search met that the report should say.
+    pub notes: Vec<String>,
     feeds: HashMap<(usize, String), (PathBuf, MeasuredType)>,
     batches: usize,
 }
@@ -95,6 +103,7 @@ impl<'a> Evaluator<'a> {
             judged: HashMap::new(),
             sessions: 0,
             golden_applies: true,
+            notes: Vec::new(),
             feeds: HashMap::new(),
             batches: 0,
         }
@@ -150,7 +159,7 @@ impl<'a> Evaluator<'a> {
     /// Why a unit cannot run fed from the golden run, if it cannot.
     fn unfeedable(&self, unit: &Unit) -> Option<String> {
         if let Some(node) = self.layered.control_flow(unit) {
-            return Some(format!("it holds {node}, a node with a subgraph"));
+            return Some(format!("it holds {node}, {SUBGRAPH}"));
         }
         unit.inputs.iter().find_map(|t| self.layered.feed(t).err())
     }
@@ -177,16 +186,14 @@ impl<'a> Evaluator<'a> {
                 let why = if fails {
                     target_error
                 } else {
-                    format!("the comparison cannot run it either ({target_error})")
+                    format!("{COMPARISON_FAILS} it either ({target_error})")
                 };
                 self.judged.insert(units[0].0, not_judged(why, fails));
                 Ok(())
             }
             (Ok(_), Some(Err(e))) => {
-                self.judged.insert(
-                    units[0].0,
-                    not_judged(format!("the comparison cannot run it ({e})"), false),
-                );
+                self.judged
+                    .insert(units[0].0, not_judged(format!("{COMPARISON_FAILS} it ({e})"), false));
                 Ok(())
             }
         }

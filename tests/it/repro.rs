@@ -342,3 +342,78 @@ fn the_layers_page_gives_a_repro_command_that_runs_as_written() {
     );
     assert!(zip.is_file());
 }
+
+#[test]
+fn weights_kept_in_external_data_are_brought_into_the_bundles_model() {
+    let tmp = tempdir();
+    let external = with_external_data(&repo("fixtures/models/cnn_qdq_u8.onnx"), tmp.path());
+    let bundle = tmp.path().join("b");
+    let out = bin()
+        .args(["repro", external.to_str().unwrap(), "--reference"])
+        .arg(repo("fixtures/models/cnn_fp32.onnx"))
+        .args(["-t", QNN, "--out", bundle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let model = npu_audit::model::load_model(&bundle.join("model.onnx")).unwrap();
+    assert!(model.external_data_files().is_empty());
+    let g = model.proto.graph.as_ref().unwrap();
+    assert!(!g.initializer.is_empty());
+    assert!(g
+        .initializer
+        .iter()
+        .all(|t| t.data_location != Some(1) && t.external_data.is_empty()));
+    // The same window as from the model with its weights inside.
+    let inline = tmp.path().join("inline");
+    let plain = bin()
+        .args(["repro"])
+        .arg(repo("fixtures/models/cnn_qdq_u8.onnx"))
+        .arg("--reference")
+        .arg(repo("fixtures/models/cnn_fp32.onnx"))
+        .args(["-t", QNN, "--out", inline.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(0));
+    let a = npz_array(
+        &bundle.join("expected/qnn_sm8650.npz"),
+        "relu1_out_QuantizeLinear_Output",
+    );
+    let b = npz_array(
+        &inline.join("expected/qnn_sm8650.npz"),
+        "relu1_out_QuantizeLinear_Output",
+    );
+    assert_eq!(values(&a), values(&b));
+}
+
+#[test]
+fn no_output_replaces_the_references_external_data() {
+    let tmp = tempdir();
+    let reference = with_external_data(&repo("fixtures/models/cnn_fp32.onnx"), tmp.path());
+    let model = npu_audit::model::load_model(&reference).unwrap();
+    let data = tmp.path().join(&model.external_data_files()[0]);
+    let before = std::fs::read(&data).unwrap();
+    let m = repo("fixtures/models/cnn_qdq_u8.onnx");
+    let (r, d) = (reference.to_str().unwrap(), data.to_str().unwrap());
+    for flag in ["--report", "--markdown", "--out"] {
+        fails_with(
+            &["repro", m.to_str().unwrap(), "--reference", r, "-t", QNN, flag, d],
+            2,
+            "",
+        );
+    }
+    fails_with(
+        &[
+            "compare",
+            m.to_str().unwrap(),
+            "--reference",
+            r,
+            "-t",
+            "cpu",
+            "--out",
+            d,
+        ],
+        2,
+        "one of this run's inputs",
+    );
+    assert_eq!(std::fs::read(&data).unwrap(), before);
+}
