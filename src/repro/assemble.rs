@@ -20,19 +20,19 @@ use crate::report::repro::{CandidateReport, ReproReport, ReproStatus, StartPoint
 use crate::userfile::Outputs;
 
 /// The report of a run whose target or comparison cannot run here (exit 3), else `None`.
-pub(super) fn unavailable(opts: &ReproOptions, plan: &AuditPlan, layered: &Layered) -> Result<Option<ReproReport>> {
+pub(super) fn unavailable(opts: &ReproOptions, plan: &AuditPlan) -> Option<ReproReport> {
     let problems: Vec<String> = plan.targets.iter().filter_map(runtime_problem).collect();
     if problems.is_empty() {
-        return Ok(None);
+        return None;
     }
-    let mut report = empty_report(opts, plan, layered, ReproStatus::TargetDidNotRun);
+    let mut report = empty_report(opts, plan, ReproStatus::TargetDidNotRun);
     report.notes.extend(problems);
     report.exit_code = ExitCode::TargetFailed;
-    Ok(Some(report))
+    Some(report)
 }
 
 /// The report before anything is found.
-fn empty_report(opts: &ReproOptions, plan: &AuditPlan, _layered: &Layered, status: ReproStatus) -> ReproReport {
+fn empty_report(opts: &ReproOptions, plan: &AuditPlan, status: ReproStatus) -> ReproReport {
     ReproReport {
         schema_version: REPRO_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -122,7 +122,7 @@ pub(super) fn finish(
     outputs: &mut Outputs,
 ) -> Result<ReproReport> {
     let layered = eval.layered;
-    let mut report = empty_report(opts, plan, layered, ReproStatus::NoDeparture);
+    let mut report = empty_report(opts, plan, ReproStatus::NoDeparture);
     report.start = start.clone();
     report.notes.append(&mut eval.notes);
     let Some(window) = window else {

@@ -125,7 +125,15 @@ pub(super) fn make(
         Vec::new()
     };
     let model_bytes = proto.encode_to_vec();
-    let files = layout(opts, plan, eval, &run, model_bytes.clone(), &fed, &floats, &golden)?;
+    let parts = Parts {
+        window,
+        run: &run,
+        model: model_bytes.clone(),
+        fed: &fed,
+        floats: &floats,
+        golden: &golden,
+    };
+    let files = layout(opts, plan, eval, parts)?;
     Ok(Made {
         report: BundleReport {
             path: String::new(),
@@ -151,21 +159,37 @@ fn unscrubbed(seed: u64, why: &str) -> ScrubReport {
     }
 }
 
+/// What a bundle holds besides its description.
+struct Parts<'p> {
+    window: Window,
+    run: &'p BundleRun,
+    model: Vec<u8>,
+    fed: &'p [(String, Tensor)],
+    floats: &'p [(String, Tensor)],
+    golden: &'p [(String, Tensor)],
+}
+
 /// Every file of the bundle but `repro.json`, in the order a reader meets them.
-#[allow(clippy::too_many_arguments)]
 fn layout(
     opts: &ReproOptions,
     plan: &AuditPlan,
     eval: &Evaluator<'_>,
-    run: &BundleRun,
-    model: Vec<u8>,
-    fed: &[(String, Tensor)],
-    floats: &[(String, Tensor)],
-    golden: &[(String, Tensor)],
+    parts: Parts<'_>,
 ) -> Result<Vec<(String, Vec<u8>)>> {
+    let Parts {
+        window,
+        run,
+        model,
+        fed,
+        floats,
+        golden,
+    } = parts;
     let config = bundle_json(plan, eval, run, !golden.is_empty())?;
     let mut files = vec![
-        ("README.md".to_string(), readme(opts, plan, eval, run).into_bytes()),
+        (
+            "README.md".to_string(),
+            readme(opts, plan, eval, run, window).into_bytes(),
+        ),
         ("model.onnx".to_string(), model),
         ("inputs.npz".to_string(), npz(fed)?),
         ("inputs_float.npz".to_string(), npz(floats)?),
@@ -316,7 +340,7 @@ fn requirements(plan: &AuditPlan, eval: &Evaluator<'_>) -> String {
 
 /// The bundle's README: what is expected and what is observed, on which runtimes, and how to
 /// run it.
-fn readme(opts: &ReproOptions, plan: &AuditPlan, eval: &Evaluator<'_>, run: &BundleRun) -> String {
+fn readme(opts: &ReproOptions, plan: &AuditPlan, eval: &Evaluator<'_>, run: &BundleRun, window: Window) -> String {
     let target = side(&plan.targets[0]);
     let against = match eval.against {
         Against::Target(a) => a.spec.id.clone(),
@@ -331,6 +355,11 @@ fn readme(opts: &ReproOptions, plan: &AuditPlan, eval: &Evaluator<'_>, run: &Bun
         plan.model.sha256,
         target.id,
         eval.criterion.text
+    );
+    md += &format!(
+        "The window: {}. Each side ran it with graph optimizations as its target id says (`cpu:noopt`: none; otherwise all) and {} intra-op thread(s).\n\n",
+        super::describe(eval.layered, window),
+        eval.executor.threads()
     );
     md += "## Expected and observed\n\nExpected: the target computes what the comparison computes, within rounding.\n\nObserved:\n\n";
     for f in &run.outputs {
@@ -369,12 +398,17 @@ fn runtimes_section(target: &TargetSide, plan: &AuditPlan) -> String {
                 .as_ref()
                 .map(|p| format!(", plugin {} {}", p.package, p.version.as_deref().unwrap_or("?")))
                 .unwrap_or_default();
+            let options: Vec<String> = t.spec.ep_options().iter().map(|(k, v)| format!("{k}={v}")).collect();
             md += &format!(
-                "- {}: {} {}{plugin}; EP options {:?}\n",
+                "- {}: {} {}{plugin}; EP options: {}\n",
                 t.spec.id,
                 rt.host.package,
                 rt.host.version.as_deref().unwrap_or("?"),
-                t.spec.ep_options()
+                if options.is_empty() {
+                    "none".to_string()
+                } else {
+                    options.join(", ")
+                }
             );
         }
     }

@@ -105,7 +105,7 @@ pub fn run(opts: &ReproOptions, outputs: &mut Outputs) -> Result<ReproReport> {
         AgainstChoice::Golden => Against::Golden,
         AgainstChoice::Target(_) => Against::Target(&plan.targets[1]),
     };
-    if let Some(report) = assemble::unavailable(opts, plan, layered)? {
+    if let Some(report) = assemble::unavailable(opts, plan) {
         return Ok(report);
     }
     let mut eval = Evaluator::new(
@@ -216,7 +216,7 @@ fn point(layered: &Layered, k: usize, reason: &str) -> StartPoint {
     }
 }
 
-/// The planned target at `i`, or why it cannot run here.
+/// Why a planned target cannot run on this machine, if it cannot.
 fn runtime_problem(t: &PlannedTarget) -> Option<String> {
     t.runtime.as_ref().err().map(|e| format!("{}: {e}", t.spec.id))
 }
