@@ -99,6 +99,14 @@ pub fn table_text(r: &ReproReport) -> String {
             }
         );
         outputs(&mut s, "  ", &b.outputs);
+        if !b.target_placement.is_empty() {
+            let eps: Vec<String> = b
+                .target_placement
+                .iter()
+                .map(|p| format!("{} {} node(s)", p.ep, p.nodes.len()))
+                .collect();
+            let _ = writeln!(s, "  on {}: {}", r.target.id, eps.join(", "));
+        }
         if let Some(sc) = &b.scrubbed {
             let outcome = match (&sc.note, sc.reproduces) {
                 (Some(note), _) => note.as_str(),

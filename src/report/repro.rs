@@ -197,6 +197,17 @@ pub struct BundleReport {
     pub source_model_bytes: u64,
     /// `--scrub-weights`: what replacing the weights did.
     pub scrubbed: Option<ScrubReport>,
+    /// Where the target ran the bundle's nodes, as ONNX Runtime recorded it (a window the NPU
+    /// hands back to the CPU EP is not the NPU's departure).
+    pub target_placement: Vec<EpNodes>,
+}
+
+/// Nodes one execution provider ran, in execution order.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EpNodes {
+    pub ep: String,
+    /// Node names as ONNX Runtime knows them (layout Transposes it inserted included).
+    pub nodes: Vec<String>,
 }
 
 /// One file of the bundle.

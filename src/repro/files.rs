@@ -143,6 +143,7 @@ pub(super) fn make(
             model_bytes: model_bytes.len() as u64,
             source_model_bytes: plan.model.total_bytes(),
             scrubbed: scrub,
+            target_placement: run.placement.clone(),
         },
         files,
     })
@@ -367,6 +368,15 @@ fn readme(opts: &ReproOptions, plan: &AuditPlan, eval: &Evaluator<'_>, run: &Bun
     }
     if let Some(e) = &run.error {
         md += &format!("- the run failed: {e}\n");
+    }
+    for p in &run.placement {
+        md += &format!(
+            "- on {}, {} ran {} node(s): {}\n",
+            plan.targets[0].spec.id,
+            p.ep,
+            p.nodes.len(),
+            p.nodes.join(", ")
+        );
     }
     md += &runtimes_section(&target, plan);
     md += &format!(

@@ -13,7 +13,7 @@ use crate::inputs::InputFile;
 use crate::layers::state::result_of;
 use crate::model::pb::ModelProto;
 use crate::model::rewrite::write_model;
-use crate::report::repro::{BundleFile, OutputFigures, ScrubReport};
+use crate::report::repro::{BundleFile, EpNodes, OutputFigures, ScrubReport};
 use crate::tensor::npz_bytes;
 use crate::tensor::Tensor;
 
@@ -24,6 +24,24 @@ pub(super) struct BundleRun {
     /// Per side (target, then comparison when it is a target): its outputs by name.
     pub tensors: Vec<Vec<(String, Tensor)>>,
     pub error: Option<String>,
+    /// Where the target ran the model's nodes, grouped by execution provider.
+    pub placement: Vec<EpNodes>,
+}
+
+/// The target's recorded assignment, nodes grouped by execution provider in order of first use.
+fn placement(r: &JobResult) -> Vec<EpNodes> {
+    let mut out: Vec<EpNodes> = Vec::new();
+    for sub in &r.placement {
+        let names = sub.nodes.iter().map(|n| n.name.clone());
+        match out.iter_mut().find(|e| e.ep == sub.ep) {
+            Some(e) => e.nodes.extend(names),
+            None => out.push(EpNodes {
+                ep: sub.ep.clone(),
+                nodes: names.collect(),
+            }),
+        }
+    }
+    out
 }
 
 /// Runs a bundle model alone on both sides with the bundle's inputs and judges it as the window
@@ -84,6 +102,7 @@ fn judge_bundle(
         outputs: figs,
         tensors,
         error: None,
+        placement: placement(t),
     })
 }
 
@@ -94,6 +113,7 @@ fn failed(error: String, target_fails: bool) -> BundleRun {
         outputs: Vec::new(),
         tensors: Vec::new(),
         error: Some(error),
+        placement: Vec::new(),
     }
 }
 

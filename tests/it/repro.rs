@@ -104,6 +104,10 @@ fn a_two_layer_departure_is_cut_out_and_its_bundle_reproduces_without_npu_audit(
         .iter()
         .all(|i| read.contains(i.name.as_deref().unwrap())));
     assert!(r["bundle"]["model_bytes"].as_u64() < r["bundle"]["source_model_bytes"].as_u64());
+    // The simulator took every node of the window: the departure is the NPU's, not a fallback's.
+    let placed = r["bundle"]["target_placement"].as_array().unwrap();
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(placed[0]["ep"], "QNNExecutionProvider");
 
     // run.py, with NumPy and onnxruntime only, prints what the tool printed.
     let py = venv_python("tests/data/numpy-ort-requirements.txt", "numpy-ort");
