@@ -9,12 +9,14 @@ use prost::Message;
 use serde_json::json;
 
 use super::bundle::{standalone, RUN_PY};
-use super::graph::Window;
+use super::graph::{Layered, Window};
 use super::verify::{bundle_inputs, expected_name, listed, npz, run_bundle, scrubbed, BundleRun};
 use super::windows::{Against, Evaluator, Judged};
 use super::ReproOptions;
 use crate::audit::plan::AuditPlan;
 use crate::exec::PlannedTarget;
+use crate::layers::tap::Unit;
+use crate::model::pb::ModelProto;
 use crate::model::slice::MeasuredType;
 use crate::report::repro::{BundleReport, ChipsetInfo, ScrubReport, TargetSide};
 use crate::target::{Backend, OptLevel, TargetSpec};
@@ -76,46 +78,31 @@ pub(super) fn make(
     let unit = layered.unit(window);
     let sample = judged.worst_sample;
     let (fed, floats) = bundle_inputs(eval, &unit.inputs, sample)?;
-    let types: HashMap<String, MeasuredType> = fed
-        .iter()
-        .map(|(n, t)| {
-            let ty = MeasuredType {
-                elem_type: t.dtype().onnx_code(),
-                shape: t.shape.clone(),
-            };
-            (n.clone(), ty)
-        })
-        .collect();
-    let dir = plan.model.path.parent().unwrap_or(std::path::Path::new("."));
-    let mut proto = standalone(layered, &unit, &types, dir)?;
-    if proto.encoded_len() > MAX_ONNX_FILE {
-        return Err(crate::error::bad_model(format!(
-            "the window {} holds {} bytes of weights: over 2 GiB, the most one ONNX file holds; name a smaller window's last layer with --layer",
-            super::describe(layered, window),
-            proto.encoded_len()
-        )));
-    }
+    let proto = cut(plan, layered, window, &unit, &fed)?;
     let work = eval.executor.work().join("repro");
-    let mut run = run_bundle(eval, &proto, &fed, sample, &unit.outputs, &work.join("bundle"))?;
-    let mut scrub = None;
-    let mut golden_applies = true;
-    if let Some(seed) = opts.scrub_seed {
-        let report = match (&eval.against, run.reproduces) {
-            (Against::Golden, _) => unscrubbed(seed, "--against golden compares with the real weights' activations"),
-            (_, false) => unscrubbed(seed, "the bundle does not reproduce with its real weights"),
-            (Against::Target(_), true) => {
-                let dir = work.join("scrubbed");
-                let (model, report, srun) = scrubbed(eval, &proto, seed, &fed, sample, &unit.outputs, &dir)?;
-                if report.reproduces {
-                    proto = model;
-                    run = srun;
-                    golden_applies = false;
-                }
-                report
-            }
-        };
-        scrub = Some(report);
-    }
+    let run = run_bundle(eval, &proto, &fed, sample, &unit.outputs, &work.join("bundle"))?;
+    let mut kept = Kept {
+        proto,
+        run,
+        golden_applies: true,
+    };
+    let scrub = match opts.scrub_seed {
+        Some(seed) => Some(scrub_weights(
+            eval,
+            seed,
+            &mut kept,
+            &fed,
+            sample,
+            &unit.outputs,
+            &work,
+        )?),
+        None => None,
+    };
+    let Kept {
+        proto,
+        run,
+        golden_applies,
+    } = kept;
     let golden: Vec<(String, Tensor)> = if golden_applies {
         unit.outputs
             .iter()
@@ -168,6 +155,73 @@ struct Parts<'p> {
     fed: &'p [(String, Tensor)],
     floats: &'p [(String, Tensor)],
     golden: &'p [(String, Tensor)],
+}
+
+/// The bundle's model and its run alone, as the bundle will carry them.
+struct Kept {
+    proto: ModelProto,
+    run: BundleRun,
+    /// Whether the golden activations describe the model (not with scrubbed weights).
+    golden_applies: bool,
+}
+
+/// The window cut out as a model of its own, its inputs typed as fed; refused over 2 GiB.
+fn cut(
+    plan: &AuditPlan,
+    layered: &Layered,
+    window: Window,
+    unit: &Unit,
+    fed: &[(String, Tensor)],
+) -> Result<ModelProto> {
+    let types: HashMap<String, MeasuredType> = fed
+        .iter()
+        .map(|(n, t)| {
+            let ty = MeasuredType {
+                elem_type: t.dtype().onnx_code(),
+                shape: t.shape.clone(),
+            };
+            (n.clone(), ty)
+        })
+        .collect();
+    let dir = plan.model.path.parent().unwrap_or(std::path::Path::new("."));
+    let proto = standalone(layered, unit, &types, dir)?;
+    if proto.encoded_len() > MAX_ONNX_FILE {
+        return Err(crate::error::bad_model(format!(
+            "the window {} holds {} bytes of weights: over 2 GiB, the most one ONNX file holds; name a smaller window's last layer with --layer",
+            super::describe(layered, window),
+            proto.encoded_len()
+        )));
+    }
+    Ok(proto)
+}
+
+/// `--scrub-weights`: the scrubbed model run alone, kept in place of the real one when it
+/// still departs; what was done, either way.
+#[allow(clippy::too_many_arguments)]
+fn scrub_weights(
+    eval: &mut Evaluator<'_>,
+    seed: u64,
+    kept: &mut Kept,
+    fed: &[(String, Tensor)],
+    sample: usize,
+    outputs: &[String],
+    work: &std::path::Path,
+) -> Result<ScrubReport> {
+    Ok(match (&eval.against, kept.run.reproduces) {
+        (Against::Golden, _) => unscrubbed(seed, "--against golden compares with the real weights' activations"),
+        (_, false) => unscrubbed(seed, "the bundle does not reproduce with its real weights"),
+        (Against::Target(_), true) => {
+            let (model, report, run) = scrubbed(eval, &kept.proto, seed, fed, sample, outputs, &work.join("scrubbed"))?;
+            if report.reproduces {
+                *kept = Kept {
+                    proto: model,
+                    run,
+                    golden_applies: false,
+                };
+            }
+            report
+        }
+    })
 }
 
 /// Every file of the bundle but `repro.json`, in the order a reader meets them.
