@@ -88,8 +88,10 @@ fn judge_bundle(
     };
     let (figs, any) = eval.measure_outputs(outputs, sample, 0, t, a, &|n| n.to_string())?;
     let read = |r: &JobResult| -> Result<Vec<(String, Tensor)>> {
-        r.outputs[0]
-            .iter()
+        r.outputs
+            .first()
+            .into_iter()
+            .flatten()
             .map(|f| Ok((f.name.clone(), Tensor::read_npy(&f.path)?)))
             .collect()
     };
