@@ -165,17 +165,23 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Runs units side by side; a failing batch is split in halves down to single windows.
+    /// Each batch's model and outputs are removed once measured (a search over a deep model
+    /// runs hundreds of windows); the golden feeds they share stay.
     fn run_units(&mut self, units: &[(Window, Unit)]) -> Result<()> {
-        let (target, against) = self.run_sides(units)?;
-        match (result_of(&target), against.as_ref().map(result_of)) {
-            (Ok(t), None | Some(Ok(_))) => {
-                let a = against.as_ref().and_then(|o| o.result.as_ref());
-                for (k, (w, _)) in units.iter().enumerate() {
-                    let judged = self.measure(k, &units[k].1, t, a);
-                    self.judged.insert(*w, judged);
-                }
-                Ok(())
+        let (dir, target, against) = self.run_sides(units)?;
+        let outcome = (result_of(&target), against.as_ref().map(result_of));
+        if let (Ok(t), None | Some(Ok(_))) = outcome {
+            let a = against.as_ref().and_then(|o| o.result.as_ref());
+            for (k, (w, _)) in units.iter().enumerate() {
+                let judged = self.measure(k, &units[k].1, t, a);
+                self.judged.insert(*w, judged);
             }
+            self.executor.discard(&dir);
+            return Ok(());
+        }
+        self.executor.discard(&dir);
+        match outcome {
+            (Ok(_), None | Some(Ok(_))) => Ok(()),
             _ if units.len() > 1 => {
                 let (left, right) = units.split_at(units.len() / 2);
                 self.run_units(left)?;
@@ -200,17 +206,18 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Writes the batch's model and feeds, and runs it on the target and the comparison.
-    fn run_sides(&mut self, units: &[(Window, Unit)]) -> Result<(Outcome, Option<Outcome>)> {
+    fn run_sides(&mut self, units: &[(Window, Unit)]) -> Result<(PathBuf, Outcome, Option<Outcome>)> {
         self.batches += 1;
         let dir = self.executor.work().join("repro").join(format!("b{}", self.batches));
         std::fs::create_dir_all(&dir)?;
         let numbered: Vec<(usize, Unit)> = units.iter().map(|(_, u)| u.clone()).enumerate().collect();
-        let samples = self.write_feeds(&numbered, &dir)?;
+        let samples = self.write_feeds(&numbered)?;
         let model = isolation_model(&self.layered.proto, &numbered, &self.feed_types())
             .ok_or_else(|| anyhow!("a window's input has no known type"))?;
         let path = dir.join("windows.onnx");
         write_model(&model, self.model, &path)?;
-        self.run_model(&path, &samples, &dir)
+        let (target, against) = self.run_model(&path, &samples, &dir)?;
+        Ok((dir, target, against))
     }
 
     /// The types of the inputs fed so far, by tensor name.
@@ -253,13 +260,13 @@ impl<'a> Evaluator<'a> {
 
     /// Every unit input of every sample as the isolation model names it; each golden feed is
     /// written once per sample and shared by every window that reads it.
-    fn write_feeds(&mut self, units: &[(usize, Unit)], dir: &Path) -> Result<Vec<Vec<InputFile>>> {
+    fn write_feeds(&mut self, units: &[(usize, Unit)]) -> Result<Vec<Vec<InputFile>>> {
         let mut samples = Vec::with_capacity(self.input_files.len());
         for s in 0..self.input_files.len() {
             let mut sample = Vec::new();
             for (k, unit) in units {
                 for t in &unit.inputs {
-                    let path = self.feed_file(s, t, dir)?;
+                    let path = self.feed_file(s, t)?;
                     sample.push(InputFile {
                         name: unit_name(*k, t),
                         path,
@@ -272,12 +279,12 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The file holding input `t` of sample `s`, written on first use.
-    fn feed_file(&mut self, s: usize, t: &str, dir: &Path) -> Result<PathBuf> {
+    fn feed_file(&mut self, s: usize, t: &str) -> Result<PathBuf> {
         if let Some((path, _)) = self.feeds.get(&(s, t.to_string())) {
             return Ok(path.clone());
         }
         let tensor = self.fed_tensor(s, t)?;
-        let fdir = dir.join("feeds").join(format!("s{s}"));
+        let fdir = self.executor.work().join("repro").join("feeds").join(format!("s{s}"));
         std::fs::create_dir_all(&fdir)?;
         let path = fdir.join(format!("f{}.npy", self.feeds.len()));
         tensor.write_npy(&path)?;
