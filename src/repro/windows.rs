@@ -345,14 +345,6 @@ impl<'a> Evaluator<'a> {
         self.golden_tensor(s, r)
     }
 
-    /// The golden activation of a window output, as floats.
-    fn golden_of(&self, s: usize, tensor: &str) -> Option<Vec<f32>> {
-        let p = self.layered.point_of_tensor(tensor)?;
-        let r = self.layered.reference_name(&p.float_name)?;
-        let g = self.golden_tensor(s, r).ok()?;
-        Some((0..g.len()).map(|i| g.data.get_f64(i) as f32).collect())
-    }
-
     /// The figures of unit `k` of a batch that ran, on every sample; the worst sample's kept.
     fn measure(&self, k: usize, unit: &Unit, target: &JobResult, against: Option<&JobResult>) -> Judged {
         let mut worst: Option<(usize, Vec<OutputFigures>, bool)> = None;
@@ -396,12 +388,23 @@ impl<'a> Evaluator<'a> {
         let mut any = false;
         for tensor in outputs {
             let t = read_output(target, run, &name(tensor))?;
-            let g = self.golden_of(golden, tensor).filter(|_| self.golden_applies);
             let quant = self.layered.point_of_tensor(tensor).and_then(|p| p.quant);
-            let a = match against {
-                Some(r) => read_output(r, run, &name(tensor))?,
-                None => self.golden_codes(golden, tensor)?,
+            // Read once: the comparison `golden` is made from it, and both sides' SQNR use it.
+            let reference = self.golden_output(golden, tensor);
+            let a = match (against, &reference) {
+                (Some(r), _) => read_output(r, run, &name(tensor))?,
+                // The comparison `golden`: the activation quantized as the model does (floats as
+                // they are).
+                (None, Ok(g)) => match &quant {
+                    Some(q) => quantized(g, q)?,
+                    None => g.clone(),
+                },
+                (None, Err(e)) => return Err(anyhow!("{e:#}")),
             };
+            let g: Option<Vec<f32>> = reference
+                .ok()
+                .filter(|_| self.golden_applies)
+                .map(|g| (0..g.len()).map(|i| g.data.get_f64(i) as f32).collect());
             let f = figures(tensor, &t, &a, g.as_deref(), quant.as_ref());
             any |= departs(&f, peak(&a, quant.as_ref()), self.criterion);
             figs.push(f);
@@ -415,24 +418,6 @@ impl<'a> Evaluator<'a> {
         match self.layered.feed(t).map_err(|e| anyhow!(e))? {
             Feed::Codes { reference, .. } | Feed::Float(reference) => self.golden_tensor(s, &reference),
             Feed::GraphInput(_) => self.fed_tensor(s, t),
-        }
-    }
-
-    /// The comparison `golden`: the reference's activation quantized as the model does (floats
-    /// as they are).
-    pub fn golden_codes(&self, s: usize, tensor: &str) -> Result<Tensor> {
-        let p = self
-            .layered
-            .point_of_tensor(tensor)
-            .with_context(|| format!("{tensor} is not a layer's output"))?;
-        let r = self
-            .layered
-            .reference_name(&p.float_name)
-            .with_context(|| format!("{tensor} has no counterpart in the reference"))?;
-        let g = self.golden_tensor(s, r)?;
-        match &p.quant {
-            Some(q) => quantized(&g, q),
-            None => Ok(g),
         }
     }
 }
