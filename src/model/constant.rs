@@ -68,13 +68,14 @@ pub fn tensor_values(t: &TensorProto) -> Option<ConstValues> {
     })
 }
 
-/// Decodes a small tensor stored in an external data file (`location`, `offset`, `length`
-/// relative to the model's directory `dir`); `None` when it is not external, missing, or over
-/// `limit` bytes (only scales and zero points are read this way).
-pub fn external_values(t: &TensorProto, dir: &std::path::Path, limit: u64) -> Option<ConstValues> {
+/// The bytes of a tensor kept in an external data file (`location`, `offset`, `length` relative
+/// to the model's directory `dir`): `None` when it is not external or holds more than `limit`
+/// bytes; an error when the entry or the file is unusable.
+pub fn external_bytes(t: &TensorProto, dir: &std::path::Path, limit: u64) -> anyhow::Result<Option<Vec<u8>>> {
+    use anyhow::Context as _;
     use std::io::{Read, Seek, SeekFrom};
     if t.data_location != Some(1) {
-        return None;
+        return Ok(None);
     }
     let field = |k: &str| {
         t.external_data
@@ -82,19 +83,35 @@ pub fn external_values(t: &TensorProto, dir: &std::path::Path, limit: u64) -> Op
             .find(|e| e.key.as_deref() == Some(k))
             .and_then(|e| e.value.clone())
     };
-    let location = field("location")?;
-    let offset: u64 = field("offset").map_or(Some(0), |v| v.parse().ok())?;
-    let mut file = std::fs::File::open(dir.join(location)).ok()?;
+    let name = t.name.as_deref().unwrap_or_default();
+    let location = field("location").with_context(|| format!("tensor {name}: external data without a location"))?;
+    let offset: u64 = field("offset")
+        .map_or(Ok(0), |v| v.parse())
+        .context("external data offset")?;
+    let mut file = std::fs::File::open(dir.join(&location))
+        .with_context(|| format!("tensor {name}: external data file {location}"))?;
     let length: u64 = match field("length") {
-        Some(v) => v.parse().ok()?,
-        None => file.metadata().ok()?.len().checked_sub(offset)?,
+        Some(v) => v.parse().context("external data length")?,
+        None => file
+            .metadata()?
+            .len()
+            .checked_sub(offset)
+            .with_context(|| format!("tensor {name}: external data file {location} ends before its offset"))?,
     };
     if length > limit {
-        return None;
+        return Ok(None);
     }
-    file.seek(SeekFrom::Start(offset)).ok()?;
-    let mut raw = vec![0u8; usize::try_from(length).ok()?];
-    file.read_exact(&mut raw).ok()?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut raw = vec![0u8; usize::try_from(length)?];
+    file.read_exact(&mut raw)
+        .with_context(|| format!("tensor {name}: external data file {location} is shorter than it says"))?;
+    Ok(Some(raw))
+}
+
+/// Decodes a small tensor stored in an external data file; `None` when it is not external,
+/// missing, or over `limit` bytes (only scales and zero points are read this way).
+pub fn external_values(t: &TensorProto, dir: &std::path::Path, limit: u64) -> Option<ConstValues> {
+    let raw = external_bytes(t, dir, limit).ok()??;
     let inline = TensorProto {
         raw_data: Some(raw),
         data_location: None,

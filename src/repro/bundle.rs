@@ -4,7 +4,7 @@
 //! (`run.py`, `requirements.txt`, `bundle.json`, `README.md`), written as a directory or a zip.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::{anyhow, Context as _, Result};
@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context as _, Result};
 use super::graph::Layered;
 use crate::inputs::prng::SplitMix64;
 use crate::layers::tap::{drop_unused_initializers, Unit};
-use crate::model::constant::tensor_values;
+use crate::model::constant::{external_bytes, tensor_values};
 use crate::model::pb::{ModelProto, TensorProto};
 use crate::model::slice::{value_info, MeasuredType};
 use crate::tensor::DType;
@@ -57,33 +57,11 @@ pub fn standalone(
 
 /// Brings a tensor kept in an external data file into the model.
 fn inline(t: &mut TensorProto, dir: &Path) -> Result<()> {
-    if t.data_location != Some(1) {
-        return Ok(());
+    if let Some(raw) = external_bytes(t, dir, u64::MAX)? {
+        t.raw_data = Some(raw);
+        t.data_location = None;
+        t.external_data.clear();
     }
-    let field = |k: &str| {
-        t.external_data
-            .iter()
-            .find(|e| e.key.as_deref() == Some(k))
-            .and_then(|e| e.value.clone())
-    };
-    let name = t.name.clone().unwrap_or_default();
-    let location = field("location").ok_or_else(|| anyhow!("weight {name}: external data without a location"))?;
-    let offset: u64 = field("offset")
-        .map_or(Ok(0), |v| v.parse())
-        .context("external data offset")?;
-    let mut file = std::fs::File::open(dir.join(&location))
-        .with_context(|| format!("weight {name}: external data file {location}"))?;
-    let length: u64 = match field("length") {
-        Some(v) => v.parse().context("external data length")?,
-        None => file.metadata()?.len().saturating_sub(offset),
-    };
-    file.seek(SeekFrom::Start(offset))?;
-    let mut raw = vec![0u8; usize::try_from(length)?];
-    file.read_exact(&mut raw)
-        .with_context(|| format!("weight {name}: external data file {location} is shorter than it says"))?;
-    t.raw_data = Some(raw);
-    t.data_location = None;
-    t.external_data.clear();
     Ok(())
 }
 
