@@ -816,19 +816,22 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
     // Records this eval cannot have made are refused: a class the output does not have, more
     // records than samples.
     let lines = std::fs::read_to_string(&cpu_file).unwrap();
-    let refused = |text: &str, needle: &str| {
-        std::fs::write(&cpu_file, text).unwrap();
+    // This eval with `extra` flags ends 2 saying `needle`.
+    let usage_error = |extra: &[&std::ffi::OsStr], needle: &str| {
         let out = bin()
             .arg("eval")
             .args(&args)
             .arg("--no-config")
-            .arg("--records")
-            .arg(&records)
+            .args(extra)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(needle), "{stderr}");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(needle), "{extra:?}: {stderr}");
+    };
+    let refused = |text: &str, needle: &str| {
+        std::fs::write(&cpu_file, text).unwrap();
+        usage_error(&["--records".as_ref(), records.as_os_str()], needle);
     };
     let first = lines.lines().next().unwrap();
     let (class, rest) = first.split_once("\"classes\":[").unwrap();
@@ -849,36 +852,24 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
     // A sample whose inputs changed since is refused, and nothing is written.
     std::fs::remove_file(work.join("r.json")).unwrap();
     std::fs::copy(set.join("line00000.npz"), set.join("line00002.npz")).unwrap();
-    let out = bin()
-        .arg("eval")
-        .args(&args)
-        .arg("--no-config")
-        .arg("--out")
-        .arg(work.join("r.json"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("sample line00002 changed since it was recorded"),
-        "{stderr}"
+    let report = work.join("r.json");
+    usage_error(
+        &["--out".as_ref(), report.as_os_str()],
+        "sample line00002 changed since it was recorded",
     );
-    assert!(!work.join("r.json").exists());
+    assert!(!report.exists());
     // No report may be named inside the records directory.
     for inside in ["context.json", "cpu.jsonl", "new.json"] {
-        let out = bin()
-            .arg("eval")
-            .args(&args)
-            .arg("--no-config")
-            .arg("--records")
-            .arg(&records)
-            .arg("--out")
-            .arg(records.join(inside))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{inside}: {stderr}");
-        assert!(stderr.contains("is inside"), "{inside}: {stderr}");
+        let out = records.join(inside);
+        usage_error(
+            &[
+                "--records".as_ref(),
+                records.as_os_str(),
+                "--out".as_ref(),
+                out.as_os_str(),
+            ],
+            "is inside",
+        );
     }
     assert!(std::fs::read_to_string(records.join("context.json"))
         .unwrap()
