@@ -99,6 +99,7 @@ pub fn read_npz(path: &Path, bytes: Vec<u8>, sig: &Signature, defaults: &ReportD
         outputs,
         inputs: None,
         logs: Vec::new(),
+        output_files: Vec::new(),
     })
 }
 

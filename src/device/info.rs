@@ -46,16 +46,65 @@ pub struct DeviceInfo {
     /// SHA-256 of the model file the device ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_sha256: Option<String>,
+    /// Keys of `device.json` outside this schema, as the device wrote them (an app's own
+    /// `app_build` or `locale`): kept and listed in the report, never read. A value longer than
+    /// 256 characters as JSON is kept as a string saying so.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown_keys: BTreeMap<String, serde_json::Value>,
 }
 
+/// The keys `device.json` defines (`docs/device-reports.md`).
+const KNOWN_KEYS: &[&str] = &[
+    "manufacturer",
+    "device_model",
+    "soc_model",
+    "board_platform",
+    "chipset",
+    "os",
+    "app_version",
+    "onnxruntime_version",
+    "ep",
+    "ep_options",
+    "qnn_release",
+    "model_sha256",
+];
+
+/// The most keys outside the schema one `device.json` may add.
+const MAX_UNKNOWN_KEYS: usize = 64;
+
 impl DeviceInfo {
-    /// Parses `device.json`, refusing unknown keys and overlong values.
+    /// Parses `device.json`: the schema's keys checked (strings, at most 256 characters), other
+    /// keys kept aside (at most 64, names at most 256 characters).
     pub fn parse(text: &[u8]) -> Result<DeviceInfo> {
         let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
-        if !value.is_object() {
+        let serde_json::Value::Object(mut map) = value else {
             bail!("device.json: not a JSON object");
+        };
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        if unknown.len() > MAX_UNKNOWN_KEYS {
+            bail!("device.json: more than {MAX_UNKNOWN_KEYS} keys outside the schema");
         }
-        let info: DeviceInfo = serde_json::from_value(value).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
+        let mut kept = BTreeMap::new();
+        for key in unknown {
+            if key.chars().count() > MAX_VALUE_CHARS {
+                bail!("device.json: a key is longer than {MAX_VALUE_CHARS} characters");
+            }
+            let v = map.remove(&key).unwrap_or_default();
+            let chars = v.to_string().chars().count();
+            let v = if chars > MAX_VALUE_CHARS {
+                serde_json::Value::String(format!("(not kept: {chars} characters)"))
+            } else {
+                v
+            };
+            kept.insert(key, v);
+        }
+        let mut info: DeviceInfo =
+            serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
+        info.unknown_keys = kept;
         let long = info
             .strings()
             .into_iter()
@@ -231,11 +280,26 @@ mod tests {
     }
 
     #[test]
-    fn device_json_is_strict() {
+    fn device_json_checks_its_keys_and_keeps_the_others() {
         assert!(DeviceInfo::parse(br#"{"soc_model": "SM8650"}"#).is_ok());
-        assert!(DeviceInfo::parse(br#"{"soc_model": "SM8650", "rooted": true}"#).is_err());
+        let info = DeviceInfo::parse(br#"{"soc_model": "SM8650", "rooted": true, "unknown_keys": 3}"#).unwrap();
+        assert_eq!(info.soc_model.as_deref(), Some("SM8650"));
+        assert_eq!(
+            info.unknown_keys.keys().collect::<Vec<_>>(),
+            vec!["rooted", "unknown_keys"]
+        );
+        assert_eq!(info.unknown_keys["rooted"], serde_json::json!(true));
+        let big = format!(r#"{{"notes": "{}"}}"#, "a".repeat(300));
+        let kept = DeviceInfo::parse(big.as_bytes()).unwrap();
+        assert_eq!(
+            kept.unknown_keys["notes"],
+            serde_json::json!("(not kept: 302 characters)")
+        );
         let long = format!(r#"{{"os": "{}"}}"#, "a".repeat(300));
         assert!(DeviceInfo::parse(long.as_bytes()).is_err());
+        assert!(DeviceInfo::parse(br#"{"os": 7}"#).is_err());
         assert!(DeviceInfo::parse(b"[]").is_err());
+        let many: Vec<String> = (0..65).map(|k| format!(r#""k{k}": 1"#)).collect();
+        assert!(DeviceInfo::parse(format!("{{{}}}", many.join(",")).as_bytes()).is_err());
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! - the tool's own report: a directory or `.zip` with `device.json`, `outputs.npz`, optional
 //!   `inputs.npz` and `logs/` (`docs/device-reports.md`);
-//! - a `qnn-net-run`/`snpe-net-run` output directory (`Result_N/<output>.raw`);
+//! - a `qnn-net-run`/`snpe-net-run` output directory (`Result_N/<output>.raw`, the output's name
+//!   spelled as any of the tools write it: [`spelling`]);
 //! - Qualcomm AI Hub inference outputs saved as one `.npz` (output name -> samples).
 //!
 //! A report's logs are read by [`logs`]: QNN error codes, fallback, versions, contradictions.
@@ -16,6 +17,7 @@ mod info;
 pub mod logs;
 mod own;
 mod qnn;
+pub mod spelling;
 
 use std::path::{Path, PathBuf};
 
@@ -64,6 +66,9 @@ pub struct DeviceReport {
     pub inputs: Option<Samples>,
     /// Logs that came along: (file name, text).
     pub logs: Vec<(String, String)>,
+    /// For a `qnn-net-run`/`snpe-net-run` directory: the file of each output and how its name was
+    /// spelled (empty for the other formats, whose arrays carry the output names).
+    pub output_files: Vec<spelling::OutputFile>,
 }
 
 /// What the caller knows about reports that do not say it themselves (`--chipset`, `--inputs`).

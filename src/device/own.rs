@@ -184,6 +184,7 @@ fn report_of(path: &Path, format: ReportFormat, files: Files, sig: &Signature) -
         outputs,
         inputs,
         logs,
+        output_files: Vec::new(),
     })
 }
 

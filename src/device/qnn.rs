@@ -1,6 +1,6 @@
 //! A `qnn-net-run` (or `snpe-net-run`) output directory: `Result_<N>/` per inference, each with
-//! one `<output>.raw` per model output (characters other than letters, digits and `_` written as
-//! `_`), float32 by default or the output's own type with `--use_native_output_files`. The device
+//! one `<output>.raw` per model output (in any spelling of [`super::spelling`] that names one
+//! output), float32 by default or the output's own type with `--use_native_output_files`. The device
 //! is a `device.json` beside `Result_0/`, else `--chipset`. The inputs are those of the
 //! `input_list.txt` beside `Result_0/` when the report has one (one line per inference, each
 //! `name:=path` or a path per model input in order; `#` lines name outputs and are skipped; the
@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
+use super::spelling::{self, OutputFile};
 use super::{DeviceInfo, DeviceReport, ReportDefaults, ReportFormat, MAX_FILE_BYTES, MAX_REPORT_BYTES, MAX_TEXT_BYTES};
 use crate::error::bad_input;
 use crate::model::{Dim, Signature, TensorInfo};
@@ -19,38 +20,6 @@ use crate::tensor::{DType, Tensor, TensorData};
 
 /// The most inferences one directory may hold.
 const MAX_RESULTS: usize = 4096;
-
-/// The file names `qnn-net-run` may give an output, most likely first. The converters replace
-/// each character other than letters, digits and `_` by `_` and prefix `_` to a name that starts
-/// with a digit (`/conv1/Conv_output_0` -> `_conv1_Conv_output_0`, `127` -> `_127`); some tools
-/// collapse runs of such characters into one `_` (`\W+`).
-pub fn raw_names(output: &str) -> Vec<String> {
-    let per_char: String = output
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
-        .collect();
-    let mut collapsed = String::new();
-    let mut in_run = false;
-    for c in output.chars() {
-        let word = c.is_ascii_alphanumeric() || c == '_';
-        if word {
-            collapsed.push(c);
-        } else if !in_run {
-            collapsed.push('_');
-        }
-        in_run = !word;
-    }
-    let lead = |s: &str| {
-        if s.starts_with(|c: char| c.is_ascii_digit()) {
-            format!("_{s}")
-        } else {
-            s.to_string()
-        }
-    };
-    let mut names = vec![lead(&per_char), lead(&collapsed), per_char];
-    names.dedup();
-    names.into_iter().map(|n| format!("{n}.raw")).collect()
-}
 
 /// `Result_0`, `Result_1`, ... in order. A gap (a `Result_N` after one that is missing) is
 /// refused rather than taken for the end: samples would silently go missing.
@@ -174,34 +143,38 @@ fn int_bytes(v: f64, dtype: DType) -> Vec<u8> {
     (v as i64).to_le_bytes()[..w].to_vec()
 }
 
-fn read_results(dir: &Path, sig: &Signature, hash: &mut Sha256) -> Result<Vec<Vec<(String, Tensor)>>> {
+/// Every inference's outputs, and the file of each output in `Result_0/` with its spelling.
+fn read_results(
+    dir: &Path,
+    sig: &Signature,
+    hash: &mut Sha256,
+) -> Result<(Vec<Vec<(String, Tensor)>>, Vec<OutputFile>)> {
     let mut total = 0u64;
     let mut samples = Vec::new();
+    let names: Vec<String> = sig.outputs.iter().map(|o| o.name.clone()).collect();
+    let mut first = Vec::new();
     for (k, result) in result_dirs(dir)?.iter().enumerate() {
+        let files = spelling::resolve(result, &names).with_context(|| format!("Result_{k}"))?;
         let mut sample = Vec::new();
-        for info in &sig.outputs {
-            let names = raw_names(&info.name);
-            let Some(file_name) = names.iter().find(|n| std::fs::symlink_metadata(result.join(n)).is_ok()) else {
-                bail!("Result_{k}: no {}", names[0]);
-            };
-            let bytes = super::read_member(
-                &result.join(file_name),
-                &format!("Result_{k}/{file_name}"),
-                MAX_FILE_BYTES,
-            )?;
+        for (info, f) in sig.outputs.iter().zip(&files) {
+            let shown = format!("Result_{k}/{}", f.file);
+            let bytes = super::read_member(&result.join(&f.file), &shown, MAX_FILE_BYTES)?;
             total += bytes.len() as u64;
             if total > MAX_REPORT_BYTES {
                 bail!("the outputs hold more than {} MiB", MAX_REPORT_BYTES >> 20);
             }
-            hash.update(format!("Result_{k}/{file_name}").as_bytes());
+            hash.update(shown.as_bytes());
             hash.update(&bytes);
-            let shape = shape_of(info, bytes.len()).with_context(|| format!("Result_{k}/{file_name}"))?;
-            let t = read_raw(&bytes, info, shape).with_context(|| format!("Result_{k}/{file_name}"))?;
+            let shape = shape_of(info, bytes.len()).with_context(|| shown.clone())?;
+            let t = read_raw(&bytes, info, shape).with_context(|| shown.clone())?;
             sample.push((info.name.clone(), t));
+        }
+        if k == 0 {
+            first = files;
         }
         samples.push(sample);
     }
-    Ok(samples)
+    Ok((samples, first))
 }
 
 fn device_beside(dir: &Path, defaults: &ReportDefaults, hash: &mut Sha256) -> Result<DeviceInfo> {
@@ -223,9 +196,12 @@ pub const INPUT_LIST: &str = "input_list.txt";
 /// The model input a `name:=` of an input list means: the name itself or as the converters
 /// write it.
 fn input_index(sig: &Signature, name: &str) -> Option<usize> {
-    sig.inputs
-        .iter()
-        .position(|i| i.name == name || raw_names(&i.name).iter().any(|r| r.strip_suffix(".raw") == Some(name)))
+    sig.inputs.iter().position(|i| {
+        i.name == name
+            || spelling::spellings(&i.name)
+                .iter()
+                .any(|(r, _)| r.strip_suffix(".raw") == Some(name))
+    })
 }
 
 /// The file an input list's path names, looked up by its file name inside the report only: its
@@ -326,7 +302,7 @@ fn read_input_list(
 pub fn read_dir(dir: &Path, sig: &Signature, defaults: &ReportDefaults) -> Result<DeviceReport> {
     let fail = |e: anyhow::Error| bad_input(format!("device report {}: {e:#}", dir.display()));
     let mut hash = Sha256::new();
-    let outputs = read_results(dir, sig, &mut hash).map_err(fail)?;
+    let (outputs, output_files) = read_results(dir, sig, &mut hash).map_err(fail)?;
     let device = device_beside(dir, defaults, &mut hash).map_err(fail)?;
     let inputs = read_input_list(dir, sig, &defaults.input_shapes, &mut hash).map_err(fail)?;
     if let Some(i) = &inputs {
@@ -346,6 +322,7 @@ pub fn read_dir(dir: &Path, sig: &Signature, defaults: &ReportDefaults) -> Resul
         outputs,
         inputs,
         logs: Vec::new(),
+        output_files,
     })
 }
 
@@ -354,15 +331,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_and_float_codes_read_as_qnn_net_run_writes_them() {
-        assert_eq!(
-            raw_names("save_infer_model/scale_0.tmp_1")[0],
-            "save_infer_model_scale_0_tmp_1.raw"
-        );
-        assert_eq!(raw_names("/conv1/Conv_output_0")[0], "_conv1_Conv_output_0.raw");
-        assert_eq!(raw_names("onnx::Conv_497")[0], "onnx__Conv_497.raw");
-        assert!(raw_names("onnx::Conv_497").contains(&"onnx_Conv_497.raw".to_string()));
-        assert_eq!(raw_names("127")[0], "_127.raw");
+    fn float_codes_read_as_qnn_net_run_writes_them() {
         let info = TensorInfo {
             name: "y".into(),
             dtype: DType::Uint8,

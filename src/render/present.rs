@@ -416,6 +416,36 @@ pub fn verdict_keyword(kind: VerdictKind) -> String {
         .unwrap_or_default()
 }
 
+/// How a device report was read, where it departs from the documented form: outputs whose files
+/// were spelled otherwise than Qualcomm's converters spell them, and `device.json` keys outside
+/// the schema (kept, not read).
+pub fn how_read(e: &crate::report::triage::ReportEntry) -> Vec<String> {
+    use crate::device::spelling::Spelling;
+    let mut out: Vec<String> = e
+        .output_files
+        .iter()
+        .filter(|f| f.spelling != Spelling::Sanitized)
+        .map(|f| {
+            let how = match f.spelling {
+                Spelling::Sanitized => "as the converters spell it",
+                Spelling::Collapsed => "runs of other characters written as one `_`",
+                Spelling::SlashAsUnderscore => "`/` written as `_`",
+                Spelling::AsNamed => "the output's name as it is",
+                Spelling::Subdirectories => "`/` as subdirectories, as snpe-net-run writes it",
+            };
+            format!("output '{}' read from {} ({how})", f.output, f.file)
+        })
+        .collect();
+    if let Some(d) = e.device.as_ref().filter(|d| !d.unknown_keys.is_empty()) {
+        let keys: Vec<&str> = d.unknown_keys.keys().map(String::as_str).collect();
+        out.push(format!(
+            "device.json keys outside the schema, kept and not read: {}",
+            keys.join(", ")
+        ));
+    }
+    out
+}
+
 /// A device report's chipset: the part number in capitals, else how sure the identification is
 /// (`(contradictory)`), else `-` for a report never read.
 pub fn chipset_label(identity: Option<&Identity>) -> String {

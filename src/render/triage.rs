@@ -79,6 +79,9 @@ pub fn render(t: &Triage) -> String {
         for line in &e.log_evidence {
             let _ = writeln!(s, "     log: {}", printable(line));
         }
+        for line in crate::render::present::how_read(e) {
+            let _ = writeln!(s, "     read: {}", printable(&line));
+        }
         for c in e.logs.iter().flat_map(|l| &l.contradictions) {
             let _ = writeln!(s, "     log contradicts device.json: {}", printable(c));
         }

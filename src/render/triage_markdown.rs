@@ -201,6 +201,9 @@ fn report_details(s: &mut String, t: &Triage) {
         for line in &e.log_evidence {
             let _ = writeln!(s, "   - log: {}", code(&shorten(line, LINE_CHARS)));
         }
+        for line in crate::render::present::how_read(e) {
+            let _ = writeln!(s, "   - read: {}", escape(&shorten(&line, LINE_CHARS)));
+        }
         if let Some(d) = &e.duplicate_of {
             let _ = writeln!(s, "   - same contents as {}", code(&shorten(d, CELL_CHARS)));
         }

@@ -80,6 +80,10 @@ pub struct ReportEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub logs: Option<crate::device::LogFindings>,
     pub verdict: Verdict,
+    /// For a `qnn-net-run`/`snpe-net-run` directory: the file each output was read from and how
+    /// its name was spelled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_files: Vec<crate::device::spelling::OutputFile>,
     /// The earlier report with the same contents, when this one is a copy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<String>,
@@ -137,6 +141,10 @@ pub enum VerdictKind {
     Garbage,
     /// The report names no chipset this tool can simulate, and nothing reproduces it.
     Unidentified,
+    /// Its own chipset's simulation does not run this model here (the HTP compiler refuses it,
+    /// or it crashes): the one run that could reproduce the report is missing, so nothing can be
+    /// concluded about the device.
+    OwnChipsetFailed,
     /// Nothing here explains it: device-, driver- or firmware-specific.
     Unexplained,
     /// The report could not be read or does not fit the model.

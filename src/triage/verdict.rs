@@ -3,15 +3,19 @@
 //! quantization steps; then the first explanation that holds, in this order: reproduced by its
 //! chipset's simulation, identical to the CPU EP (silent fallback), identical to another
 //! chipset's simulation, within the rounding tolerance of its chipset's simulation, garbage,
-//! unidentified chipset, unexplained (with the nearest candidate).
+//! unidentified chipset, its chipset's simulation failing here, unexplained (with the nearest
+//! candidate).
 
 use std::path::PathBuf;
 
 use super::reproduce::{input_key, release_target, report_target_ids, Group};
 use crate::compare::{Agreement, ErrorStats};
 use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus, LogFindings};
+use crate::exec::RunStatus;
 use crate::report::model::{CodeDiffs, Num};
-use crate::report::triage::{CandidateDistance, OutputFigures, ReportEntry, Thresholds, Verdict, VerdictKind};
+use crate::report::triage::{
+    CandidateDistance, CandidateRun, OutputFigures, ReportEntry, Thresholds, Verdict, VerdictKind,
+};
 use crate::runtime::catalog::Build;
 use crate::tensor::Tensor;
 
@@ -209,6 +213,7 @@ fn decide(
     report: &DeviceReport,
     identity: &Identity,
     cands: &[CandidateDistance],
+    failed: &[&CandidateRun],
     garbage: &[String],
     logs: Option<&LogFindings>,
     t: &Thresholds,
@@ -265,6 +270,17 @@ fn decide(
     if identity.status != IdentityStatus::Identified {
         return verdict(VerdictKind::Unidentified, format!("{}; {near}", identity.sentence));
     }
+    if let Some(run) = own.iter().find_map(|id| failed.iter().find(|r| r.target == *id)) {
+        let why = run
+            .error
+            .as_deref()
+            .and_then(|e| e.lines().next())
+            .unwrap_or("no error text");
+        return verdict(VerdictKind::OwnChipsetFailed, format!(
+            "its chipset's simulation does not run this model here ({} {}: {why}), so the device cannot be checked against it; {near}; an older or newer QNN release may compile it (`-t {}@all`)",
+            run.target, run.status, run.target.split('@').next().unwrap_or(&run.target)
+        ));
+    }
     // A QNN error or a cut graph in the log is a lead the figures alone do not give.
     let lead = log_says(logs.filter(|l| l.shows_problem()));
     verdict(
@@ -301,6 +317,7 @@ fn malformed(path: &std::path::Path, error: String) -> ReportEntry {
         log_evidence: Vec::new(),
         logs: None,
         verdict: verdict(VerdictKind::Malformed, error),
+        output_files: Vec::new(),
         duplicate_of: None,
     }
 }
@@ -326,6 +343,7 @@ fn entry(
     e.format = Some(report.format);
     e.content_sha256 = Some(report.content_sha256.clone());
     e.device = Some(report.device.clone());
+    e.output_files = report.output_files.clone();
     e.inputs = Some(group.key.clone());
     e.samples = report.outputs.len();
     e.garbage = garbage(report);
@@ -369,7 +387,20 @@ fn entry(
                 .filter(|(id, _)| wanted.contains(id))
                 .map(|(id, run)| distance(id, report, run, steps))
                 .collect();
-            decide(report, &identity, &e.candidates, &e.garbage, e.logs.as_ref(), t)
+            let failed: Vec<&CandidateRun> = group
+                .runs
+                .iter()
+                .filter(|r| r.status != RunStatus::Ok && wanted.contains(&r.target))
+                .collect();
+            decide(
+                report,
+                &identity,
+                &e.candidates,
+                &failed,
+                &e.garbage,
+                e.logs.as_ref(),
+                t,
+            )
         }
     };
     e

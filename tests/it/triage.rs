@@ -173,11 +173,9 @@ fn each_report_gets_the_verdict_its_construction_implies() {
     assert_eq!(verdict(&t, "e_noise"), "unexplained");
     assert_eq!(verdict(&t, "f_nan"), "garbage");
     assert_eq!(verdict(&t, "g_taro"), "unidentified");
-    assert_eq!(verdict(&t, "h_hostile"), "malformed");
-    assert!(entry(&t, "h_hostile")["verdict"]["sentence"]
-        .as_str()
-        .unwrap()
-        .contains("unknown field `shell`"));
+    // A key outside device.json's schema is kept and listed, not a reason to refuse the report.
+    assert_eq!(verdict(&t, "h_hostile"), "reproduced");
+    assert_eq!(entry(&t, "h_hostile")["device"]["unknown_keys"]["shell"], "rm -rf /");
     // The rounding report is one step from the simulation in one element.
     let steps = &entry(&t, "d_round")["candidates"]
         .as_array()
@@ -449,6 +447,83 @@ fn saved_golden_as_report(fleet: &Path) -> PathBuf {
 fn raw_f32(path: &Path, values: &[f32]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+}
+
+/// A `qnn-net-run`-style directory of `samples` with the output file at `file` (relative to
+/// `Result_N/`) and `device` as `device.json`.
+fn net_run_report(dir: &Path, name: &str, files: &[&str], samples: &[Vec<f32>], device: Value) -> PathBuf {
+    let run = dir.join(name);
+    for (k, sample) in samples.iter().enumerate() {
+        for file in files {
+            raw_f32(&run.join(format!("Result_{k}/{file}")), sample);
+        }
+    }
+    std::fs::write(run.join("device.json"), device.to_string()).unwrap();
+    run
+}
+
+/// Reports as apps write them: the output file spelled as `qnn-net-run` (`/` as `_`) and
+/// `snpe-net-run` (subdirectories) write it, keys `device.json` does not define, and a chipset
+/// whose simulation cannot compile the model here (SM8350: QNN error 1002 on this classifier).
+#[test]
+fn reports_as_apps_write_them_are_read_and_a_chipset_that_cannot_compile_is_said() {
+    let dir = tempdir();
+    let saved = simulated(dir.path());
+    let s8650 = saved_runs(&saved)("qnn_sm8650");
+    let app = serde_json::json!({"soc_model": "SM8650", "app_build": "4711", "locale": {"lang": "de"}});
+    let slash = net_run_report(
+        dir.path(),
+        "slash",
+        &["save_infer_model_scale_0.tmp_1.raw"],
+        &s8650,
+        app.clone(),
+    );
+    let snpe = net_run_report(dir.path(), "snpe", &["save_infer_model/scale_0.tmp_1.raw"], &s8650, app);
+    let two = net_run_report(
+        dir.path(),
+        "two_files",
+        &[
+            "save_infer_model/scale_0.tmp_1.raw",
+            "save_infer_model_scale_0_tmp_1.raw",
+        ],
+        &s8650,
+        serde_json::json!({"soc_model": "SM8650"}),
+    );
+    // What the SM8350 sent matches nothing that runs here (9 steps from SM8650's simulation).
+    let step = output_step() as f32;
+    let drifted: Vec<Vec<f32>> = s8650
+        .iter()
+        .map(|s| s.iter().map(|v| v + 9.0 * step).collect())
+        .collect();
+    let old = report(
+        dir.path(),
+        "sm8350",
+        &drifted,
+        serde_json::json!({"soc_model": "SM8350"}),
+    );
+    let t = triage_against(
+        &[&slash, &snpe, &two, &old],
+        &["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8350"],
+    );
+    for (name, spelling) in [("slash", "slash_as_underscore"), ("snpe", "subdirectories")] {
+        let e = entry(&t, name);
+        assert_eq!(verdict(&t, name), "reproduced", "{}", e["verdict"]);
+        assert_eq!(e["output_files"][0]["spelling"], spelling);
+        assert_eq!(e["output_files"][0]["output"], OUTPUT);
+        assert_eq!(e["device"]["unknown_keys"]["app_build"], "4711");
+        assert_eq!(e["device"]["unknown_keys"]["locale"]["lang"], "de");
+    }
+    assert_eq!(
+        entry(&t, "snpe")["output_files"][0]["file"],
+        "save_infer_model/scale_0.tmp_1.raw"
+    );
+    assert_eq!(verdict(&t, "two_files"), "malformed");
+    let why = entry(&t, "two_files")["verdict"]["sentence"].as_str().unwrap();
+    assert!(why.contains("has 2 files"), "{why}");
+    let e = entry(&t, "sm8350");
+    assert_eq!(verdict(&t, "sm8350"), "own_chipset_failed", "{}", e["verdict"]);
+    let why = e["verdict"]["sentence"].as_str().unwrap();
+    assert!(why.contains("qnn:sm8350 failed") && why.contains("1002"), "{why}");
 }
 
 #[test]

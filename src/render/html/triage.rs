@@ -400,7 +400,12 @@ fn report_row(i: usize, e: &ReportEntry) -> Markup {
 
 /// How the chipset was told, output problems, log lines and the report copied, folded.
 fn evidence(e: &ReportEntry) -> Markup {
-    let empty = e.identity.is_none() && e.garbage.is_empty() && e.log_evidence.is_empty() && e.duplicate_of.is_none();
+    let read = crate::render::present::how_read(e);
+    let empty = e.identity.is_none()
+        && e.garbage.is_empty()
+        && e.log_evidence.is_empty()
+        && e.duplicate_of.is_none()
+        && read.is_empty();
     html! {
         @if !empty {
             details {
@@ -409,6 +414,7 @@ fn evidence(e: &ReportEntry) -> Markup {
                     @if let Some(id) = &e.identity { li { "chipset: " (id.sentence) } }
                     @for g in &e.garbage { li { "outputs: " (g) } }
                     @for l in &e.log_evidence { li { "log: " code { (l) } } }
+                    @for r in &read { li { "read: " (r) } }
                     @if let Some(d) = &e.duplicate_of { li { "same contents as " code { (d) } } }
                 }
             }
