@@ -144,11 +144,7 @@ fn int_bytes(v: f64, dtype: DType) -> Vec<u8> {
 }
 
 /// Every inference's outputs, and the file of each output in `Result_0/` with its spelling.
-fn read_results(
-    dir: &Path,
-    sig: &Signature,
-    hash: &mut Sha256,
-) -> Result<(Vec<Vec<(String, Tensor)>>, Vec<OutputFile>)> {
+fn read_results(dir: &Path, sig: &Signature, hash: &mut Sha256) -> Result<(super::Samples, Vec<OutputFile>)> {
     let mut total = 0u64;
     let mut samples = Vec::new();
     let names: Vec<String> = sig.outputs.iter().map(|o| o.name.clone()).collect();
