@@ -54,6 +54,8 @@ pub struct MergeOptions {
     pub parts: Vec<Part>,
     /// Accept shards whose sessions ran with other intra-op thread counts.
     pub allow_other_threads: bool,
+    /// Accept shards made on hosts of other instruction-set classes.
+    pub allow_other_hosts: bool,
 }
 
 impl MergeOptions {
@@ -76,6 +78,7 @@ impl MergeOptions {
         Ok(MergeOptions {
             parts,
             allow_other_threads,
+            allow_other_hosts: false,
         })
     }
 }
@@ -85,6 +88,7 @@ impl crate::userfile::Reads for MergeOptions {
         let MergeOptions {
             parts,
             allow_other_threads: _,
+            allow_other_hosts: _,
         } = self;
         for p in parts {
             set.add(&p.path).add_all(&p.outputs);
@@ -208,6 +212,51 @@ fn check_same_threads(parts: &[Part]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The host's kernel class of a report, `unrecorded` for a report made before hosts were recorded.
+fn host_class(r: &Report) -> String {
+    r.host
+        .as_ref()
+        .map_or_else(|| "unrecorded".into(), |h| h.isa_class.clone())
+}
+
+/// Every shard made on hosts of one kernel class: the golden run (the CPU EP) and the targets
+/// whose figures depend on the host would otherwise join figures of two machines. Refused, unless
+/// the user accepts it (then a note says so).
+fn check_same_hosts(parts: &[Part], allow: bool) -> Result<Vec<String>> {
+    let expected = host_class(&parts[0].report);
+    let Some(other) = parts[1..].iter().find(|p| host_class(&p.report) != expected) else {
+        return Ok(Vec::new());
+    };
+    let dependent: BTreeSet<String> = parts
+        .iter()
+        .flat_map(|p| &p.report.targets)
+        .filter(|t| {
+            t.host
+                .as_ref()
+                .is_some_and(|h| h.dependence != crate::host::Dependence::Independent)
+        })
+        .map(|t| format!("{} ({})", t.id, t.host.as_ref().map_or("", |h| h.why.as_str())))
+        .collect();
+    let what = format!(
+        "{} was made on a host of class {}, {} on {}; the golden run (the CPU EP) depends on the host's kernels{}",
+        other.name(),
+        host_class(&other.report),
+        parts[0].name(),
+        expected,
+        if dependent.is_empty() {
+            String::new()
+        } else {
+            format!(", and so do {}", dependent.into_iter().collect::<Vec<_>>().join("; "))
+        }
+    );
+    if allow {
+        return Ok(vec![format!("{what}; merged anyway (--allow-other-hosts)")]);
+    }
+    Err(bad_report(format!(
+        "{what}: run the shards on one class of host, or pass --allow-other-hosts"
+    )))
 }
 
 /// Every shard of `count` exactly once.
@@ -530,7 +579,7 @@ fn merged_layer_audit(parts: &[Part]) -> Option<crate::report::model::LayerAudit
 pub fn merge(opts: &MergeOptions) -> Result<Report> {
     let parts = &opts.parts;
     check_parts(parts, opts.allow_other_threads)?;
-    let mut notes: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = check_same_hosts(parts, opts.allow_other_hosts)?;
     for p in parts {
         for n in &p.report.notes {
             if !notes.contains(n) {
@@ -560,6 +609,7 @@ pub fn merge(opts: &MergeOptions) -> Result<Report> {
     Ok(Report {
         schema_version: first.schema_version,
         tool: first.tool.clone(),
+        host: first.host.clone(),
         model: first.model.clone(),
         reference: first.reference.clone(),
         inputs: first.inputs.clone(),

@@ -80,6 +80,7 @@ pub fn target_rows(
             id: t.spec.id.clone(),
             ep: t.spec.backend.ep_name().into(),
             role: t.role,
+            host: Some(t.spec.host_dependence(&crate::host::this_host())),
             required: t.required,
             chipset: t.spec.chipset().map(chipset_info),
             options: target_options(t),
@@ -130,7 +131,7 @@ fn target_options(t: &PlannedTarget) -> BTreeMap<String, String> {
         t.spec
             .options
             .iter()
-            .filter(|(k, _)| k.starts_with("session."))
+            .filter(|(k, _)| k.starts_with("session.") || k == crate::target::ISA_OPTION)
             .cloned(),
     );
     options
@@ -160,6 +161,7 @@ pub fn report(
             name: "npu-audit".into(),
             version: env!("CARGO_PKG_VERSION").into(),
         },
+        host: Some(crate::host::this_host()),
         model: model_info(&plan.model, &plan.signature)?,
         reference: analysis.reference_info,
         inputs: InputsInfo {

@@ -137,6 +137,8 @@ pub struct Measured {
     pub stream: Option<crate::stream::StreamSpec>,
     /// Accept a previous report made with other intra-op thread counts.
     pub allow_other_threads: bool,
+    /// Accept a previous report made on a host of another instruction-set class.
+    pub allow_other_hosts: bool,
 }
 
 impl Measured {
@@ -150,6 +152,7 @@ impl Measured {
             layers: None,
             stream: None,
             allow_other_threads: false,
+            allow_other_hosts: false,
         }
     }
 }
@@ -163,6 +166,7 @@ impl Reads for Measured {
             layers,
             stream: _,
             allow_other_threads: _,
+            allow_other_hosts: _,
         } = self;
         set.with(policy).with(layers);
     }

@@ -93,7 +93,10 @@ impl AuditPlan {
                 targets: opts.execution.exec.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS),
             };
             notes.extend(check_threads(report, label, now, opts.measured.allow_other_threads)?);
+            let specs: Vec<crate::target::TargetSpec> = requested.iter().map(|r| r.spec.clone()).collect();
+            notes.extend(check_hosts(report, label, &specs, opts.measured.allow_other_hosts)?);
         }
+        notes.extend(ignored_isa_cap());
         let classes = class_axes(&opts.measured.class_axis, &signature, &reference)?;
         let targets = targets::provision(requested, &provisioner)?;
         Ok(AuditPlan {
@@ -335,6 +338,55 @@ fn check_threads(previous: &Report, label: &str, now: Threads, allow: bool) -> R
             "{what}; figures can differ for that reason alone: run with --threads to match, or pass --allow-other-threads"
         )))
     }
+}
+
+/// A previous report made on a host of another kernel class is refused for the targets whose
+/// figures depend on the host (a regression there may be the host's), unless the user accepts it
+/// (then a note says so). A report that does not record its host is said, not refused.
+fn check_hosts(previous: &Report, label: &str, now: &[crate::target::TargetSpec], allow: bool) -> Result<Vec<String>> {
+    let here = crate::host::this_host();
+    if previous.host.is_none() {
+        return Ok(vec![format!(
+            "the previous report {label} does not record its host: figures of targets that depend on the host (OpenVINO, the CPU EP) may differ for that reason"
+        )]);
+    }
+    let conflicts: Vec<String> = previous
+        .targets
+        .iter()
+        .filter(|t| t.status == crate::exec::RunStatus::Ok)
+        .filter_map(|t| {
+            let then = t.host.as_ref()?;
+            let spec = now.iter().find(|s| s.id == t.id)?;
+            spec.host_dependence(&here).conflict(&t.id, then)
+        })
+        .collect();
+    if conflicts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let what = format!(
+        "the previous report {label} was made on another host: {}",
+        conflicts.join("; ")
+    );
+    if allow {
+        Ok(vec![format!(
+            "{what}; accepted (--allow-other-hosts), so regressions of these targets may be the host's"
+        )])
+    } else {
+        Err(bad_report(format!(
+            "{what}: compare with a report made on a host of the same class, cap OpenVINO with isa=<class>, or pass --allow-other-hosts"
+        )))
+    }
+}
+
+/// A oneDNN cap in the user's environment is not passed to the workers (it would change
+/// OpenVINO's figures without the report saying): the note says so and names the target option.
+fn ignored_isa_cap() -> Option<String> {
+    [crate::target::ONEDNN_ISA_VARIABLE, "DNNL_MAX_CPU_ISA"]
+        .into_iter()
+        .find_map(|name| Some((name, std::env::var(name).ok()?)))
+        .map(|(name, value)| {
+            format!("{name}={value} in the environment is not passed to the runtimes; cap OpenVINO's kernels with -t openvino,isa=<class> (docs/hosts.md)")
+        })
 }
 
 fn threads_text(t: Option<usize>) -> String {

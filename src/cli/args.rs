@@ -216,6 +216,10 @@ pub struct MergeArgs {
     /// Merge shards whose sessions ran with other intra-op thread counts.
     #[arg(long)]
     pub allow_other_threads: bool,
+    /// Merge shards made on hosts of other instruction-set classes, although targets whose
+    /// figures depend on the host (OpenVINO, the CPU EP) may differ for that reason alone.
+    #[arg(long)]
+    pub allow_other_hosts: bool,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
@@ -461,6 +465,10 @@ pub struct TargetArgs {
     /// counts (their figures may differ for that reason alone).
     #[arg(long)]
     pub allow_other_threads: bool,
+    /// Compare against a previous report made on a host of another instruction-set class,
+    /// although targets whose figures depend on the host may differ for that reason alone.
+    #[arg(long)]
+    pub allow_other_hosts: bool,
     /// Each target's arithmetic fingerprint in its row, and the reading of its drift: auto
     /// (cached, measured when missing), cached (only what `npu-audit fingerprint` cached), off.
     #[arg(long, value_enum, default_value_t = FingerprintChoice::Auto)]

@@ -117,6 +117,7 @@ fn execution_and_measured(
         repeat,
         thread_probe,
         allow_other_threads,
+        allow_other_hosts,
         fingerprint,
     } = t;
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
@@ -140,6 +141,7 @@ fn execution_and_measured(
         layers,
         stream: None,
         allow_other_threads,
+        allow_other_hosts,
     };
     (execution, measured)
 }

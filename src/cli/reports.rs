@@ -17,12 +17,16 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         reports,
         outputs,
         allow_other_threads,
+        allow_other_hosts,
         format,
         files,
     } = a;
     let files = report_paths(files);
     // The reports are read first: where each shard's saved outputs are is in its report.
-    let options = MergeOptions::new(&reports, &outputs, allow_other_threads)?;
+    let options = MergeOptions {
+        allow_other_hosts,
+        ..MergeOptions::new(&reports, &outputs, allow_other_threads)?
+    };
     let outputs = report_outputs(&options, &files)?;
     let report = crate::merge::merge(&options)?;
     emit_report(&report, format, &files, outputs)?;

@@ -50,6 +50,7 @@ pub fn report(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: Runs
     Ok(EvalReport {
         schema_version: EVAL_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
+        host: Some(crate::host::this_host()),
         model: opts.model.display().to_string(),
         model_sha256: plan.model.sha256.clone(),
         reference: match &plan.reference {

@@ -242,6 +242,18 @@ struct LineRef<'a> {
 }
 
 /// Reads what an occupied records directory holds for `runs`, if it holds the records of
+/// Whether two contexts differ in the host's kernel class only.
+fn other_host(found: &serde_json::Value, context: &serde_json::Value) -> bool {
+    let without = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("host");
+        }
+        v
+    };
+    found.get("host") != context.get("host") && without(found) == without(context)
+}
+
 /// `context`; refuses another eval's records or a stranger's directory.
 fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[String]) -> Result<Resumed> {
     let shown = dir.display();
@@ -252,6 +264,13 @@ fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[
     };
     match found {
         Some(c) if &c == context => {}
+        Some(c) if other_host(&c, context) => {
+            return Err(bad_output(format!(
+                "--records {shown} holds the records of this eval made on a host of class {} (this host is {}): the CPU EP and OpenVINO may compute other figures there, so one report would join two machines' figures; resume on a host of that class, or give a new or empty directory",
+                c["host"].as_str().unwrap_or("unrecorded"),
+                context["host"].as_str().unwrap_or("unrecorded")
+            )))
+        }
         Some(_) => {
             return Err(bad_output(format!(
                 "--records {shown} holds the records of another eval (another model, set, task, targets or runtimes); give a new or empty directory"

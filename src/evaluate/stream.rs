@@ -112,6 +112,8 @@ fn context(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: &[Strin
         "runs": runs,
         "runtimes": runtimes,
         "threads": opts.exec.threads,
+        // Records of another kernel class would join two machines' figures in one report.
+        "host": crate::host::this_host().isa_class,
     })
 }
 

@@ -432,6 +432,7 @@ pub fn reference_job(
         repeat: 1,
         feedback: Vec::new(),
         delta_root: None,
+        environment: Vec::new(),
     };
     (job, dir.to_path_buf())
 }
@@ -471,6 +472,7 @@ pub fn target_job(
         repeat: 1,
         feedback: Vec::new(),
         delta_root: None,
+        environment: t.spec.environment(),
     };
     Some((job, dir))
 }

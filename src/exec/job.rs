@@ -69,6 +69,11 @@ pub struct Job {
     /// each step adds ([`crate::tensor::delta`]). `None` (`--keep-work`): every file whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta_root: Option<PathBuf>,
+    /// Environment variables the worker runs with that change what the runtime computes (oneDNN's
+    /// instruction-set cap of `openvino,isa=...`); the same variables are removed from every
+    /// other worker's environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment: Vec<(String, String)>,
 }
 
 /// One output fed back as an input on the next step of a stream.

@@ -145,6 +145,11 @@ pub(super) fn worker_command(job: &Job, dir: &Path, log: &Path) -> Result<Comman
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the npu-audit executable: {e}"))?;
     let log_file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let mut cmd = Command::new(exe);
+    // A cap left in the user's shell would change OpenVINO's figures without the report saying.
+    for name in [crate::target::ONEDNN_ISA_VARIABLE, "DNNL_MAX_CPU_ISA"] {
+        cmd.env_remove(name);
+    }
+    cmd.envs(job.environment.iter().map(|(k, v)| (k, v)));
     crate::process::die_with_parent(&mut cmd)
         .arg("__worker")
         .arg(&job_path)

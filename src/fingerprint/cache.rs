@@ -44,9 +44,12 @@ pub fn runtime_identity(rt: &TargetRuntime) -> String {
     s
 }
 
+/// The cache key: tool, probe set, target, libraries, and the kernel class the probes ran on
+/// (a cache shared by hosts of two classes keeps one fingerprint per class).
 fn key(spec: &TargetSpec, rt: &TargetRuntime) -> String {
+    let class = spec.host_dependence(&crate::host::this_host()).isa_class;
     format!(
-        "npu-audit {} | probes {PROBE_SET_VERSION} | {} | {}",
+        "npu-audit {} | probes {PROBE_SET_VERSION} | {} | {} | {class}",
         env!("CARGO_PKG_VERSION"),
         spec.id,
         runtime_identity(rt)

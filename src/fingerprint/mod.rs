@@ -74,6 +74,7 @@ pub fn run_command(cmd: &FingerprintCommand) -> Result<FingerprintReport> {
     Ok(FingerprintReport {
         schema_version: FINGERPRINT_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
+        host: Some(crate::host::this_host()),
         probe_set_version: probes::PROBE_SET_VERSION,
         repeat: cmd.options.repeat,
         targets: rows,

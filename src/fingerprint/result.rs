@@ -95,6 +95,9 @@ pub struct TargetFingerprint {
 pub struct FingerprintReport {
     pub schema_version: u32,
     pub tool_version: String,
+    /// The machine that made the figures (`docs/hosts.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostInfo>,
     pub probe_set_version: u32,
     pub repeat: usize,
     pub targets: Vec<TargetFingerprint>,

@@ -339,6 +339,7 @@ fn report(
     });
     PipelineReport {
         tool_version: env!("CARGO_PKG_VERSION").into(),
+        host: Some(crate::host::this_host()),
         file: opts.file.display().to_string(),
         stages,
         samples,

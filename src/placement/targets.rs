@@ -148,6 +148,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
         repeat: 1,
         feedback: Vec::new(),
         delta_root: None,
+        environment: Vec::new(),
     };
     let outcomes = probe.executor.run(&[(job, probe.dir.to_path_buf())])?;
     let outcome = &outcomes[0];

@@ -143,6 +143,11 @@ fn heading(s: &mut String, report: &Report) {
         plural_s(report.gate.rules.len()),
         report.exit_code as i32,
     );
+    let _ = writeln!(
+        s,
+        "\nhost: {}",
+        escape(&shorten(&super::present::host_line(report.host.as_ref()), LINE_CHARS))
+    );
 }
 
 /// A table of rules, at most [`MAX_RULE_ROWS`] rows within `budget` bytes.

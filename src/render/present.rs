@@ -408,6 +408,16 @@ pub fn placement_line(p: &PlacementSummary, target_ep: &str) -> String {
     line
 }
 
+/// The host a report was made on, in one line: CPU, kernel class and the features that select
+/// kernels (`AMD EPYC · x86-64-avx512-vnni kernels (avx2 fma avx512f ...)`), or that it is not
+/// recorded.
+pub fn host_line(host: Option<&crate::host::HostInfo>) -> String {
+    match host {
+        Some(h) => format!("{} · {} kernels ({}) · {}", h.cpu, h.isa_class, h.isa.join(" "), h.os),
+        None => "not recorded".into(),
+    }
+}
+
 /// A triage verdict's stable keyword, as the JSON writes it (`cpu_fallback`).
 pub fn verdict_keyword(kind: VerdictKind) -> String {
     serde_json::to_value(kind)

@@ -369,6 +369,12 @@ fn header(s: &mut String, report: &Report) {
     }
     let _ = writeln!(s, "{:<9}{}", "inputs", what);
     let _ = writeln!(s, "{:<9}{}", "threads", threads_text(report));
+    let _ = writeln!(
+        s,
+        "{:<9}{}",
+        "host",
+        printable(&super::present::host_line(report.host.as_ref()))
+    );
 }
 
 /// The intra-op threads the sessions ran with (each figure depends on them on some CPU kernels).

@@ -17,6 +17,10 @@ pub const EVAL_SCHEMA_VERSION: u32 = 1;
 pub struct EvalReport {
     pub schema_version: u32,
     pub tool_version: String,
+    /// The machine that made the figures: CPU, the instruction-set features that select kernels,
+    /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostInfo>,
     /// The audited model and its SHA-256.
     pub model: String,
     pub model_sha256: String,

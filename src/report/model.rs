@@ -85,6 +85,10 @@ pub struct Report {
     pub schema_version: u32,
     /// The tool that wrote the report.
     pub tool: ToolInfo,
+    /// The machine that made the figures: CPU, the instruction-set features that select kernels,
+    /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostInfo>,
     /// The audited model.
     pub model: ModelInfo,
     /// The golden run.
@@ -606,6 +610,9 @@ pub struct TargetReport {
     pub ep: String,
     /// `target`, or `baseline` for the reference integer implementation the audit added itself.
     pub role: TargetRole,
+    /// Whether its figures depend on the host, and on which kernel class they were made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::TargetHost>,
     /// A required target that does not end `ok` makes the audit exit with code 3.
     pub required: bool,
     /// For a QNN target: the HTP chipset.

@@ -12,6 +12,10 @@ use crate::error::ExitCode;
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PipelineReport {
     pub tool_version: String,
+    /// The machine that made the figures: CPU, the instruction-set features that select kernels,
+    /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::host::HostInfo>,
     /// The pipeline file.
     pub file: String,
     pub stages: Vec<StageInfo>,

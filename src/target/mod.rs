@@ -99,8 +99,16 @@ impl fmt::Display for TargetSpec {
     }
 }
 
+/// The target option that caps a runtime's kernels to an instruction-set class.
+pub const ISA_OPTION: &str = "isa";
+
+/// The variable oneDNN reads for its instruction-set cap; the audit sets it for a target with
+/// `isa=` and removes it (and its older name) from every other worker's environment, so a cap in
+/// the user's shell cannot change figures unrecorded.
+pub const ONEDNN_ISA_VARIABLE: &str = "ONEDNN_MAX_CPU_ISA";
+
 /// The syntax every error message about a target spec repeats.
-pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
+pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu][,isa=avx2|...], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
 
 impl TargetSpec {
     /// Parses `KIND[:VARIANT][@RELEASE][,KEY=VALUE]*`; `qnn:all` expands to every known chipset
@@ -114,6 +122,9 @@ impl TargetSpec {
             None => (head, None),
         };
         let mut specs = TargetSpec::parse_head(text, head, options)?;
+        for spec in &specs {
+            spec.check_isa_cap(text)?;
+        }
         if let Some(r) = release {
             let plugin = specs.iter().any(|s| matches!(s.backend, Backend::Qnn(_)));
             if matches!(r, ReleaseSpec::Version { host: Some(_), .. }) && !plugin {
@@ -201,7 +212,11 @@ impl TargetSpec {
             Backend::OpenVino { device } => vec![("device_type".into(), device.clone())],
             _ => vec![],
         };
-        for (k, v) in self.options.iter().filter(|(k, _)| !k.starts_with("session.")) {
+        for (k, v) in self
+            .options
+            .iter()
+            .filter(|(k, _)| !k.starts_with("session.") && k != ISA_OPTION)
+        {
             options.retain(|(existing, _)| existing != k);
             options.push((k.clone(), v.clone()));
         }
@@ -224,7 +239,85 @@ impl TargetSpec {
             spec.id = format!("{},{k}={v}", spec.id);
             spec.options.push((k.clone(), v.clone()));
         }
+        spec.check_isa_cap(&spec.id)?;
         Ok(spec)
+    }
+
+    /// The kernel class the target caps its runtime to (`openvino,isa=avx2`), if it does.
+    pub fn isa_cap(&self) -> Option<&str> {
+        self.options
+            .iter()
+            .find(|(k, _)| k == ISA_OPTION)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The environment the target's worker runs with: oneDNN's instruction-set cap for OpenVINO
+    /// (`ONEDNN_MAX_CPU_ISA`, read once per process by the oneDNN inside OpenVINO's CPU plugin).
+    pub fn environment(&self) -> Vec<(String, String)> {
+        let value = |cap: &str| match cap {
+            "sse4" => "SSE41",
+            "avx2" => "AVX2",
+            "avx2-vnni" => "AVX2_VNNI",
+            "avx512" => "AVX512_CORE",
+            "avx512-vnni" => "AVX512_CORE_VNNI",
+            _ => "AVX512_CORE_AMX",
+        };
+        self.isa_cap()
+            .map(|cap| vec![(ONEDNN_ISA_VARIABLE.to_string(), value(cap).to_string())])
+            .unwrap_or_default()
+    }
+
+    /// `isa=` only where a runtime can cap its kernels, and only to a class this tool knows.
+    fn check_isa_cap(&self, text: &str) -> Result<()> {
+        let Some(cap) = self.isa_cap() else {
+            return Ok(());
+        };
+        if !matches!(self.backend, Backend::OpenVino { .. }) {
+            return Err(bad_flag(format!(
+                "target '{text}': isa= caps OpenVINO's oneDNN kernels only; this runtime has no instruction-set cap (docs/hosts.md)"
+            )));
+        }
+        if !crate::host::X86_CLASSES.contains(&cap) {
+            return Err(bad_flag(format!(
+                "target '{text}': isa={cap} is not a kernel class (one of {})",
+                crate::host::X86_CLASSES.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the target's figures owe to `host` (`docs/hosts.md` has the measurements).
+    pub fn host_dependence(&self, host: &crate::host::HostInfo) -> crate::host::TargetHost {
+        use crate::host::{Dependence, TargetHost};
+        let made = |dependence, isa_class: String, why: &str| TargetHost {
+            dependence,
+            isa_class,
+            isa_cap: self.isa_cap().map(str::to_string),
+            why: why.to_string(),
+        };
+        match &self.backend {
+            Backend::OpenVino { .. } => made(
+                Dependence::Measured,
+                self.isa_cap()
+                    .map_or_else(|| host.isa_class.clone(), |c| crate::host::capped_class(&host.isa_class, c)),
+                "OpenVINO's CPU plugin picks its oneDNN int8 kernels by instruction set (the u8 CNN fixture is refused with AVX-512 VNNI and runs capped to AVX2; figures move by up to 0.5 dB); isa=<class> caps them",
+            ),
+            Backend::Cpu => made(
+                Dependence::Possible,
+                host.isa_class.clone(),
+                "ONNX Runtime's MLAS picks kernels by CPUID and has no cap: without VNNI its u8 x s8 GEMM adds pairs in saturating 16 bits, and float kernels differ in FMA width",
+            ),
+            Backend::Qnn(_) => made(
+                Dependence::Independent,
+                host.isa_class.clone(),
+                "the HTP simulator computes the chipset's fixed-point arithmetic (the fixtures' figures are identical on AVX2 and AVX-512 VNNI hosts)",
+            ),
+            Backend::DirectMl | Backend::Cuda | Backend::TensorRt => made(
+                Dependence::Possible,
+                host.isa_class.clone(),
+                "a GPU's kernels depend on the GPU and its driver, which the report does not record",
+            ),
+        }
     }
 
     /// The chipset of a QNN target.

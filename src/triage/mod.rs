@@ -229,6 +229,7 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
     Ok(Triage {
         schema_version: TRIAGE_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        host: Some(crate::host::this_host()),
         model: opts.audited.model.display().to_string(),
         model_sha256,
         reference,
@@ -279,6 +280,9 @@ pub fn summary(db: &std::path::Path, model_sha256: Option<&str>) -> Result<Vec<T
         out.push(Triage {
             schema_version: TRIAGE_SCHEMA_VERSION,
             tool_version: c.tool_version,
+            // The store keeps a context per host class (the class is part of its hash), not the
+            // host itself.
+            host: None,
             model: c.model,
             model_sha256: c.model_sha256,
             reference: c.reference,

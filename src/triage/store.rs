@@ -523,6 +523,9 @@ pub fn run_context(opts: &TriageOptions, model_sha256: &str) -> Result<String> {
     let exec = &opts.exec;
     put("threads", &format!("{:?}", exec.threads));
     put("runtimes", &format!("{:?}", exec.runtimes));
+    // Runs made on another kernel class are not this host's: the CPU EP and OpenVINO candidates
+    // may compute other bits there, so a store shared by two classes keeps a context for each.
+    put("host", &crate::host::this_host().isa_class);
     Ok(crate::hash::hex(&h.finalize()))
 }
 

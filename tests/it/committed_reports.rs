@@ -125,7 +125,8 @@ fn committed(name: &str) -> PathBuf {
 }
 
 /// The report without what differs between two runs of the same audit on two machines:
-/// timings, whether a fingerprint came from the cache, where runtimes and logs live.
+/// timings, whether a fingerprint came from the cache, where runtimes and logs live, which host
+/// made it (`tests/it/hosts.rs` checks that against `/proc/cpuinfo`).
 fn stable(v: &Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(
@@ -133,7 +134,7 @@ fn stable(v: &Value) -> Value {
                 .filter(|(k, _)| {
                     !matches!(
                         k.as_str(),
-                        "timing" | "seconds" | "cached" | "library" | "source" | "log" | "summary_cached"
+                        "timing" | "seconds" | "cached" | "library" | "source" | "log" | "summary_cached" | "host"
                     )
                 })
                 .map(|(k, x)| (k.clone(), stable(x)))

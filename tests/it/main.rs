@@ -17,6 +17,7 @@ mod gate_policy;
 mod generated_code;
 mod golden_and_inputs;
 mod hardening;
+mod hosts;
 mod html_report;
 mod junit_format;
 mod layers;

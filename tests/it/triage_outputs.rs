@@ -68,7 +68,7 @@ fn committed() -> Triage {
 
 /// The triage without what differs between machines and releases of the tool.
 fn stable(v: &Value) -> Value {
-    strip_keys(v, &["tool_version", "runtime"])
+    strip_keys(v, &["tool_version", "runtime", "host"])
 }
 
 // ---------------------------------------------------------------------------------------------

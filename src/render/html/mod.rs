@@ -186,6 +186,7 @@ fn header_section(report: &Report) -> Markup {
                 } }
                 tr { th { "golden run" } td { (r.description) " " span.tag { (r.kind) } } }
                 tr { th { "inputs" } td { (inputs_text(report)) } }
+                tr { th { "host" } td { (crate::render::present::host_line(report.host.as_ref())) } }
                 tr { th { "targets" } td {
                     (ran) " of " (report.targets.len()) " ran; baseline: " (report.baseline.as_deref().unwrap_or("none"))
                 } }
