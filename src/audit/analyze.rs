@@ -402,6 +402,7 @@ fn golden_side(
                     &TargetRuntime {
                         host: cpu.clone(),
                         plugin: None,
+                        emulation: None,
                     },
                     Some(outcome),
                     &mut |_| None,

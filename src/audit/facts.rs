@@ -70,6 +70,7 @@ fn runtime_info(rt: &Runtime, reported: Option<&str>, sha: Option<String>) -> Ru
         library: rt.library.display().to_string(),
         sha256: rt.sha256.clone().or(sha),
         plugin: None,
+        emulation: None,
     }
 }
 
@@ -85,6 +86,13 @@ pub fn target_runtime_info(
     let mut info = runtime_info(&rt.host, reported, hash(&rt.host));
     if let Some(p) = &rt.plugin {
         info.plugin = Some(Box::new(runtime_info(p, None, hash(p))));
+    }
+    if let Some(e) = &rt.emulation {
+        // The x86 twin's library is not what ran: the wheel in the emulation did.
+        info.library = e.site.join("onnxruntime/capi").display().to_string();
+        info.source = "emulated (runtime cache)".into();
+        info.sha256 = None;
+        info.emulation = Some(e.describe());
     }
     info
 }

@@ -255,7 +255,8 @@ impl Executor {
             .map(|(job, dir)| {
                 let mut job = job.clone();
                 job.output_dir = self.work.tensors_of(&job.output_dir);
-                job.delta_root = self.work.delta_root();
+                // The emulated worker writes every tensor whole (it has no delta writer).
+                job.delta_root = self.work.delta_root().filter(|_| job.emulated.is_none());
                 (job, dir.clone())
             })
             .collect();
@@ -433,6 +434,7 @@ pub fn reference_job(
         feedback: Vec::new(),
         delta_root: None,
         environment: Vec::new(),
+        emulated: None,
     };
     (job, dir.to_path_buf())
 }
@@ -473,6 +475,10 @@ pub fn target_job(
         feedback: Vec::new(),
         delta_root: None,
         environment: t.spec.environment(),
+        emulated: match (&rt.emulation, &t.spec.backend) {
+            (Some(e), Backend::Arm64 { core }) => Some((e.clone(), core.to_string())),
+            _ => None,
+        },
     };
     Some((job, dir))
 }
@@ -483,7 +489,7 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
     let mut options = spec.ep_options();
     let ep_name = spec.backend.ep_name().to_string();
     match &spec.backend {
-        Backend::Cpu => EpSetup::Cpu { options },
+        Backend::Cpu | Backend::Arm64 { .. } => EpSetup::Cpu { options },
         Backend::Qnn(_) => {
             let library = rt.plugin.as_ref().map(|p| p.library.clone()).unwrap_or_default();
             if !options.iter().any(|(k, _)| k == "backend_path") {

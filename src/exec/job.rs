@@ -74,6 +74,10 @@ pub struct Job {
     /// other worker's environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environment: Vec<(String, String)>,
+    /// Run the session in the emulated ARM64 interpreter (`runtime::emulation`) instead of this
+    /// binary: the emulation and the Arm core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulated: Option<(crate::runtime::emulation::Emulation, String)>,
 }
 
 /// One output fed back as an input on the next step of a stream.

@@ -172,11 +172,22 @@ pub fn provision(targets: Vec<Requested>, provisioner: &Provisioner) -> Result<V
                     Some(Ok(p)) => Ok(TargetRuntime {
                         host: h,
                         plugin: Some(p),
+                        emulation: None,
                     }),
-                    None => Ok(TargetRuntime { host: h, plugin: None }),
+                    None => Ok(TargetRuntime {
+                        host: h,
+                        plugin: None,
+                        emulation: None,
+                    }),
                 },
             },
         };
+        let runtime = runtime.and_then(|mut rt| {
+            if matches!(spec.backend, crate::target::Backend::Arm64 { .. }) {
+                rt.emulation = Some(crate::runtime::emulation::provision()?);
+            }
+            Ok(rt)
+        });
         planned.push(PlannedTarget {
             spec,
             role,

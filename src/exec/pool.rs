@@ -144,6 +144,12 @@ pub(super) fn worker_command(job: &Job, dir: &Path, log: &Path) -> Result<Comman
     std::fs::write(&job_path, bytes).map_err(|e| format!("cannot write {}: {e}", job_path.display()))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the npu-audit executable: {e}"))?;
     let log_file = File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    if let Some((emulation, core)) = &job.emulated {
+        let mut cmd = emulation.worker_command(core, &job_path);
+        cmd.envs(job.environment.iter().map(|(k, v)| (k, v)));
+        crate::process::die_with_parent(&mut cmd).stderr(Stdio::from(log_file));
+        return Ok(cmd);
+    }
     let mut cmd = Command::new(exe);
     // A cap left in the user's shell would change OpenVINO's figures without the report saying.
     for name in [crate::target::ONEDNN_ISA_VARIABLE, "DNNL_MAX_CPU_ISA"] {

@@ -92,6 +92,7 @@ impl Variant {
 fn backend_kind(b: &Backend) -> &'static str {
     match b {
         Backend::Cpu => "cpu",
+        Backend::Arm64 { .. } => "cpu-arm64",
         Backend::Qnn(_) => "qnn",
         Backend::OpenVino { .. } => "openvino",
         Backend::DirectMl => "dml",

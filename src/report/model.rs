@@ -559,14 +559,19 @@ pub struct RuntimeInfo {
     /// For plugin EPs: the plugin package on top of the host runtime.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin: Option<Box<RuntimeInfo>>,
+    /// For an emulated ARM64 target: what ran the sessions (the wheel, the interpreter, qemu's
+    /// release, the hash of the manifest of everything fetched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulation: Option<String>,
 }
 
 impl RuntimeInfo {
     /// `onnxruntime 1.31.1`, or a plugin on its host: `onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1`.
     pub fn text(&self) -> String {
-        match &self.plugin {
-            Some(p) => format!("{} {} on {} {}", p.package, p.version, self.package, self.version),
-            None => format!("{} {}", self.package, self.version),
+        match (&self.plugin, &self.emulation) {
+            (Some(p), _) => format!("{} {} on {} {}", p.package, p.version, self.package, self.version),
+            (None, Some(_)) => format!("{} {} aarch64, emulated", self.package, self.version),
+            (None, None) => format!("{} {}", self.package, self.version),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! from them.
 
 pub mod catalog;
+pub mod emulation;
 pub mod provision;
 pub mod python;
 pub mod wheel;
@@ -39,7 +40,7 @@ use crate::target::{Backend, ReleaseSpec, TargetSpec};
 /// The catalogue family of a backend's build.
 pub fn family_of(backend: &Backend) -> &'static str {
     match backend {
-        Backend::Cpu => "cpu",
+        Backend::Cpu | Backend::Arm64 { .. } => "cpu",
         Backend::Qnn(_) => "qnn",
         Backend::OpenVino { .. } => "openvino",
         Backend::DirectMl => "directml",
@@ -113,4 +114,7 @@ pub fn platform_obstacle(backend: &Backend) -> Option<String> {
 pub struct TargetRuntime {
     pub host: Runtime,
     pub plugin: Option<Runtime>,
+    /// For an emulated ARM64 target: the emulation its sessions run in (the `host` build is the
+    /// x86 twin of the same release, for what the report says of the runtime).
+    pub emulation: Option<emulation::Emulation>,
 }

@@ -25,8 +25,14 @@ pub enum TargetRole {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     Cpu,
+    /// The ARM64 CPU EP (the phone's own CPU fallback), emulated: qemu's model of `core`.
+    Arm64 {
+        core: &'static str,
+    },
     Qnn(Chipset),
-    OpenVino { device: String },
+    OpenVino {
+        device: String,
+    },
     DirectMl,
     Cuda,
     TensorRt,
@@ -36,7 +42,7 @@ impl Backend {
     /// ONNX Runtime's name for the execution provider.
     pub fn ep_name(&self) -> &'static str {
         match self {
-            Backend::Cpu => "CPUExecutionProvider",
+            Backend::Cpu | Backend::Arm64 { .. } => "CPUExecutionProvider",
             Backend::Qnn(_) => "QNNExecutionProvider",
             Backend::OpenVino { .. } => "OpenVINOExecutionProvider",
             Backend::DirectMl => "DmlExecutionProvider",
@@ -99,6 +105,25 @@ impl fmt::Display for TargetSpec {
     }
 }
 
+/// The Arm cores a target may emulate: qemu's model name, what it has, and which phones' cores it
+/// stands for.
+pub const ARM_CORES: &[(&str, &str)] = &[
+    (
+        "cortex-a76",
+        "Armv8.2 with dot product, no i8mm (the big cores of SM8250/SM8350-era phones)",
+    ),
+    (
+        "neoverse-n1",
+        "Armv8.2 with dot product, no i8mm (Cortex-A76's server twin)",
+    ),
+    (
+        "cortex-a710",
+        "Armv9 with i8mm, bf16, SVE2 at 128 bits (SM8450-era phones; SM8550/SM8650 cores compute alike)",
+    ),
+    ("neoverse-n2", "Armv9 with i8mm, bf16, SVE2 at 128 bits"),
+    ("neoverse-v1", "Armv8.4 with i8mm, bf16, SVE at 256 bits"),
+];
+
 /// The target option that caps a runtime's kernels to an instruction-set class.
 pub const ISA_OPTION: &str = "isa";
 
@@ -108,7 +133,7 @@ pub const ISA_OPTION: &str = "isa";
 pub const ONEDNN_ISA_VARIABLE: &str = "ONEDNN_MAX_CPU_ISA";
 
 /// The syntax every error message about a target spec repeats.
-pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu][,isa=avx2|...], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
+pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, cpu-arm64[:cortex-a76|neoverse-n1|cortex-a710|neoverse-n2|neoverse-v1], qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu][,isa=avx2|...], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
 
 impl TargetSpec {
     /// Parses `KIND[:VARIANT][@RELEASE][,KEY=VALUE]*`; `qnn:all` expands to every known chipset
@@ -176,6 +201,7 @@ impl TargetSpec {
             "ov" => "openvino".to_string(),
             "directml" => "dml".to_string(),
             "trt" => "tensorrt".to_string(),
+            "arm64" => "cpu-arm64".to_string(),
             _ => kind,
         };
         let p = Parsed {
@@ -186,6 +212,7 @@ impl TargetSpec {
         };
         match (kind.as_str(), variant) {
             ("cpu", _) => p.cpu(),
+            ("cpu-arm64", _) => p.arm64(),
             ("qnn", _) => p.qnn(),
             ("openvino", _) => p.openvino(),
             ("dml", None) => {
@@ -306,6 +333,11 @@ impl TargetSpec {
                 Dependence::Possible,
                 host.isa_class.clone(),
                 "ONNX Runtime's MLAS picks kernels by CPUID and has no cap: without VNNI its u8 x s8 GEMM adds pairs in saturating 16 bits, and float kernels differ in FMA width",
+            ),
+            Backend::Arm64 { core } => made(
+                Dependence::Independent,
+                format!("arm64-emulated-{core}"),
+                "an emulated Arm core computes the same bits on every x86-64 host (qemu's model of the core fixes its features and vector length)",
             ),
             Backend::Qnn(_) => made(
                 Dependence::Independent,
@@ -538,6 +570,29 @@ impl Parsed<'_> {
             Some(_) => return Err(self.unknown()),
         };
         Ok(vec![self.make(Backend::Cpu, opt, v.map(str::to_string))])
+    }
+
+    /// `cpu-arm64[:CORE]`: the ARM64 CPU EP under emulation of one Arm core (default
+    /// `cortex-a710`, the i8mm core of the supported phones).
+    fn arm64(&self) -> Result<Vec<TargetSpec>> {
+        let asked = self
+            .variant
+            .filter(|v| !v.is_empty())
+            .unwrap_or("cortex-a710")
+            .to_ascii_lowercase();
+        let Some((core, _)) = ARM_CORES.iter().find(|(c, _)| *c == asked) else {
+            let known: Vec<&str> = ARM_CORES.iter().map(|(c, _)| *c).collect();
+            return Err(bad_flag(format!(
+                "target '{}': unknown Arm core '{asked}' (known: {})",
+                self.text,
+                known.join(", ")
+            )));
+        };
+        Ok(vec![self.make(
+            Backend::Arm64 { core },
+            OptLevel::All,
+            Some(core.to_string()),
+        )])
     }
 
     fn qnn(&self) -> Result<Vec<TargetSpec>> {

@@ -204,8 +204,40 @@ fn own_ids(report: &DeviceReport, identity: &Identity) -> Vec<String> {
     ids
 }
 
+/// A CPU EP candidate: the x86 build (`cpu`, `cpu:noopt`, ...) or the phone's own ARM64 CPU EP,
+/// emulated (`cpu-arm64:<core>`).
 fn is_cpu(id: &str) -> bool {
-    id == "cpu" || id.starts_with("cpu:") || id.starts_with("cpu@")
+    id == "cpu" || id.starts_with("cpu:") || id.starts_with("cpu@") || id.starts_with("cpu-arm64")
+}
+
+/// Identical to a CPU EP: the x86 build, or the phone's own ARM64 build as emulated here.
+fn cpu_fallback(c: &CandidateDistance, logs: Option<&LogFindings>) -> Verdict {
+    let which = if c.target.starts_with("cpu-arm64") {
+        ", on the phone's own ARM64 CPU EP as emulated here"
+    } else {
+        ""
+    };
+    verdict(
+        VerdictKind::CpuFallback,
+        format!(
+            "identical to {}: the NPU did not run this model on that device (silent CPU fallback{which}){}",
+            c.target,
+            log_says(logs)
+        ),
+    )
+}
+
+/// The report's own chipset cannot run the model here: the one run that could reproduce it.
+fn own_chipset_failed(run: &CandidateRun, near: &str) -> Verdict {
+    let why = run
+        .error
+        .as_deref()
+        .and_then(|e| e.lines().next())
+        .unwrap_or("no error text");
+    verdict(VerdictKind::OwnChipsetFailed, format!(
+        "its chipset's simulation does not run this model here ({} {}: {why}), so the device cannot be checked against it; {near}; an older or newer QNN release may compile it (`-t {}@all`)",
+        run.target, run.status, run.target.split('@').next().unwrap_or(&run.target)
+    ))
 }
 
 /// The first explanation that holds (see the module's doc).
@@ -233,14 +265,7 @@ fn decide(
         ));
     }
     if let Some(c) = cands.iter().find(|c| is_cpu(&c.target) && c.identical()) {
-        return verdict(
-            VerdictKind::CpuFallback,
-            format!(
-                "identical to {}: the NPU did not run this model on that device (silent CPU fallback){}",
-                c.target,
-                log_says(logs)
-            ),
-        );
+        return cpu_fallback(c, logs);
     }
     if let Some(c) = cands
         .iter()
@@ -271,15 +296,7 @@ fn decide(
         return verdict(VerdictKind::Unidentified, format!("{}; {near}", identity.sentence));
     }
     if let Some(run) = own.iter().find_map(|id| failed.iter().find(|r| r.target == *id)) {
-        let why = run
-            .error
-            .as_deref()
-            .and_then(|e| e.lines().next())
-            .unwrap_or("no error text");
-        return verdict(VerdictKind::OwnChipsetFailed, format!(
-            "its chipset's simulation does not run this model here ({} {}: {why}), so the device cannot be checked against it; {near}; an older or newer QNN release may compile it (`-t {}@all`)",
-            run.target, run.status, run.target.split('@').next().unwrap_or(&run.target)
-        ));
+        return own_chipset_failed(run, &near);
     }
     // A QNN error or a cut graph in the log is a lead the figures alone do not give.
     let lead = log_says(logs.filter(|l| l.shows_problem()));

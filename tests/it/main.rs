@@ -4,6 +4,7 @@
 mod common;
 
 mod architecture;
+mod arm64;
 mod bad_input;
 mod capture;
 mod cli_conventions;
