@@ -89,12 +89,32 @@ impl TargetHost {
 /// The x86-64 kernel classes, least capable first (what an `isa=` cap may name).
 pub const X86_CLASSES: &[&str] = &["sse4", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "amx"];
 
-/// The lower of two x86-64 classes (`x86-64-avx2` of `x86-64-avx512-vnni` and `avx2`).
-pub fn capped_class(host_class: &str, cap: &str) -> String {
+/// The features an x86-64 class needs (beyond those of `sse4`).
+fn class_features(class: &str) -> &'static [&'static str] {
+    match class {
+        "avx2" => &["avx2", "fma"],
+        "avx2-vnni" => &["avx2", "fma", "avx_vnni"],
+        "avx512" => &["avx512f", "avx512bw"],
+        "avx512-vnni" => &["avx512f", "avx512bw", "avx512_vnni"],
+        "amx" => &["avx512f", "avx512bw", "avx512_vnni", "amx_int8"],
+        _ => &[],
+    }
+}
+
+/// The class a host's kernels run at when capped to `cap`: the most capable class at or below
+/// the cap whose features the host has (oneDNN falls back the same way: AVX-VNNI is not part of
+/// AVX-512, so `avx2-vnni` on an AVX-512 host without it runs AVX2 kernels). Not above the host's.
+pub fn capped_class(host: &HostInfo, cap: &str) -> String {
+    let Some(top) = X86_CLASSES.iter().position(|c| *c == cap) else {
+        return host.isa_class.clone();
+    };
+    let has = |c: &str| class_features(c).iter().all(|f| host.isa.iter().any(|x| x == f));
+    let class = X86_CLASSES[..=top].iter().rev().find(|c| has(c)).unwrap_or(&"sse4");
+    let capped = format!("x86-64-{class}");
     let rank = |c: &str| X86_CLASSES.iter().position(|x| *x == c.trim_start_matches("x86-64-"));
-    match (rank(host_class), rank(cap)) {
-        (Some(h), Some(c)) if c < h => format!("x86-64-{}", X86_CLASSES[c]),
-        _ => host_class.to_string(),
+    match (rank(&capped), rank(&host.isa_class)) {
+        (Some(c), Some(h)) if c > h => host.isa_class.clone(),
+        _ => capped,
     }
 }
 
@@ -191,5 +211,12 @@ mod tests {
             "arm64-dotprod"
         );
         assert_eq!(isa_class("aarch64", &["asimd".into()]), "arm64-neon");
+        let epyc = parse("model name\t: AMD EPYC\nflags\t\t: avx2 fma avx512f avx512bw avx512_vnni\n");
+        assert_eq!(capped_class(&epyc, "avx2"), "x86-64-avx2");
+        // AVX-VNNI is not part of AVX-512: capped there, this host runs AVX2 kernels.
+        assert_eq!(capped_class(&epyc, "avx2-vnni"), "x86-64-avx2");
+        assert_eq!(capped_class(&epyc, "amx"), "x86-64-avx512-vnni");
+        let avx2 = parse("flags\t\t: avx2 fma\n");
+        assert_eq!(capped_class(&avx2, "avx512"), "x86-64-avx2");
     }
 }

@@ -69,6 +69,18 @@ const KNOWN_KEYS: &[&str] = &[
     "model_sha256",
 ];
 
+/// The deepest nesting of an unknown key's value that is kept.
+const MAX_DEPTH: usize = 8;
+
+/// How deeply a JSON value nests arrays and objects.
+fn depth(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        serde_json::Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// The most keys outside the schema one `device.json` may add.
 const MAX_UNKNOWN_KEYS: usize = 64;
 
@@ -97,6 +109,9 @@ impl DeviceInfo {
             let chars = v.to_string().chars().count();
             let v = if chars > MAX_VALUE_CHARS {
                 serde_json::Value::String(format!("(not kept: {chars} characters)"))
+            } else if depth(&v) > MAX_DEPTH {
+                // Kept deeper, a report entry could no longer be read back from a triage store.
+                serde_json::Value::String(format!("(not kept: nested deeper than {MAX_DEPTH})"))
             } else {
                 v
             };
@@ -298,6 +313,12 @@ mod tests {
         let long = format!(r#"{{"os": "{}"}}"#, "a".repeat(300));
         assert!(DeviceInfo::parse(long.as_bytes()).is_err());
         assert!(DeviceInfo::parse(br#"{"os": 7}"#).is_err());
+        let deep = format!(r#"{{"deep": {}1{}}}"#, "[".repeat(20), "]".repeat(20));
+        let kept = DeviceInfo::parse(deep.as_bytes()).unwrap();
+        assert_eq!(
+            kept.unknown_keys["deep"],
+            serde_json::json!("(not kept: nested deeper than 8)")
+        );
         assert!(DeviceInfo::parse(b"[]").is_err());
         let many: Vec<String> = (0..65).map(|k| format!(r#""k{k}": 1"#)).collect();
         assert!(DeviceInfo::parse(format!("{{{}}}", many.join(",")).as_bytes()).is_err());

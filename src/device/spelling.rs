@@ -74,16 +74,19 @@ fn as_subdirectories(output: &str) -> Option<String> {
 /// once.
 pub fn spellings(output: &str) -> Vec<(String, Spelling)> {
     let per_char: String = output.chars().map(|c| if is_word(c) { c } else { '_' }).collect();
-    let mut names = vec![
+    // The name as it is comes before the other spellings it may coincide with, so that a file
+    // named exactly as the output is said to be so.
+    let plain_file = !output.is_empty() && !output.contains(['/', '\\', '\0']) && output != "." && output != "..";
+    let mut names = Vec::new();
+    if plain_file {
+        names.push((output.to_string(), Spelling::AsNamed));
+    }
+    names.extend([
         (lead(per_char.clone()), Spelling::Sanitized),
         (lead(collapsed(output)), Spelling::Collapsed),
         (per_char, Spelling::Sanitized),
         (output.replace('/', "_"), Spelling::SlashAsUnderscore),
-    ];
-    let plain_file = !output.is_empty() && !output.contains(['/', '\\', '\0']) && output != "." && output != "..";
-    if plain_file {
-        names.push((output.to_string(), Spelling::AsNamed));
-    }
+    ]);
     if let Some(dirs) = as_subdirectories(output) {
         names.push((dirs, Spelling::Subdirectories));
     }
@@ -97,19 +100,31 @@ pub fn spellings(output: &str) -> Vec<(String, Spelling)> {
     out
 }
 
-/// Whether `rel` is a file under `dir`, looked at without following any link: each directory on
-/// the way must be a real directory.
+/// Whether `rel` is a file under `dir`, looked at without following any link: a directory on the
+/// way that is a link is refused (a report is read as it is), one that is a file means `rel` is
+/// not there.
 fn present(dir: &Path, rel: &str) -> Result<bool> {
     let mut path = dir.to_path_buf();
     let parts: Vec<&str> = rel.split('/').collect();
     for (k, part) in parts.iter().enumerate() {
         path.push(part);
-        let last = k + 1 == parts.len();
-        if !last && !super::member_dir(&path, rel)? {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            return Ok(false);
+        };
+        if k + 1 == parts.len() {
+            return Ok(true);
+        }
+        if meta.file_type().is_symlink() {
+            bail!(
+                "{} is a symbolic link (a report is read as it is, never through links)",
+                parts[..=k].join("/")
+            );
+        }
+        if !meta.is_dir() {
             return Ok(false);
         }
     }
-    Ok(std::fs::symlink_metadata(&path).is_ok())
+    Ok(false)
 }
 
 /// The file of each output in `result` (the outputs in order), resolved so that every file
@@ -207,11 +222,17 @@ mod tests {
         );
         assert_eq!(names("/conv1/Conv_output_0")[0], "_conv1_Conv_output_0.raw");
         assert!(names("/conv1/Conv_output_0").contains(&"conv1/Conv_output_0.raw".to_string()));
-        assert_eq!(names("127"), vec!["_127.raw", "127.raw"]);
+        assert_eq!(names("127"), vec!["127.raw", "_127.raw"]);
         assert!(names("onnx::Conv_497").contains(&"onnx_Conv_497.raw".to_string()));
         assert!(names("onnx::Conv_497").contains(&"onnx::Conv_497.raw".to_string()));
-        // A name that would climb out of Result_N/ has no subdirectory spelling.
-        assert!(!names("../x").iter().any(|n| n.contains("..")));
+        // A name that would climb out of Result_N/ has no subdirectory spelling: every spelling is
+        // one file name inside it.
+        assert!(names("../x").iter().all(|n| !n.contains('/')), "{:?}", names("../x"));
+        assert!(
+            names("a/../b").iter().all(|n| !n.contains('/')),
+            "{:?}",
+            names("a/../b")
+        );
     }
 
     fn touch(dir: &Path, rel: &str) {

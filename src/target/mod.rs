@@ -326,7 +326,7 @@ impl TargetSpec {
             Backend::OpenVino { .. } => made(
                 Dependence::Measured,
                 self.isa_cap()
-                    .map_or_else(|| host.isa_class.clone(), |c| crate::host::capped_class(&host.isa_class, c)),
+                    .map_or_else(|| host.isa_class.clone(), |c| crate::host::capped_class(host, c)),
                 "OpenVINO's CPU plugin picks its oneDNN int8 kernels by instruction set (the u8 CNN fixture is refused with AVX-512 VNNI and runs capped to AVX2; figures move by up to 0.5 dB); isa=<class> caps them",
             ),
             Backend::Cpu => made(

@@ -295,7 +295,13 @@ fn decide(
     if identity.status != IdentityStatus::Identified {
         return verdict(VerdictKind::Unidentified, format!("{}; {near}", identity.sentence));
     }
-    if let Some(run) = own.iter().find_map(|id| failed.iter().find(|r| r.target == *id)) {
+    // Only when no simulation of its chipset ran: one that ran and differs leaves it unexplained.
+    let own_ran = own.iter().any(|id| find(id).is_some());
+    if let Some(run) = own
+        .iter()
+        .find_map(|id| failed.iter().find(|r| r.target == *id))
+        .filter(|_| !own_ran)
+    {
         return own_chipset_failed(run, &near);
     }
     // A QNN error or a cut graph in the log is a lead the figures alone do not give.
@@ -407,7 +413,8 @@ fn entry(
             let failed: Vec<&CandidateRun> = group
                 .runs
                 .iter()
-                .filter(|r| r.status != RunStatus::Ok && wanted.contains(&r.target))
+                // Refused or crashed: a timeout or a missing runtime says nothing of the model.
+                .filter(|r| matches!(r.status, RunStatus::Failed | RunStatus::Crashed) && wanted.contains(&r.target))
                 .collect();
             decide(
                 report,

@@ -121,21 +121,33 @@ fn openvino_capped_to_avx2_gives_the_avx2_hosts_figures_and_a_shell_cap_is_ignor
         sqnr(1)
     );
 
-    // The uncapped target's outcome depends on the host; a cap in the shell must not change it.
-    let plain = audit(&["-t", "openvino", "--allow-failure", "openvino"]);
+    // The uncapped target's outcome depends on the host; a cap in the shell must change neither
+    // it nor the CPU EP's figures.
+    let plain = audit(&["-t", "openvino", "-t", "cpu", "--allow-failure", "openvino"]);
     let out = common::bin()
         .current_dir(repo(""))
         .env("ONEDNN_MAX_CPU_ISA", "AVX2")
         .args(["compare", MODEL, "--reference", REFERENCE, "--fingerprint", "off"])
-        .args(["-t", "openvino", "--allow-failure", "openvino", "--format", "json"])
+        .args([
+            "-t",
+            "openvino",
+            "-t",
+            "cpu",
+            "--allow-failure",
+            "openvino",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     let shell: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let figures = |r: &Value| {
-        let t = target(r, "openvino");
+    let figures = |r: &Value, id: &str| {
+        let t = target(r, id);
         (t["status"].clone(), t["outputs"].clone())
     };
-    assert_eq!(figures(&shell), figures(&plain));
+    for id in ["openvino", "cpu"] {
+        assert_eq!(figures(&shell, id), figures(&plain, id), "{id}");
+    }
     assert!(shell["notes"].as_array().unwrap().iter().any(|n| n
         .as_str()
         .unwrap()
