@@ -12,6 +12,20 @@ use serde_json::Value;
 const MODEL: &str = "fixtures/models/cnn_qdq_u8.onnx";
 const REFERENCE: &str = "fixtures/models/cnn_fp32.onnx";
 
+/// An audit of a target that depends on the host and one that does not.
+const CPU_AND_SM8650: [&str; 10] = [
+    "compare",
+    MODEL,
+    "--reference",
+    REFERENCE,
+    "-t",
+    "cpu",
+    "-t",
+    "qnn:sm8650",
+    "--fingerprint",
+    "off",
+];
+
 /// The kernel class of this machine, by the rule `docs/hosts.md` states.
 fn class_from_proc_cpuinfo(flags: &[&str]) -> &'static str {
     let has = |f: &str| flags.contains(&f);
@@ -188,18 +202,7 @@ fn baseline_mode_and_merge_refuse_another_hosts_class_unless_allowed() {
     };
     let here = audit(&["-t", "cpu", "-t", "qnn:sm8650"]);
     let elsewhere = write("elsewhere.json", &made_on(&here, "x86-64-sse4"));
-    let args = [
-        "compare",
-        MODEL,
-        "--reference",
-        REFERENCE,
-        "-t",
-        "cpu",
-        "-t",
-        "qnn:sm8650",
-        "--fingerprint",
-        "off",
-    ];
+    let args = CPU_AND_SM8650;
     let out = run(&[&args[..], &["--baseline-report", &elsewhere]].concat());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -229,19 +232,11 @@ fn baseline_mode_and_merge_refuse_another_hosts_class_unless_allowed() {
     // Two shards, one of them from another class of host.
     let shard = |k: &str| {
         let out = dir.path().join(format!("s{k}.json"));
-        let a = [
-            "compare",
-            MODEL,
-            "--reference",
-            REFERENCE,
-            "-t",
-            "cpu",
-            "-t",
-            "qnn:sm8650",
-            "--fingerprint",
-            "off",
-        ];
-        let done = run(&[&a[..], &["--shard", &format!("{k}/2"), "--out", out.to_str().unwrap()]].concat());
+        let done = run(&[
+            &CPU_AND_SM8650[..],
+            &["--shard", &format!("{k}/2"), "--out", out.to_str().unwrap()],
+        ]
+        .concat());
         assert!(
             matches!(done.status.code(), Some(0 | 1)),
             "{}",
