@@ -96,7 +96,7 @@ impl AuditPlan {
             let specs: Vec<crate::target::TargetSpec> = requested.iter().map(|r| r.spec.clone()).collect();
             notes.extend(check_hosts(report, label, &specs, opts.measured.allow_other_hosts)?);
         }
-        notes.extend(ignored_isa_cap());
+        notes.extend(crate::target::ignored_isa_cap());
         let classes = class_axes(&opts.measured.class_axis, &signature, &reference)?;
         let targets = targets::provision(requested, &provisioner)?;
         Ok(AuditPlan {
@@ -376,17 +376,6 @@ fn check_hosts(previous: &Report, label: &str, now: &[crate::target::TargetSpec]
             "{what}: compare with a report made on a host of the same class, cap OpenVINO with isa=<class>, or pass --allow-other-hosts"
         )))
     }
-}
-
-/// A oneDNN cap in the user's environment is not passed to the workers (it would change
-/// OpenVINO's figures without the report saying): the note says so and names the target option.
-fn ignored_isa_cap() -> Option<String> {
-    [crate::target::ONEDNN_ISA_VARIABLE, "DNNL_MAX_CPU_ISA"]
-        .into_iter()
-        .find_map(|name| Some((name, std::env::var(name).ok()?)))
-        .map(|(name, value)| {
-            format!("{name}={value} in the environment is not passed to the runtimes; cap OpenVINO's kernels with -t openvino,isa=<class> (docs/hosts.md)")
-        })
 }
 
 fn threads_text(t: Option<usize>) -> String {

@@ -71,7 +71,13 @@ pub fn report(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: Runs
         reference_metrics: eval::metrics(task, &runs.reference.records, &opts.stats),
         targets,
         gate,
-        notes: plan.notes.iter().chain(&runs.notes).cloned().collect(),
+        notes: plan
+            .notes
+            .iter()
+            .chain(&runs.notes)
+            .cloned()
+            .chain(crate::target::ignored_isa_cap())
+            .collect(),
         exit_code,
     })
 }

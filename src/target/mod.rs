@@ -132,6 +132,17 @@ pub const ISA_OPTION: &str = "isa";
 /// the user's shell cannot change figures unrecorded.
 pub const ONEDNN_ISA_VARIABLE: &str = "ONEDNN_MAX_CPU_ISA";
 
+/// A oneDNN cap in the user's environment is not passed to the workers (it would change
+/// OpenVINO's figures without the report saying): the note says so and names the target option.
+pub fn ignored_isa_cap() -> Option<String> {
+    [ONEDNN_ISA_VARIABLE, "DNNL_MAX_CPU_ISA"]
+        .into_iter()
+        .find_map(|name| Some((name, std::env::var(name).ok()?)))
+        .map(|(name, value)| {
+            format!("{name}={value} in the environment is not passed to the runtimes; cap OpenVINO's kernels with -t openvino,isa=<class> (docs/hosts.md)")
+        })
+}
+
 /// The syntax every error message about a target spec repeats.
 pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, cpu-arm64[:cortex-a76|neoverse-n1|cortex-a710|neoverse-n2|neoverse-v1], qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu][,isa=avx2|...], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
 
