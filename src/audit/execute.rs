@@ -134,10 +134,7 @@ fn teacher_forced_runs(
             "{}-teacher",
             dir.file_name().unwrap_or_default().to_string_lossy()
         ));
-        let mut samples = golden_state_samples(stream, &job.samples, golden);
-        if job.emulated.is_some() {
-            samples = whole_files(&samples, &dir.join("fed"))?;
-        }
+        let samples = golden_state_samples(stream, &job.samples, golden);
         forced.push((
             Job {
                 samples,
@@ -159,30 +156,6 @@ fn teacher_forced_runs(
         .into_iter()
         .map(|i| i.and_then(|i| outcomes[i].take()))
         .collect())
-}
-
-/// The same samples with every file written whole: the golden run may have written a growing
-/// state as a delta file, which only this binary's worker reads, not the emulated one.
-fn whole_files(samples: &[Vec<InputFile>], dir: &Path) -> Result<Vec<Vec<InputFile>>> {
-    std::fs::create_dir_all(dir)?;
-    samples
-        .iter()
-        .enumerate()
-        .map(|(k, sample)| {
-            sample
-                .iter()
-                .enumerate()
-                .map(|(i, input)| {
-                    let path = dir.join(format!("s{k}_i{i}.npy"));
-                    crate::tensor::Tensor::read_npy(&input.path)?.write_npy(&path)?;
-                    Ok(InputFile {
-                        name: input.name.clone(),
-                        path,
-                    })
-                })
-                .collect()
-        })
-        .collect()
 }
 
 /// The steps with each fed-back input replaced, from the second step on, by the golden run's

@@ -255,11 +255,15 @@ impl Executor {
             .map(|(job, dir)| {
                 let mut job = job.clone();
                 job.output_dir = self.work.tensors_of(&job.output_dir);
-                // The emulated worker writes every tensor whole (it has no delta writer).
-                job.delta_root = self.work.delta_root().filter(|_| job.emulated.is_none());
-                (job, dir.clone())
+                if job.emulated.is_some() {
+                    // The emulated worker reads and writes every tensor whole.
+                    whole_inputs(&mut job, &dir.join("whole"))?;
+                } else {
+                    job.delta_root = self.work.delta_root();
+                }
+                Ok((job, dir.clone()))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let jobs = jobs.as_slice();
         let outcomes = run_all(jobs, config, &|job, outcome| {
             bar.inc(1);
@@ -437,6 +441,23 @@ pub fn reference_job(
         emulated: None,
     };
     (job, dir.to_path_buf())
+}
+
+/// Every input of `job` that is a delta file (a growing stream state another worker wrote as what
+/// each step added, such as the golden run's fed to a teacher-forced target) written whole in
+/// `dir`, for a worker that reads only whole `.npy` files.
+fn whole_inputs(job: &mut Job, dir: &Path) -> Result<()> {
+    for (k, sample) in job.samples.iter_mut().enumerate() {
+        for (i, input) in sample.iter_mut().enumerate() {
+            if crate::tensor::delta::is_delta(&input.path) {
+                std::fs::create_dir_all(dir)?;
+                let whole = dir.join(format!("s{k}_i{i}.npy"));
+                crate::tensor::Tensor::read_npy(&input.path)?.write_npy(&whole)?;
+                input.path = whole;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One target's job, or `None` when its runtime is unavailable. Placement is inspected in

@@ -835,3 +835,29 @@ fn a_growing_state_is_kept_as_what_each_step_adds() {
         assert_close(&format!("step {}", s + 1), values(&present).iter().sum(), y, 1e-4);
     }
 }
+
+/// The golden run keeps a growing state as deltas, which only this binary's worker reads: a
+/// teacher-forced emulated ARM64 target is fed those steps written whole, and runs them exactly.
+#[test]
+fn an_emulated_target_is_teacher_forced_with_a_growing_state() {
+    let dir = tempdir();
+    let model = dir.path().join("kv.onnx");
+    kv_cache_model(&model);
+    let out = kv_stream(
+        &model,
+        4,
+        &["-t", "cpu-arm64:neoverse-n1", "--teacher-forcing", "--format", "json"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let forced = &stream_of(&json, "cpu-arm64:neoverse-n1")["teacher_forced"];
+    let present = forced["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "present")
+        .unwrap_or_else(|| panic!("no teacher-forced present: {forced}"));
+    assert_eq!(present["bit_identical_steps"], 4, "{present}");
+}
