@@ -93,8 +93,7 @@ impl AuditPlan {
                 targets: opts.execution.exec.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS),
             };
             notes.extend(check_threads(report, label, now, opts.measured.allow_other_threads)?);
-            let specs: Vec<crate::target::TargetSpec> = requested.iter().map(|r| r.spec.clone()).collect();
-            notes.extend(check_hosts(report, label, &specs, opts.measured.allow_other_hosts)?);
+            notes.extend(check_hosts(report, label, &requested, opts.measured.allow_other_hosts)?);
         }
         notes.extend(crate::target::ignored_isa_cap());
         let classes = class_axes(&opts.measured.class_axis, &signature, &reference)?;
@@ -343,7 +342,7 @@ fn check_threads(previous: &Report, label: &str, now: Threads, allow: bool) -> R
 /// A previous report made on a host of another kernel class is refused for the targets whose
 /// figures depend on the host (a regression there may be the host's), unless the user accepts it
 /// (then a note says so). A report that does not record its host is said, not refused.
-fn check_hosts(previous: &Report, label: &str, now: &[crate::target::TargetSpec], allow: bool) -> Result<Vec<String>> {
+fn check_hosts(previous: &Report, label: &str, now: &[Requested], allow: bool) -> Result<Vec<String>> {
     let here = crate::host::this_host();
     if previous.host.is_none() {
         return Ok(vec![format!(
@@ -356,8 +355,8 @@ fn check_hosts(previous: &Report, label: &str, now: &[crate::target::TargetSpec]
         .filter(|t| t.status == crate::exec::RunStatus::Ok)
         .filter_map(|t| {
             let then = t.host.as_ref()?;
-            let spec = now.iter().find(|s| s.id == t.id)?;
-            spec.host_dependence(&here).conflict(&t.id, then)
+            let now = now.iter().find(|r| r.spec.id == t.id)?;
+            now.spec.host_dependence(&here).conflict(&t.id, then)
         })
         .collect();
     if conflicts.is_empty() {
