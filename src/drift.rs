@@ -217,7 +217,35 @@ fn notable(fp: &TargetFingerprint, model: &ModelOps) -> Vec<String> {
         .collect()
 }
 
-/// The reading of one target's code differences from the baseline on one output.
+/// `n` with its thousands grouped (`1,048,576`), as counts beside a share are written.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `n` of `total` codes as a share (`0.400%`) and, when that share would print as 0.000% or
+/// 100.000% though it is neither, what it really is with its count: `< 0.001%` and
+/// `3 of 1,048,576`, which the sentence puts in parentheses after its "of codes".
+fn share(n: u64, total: u64) -> (String, Option<String>) {
+    let text = format!("{:.3}%", 100.0 * n as f64 / total.max(1) as f64);
+    let count = || Some(format!("{} of {}", grouped(n), grouped(total)));
+    match text.as_str() {
+        "0.000%" if n > 0 => ("< 0.001%".into(), count()),
+        "100.000%" if n < total => ("> 99.999%".into(), count()),
+        _ => (text, None),
+    }
+}
+
+/// The reading of one target's code differences from the baseline on one output. A share is
+/// never printed as 0.000% when some code differs (nor 100.000% when some does not), and a kind
+/// of difference no code has is said in words, not as a share.
 pub fn explanation_text(
     codes: &crate::report::model::CodeDiffs,
     elements: u64,
@@ -226,12 +254,16 @@ pub fn explanation_text(
     baseline_id: &str,
     model: &ModelOps,
 ) -> String {
-    let pct = |n: u64| 100.0 * n as f64 / elements.max(1) as f64;
     let larger = codes.off_by_two + codes.off_by_more;
     let t_rule = target.and_then(|f| f.requant_rounding()).and_then(rule_label);
     let b_rule = baseline.and_then(|f| f.requant_rounding()).and_then(rule_label);
     if larger == 0 {
-        let head = format!("±1 LSB in {:.3}% of codes, none larger", pct(codes.off_by_one));
+        if codes.off_by_one == 0 {
+            return "no code differs".into();
+        }
+        let (one, count) = share(codes.off_by_one, elements);
+        let count = count.map_or_else(String::new, |c| format!(" ({c})"));
+        let head = format!("±1 LSB in {one} of codes{count}, none larger");
         return match (t_rule, b_rule) {
             (Some(t), Some(b)) if t != b => format!(
                 "{head}: consistent with {t} rounding in requantization on this target versus {b} on {baseline_id}"
@@ -242,10 +274,19 @@ pub fn explanation_text(
             _ => format!("{head}: rounding differences (no fingerprint says which rule)"),
         };
     }
+    let (more, more_count) = share(larger, elements);
+    let ones = if codes.off_by_one == 0 {
+        "no code 1 LSB apart".to_string()
+    } else {
+        let (one, count) = share(codes.off_by_one, elements);
+        format!(
+            "±1 LSB in {one}{}",
+            count.map_or_else(String::new, |c| format!(" ({c})"))
+        )
+    };
     let mut text = format!(
-        "±1 LSB in {:.3}%, ±2 or more in {:.3}% of codes (max {} LSB): more than rounding explains, different arithmetic",
-        pct(codes.off_by_one),
-        pct(larger),
+        "{ones}, ±2 or more in {more} of codes ({}max {} LSB): more than rounding explains, different arithmetic",
+        more_count.map_or_else(String::new, |c| format!("{c}; ")),
         codes.max_steps
     );
     if let Some(t) = t_rule {
@@ -401,5 +442,61 @@ mod tests {
             text.starts_with("±1 LSB in 10.000%, ±2 or more in 5.000% of codes (max 7 LSB)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_share_that_would_print_as_zero_or_all_says_what_it_is() {
+        // 3 of 2^20 codes is 0.000286%: printed with three decimals it would be 0.000%.
+        let few = CodeDiffs {
+            lsb: 1.0,
+            off_by_one: 3,
+            ..Default::default()
+        };
+        let text = explanation_text(&few, 1 << 20, None, None, "b", &ModelOps::default());
+        assert!(
+            text.starts_with("±1 LSB in < 0.001% of codes (3 of 1,048,576), none larger"),
+            "{text}"
+        );
+        // Every code but one: 99.9999%, which would print as 100.000%.
+        let most = CodeDiffs {
+            lsb: 1.0,
+            off_by_one: 1_999_999,
+            ..Default::default()
+        };
+        let text = explanation_text(&most, 2_000_000, None, None, "b", &ModelOps::default());
+        assert!(
+            text.starts_with("±1 LSB in > 99.999% of codes (1,999,999 of 2,000,000), none larger"),
+            "{text}"
+        );
+        // No code one step apart is said in words, and a rare larger difference gets its count.
+        let only_larger = CodeDiffs {
+            lsb: 1.0,
+            off_by_more: 2,
+            max_steps: 9,
+            ..Default::default()
+        };
+        let text = explanation_text(&only_larger, 1_000_000, None, None, "b", &ModelOps::default());
+        assert!(
+            text.starts_with("no code 1 LSB apart, ±2 or more in < 0.001% of codes (2 of 1,000,000; max 9 LSB)"),
+            "{text}"
+        );
+        assert!(!text.contains("0.000%"), "{text}");
+        // An exact 100% is a share like any other.
+        let all = CodeDiffs {
+            lsb: 1.0,
+            off_by_one: 8,
+            ..Default::default()
+        };
+        let text = explanation_text(&all, 8, None, None, "b", &ModelOps::default());
+        assert!(text.starts_with("±1 LSB in 100.000% of codes, none larger"), "{text}");
+    }
+
+    #[test]
+    fn counts_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(1_048_576), "1,048,576");
+        assert_eq!(grouped(u64::MAX), "18,446,744,073,709,551,615");
     }
 }

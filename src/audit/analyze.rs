@@ -68,6 +68,7 @@ pub fn run<'e>(
     let mut comparison = crate::timings::time(crate::timings::Phase::Compare, || {
         compare_targets(plan, &ends, &golden_samples, &golden_map)
     })?;
+    notes.append(&mut comparison.notes);
     let has_baseline = attach_baseline(&mut comparison.metrics, BASELINE_ID);
     let (fingerprints, fingerprint_notes) =
         crate::drift::fingerprints(&plan.targets, &ends, executor, opts.measured.fingerprint);

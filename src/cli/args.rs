@@ -108,8 +108,11 @@ pub enum Command {
     Merge(MergeArgs),
     /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
     Render(RenderArgs),
-    /// Print a JSON Schema derived from the types the tool writes: the report's (default) or
-    /// the triage output's.
+    /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval or repro.
+    ///
+    /// Derived from the types the tool writes: `report` is the JSON of `compare`, `layers` and
+    /// `merge`; `triage`, `matrix`, `pipeline`, `eval` and `repro` that of the command of the
+    /// name. Each is published as docs/KIND.schema.json.
     Schema {
         /// Which output's schema.
         #[arg(value_enum, default_value_t = SchemaKind::Report)]
@@ -136,8 +139,7 @@ pub enum Command {
     },
 }
 
-/// The outputs with a published JSON Schema (`docs/report.schema.json`,
-/// `docs/triage.schema.json`).
+/// The outputs with a published JSON Schema (`docs/KIND.schema.json`, one per variant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SchemaKind {
     /// The JSON report of `compare`, `layers` and `merge`.
@@ -423,8 +425,11 @@ pub struct StreamArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Reference")]
 pub struct ReferenceArgs {
-    /// The fp32 model whose CPU run is the golden run (default: derived from MODEL). With
-    /// --golden, it is checked to be the golden run's model.
+    /// The fp32 model whose CPU run is the golden run.
+    ///
+    /// Default: derived from MODEL, e.g. `m_qdq_u8.onnx` -> `m_fp32.onnx` (`matrix`, which has
+    /// no MODEL, needs it or --golden). With --golden, it is checked to be the golden run's
+    /// model.
     #[arg(long)]
     pub reference: Option<PathBuf>,
     /// A stored golden run (from `npu-audit golden create`) to compare against.
@@ -440,8 +445,10 @@ pub struct ReferenceArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Targets")]
 pub struct TargetArgs {
-    /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
-    /// tensorrt; extra options as ,key=value. Default: every target this machine can run.
+    /// Target to run (repeatable); default: every target this machine can run.
+    ///
+    /// cpu, cpu:noopt, qnn:<chipset>, qnn:all, cpu-arm64[:core], openvino, dml, cuda, tensorrt;
+    /// a release after @, extra options as ,key=value (`npu-audit targets` lists them).
     #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// Targets whose failure does not fail the audit (id, prefix*, or all).
@@ -514,9 +521,11 @@ pub struct GateArgs {
     /// or before (needs --stream).
     #[arg(long = "max-divergence-step", value_name = "N")]
     pub max_divergence_step: Option<usize>,
-    /// The release policy: limits per target, group and output, targets allowed to fail,
-    /// baseline mode (`-`: stdin). Default: npu-audit.toml in the current directory or the
-    /// nearest parent up to the repository's root; flags override it.
+    /// The release policy file (limits per target, group and output; `-`: stdin).
+    ///
+    /// Limits per target, group and output, targets allowed to fail, baseline mode. Default:
+    /// npu-audit.toml in the current directory or the nearest parent up to the repository's
+    /// root; flags override it.
     #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG")]
     pub config: Option<PathBuf>,
     /// Read no policy file.
@@ -570,8 +579,9 @@ pub enum LayersChoice {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Layers")]
 pub struct LayerArgs {
-    /// Per-layer drift: all (tap the layers), bisect (cut the graph), none. Default: none for
-    /// compare (all when a selection flag is given), all for `layers`.
+    /// Per-layer drift: all (tap the layers), bisect (cut the graph), none.
+    ///
+    /// Default: none for compare (all when a selection flag is given), all for `layers`.
     #[arg(long, value_enum, value_name = "MODE")]
     pub layers: Option<LayersChoice>,
     /// Tap layers of these op types (comma-separated or repeated), e.g. Softmax,LayerNormalization.
@@ -814,9 +824,10 @@ pub struct EvalArgs {
     pub model: PathBuf,
     #[command(flatten)]
     pub reference: ReferenceArgs,
-    /// The labelled set: a directory with one .npz per sample (its id: the file's stem), or one
-    /// .npz whose arrays stack the samples on axis 0; labels in labels.csv / labels.jsonl or a
-    /// `labels` array (docs/eval.md).
+    /// The labelled set: a directory of .npz samples, or one stacked .npz (docs/eval.md).
+    ///
+    /// A directory with one .npz per sample (its id: the file's stem), or one .npz whose arrays
+    /// stack the samples on axis 0; labels in labels.csv / labels.jsonl or a `labels` array.
     #[arg(long, value_name = "DIR|FILE.npz", help_heading = "Set")]
     pub dataset: PathBuf,
     /// What is measured.
@@ -825,7 +836,7 @@ pub struct EvalArgs {
     /// Class axis: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS", help_heading = "Task", value_parser = ClassAxisFlag::parse)]
     pub class_axis: Vec<ClassAxisFlag>,
-    /// Target to evaluate (repeatable). Default: every target this machine can run.
+    /// Target to evaluate (repeatable); default: every target this machine can run.
     #[arg(long = "target", short = 't', value_name = "TARGET", help_heading = "Targets", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// Targets whose failure does not fail the eval (id, prefix*, or all).
@@ -836,8 +847,10 @@ pub struct EvalArgs {
     pub no_baseline: bool,
     #[command(flatten)]
     pub task_args: TaskArgs,
-    /// The release policy (`min_accuracy`, `max_accuracy_drop` per target). Default:
-    /// npu-audit.toml in the current directory or the nearest parent up to the repository root.
+    /// The release policy file (`min_accuracy`, `max_accuracy_drop` per target).
+    ///
+    /// Default: npu-audit.toml in the current directory or the nearest parent up to the
+    /// repository root.
     #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG", help_heading = "Gate")]
     pub config: Option<PathBuf>,
     /// Read no policy file.
@@ -957,8 +970,10 @@ pub struct TaskArgs {
     /// decide: the decision, OUTPUT>THRESHOLD or OUTPUT<THRESHOLD.
     #[arg(long, value_name = "OUTPUT>THRESHOLD", help_heading = "Task", value_parser = Decision::parse_threshold)]
     pub decision: Option<Decision>,
-    /// ctc: the vocabulary, one entry per line as PaddleOCR's dictionaries (class 0 is the blank;
-    /// a model with one more class than entries + 1 reads the last as a space).
+    /// ctc: the vocabulary, one entry per line.
+    ///
+    /// As PaddleOCR's dictionaries: class 0 is the blank; a model with one more class than
+    /// entries + 1 reads the last as a space.
     #[arg(long, value_name = "FILE", help_heading = "Task")]
     pub vocab: Option<PathBuf>,
     /// Non-inferiority margin in points of the primary metric (accuracy, or CER for ctc).
@@ -978,8 +993,9 @@ pub struct TaskArgs {
     /// Fail (exit 1) when a target's accuracy (a fraction) is below this.
     #[arg(long = "min-accuracy", value_name = "FRACTION", help_heading = "Gate")]
     pub min_accuracy: Option<f64>,
-    /// Fail (exit 1) unless a target is non-inferior to the reference within this many points
-    /// (the drop's one-sided 95% upper bound).
+    /// Fail (exit 1) unless a target's drop is within this many points.
+    ///
+    /// Non-inferiority: the drop's one-sided 95% upper bound against the reference.
     #[arg(long = "max-accuracy-drop", value_name = "POINTS", help_heading = "Gate")]
     pub max_accuracy_drop: Option<f64>,
 }
@@ -990,8 +1006,8 @@ pub struct PipelineArgs {
     /// The pipeline: [[stage]] tables with name, model, reference (optional) and feeds
     /// (INPUT = "STAGE.OUTPUT"; default: the previous stage's output of the input's name).
     pub file: PathBuf,
-    /// Target to run every stage on (repeatable).
-    #[arg(long = "target", short = 't', value_name = "TARGET", required = true, value_parser = TargetList::parse)]
+    /// Target to run every stage on (repeatable). Default: every target this machine can run.
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// Fail (exit 1) when a target's final output is below DB against the golden chain.
     #[arg(long = "min-sqnr", value_name = "DB", allow_hyphen_values = true)]
@@ -1011,14 +1027,16 @@ pub struct PipelineArgs {
 /// `matrix`: the variants, the targets, the policy, the remedies and the files.
 #[derive(Debug, Clone, Args)]
 pub struct MatrixArgs {
-    /// A model variant, repeatable: NAME=MODEL.onnx[,[EP:]KEY=VALUE]... Options without an EP
-    /// go to the QNN targets (`session.` keys to every target): an fp32 model with
-    /// `enable_htp_fp16_precision=1` is the fp16 variant.
+    /// A model variant (repeatable): NAME=MODEL.onnx[,[EP:]KEY=VALUE]...
+    ///
+    /// Options without an EP go to the QNN targets (`session.` keys to every target): an fp32
+    /// model with `enable_htp_fp16_precision=1` is the fp16 variant.
     #[arg(long = "variant", value_name = "NAME=MODEL", required = true, value_parser = Variant::parse)]
     pub variants: Vec<Variant>,
-    /// A column of the matrix, repeatable: cpu, qnn:<chipset>, qnn:all, openvino... (one release
-    /// each).
-    #[arg(long = "target", short = 't', value_name = "TARGET", required = true, value_parser = TargetList::parse)]
+    /// A column of the matrix (repeatable); default: every target this machine can run.
+    ///
+    /// cpu, qnn:<chipset>, qnn:all, openvino... (one release each).
+    #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// The variants cheapest first, comma-separated (default: int8 < a16w8 < fp16 < fp32 by
     /// what each graph computes; running on the CPU is always last).
@@ -1027,8 +1045,9 @@ pub struct MatrixArgs {
     /// Class axis for top-1 agreement: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS", value_parser = ClassAxisFlag::parse)]
     pub class_axis: Vec<ClassAxisFlag>,
-    /// Search mixed-precision fixes for variants that fail the policy somewhere (repeatable):
-    /// widen16 (the worst layers' 8-bit activations to 16 bits), float (left in float).
+    /// Search mixed-precision fixes for variants that fail somewhere (repeatable).
+    ///
+    /// widen16: the worst layers' 8-bit activations to 16 bits; float: left in float.
     #[arg(long = "search", value_enum, value_name = "REMEDY")]
     pub search: Vec<RemedyChoice>,
     /// Layers a search may change at most.
@@ -1037,9 +1056,10 @@ pub struct MatrixArgs {
     /// Write every candidate model of the searches into DIR (new or empty).
     #[arg(long, value_name = "DIR", requires = "search")]
     pub write_candidates: Option<PathBuf>,
-    /// Fill the cells with task accuracy on this labelled set (docs/eval.md): every variant is
-    /// evaluated on every target against the reference, and --min-accuracy and
-    /// --max-accuracy-drop decide which variant each target gets.
+    /// Fill the cells with task accuracy on this labelled set (docs/eval.md).
+    ///
+    /// Every variant is evaluated on every target against the reference, and --min-accuracy
+    /// and --max-accuracy-drop decide which variant each target gets.
     #[arg(long, value_name = "DIR|FILE.npz", requires = "task", help_heading = "Set")]
     pub dataset: Option<PathBuf>,
     /// What is measured on the set (with --dataset).
@@ -1084,31 +1104,38 @@ pub enum RemedyChoice {
 /// Flags of `triage`.
 #[derive(Debug, Args)]
 pub struct TriageArgs {
+    /// The quantized ONNX model the devices ran (with `--summary`: narrows the summary to it).
+    #[arg(value_name = "MODEL", required_unless_present_any = ["summary", "model_flag"])]
+    pub model: Option<PathBuf>,
     /// Device reports: report directories, `.zip` reports, `qnn-net-run` output directories, AI
     /// Hub `.npz` files, or directories holding many of them (a fleet).
-    #[arg(required_unless_present = "summary", value_name = "REPORT")]
+    #[arg(value_name = "REPORT", required_unless_present_any = ["summary", "model_flag"])]
     pub reports: Vec<PathBuf>,
-    /// The quantized ONNX model the devices ran.
-    #[arg(long, required_unless_present = "summary")]
-    pub model: Option<PathBuf>,
+    /// The model as a flag, as triage took it before MODEL became its first argument (kept for
+    /// scripts; every argument is then a report).
+    #[arg(long = "model", id = "model_flag", value_name = "MODEL", hide = true)]
+    pub model_flag: Option<PathBuf>,
     /// The store that makes triage incremental (reports already triaged are read back, local
-    /// runs are kept per target and input set); default: `npu-audit-triage.db` in the fleet
-    /// directory, or beside the first report.
+    /// runs are kept per target and input set); default: `triage.db` in the user's data
+    /// directory (`$NPU_AUDIT_DATA`, else `$XDG_DATA_HOME/npu-audit`, else
+    /// `~/.local/share/npu-audit`), one store for every model, keyed by model and reference.
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// Triage without a store (everything measured now, nothing kept).
     #[arg(long, conflicts_with_all = ["db", "summary"])]
     pub no_db: bool,
-    /// Print what the store (`--db`) holds instead of triaging: per model and reference, the
-    /// stored reports' verdicts and the fleet analysed again; `--model` narrows it to one model.
-    #[arg(long, requires = "db")]
+    /// Print what the store holds instead of triaging: per model and reference, the stored
+    /// reports' verdicts and the fleet analysed again; MODEL narrows it to one model.
+    #[arg(long)]
     pub summary: bool,
     /// The chipset of reports that do not state one (AI Hub device name or chipset attribute,
     /// part number, marketing name, board platform).
     #[arg(long, value_name = "CHIPSET")]
     pub chipset: Option<String>,
-    /// Targets every report is compared with besides its own chipset (repeatable).
-    #[arg(long = "candidate", value_name = "TARGET", default_values = ["cpu:noopt", "cpu", "qnn:all"], value_parser = TargetList::parse)]
+    /// Targets every report is compared with (repeatable; `--candidate` is the old spelling).
+    /// A report whose chipset is known is also compared with its own chipset, at the QNN release
+    /// its `device.json` names, else the catalogue's default.
+    #[arg(long = "target", short = 't', alias = "candidate", value_name = "TARGET", default_values = ["cpu:noopt", "cpu", "qnn:all"], value_parser = TargetList::parse)]
     pub candidates: Vec<TargetList>,
     /// A device within this many quantization steps of its chipset's simulation differs from it
     /// only in rounding.

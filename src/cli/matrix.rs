@@ -71,13 +71,16 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         refuse_signal_flags(&inputs, &gate, !kinds.is_empty())?;
     }
     let flags = super::eval::thresholds(&task_args)?;
+    let policy = gate_policy(&gate, &[])?.with_flags(&flags, &[], None)?;
+    // As `compare`: the targets named, else the policy file's, else every runnable one.
+    let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let options = MatrixOptions {
         variants,
-        targets: crate::matrix::expand_targets(&targets)?,
+        targets: crate::matrix::expand_targets(asked)?,
         golden: golden_source(reference),
         inputs: input_options(inputs),
         exec: exec_options(exec)?,
-        policy: gate_policy(&gate, &[])?.with_flags(&flags, &[], None)?,
+        policy,
         class_axis,
         cost,
         remedies: RemedyOptions {

@@ -8,6 +8,7 @@ pub mod args;
 pub mod commands;
 mod compare;
 mod eval;
+mod help;
 mod matrix;
 mod pipeline;
 mod reports;
@@ -17,7 +18,7 @@ mod shared;
 mod tools;
 mod triage;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
 use crate::error::{exit_code_of, one_line, ExitCode};
 use args::{Cli, Command};
@@ -25,7 +26,10 @@ use args::{Cli, Command};
 /// The whole program: parses the command line, runs the command (or a worker), prints one line
 /// per error, and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let parsed = help::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => return report_cli_error(e),
     };
@@ -33,6 +37,7 @@ pub fn main() -> i32 {
         return crate::exec::child::run(job, *serve);
     }
     commands::configure(&cli.global);
+    crate::console::start_progress_lines();
     crate::interrupt::install();
     let code = match commands::run(cli.command) {
         Ok(code) => code,

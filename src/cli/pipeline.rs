@@ -9,6 +9,20 @@ use crate::error::{bad_flag, ExitCode};
 use crate::pipeline::{PipelineOptions, PipelineReport};
 use crate::target::distinct;
 
+/// The targets named, else every target this machine can run (as `compare` does), said.
+fn asked_or_default(targets: &[crate::target::TargetList]) -> Vec<crate::target::TargetSpec> {
+    if !targets.is_empty() {
+        return distinct(targets);
+    }
+    let all = crate::exec::plan::default_specs();
+    let ids: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
+    crate::console::note(format_args!(
+        "no --target given: auditing every target this machine can run ({})",
+        ids.join(", ")
+    ));
+    all
+}
+
 /// Runs `pipeline`: the JSON file (when asked) written once the chain is audited, the `--format`
 /// rendering on stdout; exit 1 when a target's final output is below `--min-sqnr`.
 pub fn run(a: PipelineArgs) -> Result<ExitCode> {
@@ -27,7 +41,8 @@ pub fn run(a: PipelineArgs) -> Result<ExitCode> {
     let options = PipelineOptions {
         stages: crate::pipeline::file::read(&file)?,
         file,
-        targets: distinct(&targets),
+        targets_named: !targets.is_empty(),
+        targets: asked_or_default(&targets),
         inputs: input_options(inputs),
         exec: exec_options(exec)?,
         min_sqnr_db: min_sqnr,

@@ -27,11 +27,10 @@ pub fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
     let CheckConfigArgs { file, targets } = a;
     let file = match file {
         Some(f) => f,
-        None => std::env::current_dir()
-            .ok()
-            .as_deref()
-            .and_then(find_policy)
-            .unwrap_or_else(|| DEFAULT_POLICY_FILE.into()),
+        None => {
+            let here = std::env::current_dir().map_err(|e| bad_flag(format!("no current directory: {e}")))?;
+            find_policy(&here).ok_or_else(|| bad_flag(no_policy_found(&here)))?
+        }
     };
     if !is_stdio(&file) && !file.is_file() {
         let what = if file.is_dir() {
@@ -54,6 +53,28 @@ pub fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
     let shown = crate::userfile::shown(&file);
     print_stdout(&format!("{shown}: valid\n{}", policy.describe(&ids)))?;
     Ok(ExitCode::Success)
+}
+
+/// Why `check-config` without FILE has nothing to check: where it looked for `npu-audit.toml`
+/// (as `compare` does: the current directory, then its parents up to the repository's root) and
+/// how to name or write one.
+fn no_policy_found(here: &Path) -> String {
+    let looked = match here.ancestors().find(|d| d.join(".git").exists()) {
+        Some(root) if root != here => format!(
+            "in {} or its parents up to the repository's root {}",
+            here.display(),
+            root.display()
+        ),
+        Some(_) => format!("in {} (the repository's root)", here.display()),
+        None => format!(
+            "in {} (outside a repository only the current directory is looked at)",
+            here.display()
+        ),
+    };
+    format!(
+        "no policy file: no {DEFAULT_POLICY_FILE} {looked}, and NPU_AUDIT_CONFIG is not set; \
+         name one (`npu-audit check-config FILE`, `-` for stdin) or write one as docs/policy.md describes"
+    )
 }
 
 impl Reads for FingerprintCommand {
@@ -178,10 +199,27 @@ pub fn man(dir: Option<&Path>) -> Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
-/// `completions`: the shell's completion script.
+/// The command line as users see it: without hidden subcommands (the internal `__worker`),
+/// which completion generators would otherwise offer.
+fn visible_command() -> clap::Command {
+    let root = Cli::command();
+    let visible: Vec<clap::Command> = root.get_subcommands().filter(|c| !c.is_hide_set()).cloned().collect();
+    let mut cmd = clap::Command::new("npu-audit")
+        .args(root.get_arguments().cloned())
+        .subcommands(visible);
+    if let Some(about) = root.get_about() {
+        cmd = cmd.about(about.clone());
+    }
+    if root.get_version().is_some() {
+        cmd = cmd.version(env!("CARGO_PKG_VERSION"));
+    }
+    cmd
+}
+
+/// `completions`: the shell's completion script, for the commands users type.
 pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "npu-audit", &mut script);
+    clap_complete::generate(shell, &mut visible_command(), "npu-audit", &mut script);
     print_stdout(&String::from_utf8_lossy(&script))?;
     Ok(ExitCode::Success)
 }

@@ -20,11 +20,14 @@ struct TriageCommand {
     options: TriageOptions,
     files: Vec<FindingsFile<Triage>>,
     format: ReportFormat,
+    /// Whether `--db` named the store (else it is the user's default one, said when used).
+    db_named: bool,
 }
 
 /// `triage --summary` as asked: the store, the model that narrows it, the JSON file.
 struct SummaryCommand {
     db: PathBuf,
+    db_named: bool,
     model: Option<PathBuf>,
     files: Vec<FindingsFile<Vec<Triage>>>,
     format: ReportFormat,
@@ -34,6 +37,7 @@ impl Reads for SummaryCommand {
     fn declare(&self, set: &mut InputFiles) {
         let SummaryCommand {
             db,
+            db_named: _,
             model,
             files: _,
             format: _,
@@ -70,8 +74,9 @@ fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
 fn command(a: TriageArgs) -> Result<Asked> {
     let thresholds = thresholds(&a)?;
     let TriageArgs {
-        reports,
         model,
+        reports,
+        model_flag,
         db,
         no_db,
         summary,
@@ -89,13 +94,15 @@ fn command(a: TriageArgs) -> Result<Asked> {
         markdown,
         html,
     } = a;
+    let (model, reports) = model_and_reports(model, reports, model_flag, summary)?;
     let (Some(model), false) = (model.clone(), summary) else {
         return summary_command(reports, db, model, (out, markdown, html), format).map(Asked::Summary);
     };
+    let db_named = db.is_some();
     let db = match (no_db, db) {
         (true, _) => None,
         (false, Some(db)) => Some(db),
-        (false, None) => crate::triage::store::default_path(&reports),
+        (false, None) => Some(default_store()?),
     };
     let markdown_of: fn(&Triage) -> String = crate::render::triage_markdown::render;
     let html_of: fn(&Triage) -> String = crate::render::html::triage::render;
@@ -128,10 +135,69 @@ fn command(a: TriageArgs) -> Result<Asked> {
         thresholds,
         db,
     };
-    Ok(Asked::Triage(Box::new(TriageCommand { options, files, format })))
+    Ok(Asked::Triage(Box::new(TriageCommand {
+        options,
+        files,
+        format,
+        db_named,
+    })))
 }
 
-/// `triage --summary`: only the store (`--db`), optionally narrowed to `--model`, written as a
+/// MODEL and the reports: the first argument is the model, unless the model came as the old
+/// `--model` flag, when every argument is a report. The model given both ways is refused, as is
+/// a triage without a report.
+fn model_and_reports(
+    first: Option<PathBuf>,
+    mut reports: Vec<PathBuf>,
+    model_flag: Option<PathBuf>,
+    summary: bool,
+) -> Result<(Option<PathBuf>, Vec<PathBuf>)> {
+    let (model, reports) = match model_flag {
+        None => (first, reports),
+        Some(model) => {
+            if let Some(f) = first.as_ref().filter(|f| **f == model || is_onnx(f)) {
+                return Err(bad_flag(format!(
+                    "the model is given twice ({} and --model {}): give it once, as the first argument",
+                    f.display(),
+                    model.display()
+                )));
+            }
+            reports.splice(0..0, first);
+            (Some(model), reports)
+        }
+    };
+    if !summary && reports.is_empty() {
+        return Err(bad_flag("give at least one REPORT after MODEL (or --summary)"));
+    }
+    Ok((model, reports))
+}
+
+/// Whether a path names an ONNX model (no device report is one).
+fn is_onnx(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// The store used when `--db` is not given: one file in the user's data directory, keyed
+/// inside by model and reference (said by [`say_default_store`] once used).
+fn default_store() -> Result<PathBuf> {
+    let path = crate::triage::store::default_path().ok_or_else(|| {
+        bad_flag("no data directory for the triage store (neither NPU_AUDIT_DATA, XDG_DATA_HOME nor HOME is set): give --db FILE or --no-db")
+    })?;
+    Ok(path)
+}
+
+/// Says where the default store is, after a run that used it, so the user knows what was
+/// written where (a run that failed says only its error).
+fn say_default_store(db: Option<&std::path::Path>, named: bool) {
+    if let Some(db) = db.filter(|_| !named) {
+        crate::console::note(format_args!(
+            "triage store: {} (--db FILE for another, --no-db for none)",
+            db.display()
+        ));
+    }
+}
+
+/// `triage --summary`: only the store (`--db`, else the user's), optionally narrowed to MODEL, written as a
 /// table or JSON.
 fn summary_command(
     reports: Vec<PathBuf>,
@@ -140,12 +206,16 @@ fn summary_command(
     (out, markdown, html): (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>),
     format: ReportFormat,
 ) -> Result<SummaryCommand> {
-    let db = db.ok_or_else(|| bad_flag("--summary reads the store named by --db"))?;
     if !reports.is_empty() {
         return Err(bad_flag(
-            "--summary triages nothing: give it --db (and --model to narrow it), no reports",
+            "--summary triages nothing: give it the store (--db, default the user's) and at most MODEL to narrow it, no reports",
         ));
     }
+    let db_named = db.is_some();
+    let db = match db {
+        Some(db) => db,
+        None => default_store()?,
+    };
     if markdown.is_some() || html.is_some() {
         return Err(bad_flag(
             "--summary writes a table or JSON (--format, --out); --markdown and --html render one triage",
@@ -153,6 +223,7 @@ fn summary_command(
     }
     Ok(SummaryCommand {
         db,
+        db_named,
         model,
         files: findings_files(vec![("--out", out, None)]),
         format,
@@ -174,6 +245,7 @@ pub fn run(a: TriageArgs) -> Result<ExitCode> {
         ReportFormat::Table => crate::render::triage::render(t),
         ReportFormat::Markdown => crate::render::triage_markdown::render(t),
     })?;
+    say_default_store(cmd.options.db.as_deref(), cmd.db_named);
     Ok(ExitCode::Success)
 }
 
@@ -186,5 +258,6 @@ fn summary(cmd: &SummaryCommand) -> Result<ExitCode> {
         ReportFormat::Json => json,
         ReportFormat::Table | ReportFormat::Markdown => crate::render::triage::render_summary(&cmd.db, ts),
     })?;
+    say_default_store(Some(&cmd.db), cmd.db_named);
     Ok(ExitCode::Success)
 }

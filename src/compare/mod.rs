@@ -32,6 +32,8 @@ pub struct Comparison {
     pub metrics: HashMap<String, Vec<OutputMetrics>>,
     pub agreement: Vec<AgreementEntry>,
     pub groups: Vec<BitExactGroups>,
+    /// Notes for the report: outputs whose max ULP distance comes from values near zero.
+    pub notes: Vec<String>,
 }
 
 struct Cell {
@@ -108,6 +110,7 @@ impl Accumulation {
     }
 
     fn finish(self, outputs: &[String], targets: &[RunOutputs<'_>]) -> Comparison {
+        let notes = near_zero_ulp_notes(&self.cells, outputs, targets);
         let metrics = self
             .cells
             .into_iter()
@@ -153,8 +156,39 @@ impl Accumulation {
             metrics,
             agreement,
             groups,
+            notes,
         }
     }
+}
+
+/// One note per output whose max ULP distance comes from values near zero on some target (see
+/// `stats`): a ULP distance counts every float between two values, so a quantized 0 against a
+/// small golden probability is some 10^9 ULP apart; the note gives the max away from zero.
+fn near_zero_ulp_notes(cells: &[Vec<Option<Cell>>], outputs: &[String], targets: &[RunOutputs<'_>]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (k, name) in outputs.iter().enumerate() {
+        let figures: Vec<String> = cells
+            .iter()
+            .zip(targets)
+            .filter_map(|(row, t)| {
+                let cell = row.get(k)?.as_ref().filter(|c| c.error.is_none())?;
+                let n = cell.stats.near_zero_ulp()?;
+                let away = n
+                    .away_from_zero
+                    .map_or("none (every element is near zero)".into(), |a| a.to_string());
+                Some(format!("{} {away} (not {})", t.id, n.max_ulp))
+            })
+            .collect();
+        if !figures.is_empty() {
+            notes.push(format!(
+                "{name}: the max ULP comes from values near zero (below {:e} of the sample's largest golden magnitude), \
+                 where a ULP distance counts every float between the two values; away from zero it is {}",
+                stats::NEAR_ZERO,
+                figures.join(", ")
+            ));
+        }
+    }
+    notes
 }
 
 impl Cell {

@@ -628,12 +628,7 @@ fn worst_sqnr(outputs: &[(String, Tensor)], golden: &[(String, Tensor)]) -> f64 
 
 /// `5h 12m`, `3m 04s`, `12s`.
 fn duration_text(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match (s / 3600, (s % 3600) / 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m {s:02}s"),
-        (h, m, _) => format!("{h}h {m:02}m"),
-    }
+    crate::console::elapsed_text(std::time::Duration::from_secs(secs.max(0.0).round() as u64))
 }
 
 /// One progress line per run (drawn only on a terminal): the samples it recorded, its own time
@@ -674,8 +669,13 @@ impl Progress {
         }
     }
 
-    /// Redraws run `k`'s line from its records and sessions.
+    /// Redraws run `k`'s line from its records and sessions, and says the eval's activity.
     fn update(&self, k: usize, live: &Live) {
+        self.redraw(k, live);
+        crate::console::activity(self.summary());
+    }
+
+    fn redraw(&self, k: usize, live: &Live) {
         let Some(bar) = self.bars.get(k) else { return };
         bar.set_position(live.records.len() as u64);
         if let Some(end) = &live.end {
@@ -690,6 +690,24 @@ impl Progress {
         let per_sample = times.iter().sum::<f64>() / times.len() as f64 / live.sessions.len() as f64 / 1000.0;
         let left = per_sample * self.total.saturating_sub(live.records.len()) as f64;
         bar.set_message(format!("{per_sample:.3} s/sample, {} left", duration_text(left)));
+    }
+
+    /// Every run's position and message on one line, for the progress lines off a terminal.
+    fn summary(&self) -> String {
+        let runs: Vec<String> = self
+            .bars
+            .iter()
+            .map(|b| {
+                let msg = b.message();
+                let msg = if msg.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({msg})")
+                };
+                format!("{} {}/{}{msg}", b.prefix(), b.position(), self.total)
+            })
+            .collect();
+        runs.join("; ")
     }
 
     fn finish(&self) {

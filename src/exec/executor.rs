@@ -234,8 +234,8 @@ impl Executor {
         self.options.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS)
     }
 
-    /// Runs the jobs with a progress line on stderr (drawn only on a terminal) and returns their
-    /// outcomes in order.
+    /// Runs the jobs with a progress line on stderr (a bar on a terminal, a line at a steady
+    /// interval off it) and returns their outcomes in order.
     pub fn run(&self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
         let _span = timings::span(timings::Phase::Sessions);
         self.sessions.set(self.sessions.get() + jobs.len());
@@ -250,6 +250,7 @@ impl Executor {
             bar.set_style(style);
         }
         bar.enable_steady_tick(Duration::from_millis(200));
+        crate::console::activity(format!("0/{} sessions", jobs.len()));
         let jobs: Vec<(Job, PathBuf)> = jobs
             .iter()
             .map(|(job, dir)| {
@@ -268,6 +269,13 @@ impl Executor {
         let outcomes = run_all(jobs, config, &|job, outcome| {
             bar.inc(1);
             bar.set_message(format!("{} {}", job.target_id, outcome.status.as_str()));
+            crate::console::activity(format!(
+                "{}/{} sessions; last: {} {}",
+                bar.position(),
+                bar.length().unwrap_or(0),
+                job.target_id,
+                outcome.status.as_str()
+            ));
             bar.suspend(|| {
                 crate::console::detail(format!(
                     "session {} {} in {:.0} ms",

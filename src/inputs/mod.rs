@@ -321,6 +321,7 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         .filter(|d| matches!(d, Dim::Dynamic(_)))
         .map(|d| d.to_string())
         .collect();
+    refuse_degenerate_image(info, dims)?;
     if !dynamic.is_empty() {
         crate::console::note(format!(
             "input '{}' {} has dynamic dimensions ({}); generating with 1 for each. Pin them with --input-shape {}:...",
@@ -342,6 +343,65 @@ fn generation_shape(info: &TensorInfo, pinned: Option<&Vec<usize>>) -> Result<Ve
         )));
     }
     Ok(shape)
+}
+
+/// Refuses to generate an image whose height or width is dynamic: set to 1 it would be a 1x1
+/// image the model was never meant to see, and every figure, recommendation and gate made from
+/// it would be about that. Other dynamic dimensions (a batch, a sequence, a cache's length) are
+/// set to 1 with a note.
+fn refuse_degenerate_image(info: &TensorInfo, dims: &[Dim]) -> Result<()> {
+    let Some(labels) = image_layout(info, dims) else {
+        return Ok(());
+    };
+    let spatial_dynamic = dims
+        .iter()
+        .zip(&labels)
+        .any(|(d, l)| matches!(d, Dim::Dynamic(_)) && matches!(*l, "D" | "H" | "W"));
+    if !spatial_dynamic {
+        return Ok(());
+    }
+    let pin: Vec<String> = dims
+        .iter()
+        .zip(&labels)
+        .map(|(d, l)| match (d, *l) {
+            (Dim::Fixed(n), _) => n.to_string(),
+            (Dim::Dynamic(_), "N") => "1".to_string(),
+            (Dim::Dynamic(_), l) => l.to_string(),
+        })
+        .collect();
+    Err(bad_input(format!(
+        "input '{}' {} is an image with a dynamic height or width: generated with 1 it would be a 1x1 image the model never sees; pin its shape with --input-shape {}:{} or give real inputs with --inputs",
+        info.name,
+        info.shape_text(),
+        info.name,
+        pin.join(",")
+    )))
+}
+
+/// The axis names of an input that looks like an image (N, C, D, H, W), or `None`: a float input
+/// of rank 4 or 5 with its channels (1 to 4) first (NCHW) or last (NHWC), or with every
+/// dimension dynamic; never one named as a state, cache or mask (a key/value cache
+/// `[batch, heads, past, head_dim]` has the same rank).
+fn image_layout(info: &TensorInfo, dims: &[Dim]) -> Option<Vec<&'static str>> {
+    const STATE_WORDS: &[&str] = &["past", "present", "cache", "state", "mask", "hidden", "key", "value"];
+    let name = info.name.to_ascii_lowercase();
+    if !info.dtype.is_float() || !(4..=5).contains(&dims.len()) || STATE_WORDS.iter().any(|w| name.contains(w)) {
+        return None;
+    }
+    let channels = |d: &Dim| matches!(d, Dim::Fixed(1..=4));
+    let all_dynamic = dims[1..].iter().all(|d| matches!(d, Dim::Dynamic(_)));
+    let spatial: &[&'static str] = if dims.len() == 5 { &["D", "H", "W"] } else { &["H", "W"] };
+    let mut labels = vec!["N"];
+    if channels(&dims[1]) || all_dynamic {
+        labels.push("C");
+        labels.extend(spatial);
+    } else if dims.last().is_some_and(channels) {
+        labels.extend(spatial);
+        labels.push("C");
+    } else {
+        return None;
+    }
+    Some(labels)
 }
 
 /// Tensors given as files: per `--inputs` archive (one sample each), and per `--input`.
@@ -758,5 +818,68 @@ impl InputSet {
             all.push(files);
         }
         Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{image_layout, refuse_degenerate_image, Dim, TensorInfo};
+    use crate::tensor::DType;
+
+    fn info(name: &str, dtype: DType, dims: &[Option<usize>]) -> (TensorInfo, Vec<Dim>) {
+        let dims: Vec<Dim> = dims.iter().map(|d| d.map_or(Dim::Dynamic(None), Dim::Fixed)).collect();
+        let info = TensorInfo {
+            name: name.into(),
+            dtype,
+            dims: Some(dims.clone()),
+        };
+        (info, dims)
+    }
+
+    #[test]
+    fn images_with_a_dynamic_height_or_width_are_refused_with_the_pin_to_give() {
+        let refused = |name: &str, dims: &[Option<usize>]| {
+            let (i, d) = info(name, DType::Float32, dims);
+            refuse_degenerate_image(&i, &d).err().map(|e| e.to_string())
+        };
+        let nchw = refused("x", &[None, Some(3), None, None]).unwrap();
+        assert!(nchw.contains("--input-shape x:1,3,H,W"), "{nchw}");
+        let ocr = refused("x", &[None, Some(3), Some(48), None]).unwrap();
+        assert!(ocr.contains("--input-shape x:1,3,48,W"), "{ocr}");
+        let nhwc = refused("image", &[None, None, None, Some(3)]).unwrap();
+        assert!(nhwc.contains("--input-shape image:1,H,W,3"), "{nhwc}");
+        let unknown = refused("x", &[None, None, None, None]).unwrap();
+        assert!(unknown.contains("--input-shape x:1,C,H,W"), "{unknown}");
+        let video = refused("clip", &[None, Some(3), None, Some(112), Some(112)]).unwrap();
+        assert!(video.contains("--input-shape clip:1,3,D,112,112"), "{video}");
+        // A dynamic batch alone is generated (with 1, and a note).
+        assert_eq!(refused("x", &[None, Some(3), Some(224), Some(224)]), None);
+    }
+
+    #[test]
+    fn caches_sequences_and_integer_inputs_are_not_images() {
+        let layout = |name: &str, dtype: DType, dims: &[Option<usize>]| {
+            let (i, d) = info(name, dtype, dims);
+            image_layout(&i, &d)
+        };
+        assert_eq!(
+            layout(
+                "past_key_values.0.key",
+                DType::Float32,
+                &[None, Some(4), None, Some(64)]
+            ),
+            None
+        );
+        assert_eq!(
+            layout("attention_mask", DType::Float32, &[None, Some(1), None, None]),
+            None
+        );
+        assert_eq!(layout("input_ids", DType::Int64, &[None, None, None, None]), None);
+        assert_eq!(layout("x", DType::Float32, &[None, None, Some(80)]), None);
+        assert_eq!(layout("feats", DType::Float32, &[None, Some(12), None, Some(64)]), None);
+        assert_eq!(
+            layout("x", DType::Float16, &[None, Some(3), None, None]),
+            Some(vec!["N", "C", "H", "W"])
+        );
     }
 }

@@ -190,11 +190,17 @@ pub struct MatrixRun<'o> {
     golden: CellGolden,
 }
 
-/// The targets as asked, groups expanded (`qnn:all`) and checked: one release each.
+/// The targets as asked, groups expanded (`qnn:all`) and checked: one release each. Without
+/// any, every target this machine can run, as `compare` does.
 pub fn expand_targets(targets: &[crate::target::TargetList]) -> Result<Vec<TargetSpec>> {
-    let specs = crate::target::distinct(targets);
+    let mut specs = crate::target::distinct(targets);
     if specs.is_empty() {
-        return Err(bad_flag("name at least one --target"));
+        specs = crate::exec::plan::default_specs();
+        let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        crate::console::note(format_args!(
+            "no --target given: a column for every target this machine can run ({})",
+            ids.join(", ")
+        ));
     }
     if let Some(s) = specs.iter().find(|s| s.release == Some(ReleaseSpec::All)) {
         return Err(bad_flag(format!(
@@ -499,6 +505,20 @@ fn variant_infos(variants: &[Variant]) -> Result<Vec<VariantInfo>> {
 mod tests {
     use super::*;
     use crate::target::Chipset;
+
+    /// Without `-t`, the columns are what `compare` runs without `-t`: every target this machine
+    /// can run, every QNN chipset included.
+    #[test]
+    fn no_target_means_every_target_this_machine_can_run() {
+        let columns: Vec<String> = expand_targets(&[]).unwrap().into_iter().map(|s| s.id).collect();
+        let compare: Vec<String> = crate::exec::plan::default_specs().into_iter().map(|s| s.id).collect();
+        assert_eq!(columns, compare);
+        assert!(columns.iter().any(|c| c == "cpu"), "{columns:?}");
+        let chipsets = columns.iter().filter(|c| c.starts_with("qnn:")).count();
+        if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            assert_eq!(chipsets, crate::target::CHIPSETS.len(), "{columns:?}");
+        }
+    }
 
     #[test]
     fn variant_options_go_to_the_npu_unless_an_ep_is_named() {

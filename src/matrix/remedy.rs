@@ -34,6 +34,14 @@ impl RemedyKind {
         }
     }
 
+    /// The name the user gave it (`--search widen16`, `--search float`), as messages say it.
+    pub fn flag_value(self) -> &'static str {
+        match self {
+            RemedyKind::Widen16 => "widen16",
+            RemedyKind::Float => "float",
+        }
+    }
+
     fn file_tag(self) -> &'static str {
         match self {
             RemedyKind::Widen16 => "a16",
@@ -105,7 +113,12 @@ pub fn search_all(
         )?;
         let base: Vec<Cell> = cells.iter().filter(|c| c.variant == variant.name).cloned().collect();
         for kind in kinds {
-            crate::console::note(format!("matrix: {} search on {}", kind.file_tag(), variant.name));
+            crate::console::note(format!(
+                "matrix: --search {} on {} (layers {})",
+                kind.flag_value(),
+                variant.name,
+                kind_phrase(kind)
+            ));
             let search = Search {
                 run,
                 variant,

@@ -37,6 +37,10 @@ pub struct PipelineOptions {
     pub stages: Vec<Stage>,
     /// The targets every stage runs on.
     pub targets: Vec<TargetSpec>,
+    /// Whether the user named the targets: a chain that fails on a target the user did not name
+    /// (every runnable target, by default) is reported but fails no `--min-sqnr`, as `compare`
+    /// does not fail on a default target that does not run.
+    pub targets_named: bool,
     /// The first stage's inputs (later stages get their upstream stages' outputs).
     pub inputs: InputOptions,
     pub exec: ExecOptions,
@@ -50,6 +54,7 @@ impl Reads for PipelineOptions {
             file,
             stages,
             targets: _,
+            targets_named: _,
             inputs,
             exec,
             min_sqnr_db: _,
@@ -333,10 +338,13 @@ fn report(
             }
         })
         .collect();
-    let failing = targets.iter().any(|t| {
-        opts.min_sqnr_db
-            .is_some_and(|m| t.final_sqnr_db.0.is_nan() || t.final_sqnr_db.0 < m)
-    });
+    let failing = targets
+        .iter()
+        .filter(|t| opts.targets_named || t.failed.is_none())
+        .any(|t| {
+            opts.min_sqnr_db
+                .is_some_and(|m| t.final_sqnr_db.0.is_nan() || t.final_sqnr_db.0 < m)
+        });
     PipelineReport {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         host: Some(crate::host::this_host()),

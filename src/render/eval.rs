@@ -1,13 +1,14 @@
 //! `eval` in the terminal and as Markdown: the reference's figures, one row per target (the
 //! primary metric with its interval, the paired drop against the reference, the discordant
 //! counts, McNemar's p, the margin's verdict), the flips and worst samples, where the flips come
-//! from, the gate. Figures never hold a space, so a wrapped table never splits one.
+//! from, the gate. On a terminal the tables and lines are fitted to its width by `grid`, which
+//! never splits a figure.
 
 use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table};
+use super::grid::{bold, prose, table_with, Look};
 use super::present::rule_values;
 use crate::report::eval::{Comparison, Estimate, EvalReport, EvalTarget, FlipExplanation, Metrics, Proportion};
 use crate::report::model::Verdict;
@@ -110,7 +111,9 @@ fn targets_table(report: &EvalReport) -> String {
         row.push(vs_ref.map_or("-", margin_word).to_string());
         b.push_record(row);
     }
-    table(b)
+    // The margin's verdict is a status, never shortened.
+    let margin = b.count_columns().saturating_sub(1);
+    table_with(b, &Look::grid().keeping(&[margin]))
 }
 
 fn header(s: &mut String, report: &EvalReport) {
@@ -259,7 +262,7 @@ pub fn table_text(report: &EvalReport) -> String {
     for n in &report.notes {
         let _ = writeln!(s, "note: {n}");
     }
-    s
+    prose(&s)
 }
 
 /// Markdown: a pull-request comment or a step summary.

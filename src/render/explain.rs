@@ -26,5 +26,5 @@ pub fn render(list: &[Explanation]) -> String {
         }
         let _ = writeln!(s, "  => {} ({compiled} sessions compiled)\n", e.summary);
     }
-    s
+    super::grid::prose(&s)
 }

@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use tabled::builder::Builder;
-use tabled::settings::Style as TableStyle;
+
+use super::grid::{paragraph, prose, table_with, Frame, Look};
 
 use super::present::{exact_num, shorten};
 use crate::fingerprint::result::{FingerprintReport, ProbeResult};
@@ -44,9 +45,12 @@ pub fn render(r: &FingerprintReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nRULES  half-even: ties to even (ONNX QuantizeLinear); half-away: ties away from zero; half-up: ties toward +inf;\n       floor: toward -inf; truncation: toward zero. A rule is named only when it predicts every point; n/m counts\n       the points where the rules disagree (the deciding ones) that it got right. exact / ±1 LSB / ≤k LSB: codes of a\n       nonlinear function against the correctly rounded ones. fp32 / fp16 / fp16-ftz: the float arithmetic that\n       reproduces every output (ftz: subnormals flushed to zero)."
+        "\n{}",
+        paragraph(
+            "RULES  half-even: ties to even (ONNX QuantizeLinear); half-away: ties away from zero; half-up: ties toward +inf;\n       floor: toward -inf; truncation: toward zero. A rule is named only when it predicts every point; n/m counts\n       the points where the rules disagree (the deciding ones) that it got right. exact / ±1 LSB / ≤k LSB: codes of a\n       nonlinear function against the correctly rounded ones. fp32 / fp16 / fp16-ftz: the float arithmetic that\n       reproduces every output (ftz: subnormals flushed to zero)."
+        )
     );
-    out
+    prose(&out)
 }
 
 /// Probes by targets, each cell the verdict in short, and where each target's fingerprint came
@@ -80,7 +84,7 @@ fn verdict_table(r: &FingerprintReport) -> String {
         }
     }));
     b.push_record(status);
-    b.build().with(TableStyle::psql()).to_string()
+    table_with(b, &Look::plain(Frame::Psql))
 }
 
 /// Targets that could not be fingerprinted, and controls that came out wrong.
@@ -159,7 +163,7 @@ fn evidence(r: &FingerprintReport) -> String {
                 row.push(exact_num(e.observed));
                 b.push_record(row);
             }
-            let table = b.build().with(TableStyle::blank()).to_string();
+            let table = table_with(b, &Look::plain(Frame::Blank).indented(4));
             for line in table.lines() {
                 let _ = writeln!(evidence, "    {line}");
             }

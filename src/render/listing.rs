@@ -1,7 +1,8 @@
 //! The terminal tables of `targets` and `runtime list`.
 
 use tabled::builder::Builder;
-use tabled::settings::Style;
+
+use super::grid::{prose, table_with, Frame, Look};
 
 use crate::listing::{version_span, CachedBuild, RuntimeRow, TargetAvailability};
 
@@ -18,9 +19,7 @@ pub fn targets_table(rows: &[TargetAvailability]) -> String {
             r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
         ]);
     }
-    let mut t = b.build();
-    t.with(Style::rounded());
-    t.to_string()
+    table_with(b, &Look::plain(Frame::Rounded))
 }
 
 /// Renders `runtime list` as a table; with `all`, what the catalogue records about each plugin
@@ -49,9 +48,8 @@ pub fn runtime_table(rows: &[RuntimeRow], all: bool) -> String {
             r.library.clone().unwrap_or_default(),
         ]);
     }
-    let mut t = b.build();
-    t.with(Style::rounded());
-    let mut out = t.to_string();
+    // The release tells a key's rows apart and the state is the row's status: never shortened.
+    let mut out = table_with(b, &Look::plain(Frame::Rounded).keeping(&[2, 4]));
     if all {
         for r in rows.iter().filter(|r| !r.runs_on.is_empty() || !r.refused.is_empty()) {
             out.push_str(&format!(
@@ -69,7 +67,7 @@ pub fn runtime_table(rows: &[RuntimeRow], all: bool) -> String {
             }
         }
     }
-    out
+    prose(&out)
 }
 
 /// Renders what `runtime gc` removed (or would remove) and kept.
@@ -94,11 +92,10 @@ pub fn gc_table(rows: &[CachedBuild], dry_run: bool) -> String {
             r.why.clone(),
         ]);
     }
-    let mut t = b.build();
-    t.with(Style::rounded());
-    format!(
+    let t = table_with(b, &Look::plain(Frame::Rounded));
+    prose(&format!(
         "{t}\n{} {:.0} MB",
         if dry_run { "would free" } else { "freed" },
         freed as f64 / 1e6
-    )
+    ))
 }

@@ -98,7 +98,8 @@ fn failures(m: &Matrix) -> Vec<String> {
         .collect()
 }
 
-fn kind_name(k: RemedyKind) -> &'static str {
+/// A remedy search's kind as its headings name it (`16-bit activations`), never the enum's name.
+pub fn kind_name(k: RemedyKind) -> &'static str {
     match k {
         RemedyKind::Widen16 => "16-bit activations",
         RemedyKind::Float => "layers left in float",
@@ -130,16 +131,31 @@ fn remedy_rows(s: &RemedySearch) -> Builder {
             let g = st.gained_db.get(t).map_or(String::new(), |g| format!(" ({:+.2})", g.0));
             row.push(v + &g);
         }
+        // One value per failing target, in column order: a target without a placement did not run.
         let on: Vec<String> = s
             .failing_targets
             .iter()
-            .filter_map(|t| st.placement.get(t).map(|p| p.layer_runs_on.clone()))
+            .map(|t| {
+                st.placement
+                    .get(t)
+                    .map_or_else(|| "-".into(), |p| p.layer_runs_on.clone())
+            })
             .collect();
         row.push(on.join(","));
         b.push_record(row);
     }
     b
 }
+
+/// What the recommendation's `runs on` column says, under the table in every rendering.
+pub const SHIP_RUNS_ON_LEGEND: &str = "runs on: the target's id (the variant runs on that target), cpu (no variant \
+     meets the policy on that target: the app runs the cpu column's choice on the CPU instead), - (no variant meets \
+     the policy there or on the CPU)";
+
+/// What a remedy step's `runs on` column says (terminal), one value per failing target.
+pub const STEP_RUNS_ON_LEGEND: &str = "runs on: where the changed layer ran on each failing target, in the order of \
+     the dB columns: npu (the target's EP took it), cpu (left to ONNX Runtime's CPU EP: a CPU target, or the EP \
+     rejected it), - (the candidate did not run there)";
 
 /// The terminal rendering.
 pub fn table(m: &Matrix) -> String {
@@ -150,6 +166,7 @@ pub fn table(m: &Matrix) -> String {
     let _ = writeln!(out, "cost order: {}\n", m.cost_order.join(" < "));
     let _ = writeln!(out, "{}", bold("RECOMMENDATION"));
     let _ = writeln!(out, "{}", grid_text(recommendation_rows(m)));
+    let _ = writeln!(out, "{SHIP_RUNS_ON_LEGEND}");
     for s in &m.remedies {
         let _ = writeln!(
             out,
@@ -158,6 +175,7 @@ pub fn table(m: &Matrix) -> String {
         );
         if !s.steps.is_empty() {
             let _ = writeln!(out, "{}", grid_text(remedy_rows(s)));
+            let _ = writeln!(out, "{STEP_RUNS_ON_LEGEND}");
         }
         for (i, st) in s.steps.iter().enumerate() {
             if !st.did_not_run.is_empty() {
@@ -187,7 +205,7 @@ pub fn table(m: &Matrix) -> String {
     for n in &m.notes {
         let _ = writeln!(out, "note: {}", printable(n));
     }
-    out
+    super::grid::prose(&out)
 }
 
 fn policy_text(m: &Matrix) -> String {
@@ -241,6 +259,7 @@ pub fn markdown(m: &Matrix) -> String {
             r.remedy.clone().unwrap_or_else(|| "-".into()),
         ]) + "\n");
     }
+    let _ = write!(out, "\n_{SHIP_RUNS_ON_LEGEND}_\n");
     for s in &m.remedies {
         let _ = write!(
             out,

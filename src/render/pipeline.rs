@@ -105,7 +105,7 @@ pub fn table(r: &PipelineReport) -> String {
             r.exit_code as i32
         );
     }
-    s
+    super::grid::prose(&s)
 }
 
 /// The Markdown rendering.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table};
+use super::grid::{bold, prose, table};
 use super::present::{db, divergence_at, num};
 use crate::releases::{ReleaseBisection, ReleaseStep};
 
@@ -101,5 +101,5 @@ pub fn render(found: &ReleaseBisection) -> String {
     for n in &found.notes {
         let _ = writeln!(s, "  - {n}");
     }
-    s
+    prose(&s)
 }

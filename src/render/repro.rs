@@ -127,7 +127,7 @@ pub fn table_text(r: &ReproReport) -> String {
         let _ = writeln!(s, "note: {n}");
     }
     let _ = writeln!(s, "exit code {}", r.exit_code as i32);
-    s
+    super::grid::prose(&s)
 }
 
 /// Markdown: a support case's first comment.

@@ -289,7 +289,7 @@ pub fn render(report: &Report) -> String {
         }
     }
     verdict(&mut s, report);
-    s
+    super::grid::prose(&s)
 }
 
 /// With `--stream`: per target and run, its decisions, divergence and state SQNR.

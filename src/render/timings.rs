@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table};
+use super::grid::{bold, prose, table};
 use crate::report::model::AuditTimings;
 
 fn ms(v: f64) -> String {
@@ -67,5 +67,5 @@ pub fn render(t: &AuditTimings) -> String {
         s.push_str(&table(b));
         s.push('\n');
     }
-    s
+    prose(&s)
 }

@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table};
-use super::present::{chipset_label, db, verdict_keyword};
+use super::grid::{bold, prose, table_with, Look};
+use super::present::{chipset_label, db, fleet_keyword, signed_db, verdict_keyword};
 use crate::console::printable;
-use crate::report::triage::{GroupFigures, ReportEntry, Triage};
+use crate::report::triage::{Fleet, GroupFigures, ReportEntry, Triage};
+use crate::triage::fleet::chipset_group_label;
 
 fn keyword(e: &ReportEntry) -> String {
     verdict_keyword(e.verdict.kind)
@@ -33,31 +34,41 @@ fn reports_table(t: &Triage) -> String {
             keyword(e) + if e.duplicate_of.is_some() { " (copy)" } else { "" },
         ]);
     }
-    table(b)
+    // The verdict is the row's status, never shortened.
+    table_with(b, &Look::grid().keeping(&[6]))
 }
 
-fn groups_table(title: &str, groups: &[GroupFigures]) -> String {
+/// One table of the fleet's groups; `label` names a group as people read it. The figure against
+/// the CPU EP is signed as the conclusion's sentence signs it: report minus CPU EP, negative
+/// when the devices lose more than the CPU EP does.
+fn groups_table(title: &str, groups: &[GroupFigures], label: fn(&str) -> String) -> String {
     let mut b = Builder::default();
     b.push_record([
         title,
         "reports",
         "median SQNR dB",
         "min SQNR dB",
-        "median beyond CPU dB",
+        "median vs CPU EP dB",
         "verdicts",
     ]);
     for g in groups {
         let verdicts: Vec<String> = g.verdicts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         b.push_record([
-            printable(&g.key),
+            printable(&label(&g.key)),
             g.reports.to_string(),
             g.median_sqnr_db.map_or("-".into(), |v| db(v.0)),
             g.min_sqnr_db.map_or("-".into(), |v| db(v.0)),
-            g.median_excess_db.map_or("-".into(), |v| db(v.0)),
+            g.median_excess_db.map_or("-".into(), |v| signed_db(-v.0)),
             verdicts.join(", "),
         ]);
     }
-    table(b)
+    // The verdict counts are figures, never shortened.
+    table_with(b, &Look::grid().keeping(&[5]))
+}
+
+/// The fleet's conclusion under its keyword as the JSON writes it (`npu`, `quantization`, ...).
+fn conclusion(f: &Fleet) -> String {
+    format!("conclusion ({}): {}", fleet_keyword(f.kind), printable(&f.sentence))
 }
 
 /// The triage as text.
@@ -91,9 +102,9 @@ pub fn render(t: &Triage) -> String {
     }
     if let Some(f) = &t.fleet {
         let _ = writeln!(s, "\n{} {} measured report(s)", bold("FLEET"), f.measured_reports);
-        let _ = writeln!(s, "{}", groups_table("chipset", &f.by_chipset));
-        let _ = writeln!(s, "{}", groups_table("runtime", &f.by_runtime));
-        let _ = writeln!(s, "conclusion ({:?}): {}", f.kind, f.sentence);
+        let _ = writeln!(s, "{}", groups_table("chipset", &f.by_chipset, chipset_group_label));
+        let _ = writeln!(s, "{}", groups_table("runtime", &f.by_runtime, str::to_string));
+        let _ = writeln!(s, "{}", conclusion(f));
         if !f.outliers.is_empty() {
             let outliers: Vec<String> = f.outliers.iter().map(|o| printable(o)).collect();
             let _ = writeln!(s, "device-specific outliers: {}", outliers.join(", "));
@@ -113,7 +124,7 @@ pub fn render(t: &Triage) -> String {
     for n in &t.notes {
         let _ = writeln!(s, "  - {}", printable(n));
     }
-    s
+    prose(&s)
 }
 
 /// `triage --summary`: one block per model and reference the store holds.
@@ -138,9 +149,9 @@ pub fn render_summary(db: &std::path::Path, triages: &[Triage]) -> String {
         let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(s, "{} report(s): {}", t.reports.len(), counts.join(", "));
         if let Some(f) = &t.fleet {
-            let _ = writeln!(s, "{}", groups_table("chipset", &f.by_chipset));
-            let _ = writeln!(s, "conclusion ({:?}): {}\n", f.kind, f.sentence);
+            let _ = writeln!(s, "{}", groups_table("chipset", &f.by_chipset, chipset_group_label));
+            let _ = writeln!(s, "{}\n", conclusion(f));
         }
     }
-    s
+    prose(&s)
 }

@@ -15,10 +15,11 @@ use std::fmt::Write as _;
 
 use super::markdown::{code, escape, push_table, CELL_CHARS, LINE_CHARS};
 use super::present::{
-    chipset_label, copies, count, db, db_opt, fleet_keyword, identity_status, shorten, signed_db, triage_thresholds,
+    chipset_label, copies, count, db_opt, fleet_keyword, identity_status, shorten, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
 use crate::report::triage::{Fleet, GroupFigures, ReportEntry, Triage};
+use crate::triage::fleet::chipset_group_label;
 
 /// Renders the triage as Markdown.
 pub fn render(t: &Triage) -> String {
@@ -65,14 +66,18 @@ fn summary(s: &mut String, t: &Triage) {
             escape(&f.sentence)
         );
         if !f.concentrated_on.is_empty() {
-            let chips: Vec<String> = f.concentrated_on.iter().map(|c| escape(&c.to_uppercase())).collect();
+            let chips: Vec<String> = f
+                .concentrated_on
+                .iter()
+                .map(|c| escape(&chipset_group_label(c)))
+                .collect();
             let _ = writeln!(s, "\n- drift beyond the CPU EP concentrated on: {}", chips.join(", "));
         }
         for g in &f.by_chipset {
             let _ = writeln!(
                 s,
                 "- {}: median SQNR {} dB, {} dB against the CPU EP on the same inputs (median of the differences), {}",
-                escape(&g.key.to_uppercase()),
+                escape(&chipset_group_label(&g.key)),
                 db_opt(g.median_sqnr_db),
                 g.median_excess_db.map_or("-".into(), |v| signed_db(-v.0)),
                 count(g.reports, "report")
@@ -86,7 +91,9 @@ fn summary(s: &mut String, t: &Triage) {
     let _ = writeln!(s, "\n_{}_", escape(&triage_thresholds(&t.thresholds)));
 }
 
-fn group_table(s: &mut String, title: &str, groups: &[GroupFigures]) {
+/// One table of the fleet's groups; `label` names a group as people read it. The figure against
+/// the CPU EP is signed as the conclusion's sentence signs it: report minus CPU EP.
+fn group_table(s: &mut String, title: &str, groups: &[GroupFigures], label: fn(&str) -> String) {
     if groups.is_empty() {
         return;
     }
@@ -94,11 +101,11 @@ fn group_table(s: &mut String, title: &str, groups: &[GroupFigures]) {
     let rows = groups.iter().map(|g| {
         let verdicts: Vec<String> = g.verdicts.iter().map(|(k, n)| format!("{k} {n}")).collect();
         vec![
-            g.key.clone(),
+            label(&g.key),
             g.reports.to_string(),
             db_opt(g.median_sqnr_db),
             db_opt(g.min_sqnr_db),
-            g.median_excess_db.map_or("-".into(), |v| db(v.0)),
+            g.median_excess_db.map_or("-".into(), |v| signed_db(-v.0)),
             verdicts.join(", "),
         ]
     });
@@ -109,7 +116,7 @@ fn group_table(s: &mut String, title: &str, groups: &[GroupFigures]) {
             "reports",
             "median SQNR dB",
             "min SQNR dB",
-            "median below CPU EP dB",
+            "median vs CPU EP dB",
             "verdicts",
         ],
         rows,
@@ -121,10 +128,10 @@ fn group_table(s: &mut String, title: &str, groups: &[GroupFigures]) {
 }
 
 fn fleet_section(s: &mut String, f: &Fleet) {
-    group_table(s, "chipset", &f.by_chipset);
-    group_table(s, "device model", &f.by_device_model);
-    group_table(s, "app version", &f.by_app_version);
-    group_table(s, "runtime", &f.by_runtime);
+    group_table(s, "chipset", &f.by_chipset, chipset_group_label);
+    group_table(s, "device model", &f.by_device_model, str::to_string);
+    group_table(s, "app version", &f.by_app_version, str::to_string);
+    group_table(s, "runtime", &f.by_runtime, str::to_string);
 }
 
 fn report_row(i: usize, e: &ReportEntry) -> Vec<String> {

@@ -207,36 +207,52 @@ pub fn pip_download(package: &str, version: &str, env_var: &str, tag: Option<&st
         // The running interpreter may be too new for the wheel: then ask for a CPython 3.11 one.
         None => vec![vec![], fallback_platforms().to_vec()],
     };
-    let mut errors = String::new();
-    let mut done = false;
-    for platforms in &attempts {
-        let (ok, stderr) = run_interruptibly(command(platforms))?;
-        errors.push_str(&stderr);
-        if ok {
-            done = true;
-            break;
-        }
-    }
-    if !done {
-        let last = errors
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        return Err(runtime_unavailable(format!("pip could not download {spec}: {last}")));
-    }
+    let started = std::time::Instant::now();
+    let heartbeat = crate::console::TerminalHeartbeat::start(format!("still fetching {spec}"));
+    first_success(&attempts, command, &spec)?;
+    drop(heartbeat);
     let wheel = std::fs::read_dir(dest)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|e| e == "whl"));
     match wheel {
-        Some(w) => Ok(w),
+        Some(w) => {
+            say_fetched(&w, started.elapsed());
+            Ok(w)
+        }
         None => bail!(
             "pip reported success but left no wheel for {spec} in {}",
             dest.display()
         ),
     }
+}
+
+/// Runs pip once per platform list until one succeeds; when none does, the error is the last
+/// line pip printed on stderr.
+fn first_success(attempts: &[Vec<&str>], command: impl Fn(&[&str]) -> Command, spec: &str) -> Result<()> {
+    let mut errors = String::new();
+    for platforms in attempts {
+        let (ok, stderr) = run_interruptibly(command(platforms))?;
+        if ok {
+            return Ok(());
+        }
+        errors.push_str(&stderr);
+    }
+    let last = errors.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    Err(runtime_unavailable(format!("pip could not download {spec}: {last}")))
+}
+
+/// Says what a download fetched: the wheel's size, the time and the rate.
+fn say_fetched(wheel: &Path, took: std::time::Duration) {
+    let bytes = std::fs::metadata(wheel).map(|m| m.len()).unwrap_or(0);
+    let mb = bytes as f64 / 1e6;
+    let secs = took.as_secs_f64().max(1e-3);
+    let name = wheel.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    crate::console::activity(format!("downloaded {name}, checking it"));
+    crate::console::note(format_args!(
+        "downloaded {name}: {mb:.1} MB in {} ({:.1} MB/s)",
+        crate::console::elapsed_text(took),
+        mb / secs
+    ));
 }
 
 /// Runs pip to the end, or until the user interrupts (Ctrl-C, SIGTERM): then pip is killed and

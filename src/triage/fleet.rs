@@ -60,12 +60,27 @@ fn group_by(entries: &[&ReportEntry], key: impl Fn(&ReportEntry) -> String) -> V
         .collect()
 }
 
-/// The chipset a report is grouped under: its identified part number, else `unidentified`.
+/// The group key (JSON `by_chipset[].key`, `concentrated_on`) of the reports whose chipset could
+/// not be identified: a key, never a chipset's name, so people read [`chipset_group_label`].
+pub const UNIDENTIFIED_CHIPSET: &str = "unidentified";
+
+/// The chipset a report is grouped under: its identified part number, else
+/// [`UNIDENTIFIED_CHIPSET`].
 pub fn chipset_of(e: &ReportEntry) -> String {
     e.identity
         .as_ref()
         .and_then(|i| i.chipset.clone())
-        .unwrap_or_else(|| "unidentified".into())
+        .unwrap_or_else(|| UNIDENTIFIED_CHIPSET.into())
+}
+
+/// A chipset group as people read it, in every sentence and rendering: the part number in
+/// capitals (`SM8650`), or `chipset not identified`, which no one can take for a chipset.
+pub fn chipset_group_label(key: &str) -> String {
+    if key == UNIDENTIFIED_CHIPSET {
+        "chipset not identified".into()
+    } else {
+        key.to_uppercase()
+    }
 }
 
 fn field(v: Option<&String>) -> String {
@@ -108,10 +123,11 @@ fn conclusion(chipsets: &[GroupFigures], t: &Thresholds) -> (FleetKind, String, 
         .filter(|g| g.median_excess_db.is_some_and(|x| x.0 > t.excess_db))
         .map(|g| g.key.clone())
         .collect();
+    // Signed as every rendering signs it: the report's SQNR minus the CPU EP's, negative below.
     let text = |g: &&GroupFigures| {
         format!(
-            "{} {:.1} dB ({:+.1} dB vs the CPU EP)",
-            g.key.to_uppercase(),
+            "{} {:.2} dB ({:+.2} dB vs the CPU EP)",
+            chipset_group_label(&g.key),
             g.median_sqnr_db.map_or(f64::NAN, |n| n.0),
             -g.median_excess_db.map_or(f64::NAN, |n| n.0)
         )
@@ -126,7 +142,7 @@ fn conclusion(chipsets: &[GroupFigures], t: &Thresholds) -> (FleetKind, String, 
     if !concentrated.is_empty() {
         return (FleetKind::Npu, format!(
             "drift concentrated beyond the CPU EP by more than {} dB on {} (median SQNR: {}): an NPU/runtime problem there; ship a per-chipset variant or pin those chipsets to the CPU",
-            t.excess_db, concentrated.iter().map(|c| c.to_uppercase()).collect::<Vec<_>>().join(", "), all.join(", ")
+            t.excess_db, concentrated.iter().map(|c| chipset_group_label(c)).collect::<Vec<_>>().join(", "), all.join(", ")
         ), concentrated);
     }
     let floor_ok = t

@@ -133,8 +133,16 @@ fn open_store(
     reference: &str,
 ) -> Result<Option<(store::Store, String, String)>> {
     let Some(path) = &opts.db else { return Ok(None) };
-    // The default location is inside (or beside) strangers' reports: never through a link there.
-    let at_default = store::default_path(&opts.reports).as_ref() == Some(path);
+    // The default store is the user's own file: never through a link, and its directory is made.
+    let at_default = store::default_path().as_ref() == Some(path);
+    if let Some(dir) = path.parent().filter(|d| at_default && !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            crate::error::run_error(format!(
+                "cannot make the triage store's directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
     let db = store::Store::open(path, true, at_default)?;
     let run_ctx = store::run_context(opts, model_sha256)?;
     let entry_ctx = store::entry_context(opts, &run_ctx)?;

@@ -103,13 +103,17 @@ pub struct Group {
     pub error: Option<String>,
 }
 
-/// The QNN target of a device's chipset at the release it names, when the catalogue has it.
+/// The QNN target of a device's own chipset: at the release its `device.json` names when the
+/// catalogue has it, else at the catalogue's default release. Every report whose chipset is
+/// known is compared with its own chipset, whatever the candidates (`-t`) are.
 pub fn release_target(report: &DeviceReport) -> Option<TargetSpec> {
     let sm = identify_device(&report.device).chipset?;
     let chip = crate::target::Chipset::find(&sm)?;
-    let release = report.device.qnn_release.as_deref()?.trim();
-    let build = Build::release("qnn", release)?;
     let spec = TargetSpec::qnn(chip);
+    let named = report.device.qnn_release.as_deref().map(str::trim);
+    let Some(build) = named.and_then(|release| Build::release("qnn", release)) else {
+        return Some(spec);
+    };
     // The catalogue's default release is what `qnn:<chipset>` runs already.
     if Build::get("qnn").is_some_and(|default| default.version == build.version) {
         return Some(spec);

@@ -24,7 +24,7 @@ const APPLICATION_ID: i32 = 0x4E50_5541;
 /// Layout version (`PRAGMA user_version`); a store of another version is refused.
 const STORE_VERSION: i32 = 1;
 /// The store's file name when `--db` is not given.
-pub const DEFAULT_FILE_NAME: &str = "npu-audit-triage.db";
+pub const DEFAULT_FILE_NAME: &str = "triage.db";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS contexts(
@@ -164,7 +164,7 @@ fn check_location(path: &Path, at_default: bool) -> Result<()> {
 impl Store {
     /// Opens the store at `path`, creating it when `create` and it does not exist; refuses a file
     /// that is not a triage store of this version, and a link where one must not be
-    /// (`at_default`: the store triage puts beside the reports when `--db` is not given). A store
+    /// (`at_default`: the user's store, used when `--db` is not given). A store
     /// that may only be read is opened read-only, for what needs no writing.
     pub fn open(path: &Path, create: bool, at_default: bool) -> Result<Store> {
         check_location(path, at_default)?;
@@ -557,19 +557,15 @@ fn reference_identity(opts: &TriageOptions) -> Result<String> {
     }
 }
 
-/// Where the store goes when `--db` is not given: inside the fleet directory, or beside the
-/// first report.
-pub fn default_path(reports: &[PathBuf]) -> Option<PathBuf> {
-    let first = reports.first()?;
-    let dir = if first.is_dir() && !crate::device::is_single_report(first) {
-        first.clone()
-    } else {
-        first.parent().map(Path::to_path_buf).unwrap_or_default()
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        dir
-    };
+/// Where the store goes when `--db` is not given: `triage.db` in the user's data directory
+/// (`$NPU_AUDIT_DATA`, else the platform's: `$XDG_DATA_HOME/npu-audit` when it is absolute, else
+/// `~/.local/share/npu-audit` on Linux, found through the password database when `HOME` is
+/// unset), never beside the reports, which are strangers' files and often a checked-out
+/// repository.
+pub fn default_path() -> Option<PathBuf> {
+    let named = std::env::var_os("NPU_AUDIT_DATA")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let dir = named.or_else(|| dirs::data_dir().map(|d| d.join("npu-audit")))?;
     Some(dir.join(DEFAULT_FILE_NAME))
 }

@@ -199,7 +199,10 @@ fn verdict(v: VerdictKind, sentence: String) -> Verdict {
 fn own_ids(report: &DeviceReport, identity: &Identity) -> Vec<String> {
     let mut ids: Vec<String> = release_target(report).into_iter().map(|t| t.id).collect();
     if let Some(sm) = &identity.chipset {
-        ids.push(format!("qnn:{sm}"));
+        let default = format!("qnn:{sm}");
+        if !ids.contains(&default) {
+            ids.push(default);
+        }
     }
     ids
 }

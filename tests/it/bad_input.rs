@@ -129,6 +129,26 @@ fn inputs_with_wrong_names_shapes_dtypes_or_missing() {
     );
 }
 
+/// An image input with dynamic height and width is not generated as a 1x1 image: refused with
+/// the flag that pins it, and run once pinned.
+#[test]
+fn a_dynamic_image_is_not_generated_as_one_pixel() {
+    let model = repo("fixtures/real/ppocr_cls_qdq_u8.onnx");
+    let reference = repo("fixtures/real/ppocr_cls_fp32.onnx");
+    let (m, r) = (model.to_str().unwrap(), reference.to_str().unwrap());
+    expect_error(
+        &[m, "--reference", r, "-t", "cpu", "--no-baseline"],
+        2,
+        "--input-shape x:1,3,H,W",
+    );
+    let out = bin()
+        .args(["compare", m, "--reference", r, "-t", "cpu", "--no-baseline"])
+        .args(["--input-shape", "x:1,3,48,192", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn unknown_targets_and_flags() {
     expect_error(&[&cnn(), "-t", "tpu"], 2, "unknown target 'tpu'");

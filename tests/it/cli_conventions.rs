@@ -62,12 +62,66 @@ fn help_is_grouped_and_names_every_environment_variable() {
     assert_eq!(flags(&help), flags(&layers));
 }
 
+/// `-h` fits a screen (at most 60 lines) for every command, says that `--help` has more, and
+/// lists every flag `-h` shows again in `--help`; the internal worker is never offered.
+#[test]
+fn short_help_fits_a_screen_and_long_help_has_every_flag() {
+    // `--flag` at the start of a help line, after a short flag (`-t, --target`) or alone.
+    let flag_names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| {
+                let l = l.trim_start();
+                let l = match l.split_once(", --") {
+                    Some((short, rest)) if short.len() == 2 && short.starts_with('-') => rest,
+                    _ => l.strip_prefix("--")?,
+                };
+                Some(l.split([' ', '<']).next().unwrap_or("").to_string())
+            })
+            .collect()
+    };
+    for cmd in [
+        "compare",
+        "layers",
+        "eval",
+        "matrix",
+        "triage",
+        "repro",
+        "fingerprint",
+        "pipeline",
+        "explain-failure",
+        "runtime bisect",
+    ] {
+        let words: Vec<&str> = cmd.split(' ').collect();
+        let short = stdout_of(&[&words[..], &["-h"]].concat());
+        let long = stdout_of(&[&words[..], &["--help"]].concat());
+        assert!(
+            short.lines().count() <= 60,
+            "{cmd} -h is {} lines",
+            short.lines().count()
+        );
+        assert!(long.lines().count() > short.lines().count(), "{cmd}");
+        let in_long = flag_names(&long);
+        for flag in flag_names(&short) {
+            assert!(in_long.contains(&flag), "{cmd}: --{flag} in -h but not in --help");
+        }
+        if in_long.len() > flag_names(&short).len() {
+            assert!(
+                short.contains("--help shows every flag"),
+                "{cmd} -h does not say --help has more"
+            );
+        }
+    }
+    assert!(!stdout_of(&["--help"]).contains("__worker"));
+    assert!(!stdout_of(&["help"]).contains("__worker"));
+}
+
 #[test]
 fn completions_and_man_pages() {
     for shell in ["bash", "zsh", "fish"] {
         let script = stdout_of(&["completions", shell]);
         assert!(script.contains("npu-audit") && script.contains("compare"), "{shell}");
         assert!(script.contains("min-sqnr"), "{shell} completes compare's flags");
+        assert!(!script.contains("__worker"), "{shell} offers the internal worker");
     }
     let page = stdout_of(&["man"]);
     assert!(

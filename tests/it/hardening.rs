@@ -1015,7 +1015,7 @@ fn messages_name_the_flag_and_file_at_fault() {
 fn the_readme_test_command_provisions_what_the_tests_need_and_runs_every_binary() {
     let readme = std::fs::read_to_string(repo("README.md")).unwrap();
     assert!(
-        readme.contains("```sh\nscripts/test\n```"),
+        readme.contains("```console\n$ scripts/test\n```"),
         "README.md gives scripts/test as the test command"
     );
     let script = std::fs::read_to_string(repo("scripts/test")).unwrap();

@@ -68,16 +68,18 @@ fn triage(reports: &[&Path]) -> Value {
 }
 
 fn triage_against(reports: &[&Path], candidates: &[&str]) -> Value {
-    let mut args: Vec<String> = vec!["triage".into()];
+    let mut args: Vec<String> = vec!["triage".into(), model()];
     args.extend(reports.iter().map(|p| p.display().to_string()));
-    for a in ["--model", &model(), "--golden", &golden(), "--format", "json"] {
+    for a in ["--golden", &golden(), "--format", "json"] {
         args.push(a.into());
     }
     for c in candidates {
-        args.push("--candidate".into());
+        args.push("-t".into());
         args.push((*c).into());
     }
-    let out = bin().args(&args).output().unwrap();
+    // The default store is the user's: here, a data directory of the test's own.
+    let data = tempdir();
+    let out = bin().env("NPU_AUDIT_DATA", data.path()).args(&args).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -277,10 +279,10 @@ fn golden_inputs(dir: &Path) -> Vec<PathBuf> {
 /// `triage` against the fp32 reference model (run here on every input set; the golden run's
 /// inputs are the default ones), with `extra` flags.
 fn triage_with(reports: &[&Path], extra: &[&str]) -> (i32, Value, String) {
-    let mut args: Vec<String> = vec!["triage".into()];
+    let mut args: Vec<String> = vec!["triage".into(), model()];
     args.extend(reports.iter().map(|p| p.display().to_string()));
     let reference = repo("fixtures/real/ppocr_cls_fp32.onnx").display().to_string();
-    for a in ["--model", &model(), "--reference", &reference, "--format", "json"] {
+    for a in ["--reference", &reference, "--format", "json"] {
         args.push(a.into());
     }
     let inputs_dir = tempdir();
@@ -289,7 +291,7 @@ fn triage_with(reports: &[&Path], extra: &[&str]) -> (i32, Value, String) {
         args.push(p.display().to_string());
     }
     for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
-        args.push("--candidate".into());
+        args.push("-t".into());
         args.push(c.into());
     }
     args.extend(extra.iter().map(|s| s.to_string()));

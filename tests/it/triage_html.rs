@@ -28,9 +28,8 @@ fn triage(dir: &Path) -> (Value, std::path::PathBuf) {
     let (json, page) = (dir.join("triage.json"), dir.join("triage.html"));
     let mut args: Vec<String> = [
         "triage",
-        "fixtures/device_reports/fleet",
-        "--model",
         "fixtures/real/ppocr_cls_qdq_u8.onnx",
+        "fixtures/device_reports/fleet",
         "--golden",
         "golden/ppocr_cls_fp32",
         "--no-db",
@@ -39,7 +38,7 @@ fn triage(dir: &Path) -> (Value, std::path::PathBuf) {
     .map(|s| s.to_string())
     .collect();
     for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
-        args.extend(["--candidate".to_string(), c.to_string()]);
+        args.extend(["-t".to_string(), c.to_string()]);
     }
     let out = bin()
         .current_dir(repo(""))

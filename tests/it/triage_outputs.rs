@@ -30,12 +30,12 @@ const COMMITTED: &str = "fixtures/reports/triage_fleet.json";
 
 /// The triage arguments of the committed fleet, run from the repository root.
 fn fleet_args() -> Vec<String> {
-    let mut args: Vec<String> = ["triage", FLEET, "--model", MODEL, "--golden", GOLDEN, "--no-db"]
+    let mut args: Vec<String> = ["triage", MODEL, FLEET, "--golden", GOLDEN, "--no-db"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     for c in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
-        args.push("--candidate".into());
+        args.push("-t".into());
         args.push(c.into());
     }
     args
@@ -360,7 +360,11 @@ fn markdown_says_the_summary_first_then_groups_then_every_report() {
     let conclusion = at(&format!("**Fleet: `{}`**", fleet["kind"].as_str().expect("kind")));
     assert!(conclusion < at("**By chipset**") && at("**By chipset**") < at("**Reports**"));
     for g in fleet["by_chipset"].as_array().expect("chipsets") {
-        let key = g["key"].as_str().expect("key").to_uppercase();
+        // The group of reports whose chipset was not identified is not named as a chipset.
+        let key = match g["key"].as_str().expect("key") {
+            "unidentified" => "chipset not identified".to_string(),
+            chip => chip.to_uppercase(),
+        };
         let excess = num(&g["median_excess_db"]);
         let against = if excess.is_finite() {
             format!("{:+.2}", -excess)
@@ -621,4 +625,54 @@ fn output_files_are_checked_before_any_work_and_written_all_or_none() {
     let out = triage_fleet(&["--html", "-"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"));
+}
+
+/// `triage MODEL REPORT... -t TARGET` is the grammar (`--model` and `--candidate` still read the
+/// same), and `-t` names the targets besides the report's own chipset: with only the CPU EP
+/// named, a report its chipset reproduces in the committed triage (its `device.json` names no
+/// QNN release, so the catalogue's default runs) is still reproduced by it.
+#[test]
+fn a_report_is_compared_with_its_own_chipset_whatever_the_targets() {
+    let report = format!("{FLEET}/a_s24");
+    let run = |args: &[&str]| {
+        let out = bin()
+            .current_dir(repo(""))
+            .args(args)
+            .output()
+            .expect("run npu-audit triage");
+        stdout_json(&out)
+    };
+    let new = run(&[
+        "triage", MODEL, &report, "--golden", GOLDEN, "--no-db", "-t", "cpu", "--format", "json",
+    ]);
+    let old = run(&[
+        "triage",
+        &report,
+        "--model",
+        MODEL,
+        "--golden",
+        GOLDEN,
+        "--no-db",
+        "--candidate",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(new["reports"], old["reports"], "the old spelling reads differently");
+    let entry = &new["reports"][0];
+    let committed = committed_json();
+    let want = committed["reports"]
+        .as_array()
+        .and_then(|r| {
+            r.iter()
+                .find(|e| e["path"].as_str().is_some_and(|p| p.ends_with("/a_s24")))
+        })
+        .expect("a_s24 in the committed triage");
+    assert_eq!(entry["verdict"]["kind"], "reproduced", "{}", entry["verdict"]);
+    assert_eq!(entry["verdict"], want["verdict"]);
+    let ran: Vec<&str> = entry["candidates"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|c| c["target"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ran, ["cpu", "qnn:sm8650"], "{entry}");
 }

@@ -20,12 +20,20 @@ fn triage_with(reports: &[&Path], extra: &[&str]) -> (i32, Value, String) {
 fn triage_as(reports: &[&Path], extra: &[&str], unprivileged: bool) -> (i32, Value, String) {
     let golden = repo("golden/cnn_fp32");
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"));
-    cmd.env_remove("NPU_AUDIT_FAULT_INJECT")
-        .arg("triage")
-        .args(reports)
-        .args(["--model", &cnn(), "--golden", golden.to_str().unwrap()])
-        .args(["--candidate", "cpu", "--format", "json"])
+    cmd.env_remove("NPU_AUDIT_FAULT_INJECT").arg("triage");
+    if extra.contains(&"--summary") {
+        cmd.args(["--model", &cnn()]);
+    } else {
+        cmd.arg(cnn());
+    }
+    cmd.args(reports)
+        .args(["--golden", golden.to_str().unwrap()])
+        .args(["-t", "cpu", "--format", "json"])
         .args(extra);
+    // The default store is the user's: each test's own data directory, beside its fleet.
+    if let Some(dir) = reports.first().and_then(|r| r.parent()) {
+        cmd.env("NPU_AUDIT_DATA", dir.join("data"));
+    }
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
@@ -87,9 +95,37 @@ fn assert_store_error(got: &(i32, Value, String), code: i32, needle: &str) {
     assert!(err.contains("--db") && err.contains("--no-db"), "no way out in: {err}");
 }
 
-/// A dangling link named like the default store, planted in a fleet directory, made triage
-/// create its database wherever the link pointed. The default store is never used through a
-/// link; a `--db` the user names may be a link to an existing file, never a dangling one.
+/// Without `--db`, the store is `triage.db` in the user's data directory (`NPU_AUDIT_DATA`
+/// here), said on stderr, and nothing is written beside the reports; a second run reads its
+/// entry back from there.
+#[test]
+fn the_default_store_is_the_users_and_is_said() {
+    let dir = tempdir();
+    let fleet = fleet(dir.path());
+    let store = dir.path().join("data/triage.db");
+    let (code, first, err) = triage_with(&[&fleet], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(store.is_file(), "no store at {}", store.display());
+    assert!(
+        err.contains(&format!("triage store: {}", store.display())),
+        "where the store went is not said: {err}"
+    );
+    let beside: Vec<String> = std::fs::read_dir(&fleet)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(beside, ["a"], "triage wrote into the fleet directory");
+    let (code, second, err) = triage_with(&[&fleet], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(second["store"]["path"], store.display().to_string());
+    assert_eq!(second["store"]["reports_from_store"], 1, "{}", second["store"]);
+    assert_eq!(first["reports"], second["reports"]);
+}
+
+/// A dangling link named like the default store made triage create its database wherever the
+/// link pointed. The default store (in the user's data directory, never in the fleet) is never
+/// used through a link; a `--db` the user names may be a link to an existing file, never a
+/// dangling one.
 #[cfg(unix)]
 #[test]
 fn the_store_is_never_created_through_a_link() {
@@ -99,9 +135,10 @@ fn the_store_is_never_created_through_a_link() {
     let outside = dir.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     let planted = outside.join("planted.db");
-    symlink(&planted, fleet.join("npu-audit-triage.db")).unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    symlink(&planted, dir.path().join("data/triage.db")).unwrap();
     let got = triage_with(&[&fleet], &[]);
-    assert_store_error(&got, 2, "npu-audit-triage.db is a symbolic link");
+    assert_store_error(&got, 2, "triage.db is a symbolic link");
     assert!(!planted.exists(), "a store was made through the planted link");
     // A --db through a dangling link: refused, nothing made.
     let dangling = dir.path().join("dangling.db");

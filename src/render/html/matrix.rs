@@ -11,7 +11,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{SELF_CHECK_JS, STYLE};
 use crate::exec::RunStatus;
-use crate::render::matrix::{cell_text, find};
+use crate::render::matrix::{cell_text, find, kind_name, SHIP_RUNS_ON_LEGEND};
 use crate::render::present::{bytes, db, db_opt, pct};
 use crate::report::matrix::Matrix;
 
@@ -101,6 +101,7 @@ fn recommendations(m: &Matrix) -> Markup {
                 }
             }
         }
+        p.muted { (SHIP_RUNS_ON_LEGEND) }
     }
 }
 
@@ -142,7 +143,7 @@ fn cells_table(m: &Matrix) -> Markup {
 fn remedies(m: &Matrix) -> Markup {
     html! {
         @for s in &m.remedies {
-            h2 { "Remedy for " (s.variant) ": " (format!("{:?}", s.kind)) }
+            h2 { "Remedy for " (s.variant) ": " (kind_name(s.kind)) }
             p { (s.outcome) }
             table {
                 tr { th { "#" } th { "layer" } th { "op" } th { "alone dB" } th { "kept" }

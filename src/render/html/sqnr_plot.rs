@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use super::plot::{nice_ticks, svg_open, tick_label, Scale};
 use crate::render::present::{chipset_label, db, escape_markup, shorten, verdict_keyword};
 use crate::report::triage::{ReportEntry, Triage};
-use crate::triage::fleet::chipset_of;
+use crate::triage::fleet::{chipset_group_label, chipset_of};
 
 /// Where a figure is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -196,7 +196,7 @@ pub(super) fn sqnr_plot(t: &Triage) -> String {
         height,
         &format!(
             "SQNR against the golden run of {n} measured reports, one row per chipset ({}), with each chipset's median and the CPU EP's SQNR on the same inputs",
-            rows.iter().map(|r| r.key.to_uppercase()).collect::<Vec<_>>().join(", ")
+            rows.iter().map(|r| chipset_group_label(&r.key)).collect::<Vec<_>>().join(", ")
         ),
     );
     let _ = writeln!(
@@ -279,7 +279,7 @@ fn row(s: &mut String, f: &Frame, r: &Row, y0: f64, outliers: &[&str]) {
         f.width - LABEL_W - 8.0,
         LABEL_W - 8.0,
         mid + 4.0,
-        escape_markup(&shorten(&r.key.to_uppercase(), 16)),
+        escape_markup(&shorten(&chipset_group_label(&r.key), 24)),
         r.reports.len()
     );
     for c in &r.cpu {
@@ -289,7 +289,7 @@ fn row(s: &mut String, f: &Frame, r: &Row, y0: f64, outliers: &[&str]) {
             "<path class=\"cpu-ref\" data-sqnr=\"{c}\" d=\"M{x:.2},{:.2} l5,5 l-5,5 l-5,-5 z\" fill=\"#fff\" stroke=\"#333\" stroke-width=\"1.5\">\
              <title>{}: the CPU EP (cpu:noopt) on the same inputs, {}</title></path>",
             y - 5.0,
-            escape_markup(&r.key.to_uppercase()),
+            escape_markup(&chipset_group_label(&r.key)),
             figure(*c)
         );
     }
@@ -301,7 +301,7 @@ fn row(s: &mut String, f: &Frame, r: &Row, y0: f64, outliers: &[&str]) {
              <title>{}: median SQNR {}</title></line>",
             y0 + 13.0,
             y0 + ROW_H - 3.0,
-            escape_markup(&r.key.to_uppercase()),
+            escape_markup(&chipset_group_label(&r.key)),
             figure(m)
         );
     }

@@ -33,6 +33,7 @@ use crate::render::present::{
 };
 use crate::report::model::Num;
 use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Triage};
+use crate::triage::fleet::chipset_group_label;
 
 /// Renders the triage as one self-contained HTML page.
 pub fn render(t: &Triage) -> String {
@@ -259,13 +260,13 @@ fn conclusion(f: &Fleet) -> Markup {
         }
         @if !f.concentrated_on.is_empty() {
             p { "Drift beyond the CPU EP concentrated on: "
-                @for (i, c) in f.concentrated_on.iter().enumerate() { @if i > 0 { ", " } strong { (c.to_uppercase()) } } }
+                @for (i, c) in f.concentrated_on.iter().enumerate() { @if i > 0 { ", " } strong { (chipset_group_label(c)) } } }
         }
         @if f.kind == FleetKind::Undecided { p.muted { "Too few reports were measured against the CPU EP to conclude." } }
         table.chipset-summary {
-            tr { th { "chipset" } th { "reports" } th { "median SQNR dB" } th { "against the CPU EP dB" } }
+            tr { th { "chipset" } th { "reports" } th { "median SQNR dB" } th { "median vs CPU EP dB" } }
             @for g in &f.by_chipset {
-                tr { td { (g.key.to_uppercase()) } td.num { (g.reports) } td.num { (db_opt(g.median_sqnr_db)) }
+                tr { td { (chipset_group_label(&g.key)) } td.num { (g.reports) } td.num { (db_opt(g.median_sqnr_db)) }
                      td.num { (g.median_excess_db.map_or("-".into(), |v| signed_db(-v.0))) } }
             }
         }
@@ -313,23 +314,24 @@ fn plot_section(t: &Triage) -> Markup {
 fn groups_section(f: &Fleet) -> Markup {
     html! {
         h2 id="groups" { "The fleet by chipset, device, app and runtime" }
-        p.muted { "Measured reports, copies counted once. \"Below the CPU EP\": the median of (CPU EP SQNR − report SQNR) on the same inputs." }
-        (group_table("chipset", &f.by_chipset))
-        (group_table("device model", &f.by_device_model))
-        (group_table("app version", &f.by_app_version))
-        (group_table("runtime", &f.by_runtime))
+        p.muted { "Measured reports, copies counted once. \"vs CPU EP\": the median of (report SQNR − CPU EP SQNR) on the same inputs, negative when the devices lose more than the CPU EP." }
+        (group_table("chipset", &f.by_chipset, chipset_group_label))
+        (group_table("device model", &f.by_device_model, str::to_string))
+        (group_table("app version", &f.by_app_version, str::to_string))
+        (group_table("runtime", &f.by_runtime, str::to_string))
     }
 }
 
-fn group_table(title: &str, groups: &[GroupFigures]) -> Markup {
+/// One table of the fleet's groups; `label` names a group as people read it.
+fn group_table(title: &str, groups: &[GroupFigures], label: fn(&str) -> String) -> Markup {
     html! {
         h3 { "By " (title) }
         table.groups data-group=(title) {
-            tr { th { (title) } th { "reports" } th { "median SQNR dB" } th { "min SQNR dB" } th { "median below CPU EP dB" } th { "verdicts" } }
+            tr { th { (title) } th { "reports" } th { "median SQNR dB" } th { "min SQNR dB" } th { "median vs CPU EP dB" } th { "verdicts" } }
             @for g in groups {
                 tr {
-                    td { (g.key) } td.num { (g.reports) } td.num { (db_opt(g.median_sqnr_db)) } td.num { (db_opt(g.min_sqnr_db)) }
-                    td.num { (g.median_excess_db.map_or("-".into(), |v| db(v.0))) }
+                    td { (label(&g.key)) } td.num { (g.reports) } td.num { (db_opt(g.median_sqnr_db)) } td.num { (db_opt(g.min_sqnr_db)) }
+                    td.num { (g.median_excess_db.map_or("-".into(), |v| signed_db(-v.0))) }
                     td { @for (i, (k, n)) in g.verdicts.iter().enumerate() { @if i > 0 { ", " } (k) " " (n) } }
                 }
             }
