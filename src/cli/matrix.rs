@@ -19,6 +19,20 @@ struct MatrixCommand {
     format: ReportFormat,
 }
 
+/// The remedies `--search` names, each once, in the order named.
+fn remedy_kinds(search: &[RemedyChoice]) -> Vec<RemedyKind> {
+    let mut kinds: Vec<RemedyKind> = Vec::new();
+    for kind in search.iter().map(|s| match s {
+        RemedyChoice::Widen16 => RemedyKind::Widen16,
+        RemedyChoice::Float => RemedyKind::Float,
+    }) {
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
 /// Converts `matrix`'s flags, once, into the command.
 fn command(a: MatrixArgs) -> Result<MatrixCommand> {
     let MatrixArgs {
@@ -57,15 +71,7 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
             )));
         }
     }
-    let mut kinds: Vec<RemedyKind> = Vec::new();
-    for kind in search.iter().map(|s| match s {
-        RemedyChoice::Widen16 => RemedyKind::Widen16,
-        RemedyChoice::Float => RemedyKind::Float,
-    }) {
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
+    let kinds = remedy_kinds(&search);
     let task = matrix_task(dataset, task, &task_args)?;
     if task.is_some() {
         refuse_signal_flags(&inputs, &gate, !kinds.is_empty())?;
