@@ -11,16 +11,11 @@ use crate::target::distinct;
 
 /// The targets named, else every target this machine can run (as `compare` does), said.
 fn asked_or_default(targets: &[crate::target::TargetList]) -> Vec<crate::target::TargetSpec> {
-    if !targets.is_empty() {
-        return distinct(targets);
+    if targets.is_empty() {
+        crate::exec::plan::default_specs_said()
+    } else {
+        distinct(targets)
     }
-    let all = crate::exec::plan::default_specs();
-    let ids: Vec<&str> = all.iter().map(|s| s.id.as_str()).collect();
-    crate::console::note(format_args!(
-        "no --target given: auditing every target this machine can run ({})",
-        ids.join(", ")
-    ));
-    all
 }
 
 /// Runs `pipeline`: the JSON file (when asked) written once the chain is audited, the `--format`

@@ -29,6 +29,18 @@ pub fn default_specs() -> Vec<TargetSpec> {
         .collect()
 }
 
+/// [`default_specs`] for a command that takes them because no target was named (`matrix`,
+/// `pipeline`), said on stderr with their ids.
+pub fn default_specs_said() -> Vec<TargetSpec> {
+    let specs = default_specs();
+    let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+    crate::console::note(format_args!(
+        "no --target given: auditing every target this machine can run ({})",
+        ids.join(", ")
+    ));
+    specs
+}
+
 /// The baseline's id: the CPU EP on the same quantized model without graph rewrites.
 pub const BASELINE_ID: &str = "cpu:noopt";
 

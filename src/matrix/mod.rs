@@ -195,12 +195,7 @@ pub struct MatrixRun<'o> {
 pub fn expand_targets(targets: &[crate::target::TargetList]) -> Result<Vec<TargetSpec>> {
     let mut specs = crate::target::distinct(targets);
     if specs.is_empty() {
-        specs = crate::exec::plan::default_specs();
-        let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
-        crate::console::note(format_args!(
-            "no --target given: a column for every target this machine can run ({})",
-            ids.join(", ")
-        ));
+        specs = crate::exec::plan::default_specs_said();
     }
     if let Some(s) = specs.iter().find(|s| s.release == Some(ReleaseSpec::All)) {
         return Err(bad_flag(format!(

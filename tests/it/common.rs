@@ -56,6 +56,18 @@ pub fn output<'a>(report: &'a Value, id: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no output {name} for {id}"))
 }
 
+/// A JSON dB figure as the report tables print it: two decimals, or `inf`/`-inf`.
+pub fn db_text(v: &Value) -> String {
+    let x = num(v);
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else if x > 0.0 {
+        "inf".into()
+    } else {
+        "-inf".into()
+    }
+}
+
 /// A JSON number, or the strings "inf"/"-inf"/"nan".
 pub fn num(v: &Value) -> f64 {
     match v {

@@ -8,7 +8,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{num, repo, tempdir};
+use common::{db_text, num, repo, tempdir};
 use serde_json::Value;
 
 /// The widths every table is checked at.
@@ -176,18 +176,6 @@ fn table_value(lines: &[&str], row: &str, column: &str) -> Option<String> {
     found.get(at).cloned()
 }
 
-/// `v` as the report tables print dB: two decimals, or `inf`/`-inf`.
-fn db(v: &Value) -> String {
-    let x = num(v);
-    if x.is_finite() {
-        format!("{x:.2}")
-    } else if x > 0.0 {
-        "inf".into()
-    } else {
-        "-inf".into()
-    }
-}
-
 /// The TARGETS, OUTPUT and TARGET vs TARGET tables of a compare report, checked against its JSON.
 fn check_compare(shown: &str, report: &Value) {
     let targets = report["targets"].as_array().expect("targets");
@@ -202,7 +190,7 @@ fn check_compare(shown: &str, report: &Value) {
             let heading = format!("OUTPUT {}", o["name"].as_str().expect("name"));
             assert_eq!(
                 lookup(shown, &heading, id, "SQNR dB"),
-                db(&o["sqnr_db"]),
+                db_text(&o["sqnr_db"]),
                 "{id} {heading}"
             );
             let ulp = o["max_ulp"].as_u64().map_or("-".into(), |u| u.to_string());
@@ -281,7 +269,7 @@ fn layer_tables_keep_their_figures_whole() {
                 {
                     continue;
                 }
-                let sqnr = l["sqnr_db"].as_f64().map_or("-".into(), |_| db(&l["sqnr_db"]));
+                let sqnr = l["sqnr_db"].as_f64().map_or("-".into(), |_| db_text(&l["sqnr_db"]));
                 assert_eq!(value_in(&worst, &index, "SQNR dB"), sqnr, "layer #{index} at {cols}");
                 checked += 1;
             }
@@ -413,7 +401,7 @@ fn the_matrix_tables_fit_and_keep_each_cell() {
             );
             let mark = if c["meets_policy"] == true { " ✓" } else { "" };
             let expected = match c["status"].as_str().expect("status") {
-                "ok" => format!("{}{mark}", db(&c["sqnr_db"])),
+                "ok" => format!("{}{mark}", db_text(&c["sqnr_db"])),
                 status => status.to_string(),
             };
             assert_eq!(
@@ -477,7 +465,7 @@ fn the_triage_tables_fit_and_keep_each_verdict() {
             let sqnr = if e["sqnr_db"].is_null() {
                 "-".into()
             } else {
-                db(&e["sqnr_db"])
+                db_text(&e["sqnr_db"])
             };
             assert_eq!(
                 lookup(&shown, "TRIAGE", &row, "SQNR dB"),

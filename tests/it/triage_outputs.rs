@@ -326,17 +326,6 @@ fn verdict_counts(t: &Value) -> std::collections::BTreeMap<String, usize> {
     counts
 }
 
-fn dbs(v: &Value) -> String {
-    let x = num(v);
-    if x.is_finite() {
-        format!("{x:.2}")
-    } else if x > 0.0 {
-        "inf".into()
-    } else {
-        "-inf".into()
-    }
-}
-
 #[test]
 fn markdown_says_the_summary_first_then_groups_then_every_report() {
     let json = committed_json();
@@ -375,7 +364,7 @@ fn markdown_says_the_summary_first_then_groups_then_every_report() {
         };
         let line = format!(
             "- {key}: median SQNR {} dB, {against} dB against the CPU EP",
-            dbs(&g["median_sqnr_db"])
+            db_text(&g["median_sqnr_db"])
         );
         assert!(md.contains(&line), "no {line:?}");
     }
@@ -388,7 +377,7 @@ fn markdown_says_the_summary_first_then_groups_then_every_report() {
         let sqnr = if r["sqnr_db"].is_null() {
             "-".to_string()
         } else {
-            dbs(&r["sqnr_db"])
+            db_text(&r["sqnr_db"])
         };
         let row = md
             .lines()
