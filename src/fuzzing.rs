@@ -203,6 +203,32 @@ pub fn report_json(data: &[u8]) {
     let _ = render::explorer::render(&report);
 }
 
+/// An eval shard's file (`merge`): parsing, then the merge of it as every shard of its split (the
+/// same file under each index, at most 8), then every eval renderer on what merged.
+pub fn eval_shards(data: &[u8]) {
+    let Ok(file) = crate::evaluate::shard::from_bytes(data, "fuzz.json") else {
+        return;
+    };
+    let count = file.shard.count.clamp(1, 8);
+    let parts = (1..=count)
+        .map(|index| {
+            let mut part = file.clone();
+            part.shard.index = index;
+            (std::path::PathBuf::from(format!("shard{index}.json")), part)
+        })
+        .collect();
+    let opts = crate::evaluate::merge::EvalMergeOptions {
+        parts,
+        allow_other_threads: false,
+        allow_other_hosts: false,
+    };
+    if let Ok(report) = crate::evaluate::merge::merge(&opts) {
+        let _ = render::eval::table_text(&report);
+        let _ = render::eval::markdown(&report);
+        let _ = render::html::eval::render(&report);
+    }
+}
+
 /// The model signature device reports are checked against in [`device_report`]: an input with a
 /// dynamic batch axis, a float output and a `uint8` output whose name `qnn-net-run` rewrites.
 fn report_signature() -> Signature {

@@ -246,9 +246,9 @@ pub struct CachedBuild {
     pub why: String,
 }
 
-/// Removes cached releases not used for `keep_days` days (never a default release, never one a
-/// running audit holds locked), and what killed fetches left behind; with `dry_run`, only says
-/// what it would remove.
+/// Removes cached releases and compiled QNN contexts not used for `keep_days` days (never a
+/// default release, never one a running audit holds locked), and what killed fetches left behind;
+/// with `dry_run`, only says what it would remove.
 pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
     let root = crate::runtime::provision::cache_root().join("runtimes");
     let swept = if dry_run {
@@ -259,8 +259,11 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
     if swept > 0 {
         crate::console::note(format!("removed {swept} temporary director(ies) of killed fetches"));
     }
+    let contexts = crate::runtime::contexts::gc(keep_days, dry_run)
+        .into_iter()
+        .map(context_row);
     let Ok(entries) = std::fs::read_dir(&root) else {
-        return Ok(Vec::new());
+        return Ok(contexts.collect());
     };
     let mut out = Vec::new();
     let mut in_use = 0;
@@ -304,7 +307,25 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
         crate::console::note(format!("kept {in_use} release(s) a running audit uses"));
     }
     out.sort_by(|a, b| a.package.cmp(&b.package).then(version_order(&a.version, &b.version)));
+    out.extend(contexts);
     Ok(out)
+}
+
+/// The package name `runtime gc` gives compiled QNN contexts (`runtime::contexts`).
+pub const CONTEXT_PACKAGE: &str = "qnn-context";
+
+/// A compiled QNN context as a row of `runtime gc`: its model and target in place of a release.
+fn context_row(e: crate::runtime::contexts::GcEntry) -> CachedBuild {
+    CachedBuild {
+        dir: e.dir.display().to_string(),
+        package: CONTEXT_PACKAGE.into(),
+        version: e.about,
+        bytes: e.bytes,
+        idle_days: e.idle_days,
+        remove: e.remove,
+        removed: e.removed,
+        why: e.why,
+    }
 }
 
 /// How `runtime gc` says a release is kept because a running audit holds it.

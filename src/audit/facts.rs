@@ -71,6 +71,7 @@ fn runtime_info(rt: &Runtime, reported: Option<&str>, sha: Option<String>) -> Ru
         sha256: rt.sha256.clone().or(sha),
         plugin: None,
         emulation: None,
+        qnn_context: None,
     }
 }
 
@@ -84,6 +85,7 @@ pub fn target_runtime_info(
         .and_then(|o| o.result.as_ref())
         .and_then(|r| r.ort_version.as_deref());
     let mut info = runtime_info(&rt.host, reported, hash(&rt.host));
+    info.qnn_context = outcome.and_then(|o| o.result.as_ref()).and_then(|r| r.context);
     if let Some(p) = &rt.plugin {
         info.plugin = Some(Box::new(runtime_info(p, None, hash(p))));
     }

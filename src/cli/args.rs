@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::audit::shard::Shard;
+use crate::audit::shard::{Costs, ShardFlag};
 use crate::compare::ClassAxisFlag;
 use crate::inputs::sequence::ChunkSpec;
 use crate::inputs::{GenChoice, NamedFile, ShapePin};
@@ -106,6 +106,10 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Join the reports of `compare --shard i/n` jobs into one report and one verdict.
     Merge(MergeArgs),
+    /// Split an eval or a compare into N cluster jobs of even cost and print their definitions:
+    /// a table, a GitHub matrix (JSON or a workflow), a Slurm array script or a Kubernetes
+    /// Indexed Job (docs/scale.md).
+    Plan(PlanArgs),
     /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
     Render(RenderArgs),
     /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval or repro.
@@ -205,6 +209,41 @@ pub struct CheckConfigArgs {
     pub targets: Vec<TargetList>,
 }
 
+/// Flags of `plan`: how many jobs, what to print, where the costs come from, and the command.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// How many jobs (shards) to split the work into, 1 to 10000.
+    #[arg(long, value_name = "N")]
+    pub shards: u64,
+    /// What to print: the split (table), a GitHub matrix (json), a workflow (github), an sbatch
+    /// array script (slurm) or a Kubernetes Indexed Job (k8s).
+    #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
+    pub format: PlanFormat,
+    /// A previous eval's JSON report: each target's median time per sample is its cost
+    /// (default: a cost per backend, docs/scale.md).
+    #[arg(long, value_name = "EVAL_REPORT.json")]
+    pub costs_from: Option<PathBuf>,
+    /// The command every job runs, after `--`: `eval MODEL --dataset D ...` or `compare MODEL ...`
+    /// (without --shard and --out, which each job gets).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// What `plan` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// Each shard's units and share of the cost, and every job's command.
+    Table,
+    /// A GitHub Actions matrix (`{"include": [...]}`) with every job's command.
+    Json,
+    /// A GitHub Actions workflow: a matrix job per shard and a merge job.
+    Github,
+    /// An sbatch script of a job array, with the merge as a dependent job.
+    Slurm,
+    /// A Kubernetes Indexed Job manifest.
+    K8s,
+}
+
 /// Flags of `merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -295,6 +334,23 @@ pub struct ExecArgs {
     /// Keep the work directory (inputs, outputs and each worker's log) and print its path.
     #[arg(long)]
     pub keep_work: bool,
+    /// Compile every QNN session afresh: neither load nor store compiled contexts in the cache
+    /// (`qnn-contexts` in the runtime cache, or NPU_AUDIT_CONTEXT_DIR).
+    #[arg(long, hide_short_help = true)]
+    pub no_context_cache: bool,
+    /// Whether QNN sessions reuse compiled contexts from the cache (0 turns it off, as
+    /// --no-context-cache does).
+    #[arg(
+        long = "context-cache",
+        env = "NPU_AUDIT_CONTEXT_CACHE",
+        value_name = "0|1",
+        default_value = "1",
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new(),
+        hide_possible_values = true,
+        hide_short_help = true
+    )]
+    pub context_cache: bool,
 }
 
 /// An ONNX Runtime build given by its environment variable (or the equivalent flag).
@@ -554,9 +610,10 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
     /// Run the i-th of n parts of the targets (k-th target to part k mod n + 1; the baseline in
-    /// every part); join the parts with `npu-audit merge`.
-    #[arg(long, value_name = "I/N", value_parser = Shard::parse)]
-    pub shard: Option<Shard>,
+    /// every part); join the parts with `npu-audit merge`. `auto`: the part the cluster engine's
+    /// array variables name (Kubernetes, Slurm, GitLab, Buildkite, AWS Batch; docs/scale.md).
+    #[arg(long, value_name = "I/N|auto", value_parser = ShardFlag::parse)]
+    pub shard: Option<ShardFlag>,
     /// Measure where the audit's time goes: phases of the audit and of every worker session, as a
     /// `timings` object in the JSON report and tables on stderr at the end (wall-clock figures:
     /// the only ones of a report that differ between runs).
@@ -863,6 +920,15 @@ pub struct EvalArgs {
     /// there); default with --out FILE: FILE's name with the extension .records.
     #[arg(long, value_name = "DIR", help_heading = "Reports")]
     pub records: Option<PathBuf>,
+    /// Run one part of the eval: work units of (target, sample range) split evenly by cost over
+    /// N parts; write its records with --out FILE and join the parts with `npu-audit merge`.
+    /// `auto`: the part the cluster engine's array variables name (docs/scale.md).
+    #[arg(long, value_name = "I/N|auto", value_parser = ShardFlag::parse, help_heading = "Scale")]
+    pub shard: Option<ShardFlag>,
+    /// Each target's cost per sample in the split (TARGET=WEIGHT,...; `npu-audit plan` measures
+    /// them); default: the backend's (QNN 700, ARM64 emulated 30, OpenVINO 2, CPU 1).
+    #[arg(long, value_name = "TARGET=W,...", value_parser = Costs::parse, requires = "shard", help_heading = "Scale")]
+    pub costs: Option<Costs>,
     #[command(flatten)]
     pub exec: ExecArgs,
     /// Format on stdout.

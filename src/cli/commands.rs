@@ -33,6 +33,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::Fingerprint(a) => super::tools::fingerprint(a),
         Command::CheckConfig(a) => super::tools::check_config(a),
         Command::Merge(a) => super::reports::merge(a),
+        Command::Plan(a) => super::plan::run(a),
         Command::Render(a) => super::reports::render(a),
         Command::Targets(a) => super::tools::targets(a),
         Command::Runtime(c) => super::runtime::run(c),

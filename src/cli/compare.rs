@@ -12,7 +12,7 @@ use super::args::{
 use super::shared::{
     emit_report, exec_options, gate_policy, golden_source, input_options, report_outputs, report_paths,
 };
-use crate::audit::shard::Shard;
+use crate::audit::shard::{Shard, ShardFlag};
 use crate::audit::{run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs};
 use crate::drift::FingerprintMode;
 use crate::error::{bad_flag, ExitCode};
@@ -61,6 +61,7 @@ pub fn command(a: CompareArgs, layers_command: bool) -> Result<CompareCommand> {
     let policy = gate_policy(&gate, &targets.allow_failure)?;
     let stream_spec = stream_spec(&stream, &gate)?;
     let files = report_paths(files);
+    let shard = shard.map(ShardFlag::resolve).transpose()?;
     let kept = kept(&files, save_outputs, logs, shard.is_some());
     let layers = layer_options(layers, layers_command)?;
     let (execution, measured) = execution_and_measured(targets, policy, (shard, exec_options(exec)?), layers);

@@ -9,6 +9,7 @@ use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile,
 };
+use crate::audit::shard::ShardFlag;
 use crate::error::{bad_flag, ExitCode};
 use crate::eval::task::TaskSpec;
 use crate::eval::StatOptions;
@@ -16,6 +17,7 @@ use crate::evaluate::{DatasetOptions, EvalOptions};
 use crate::policy::Thresholds;
 use crate::report::eval::EvalReport;
 use crate::target::distinct;
+use crate::userfile::Outputs;
 
 /// `eval` as asked: its options, the files it writes and how it prints.
 struct EvalCommand {
@@ -124,6 +126,27 @@ pub(super) fn dataset_options(dataset: PathBuf, a: &TaskArgs) -> DatasetOptions 
     }
 }
 
+/// A shard writes its records to `--out` for `merge`; the report's other files and the per-layer
+/// audit of broken samples belong to the merged eval.
+fn check_shard_flags(out: Option<&Path>, (report_files, explain): (bool, u64)) -> Result<()> {
+    if out.is_none_or(crate::userfile::is_stdio) {
+        return Err(bad_flag(
+            "--shard needs --out FILE: the shard's records go there, and `npu-audit merge` joins the shards' files",
+        ));
+    }
+    if report_files {
+        return Err(bad_flag(
+            "--markdown and --html belong to the merged eval: give them to `npu-audit merge`",
+        ));
+    }
+    if explain > 0 {
+        return Err(bad_flag(
+            "--explain runs on the whole eval's broken samples: run it without --shard",
+        ));
+    }
+    Ok(())
+}
+
 /// Converts `eval`'s flags, once, into the command.
 fn command(a: EvalArgs) -> Result<EvalCommand> {
     let (task, task_files) = task(a.task, &a.task_args)?;
@@ -143,12 +166,18 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         no_config: _,
         explain,
         records,
+        shard,
+        costs,
         exec,
         format,
         out,
         markdown,
         html,
     } = a;
+    let shard = shard.map(ShardFlag::resolve).transpose()?;
+    if shard.is_some() {
+        check_shard_flags(out.as_deref(), (markdown.is_some() || html.is_some(), explain))?;
+    }
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let records = records.or_else(|| {
         out.as_ref()
@@ -171,6 +200,8 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         explain: explain as usize,
         records,
         task_files,
+        shard,
+        costs: costs.unwrap_or_default(),
     };
     let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
     let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
@@ -194,6 +225,9 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
             outputs.check(f.flag, &f.path)?;
         }
     }
+    if let Some(shard) = cmd.options.shard {
+        return run_shard(&cmd, shard, outputs);
+    }
     let report = crate::evaluate::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
     emit_findings(&report, &cmd.files, outputs, |r, json| match cmd.format {
@@ -202,4 +236,36 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
         ReportFormat::Markdown => crate::render::eval::markdown(r),
     })?;
     Ok(report.exit_code)
+}
+
+/// Runs one shard of the eval and writes its file (`--out`) for `merge`; a shard whose file is
+/// already complete runs nothing and leaves it as it is.
+fn run_shard(cmd: &EvalCommand, shard: crate::audit::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
+    use crate::evaluate::shard::ShardRun;
+    let out = cmd
+        .files
+        .iter()
+        .find(|f| f.flag == "--out")
+        .map(|f| f.path.clone())
+        .ok_or_else(|| bad_flag("--shard needs --out FILE"))?;
+    let file = match crate::evaluate::shard::run(&cmd.options, shard, &out, &mut outputs)? {
+        ShardRun::AlreadyDone(file) => {
+            crate::console::note(format!(
+                "eval shard {}/{} is already done in {}: nothing to run",
+                shard.index,
+                shard.count,
+                out.display()
+            ));
+            file
+        }
+        ShardRun::Ran(file) => {
+            crate::interrupt::check()?;
+            let json = serde_json::to_string(&file)? + "\n";
+            outputs.file("--out", &out, json.as_bytes())?;
+            outputs.commit()?;
+            file
+        }
+    };
+    super::shared::print_stdout(&crate::evaluate::shard::summary_text(&file))?;
+    Ok(ExitCode::Success)
 }

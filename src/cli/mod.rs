@@ -11,6 +11,7 @@ mod eval;
 mod help;
 mod matrix;
 mod pipeline;
+mod plan;
 mod reports;
 mod repro;
 mod runtime;

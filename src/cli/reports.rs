@@ -1,13 +1,16 @@
-//! `merge` and `render`: commands that read saved reports and write them again, in every format.
+//! `merge` and `render`: commands that read saved reports (or eval shards' files) and write them
+//! again, in every format.
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::args::{MergeArgs, RenderArgs};
-use super::shared::{emit_report, report_outputs, report_paths};
-use crate::error::ExitCode;
+use super::args::{MergeArgs, RenderArgs, ReportFiles, ReportFormat};
+use super::shared::{emit_findings, emit_report, findings_files, findings_outputs, report_outputs, report_paths};
+use crate::error::{bad_flag, ExitCode};
+use crate::evaluate::merge::EvalMergeOptions;
 use crate::merge::MergeOptions;
+use crate::report::eval::EvalReport;
 use crate::userfile::{InputFiles, Reads};
 
 /// `merge`: the shard reports read and joined into one report, written in every format asked for;
@@ -21,6 +24,13 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         format,
         files,
     } = a;
+    if first_is_eval_shard(&reports) {
+        return merge_eval(
+            &reports,
+            (allow_other_threads, allow_other_hosts),
+            (outputs, format, files),
+        );
+    }
     let files = report_paths(files);
     // The reports are read first: where each shard's saved outputs are is in its report.
     let options = MergeOptions {
@@ -30,6 +40,51 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
     let outputs = report_outputs(&options, &files)?;
     let report = crate::merge::merge(&options)?;
     emit_report(&report, format, &files, outputs)?;
+    Ok(report.exit_code)
+}
+
+/// Whether the first part is an eval shard's file (then every part must be).
+fn first_is_eval_shard(parts: &[PathBuf]) -> bool {
+    parts
+        .first()
+        .and_then(|p| crate::userfile::read_user_file(p).ok())
+        .is_some_and(|bytes| crate::evaluate::shard::is_shard_file(&bytes))
+}
+
+/// `merge` of eval shards: the eval's report from their records, written as `--out` (JSON),
+/// `--markdown` and `--html`, the table (or `--format`) on stdout, the gate's exit code.
+fn merge_eval(
+    parts: &[PathBuf],
+    (allow_other_threads, allow_other_hosts): (bool, bool),
+    (outputs, format, files): (Vec<crate::merge::ShardOutputs>, ReportFormat, ReportFiles),
+) -> Result<ExitCode> {
+    let ReportFiles {
+        out,
+        markdown,
+        junit,
+        html,
+        node_data,
+    } = files;
+    if !outputs.is_empty() || junit.is_some() || node_data.is_some() {
+        return Err(bad_flag(
+            "--outputs, --junit and --node-data are for compare shards; an eval's merge writes --out, --markdown and --html",
+        ));
+    }
+    let options = EvalMergeOptions::read(parts, allow_other_threads, allow_other_hosts)?;
+    let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
+    let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
+    let files = findings_files(vec![
+        ("--out", out, None),
+        ("--markdown", markdown, Some(markdown_of)),
+        ("--html", html, Some(html_of)),
+    ]);
+    let guarded = findings_outputs(&options, &files)?;
+    let report = crate::evaluate::merge::merge(&options)?;
+    emit_findings(&report, &files, guarded, |r, json| match format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::eval::table_text(r),
+        ReportFormat::Markdown => crate::render::eval::markdown(r),
+    })?;
     Ok(report.exit_code)
 }
 

@@ -47,6 +47,8 @@ pub fn exec_options(e: ExecArgs) -> Result<ExecOptions> {
         runtime,
         runtime_env,
         keep_work,
+        no_context_cache,
+        context_cache,
     } = e;
     if !(timeout.is_finite() && timeout > 0.0 && timeout <= MAX_TIMEOUT_S) {
         return Err(bad_flag(format!(
@@ -68,6 +70,7 @@ pub fn exec_options(e: ExecArgs) -> Result<ExecOptions> {
         threads,
         runtimes: runtime_choice(runtime, &runtime_env),
         keep_work,
+        context_cache: context_cache && !no_context_cache,
     })
 }
 

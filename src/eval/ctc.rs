@@ -5,7 +5,7 @@
 
 /// The characters of a recognizer's classes: class 0 is the blank, class `i` the vocabulary's
 /// `i`-th entry (1-based), and, when the model has one more class, a space.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Vocabulary {
     chars: Vec<String>,
 }

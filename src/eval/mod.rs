@@ -58,7 +58,7 @@ impl Record {
 }
 
 /// How the statistics are drawn (recorded in the report).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StatOptions {
     pub seed: u64,
     pub resamples: usize,

@@ -30,8 +30,9 @@ pub enum TaskSpec {
     Agree { output: Option<String> },
 }
 
-/// A task checked against the model: the output it reads and how.
-#[derive(Debug, Clone)]
+/// A task checked against the model: the output it reads and how (kept in an eval shard's file,
+/// so that `merge` computes the figures as the eval would have).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     pub kind: TaskKind,
     /// The output the task reads.
@@ -39,7 +40,8 @@ pub struct Task {
 }
 
 /// How a checked task reads its output.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TaskKind {
     Classify { top_k: usize, classes: Option<Vec<String>> },
     Decide { above: bool, threshold: f64 },

@@ -3,21 +3,24 @@
 //! per-layer audit of the samples it broke (`--explain`), the gate and the exit code.
 
 use anyhow::Result;
+use serde::{Deserialize, Serialize};
 
 use super::sessions::EvalPlan;
-use super::stream::{RunRecords, Runs};
+use super::stream::Runs;
+use super::summary::{summary, RunSummary};
 use super::EvalOptions;
 use crate::audit::reference::ReferencePlan;
 use crate::dataset::Dataset;
 use crate::error::ExitCode;
 use crate::eval::task::{Task, TaskKind};
-use crate::eval::{self, primary_is_cer, Record};
+use crate::eval::{self, primary_is_cer, Record, StatOptions};
 use crate::exec::plan::BASELINE_ID;
-use crate::exec::{PlannedTarget, RunStatus};
+use crate::exec::RunStatus;
+use crate::host::HostInfo;
 use crate::report::eval::{
     DatasetInfo, EvalGate, EvalReport, EvalTarget, StatisticsInfo, TaskInfo, EVAL_SCHEMA_VERSION,
 };
-use crate::report::model::{Num, Rule, RuleResult, RuntimeInfo, Verdict};
+use crate::report::model::{Num, Rule, RuleResult, Verdict};
 use crate::target::TargetRole;
 
 /// Worst samples listed per target.
@@ -25,85 +28,173 @@ const WORST: usize = 10;
 /// The most classes a confusion matrix is kept for.
 const MAX_CONFUSION_CLASSES: usize = 1000;
 
-/// The report of an eval.
-pub fn report(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: Runs) -> Result<EvalReport> {
-    let task = &runs.task;
-    let baseline = plan
-        .targets
-        .iter()
-        .zip(&runs.targets)
-        .find(|(t, r)| t.spec.id == BASELINE_ID && r.end.is_none())
-        .map(|(_, r)| r);
-    let mut targets: Vec<EvalTarget> = plan
-        .targets
-        .iter()
-        .zip(&runs.targets)
-        .map(|(t, r)| target_row(opts, task, t, r, &runs.reference, baseline))
-        .collect();
-    if opts.explain > 0 {
-        for (row, (planned, run)) in targets.iter_mut().zip(plan.targets.iter().zip(&runs.targets)) {
-            row.explanation = super::explain::explain(opts, plan, dataset, planned, run, &runs.reference)?;
+/// What an eval's report is made of besides its runs' records: everything the options, the plan
+/// and the set decide. A shard keeps it in its file, and `merge` builds the report from it and the
+/// shards' records through the same [`build`] one machine uses, so the figures cannot differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Basis {
+    pub model: String,
+    pub model_sha256: String,
+    pub reference: String,
+    pub dataset: DatasetInfo,
+    pub task: Task,
+    pub stats: StatOptions,
+    /// Every target of the eval, in the plan's order.
+    pub targets: Vec<TargetBasis>,
+    pub notes: Vec<String>,
+}
+
+/// A target as the gate sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetBasis {
+    pub id: String,
+    /// `target`, or `baseline` for the `cpu:noopt` run the eval added.
+    pub role: String,
+    /// Whether its failure fails the eval (exit code 3).
+    pub required: bool,
+    pub min_accuracy: Option<GateLimit>,
+    pub max_accuracy_drop: Option<GateLimit>,
+}
+
+/// A limit of the gate and where it was set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateLimit {
+    pub value: f64,
+    pub origin: String,
+}
+
+impl Basis {
+    /// The basis of an eval as planned, with its task as checked against the reference.
+    pub fn of(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, task: &Task) -> Basis {
+        let limit = |l: &Option<crate::policy::limits::Limit<f64>>| {
+            l.as_ref().map(|l| GateLimit {
+                value: l.value,
+                origin: l.origin.clone(),
+            })
+        };
+        let targets = plan
+            .targets
+            .iter()
+            .map(|t| {
+                let limits = opts.policy.limits(&t.spec.id, None);
+                TargetBasis {
+                    id: t.spec.id.clone(),
+                    role: match t.role {
+                        TargetRole::Baseline => "baseline".into(),
+                        TargetRole::Target => "target".into(),
+                    },
+                    required: t.required,
+                    min_accuracy: limit(&limits.min_accuracy),
+                    max_accuracy_drop: limit(&limits.max_accuracy_drop),
+                }
+            })
+            .collect();
+        Basis {
+            model: opts.model.display().to_string(),
+            model_sha256: plan.model.sha256.clone(),
+            reference: match &plan.reference {
+                ReferencePlan::Model { description, .. } | ReferencePlan::Stored { description, .. } => {
+                    description.clone()
+                }
+            },
+            dataset: dataset_info(dataset, task),
+            task: task.clone(),
+            stats: opts.stats,
+            targets,
+            notes: plan
+                .notes
+                .iter()
+                .cloned()
+                .chain(crate::target::ignored_isa_cap())
+                .collect(),
         }
     }
-    let gate = gate(opts, plan, &targets);
-    let exit_code = exit_code(plan, &targets, gate.verdict);
-    Ok(EvalReport {
+}
+
+fn dataset_info(dataset: &Dataset, task: &Task) -> DatasetInfo {
+    DatasetInfo {
+        path: dataset.path.display().to_string(),
+        samples: dataset.len(),
+        ids_sha256: crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes()),
+        labels: if task.labels_from_reference() {
+            "reference".into()
+        } else {
+            dataset.labels_from.clone().unwrap_or_default()
+        },
+    }
+}
+
+/// The report of an eval run on this machine.
+pub fn report(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: Runs) -> Result<EvalReport> {
+    let basis = Basis::of(opts, plan, dataset, &runs.task);
+    let reference = summary(None, runs.reference);
+    let targets: Vec<RunSummary> = plan
+        .targets
+        .iter()
+        .zip(runs.targets)
+        .map(|(p, r)| summary(Some(p), r))
+        .collect();
+    let mut report = build(&basis, Some(crate::host::this_host()), &reference, &targets);
+    if opts.explain > 0 {
+        for (row, (planned, run)) in report.targets.iter_mut().zip(plan.targets.iter().zip(&targets)) {
+            row.explanation = super::explain::explain(opts, plan, dataset, planned, run, &reference)?;
+        }
+    }
+    Ok(report)
+}
+
+/// The report from its basis and every run's records: what one machine and a merge of shards
+/// both compute.
+pub fn build(basis: &Basis, host: Option<HostInfo>, reference: &RunSummary, runs: &[RunSummary]) -> EvalReport {
+    let task = &basis.task;
+    let baseline = basis
+        .targets
+        .iter()
+        .zip(runs)
+        .find(|(t, r)| t.id == BASELINE_ID && r.end.is_none())
+        .map(|(_, r)| r);
+    let targets: Vec<EvalTarget> = basis
+        .targets
+        .iter()
+        .zip(runs)
+        .map(|(t, r)| target_row(&basis.stats, task, t, r, reference, baseline))
+        .collect();
+    let gate = gate(basis, &targets);
+    let exit_code = exit_code(basis, &targets, gate.verdict);
+    EvalReport {
         schema_version: EVAL_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        host: Some(crate::host::this_host()),
-        model: opts.model.display().to_string(),
-        model_sha256: plan.model.sha256.clone(),
-        reference: match &plan.reference {
-            ReferencePlan::Model { description, .. } | ReferencePlan::Stored { description, .. } => description.clone(),
-        },
-        dataset: DatasetInfo {
-            path: dataset.path.display().to_string(),
-            samples: dataset.len(),
-            ids_sha256: crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes()),
-            labels: if task.labels_from_reference() {
-                "reference".into()
-            } else {
-                dataset.labels_from.clone().unwrap_or_default()
-            },
-        },
+        host,
+        model: basis.model.clone(),
+        model_sha256: basis.model_sha256.clone(),
+        reference: basis.reference.clone(),
+        dataset: basis.dataset.clone(),
         task: task_info(task),
-        statistics: statistics_info(opts),
-        reference_metrics: eval::metrics(task, &runs.reference.records, &opts.stats),
+        statistics: statistics_info(&basis.stats),
+        reference_metrics: eval::metrics(task, &reference.records, &basis.stats),
         targets,
         gate,
-        notes: plan
-            .notes
-            .iter()
-            .chain(&runs.notes)
-            .cloned()
-            .chain(crate::target::ignored_isa_cap())
-            .collect(),
+        notes: basis.notes.clone(),
         exit_code,
-    })
+    }
 }
 
 /// One target's row.
 fn target_row(
-    opts: &EvalOptions,
+    stats: &StatOptions,
     task: &Task,
-    planned: &PlannedTarget,
-    run: &RunRecords,
-    reference: &RunRecords,
-    baseline: Option<&RunRecords>,
+    planned: &TargetBasis,
+    run: &RunSummary,
+    reference: &RunSummary,
+    baseline: Option<&RunSummary>,
 ) -> EvalTarget {
     let records = &run.records;
     let answered = !records.is_empty();
     let mut comparisons = Vec::new();
     if answered {
-        comparisons.push(eval::compare(
-            task,
-            records,
-            &reference.records,
-            "reference",
-            &opts.stats,
-        ));
+        comparisons.push(eval::compare(task, records, &reference.records, "reference", stats));
         if let Some(b) = baseline.filter(|b| b.id != run.id) {
-            comparisons.push(eval::compare(task, records, &b.records, &b.id, &opts.stats));
+            comparisons.push(eval::compare(task, records, &b.records, &b.id, stats));
         }
     }
     let confusion = match &task.kind {
@@ -114,16 +205,13 @@ fn target_row(
     };
     EvalTarget {
         id: run.id.clone(),
-        role: match planned.role {
-            TargetRole::Baseline => "baseline".into(),
-            TargetRole::Target => "target".into(),
-        },
+        role: planned.role.clone(),
         status: run.end.as_ref().map_or(RunStatus::Ok, |e| e.status),
         error: run.end.as_ref().and_then(|e| e.error.clone()),
-        runtime: runtime_info(planned, run),
-        intra_op_threads: run.results.first().and_then(|r| r.intra_threads),
+        runtime: run.runtime.clone(),
+        intra_op_threads: run.intra_op_threads,
         samples_run: records.len(),
-        metrics: answered.then(|| eval::metrics(task, records, &opts.stats)),
+        metrics: answered.then(|| eval::metrics(task, records, stats)),
         comparisons,
         median_sqnr_db: eval::median_sqnr(records),
         flips: eval::flips(records, &reference.records),
@@ -148,26 +236,9 @@ fn class_count(records: &[Record]) -> usize {
 }
 
 /// The median of every session's run times.
-fn median_run_ms(run: &RunRecords) -> Option<f64> {
-    let mut all: Vec<f64> = run.results.iter().flat_map(|r| r.run_ms.iter().copied()).collect();
+fn median_run_ms(run: &RunSummary) -> Option<f64> {
+    let mut all = run.run_ms.clone();
     (!all.is_empty()).then(|| eval::stats::percentile(&mut all, 50.0))
-}
-
-/// What a target ran with: its runtime as the worker's library reported itself.
-fn runtime_info(planned: &PlannedTarget, run: &RunRecords) -> Option<RuntimeInfo> {
-    let rt = planned.runtime.as_ref().ok()?;
-    let outcome = run.results.first().map(|r| crate::exec::Outcome {
-        status: RunStatus::Ok,
-        error: None,
-        result: Some(r.clone()),
-        wall_ms: 0.0,
-        log: std::path::PathBuf::new(),
-    });
-    Some(crate::audit::facts::target_runtime_info(
-        rt,
-        outcome.as_ref(),
-        &mut |r| r.sha256.clone(),
-    ))
 }
 
 fn task_info(task: &Task) -> TaskInfo {
@@ -201,11 +272,11 @@ fn task_info(task: &Task) -> TaskInfo {
     }
 }
 
-fn statistics_info(opts: &EvalOptions) -> StatisticsInfo {
+fn statistics_info(stats: &StatOptions) -> StatisticsInfo {
     StatisticsInfo {
-        seed: opts.stats.seed,
-        resamples: opts.stats.resamples,
-        margin_points: opts.stats.margin_points,
+        seed: stats.seed,
+        resamples: stats.resamples,
+        margin_points: stats.margin_points,
         methods: vec![
             "proportions: 95% Wilson score interval".into(),
             "error rates, F1 and every drop: 95% percentile bootstrap over samples (drops paired: both runs resampled on the same samples), NumPy's linear percentiles, resamples drawn as docs/eval.md specifies".into(),
@@ -217,16 +288,12 @@ fn statistics_info(opts: &EvalOptions) -> StatisticsInfo {
 
 /// The gate: `min_accuracy` and `max_accuracy_drop` per target from the policy and flags, and
 /// `ran` for required targets.
-fn gate(opts: &EvalOptions, plan: &EvalPlan, targets: &[EvalTarget]) -> EvalGate {
+fn gate(basis: &Basis, targets: &[EvalTarget]) -> EvalGate {
     let mut rules = Vec::new();
     let mut active = false;
     // The user's targets only, as compare gates: the baseline the eval added is for comparison.
-    let asked = targets
-        .iter()
-        .zip(&plan.targets)
-        .filter(|(_, p)| p.role == TargetRole::Target);
+    let asked = targets.iter().zip(&basis.targets).filter(|(_, p)| p.role == "target");
     for (t, planned) in asked {
-        let limits = opts.policy.limits(&t.id, None);
         let rule = |rule: Rule, measured: f64, limit: f64, pass: bool, origin: &str| RuleResult {
             rule,
             target: t.id.clone(),
@@ -237,7 +304,7 @@ fn gate(opts: &EvalOptions, plan: &EvalPlan, targets: &[EvalTarget]) -> EvalGate
             origin: origin.to_string(),
             previous: None,
         };
-        if let Some(l) = &limits.min_accuracy {
+        if let Some(l) = &planned.min_accuracy {
             active = true;
             let measured = t.metrics.as_ref().map_or(f64::NAN, |m| m.accuracy.value.0);
             rules.push(rule(
@@ -248,7 +315,7 @@ fn gate(opts: &EvalOptions, plan: &EvalPlan, targets: &[EvalTarget]) -> EvalGate
                 &l.origin,
             ));
         }
-        if let Some(l) = &limits.max_accuracy_drop {
+        if let Some(l) = &planned.max_accuracy_drop {
             active = true;
             let upper = t
                 .comparisons
@@ -274,10 +341,10 @@ fn gate(opts: &EvalOptions, plan: &EvalPlan, targets: &[EvalTarget]) -> EvalGate
 }
 
 /// A required target that did not run to the end (3) wins over a failed gate (1).
-fn exit_code(plan: &EvalPlan, targets: &[EvalTarget], verdict: Verdict) -> ExitCode {
+fn exit_code(basis: &Basis, targets: &[EvalTarget], verdict: Verdict) -> ExitCode {
     let missing = targets
         .iter()
-        .zip(&plan.targets)
+        .zip(&basis.targets)
         .any(|(t, p)| p.required && t.status != RunStatus::Ok);
     if missing {
         ExitCode::TargetFailed

@@ -126,8 +126,8 @@ pub struct Resumed {
     pub stopped: Vec<Option<RunEnd>>,
 }
 
-/// Reads a run's records in order, up to the first damaged line.
-fn read_records(path: &Path) -> (Vec<Record>, Vec<String>) {
+/// Reads a run's records in order (the first of sample `start`), up to the first damaged line.
+fn read_records(path: &Path, start: usize) -> (Vec<Record>, Vec<String>) {
     let (mut records, mut inputs) = (Vec::new(), Vec::new());
     let Ok(file) = File::open(path) else {
         return (records, inputs);
@@ -141,7 +141,7 @@ fn read_records(path: &Path) -> (Vec<Record>, Vec<String>) {
             _ => break,
         }
         match serde_json::from_str::<Line>(&line) {
-            Ok(l) if l.record.index == records.len() => {
+            Ok(l) if l.record.index == start + records.len() => {
                 records.push(l.record);
                 inputs.push(l.input);
             }
@@ -169,7 +169,13 @@ impl Checkpoint {
     /// directory starts from nothing; one holding the records of the same context resumes: every
     /// run's records up to the shortest are returned (the rest is recorded again). A directory
     /// holding anything else is refused.
-    pub fn open(dir: &Path, context: &serde_json::Value, runs: &[String]) -> Result<(Checkpoint, Resumed)> {
+    /// The records are of samples from `start` on (a shard's window).
+    pub fn open(
+        dir: &Path,
+        context: &serde_json::Value,
+        runs: &[String],
+        start: usize,
+    ) -> Result<(Checkpoint, Resumed)> {
         let shown = dir.display();
         crate::userfile::check_dir_destination("--records", dir)?;
         std::fs::create_dir_all(dir).map_err(|e| bad_output(format!("--records {shown}: {e}")))?;
@@ -177,7 +183,7 @@ impl Checkpoint {
         let context_path = dir.join(CONTEXT_FILE);
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
         let resumed = if occupied {
-            resume(dir, &context_path, context, runs)?
+            resume(dir, &context_path, context, (runs, start))?
         } else {
             Resumed {
                 records: vec![Vec::new(); runs.len()],
@@ -255,7 +261,12 @@ fn other_host(found: &serde_json::Value, context: &serde_json::Value) -> bool {
 }
 
 /// `context`; refuses another eval's records or a stranger's directory.
-fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[String]) -> Result<Resumed> {
+fn resume(
+    dir: &Path,
+    context_path: &Path,
+    context: &serde_json::Value,
+    (runs, start): (&[String], usize),
+) -> Result<Resumed> {
     let shown = dir.display();
     let found = if holds_file(context_path)? {
         read_small_json(context_path)
@@ -288,7 +299,7 @@ fn resume(dir: &Path, context_path: &Path, context: &serde_json::Value, runs: &[
     for run in runs {
         let (file, marker) = (run_file(dir, run), stopped_file(dir, run));
         let (r, i) = if holds_file(&file)? {
-            read_records(&file)
+            read_records(&file, start)
         } else {
             Default::default()
         };
@@ -344,7 +355,7 @@ mod tests {
         let records = dir.path().join("records");
         let context = serde_json::json!({"model": "abc"});
         let runs = vec!["reference".to_string(), "cpu".to_string()];
-        let (mut c, kept) = Checkpoint::open(&records, &context, &runs).unwrap();
+        let (mut c, kept) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
         assert!(kept.records.iter().all(Vec::is_empty));
         for k in 0..3 {
             let (a, b) = (record(k), record(k));
@@ -356,7 +367,7 @@ mod tests {
         let mut text = std::fs::read_to_string(&cpu).unwrap();
         text.push_str("{\"input\": \"digest\", \"record\": {\"index\": 2");
         std::fs::write(&cpu, text).unwrap();
-        let (c, kept) = Checkpoint::open(&records, &context, &runs).unwrap();
+        let (c, kept) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
         assert_eq!(kept.records.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 2]);
         // A run that stopped keeps what it recorded and is not cut to the others.
         c.stop(
@@ -368,19 +379,22 @@ mod tests {
         )
         .unwrap();
         // Another eval is refused the directory while this one holds it.
-        let busy = Checkpoint::open(&records, &context, &runs).err().unwrap().to_string();
+        let busy = Checkpoint::open(&records, &context, &runs, 0)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(busy.contains("in use by another eval"), "{busy}");
         drop(c);
-        let (c, kept) = Checkpoint::open(&records, &context, &runs).unwrap();
+        let (c, kept) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
         assert_eq!(kept.stopped[1].as_ref().map(|e| e.status), Some(RunStatus::Crashed));
         assert_eq!(kept.inputs[0], vec!["digest".to_string(); 2]);
         drop(c);
         // Another eval's records, or a stranger's directory, are refused.
-        assert!(Checkpoint::open(&records, &serde_json::json!({"model": "x"}), &runs).is_err());
+        assert!(Checkpoint::open(&records, &serde_json::json!({"model": "x"}), &runs, 0).is_err());
         let other = dir.path().join("other");
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("notes.txt"), "mine").unwrap();
-        assert!(Checkpoint::open(&other, &context, &runs).is_err());
+        assert!(Checkpoint::open(&other, &context, &runs, 0).is_err());
     }
 
     #[cfg(unix)]
@@ -390,7 +404,7 @@ mod tests {
         let records = dir.path().join("records");
         let context = serde_json::json!({"model": "abc"});
         let runs = vec!["reference".to_string()];
-        let (mut c, _) = Checkpoint::open(&records, &context, &runs).unwrap();
+        let (mut c, _) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
         c.append("digest", &[Some(&record(0))]).unwrap();
         drop(c);
         let victim = dir.path().join("victim.txt");
@@ -398,7 +412,10 @@ mod tests {
         let file = run_file(&records, "reference");
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(&victim, &file).unwrap();
-        let refused = Checkpoint::open(&records, &context, &runs).err().unwrap().to_string();
+        let refused = Checkpoint::open(&records, &context, &runs, 0)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(refused.contains("a symbolic link"), "{refused}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     }

@@ -5,7 +5,7 @@
 use anyhow::Result;
 
 use super::sessions::EvalPlan;
-use super::stream::RunRecords;
+use super::summary::RunSummary;
 use super::EvalOptions;
 use crate::audit::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Measured};
 use crate::dataset::Dataset;
@@ -21,8 +21,8 @@ pub fn explain(
     plan: &EvalPlan,
     dataset: &Dataset,
     planned: &PlannedTarget,
-    run: &RunRecords,
-    reference: &RunRecords,
+    run: &RunSummary,
+    reference: &RunSummary,
 ) -> Result<Option<FlipExplanation>> {
     let broken = broken_samples(run, reference, opts.explain);
     if broken.is_empty() || planned.runtime.is_err() {
@@ -62,7 +62,7 @@ pub fn explain(
 }
 
 /// Up to `k` samples `run` broke: the reference right, the run wrong (and answering).
-fn broken_samples(run: &RunRecords, reference: &RunRecords, k: usize) -> Vec<usize> {
+fn broken_samples(run: &RunSummary, reference: &RunSummary, k: usize) -> Vec<usize> {
     let right: std::collections::HashSet<usize> = reference
         .records
         .iter()

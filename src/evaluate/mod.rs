@@ -7,13 +7,17 @@
 mod assemble;
 mod checkpoint;
 mod explain;
+pub mod merge;
 mod sessions;
+pub mod shard;
 mod stream;
+mod summary;
 
 use std::path::PathBuf;
 
 use anyhow::Result;
 
+use crate::audit::shard::{Costs, Shard};
 use crate::audit::GoldenSource;
 use crate::compare::{ClassAxisFlag, ClassAxisPolicy};
 use crate::dataset::Dataset;
@@ -59,6 +63,10 @@ pub struct EvalOptions {
     pub records: Option<PathBuf>,
     /// The files the task was read from (`--classes`, `--vocab`).
     pub task_files: Vec<PathBuf>,
+    /// `--shard i/n`: run only this part of the work units (the shard's file is for `merge`).
+    pub shard: Option<Shard>,
+    /// `--costs`: each target's weight per sample in the split into shards.
+    pub costs: Costs,
 }
 
 impl Reads for EvalOptions {
@@ -78,6 +86,8 @@ impl Reads for EvalOptions {
             records: _,
             task: _,
             task_files,
+            shard: _,
+            costs: _,
         } = self;
         set.add(model).with(golden).with(exec).with(policy);
         set.add(&dataset.path).add_all(&dataset.labels).add_all(task_files);
@@ -87,6 +97,16 @@ impl Reads for EvalOptions {
 /// Runs the eval and returns its report (its `exit_code` says how the process should end). The
 /// records directory is staged in `outputs` with the report's files.
 pub fn run(opts: &EvalOptions, outputs: &mut Outputs) -> Result<EvalReport> {
+    let dataset = open_set(opts)?;
+    let plan = sessions::plan(opts, &dataset)?;
+    outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
+    let runs = stream::run(opts, &plan, &dataset, (0..dataset.len(), opts.records.as_deref()))?;
+    crate::interrupt::check()?;
+    assemble::report(opts, &plan, &dataset, runs)
+}
+
+/// The set, checked to have labels unless the task needs none.
+fn open_set(opts: &EvalOptions) -> Result<Dataset> {
     let dataset = Dataset::open(&opts.dataset.path, opts.dataset.labels.as_deref(), opts.dataset.limit)?;
     let needs_labels = !matches!(opts.task, TaskSpec::Agree { .. });
     if needs_labels && dataset.labels.is_none() {
@@ -95,15 +115,11 @@ pub fn run(opts: &EvalOptions, outputs: &mut Outputs) -> Result<EvalReport> {
             dataset.path.display()
         )));
     }
-    let plan = sessions::plan(opts, &dataset)?;
-    outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
-    let runs = stream::run(opts, &plan, &dataset)?;
-    crate::interrupt::check()?;
-    assemble::report(opts, &plan, &dataset, runs)
+    Ok(dataset)
 }
 
 /// The records of one run, with how it ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunEnd {
     pub status: RunStatus,
     pub error: Option<String>,

@@ -4,6 +4,8 @@
 //! samples in flight, whatever the set's size.
 
 use std::collections::VecDeque;
+use std::ops::Range;
+use std::path::Path;
 
 use anyhow::Result;
 
@@ -42,12 +44,13 @@ pub struct Runs {
     pub reference: RunRecords,
     /// One per planned target, in the plan's order.
     pub targets: Vec<RunRecords>,
-    pub notes: Vec<String>,
 }
 
 /// A run while the set streams: its sessions (none once it stopped) and what it recorded.
 struct Live {
     id: String,
+    /// The sample its first record is of (the window's start).
+    start: usize,
     sessions: Vec<ServeSession>,
     end: Option<RunEnd>,
     records: Vec<Record>,
@@ -56,7 +59,12 @@ struct Live {
 }
 
 impl Live {
-    fn new(id: String, sessions: Option<RunSessions>, records: Vec<Record>, end: Option<RunEnd>) -> Live {
+    fn new(
+        (id, start): (String, usize),
+        sessions: Option<RunSessions>,
+        records: Vec<Record>,
+        end: Option<RunEnd>,
+    ) -> Live {
         let marked = end.is_some();
         let (sessions, end) = match (end, sessions) {
             (Some(e), _) => (Vec::new(), Some(e)),
@@ -66,11 +74,22 @@ impl Live {
         };
         Live {
             id,
+            start,
             sessions,
             end,
             records,
             marked,
         }
+    }
+
+    /// The sample it records next.
+    fn next_index(&self) -> usize {
+        self.start + self.records.len()
+    }
+
+    /// Its record of sample `index`, if it made one.
+    fn record_of(&self, index: usize) -> Option<&Record> {
+        self.records.get(index.checked_sub(self.start)?)
     }
 
     fn answering(&self) -> bool {
@@ -88,7 +107,13 @@ impl Live {
 }
 
 /// The identity of the records: what must be the same for a records directory to be resumed.
-fn context(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: &[String]) -> serde_json::Value {
+fn context(
+    opts: &EvalOptions,
+    plan: &EvalPlan,
+    dataset: &Dataset,
+    runs: &[String],
+    window: &Range<usize>,
+) -> serde_json::Value {
     let ids = crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes());
     let runtimes: Vec<String> = plan
         .targets
@@ -98,7 +123,7 @@ fn context(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: &[Strin
             Err(_) => format!("{} unavailable", t.spec.id),
         })
         .collect();
-    serde_json::json!({
+    let mut context = serde_json::json!({
         "tool": env!("CARGO_PKG_VERSION"),
         "model": plan.model.sha256,
         "reference": match &plan.reference {
@@ -114,12 +139,23 @@ fn context(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: &[Strin
         "threads": opts.exec.threads,
         // Records of another kernel class would join two machines' figures in one report.
         "host": crate::host::this_host().isa_class,
-    })
+    });
+    // A shard's part of the set (a whole-set eval's context is what it always was).
+    if *window != (0..dataset.len()) {
+        context["window"] = serde_json::json!([window.start, window.end]);
+    }
+    context
 }
 
-/// Streams the set through every run and returns every run's records.
-pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Runs> {
-    let mut reader = dataset.samples(&plan.signature, 0)?;
+/// Streams the samples `window` of the set through every run of the plan and returns every run's
+/// records, keeping them in `records` (the checkpoint; `None`: in the work directory).
+pub fn run(
+    opts: &EvalOptions,
+    plan: &EvalPlan,
+    dataset: &Dataset,
+    (window, records): (Range<usize>, Option<&Path>),
+) -> Result<Runs> {
+    let mut reader = dataset.samples(&plan.signature, window.start)?.take(window.len());
     let first = reader
         .next()
         .transpose()?
@@ -132,11 +168,9 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
     // is written.
     let first_golden = reference_outputs(plan, started.reference.as_mut(), &first)?;
     let (task, truths) = check_task(&opts.task, &plan.signature, &plan.classes, &first_golden, dataset)?;
-    let records_dir = opts
-        .records
-        .clone()
-        .unwrap_or_else(|| started.executor.work().join("records"));
-    let (mut checkpoint, resumed) = Checkpoint::open(&records_dir, &context(opts, plan, dataset, &run_ids), &run_ids)?;
+    let records_dir = records.map_or_else(|| started.executor.work().join("records"), Path::to_path_buf);
+    let context = context(opts, plan, dataset, &run_ids, &window);
+    let (mut checkpoint, resumed) = Checkpoint::open(&records_dir, &context, &run_ids, window.start)?;
     // The executor owns the work directory (the sessions' files, the default records): it lives
     // until the stream is done.
     let sessions::Started {
@@ -155,9 +189,10 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
             .map_or(0, |(_, t)| t.len()),
         dir: &records_dir,
         runs: &run_ids,
+        window: window.clone(),
     };
     check_resumed(&check, &resumed)?;
-    let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed);
+    let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed, window.start);
     let resume = reference.records.len();
     if resume > 0 {
         rejudge(&task, &truths, &mut reference, &mut targets);
@@ -171,12 +206,16 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
         task: &task,
         truths: &truths,
         checkpoint: &mut checkpoint,
-        total: dataset.len(),
+        total: window.len(),
     };
     let samples: Box<dyn Iterator<Item = Result<Sample>> + '_> = if resume == 0 {
         Box::new(std::iter::once(Ok(first)).chain(reader))
     } else {
-        Box::new(dataset.samples(&plan.signature, resume)?)
+        Box::new(
+            dataset
+                .samples(&plan.signature, window.start + resume)?
+                .take(window.len() - resume),
+        )
     };
     stream.all(samples, &mut reference, &mut targets)?;
     let (reference, targets) = finish_runs(plan, reference, targets, results);
@@ -184,7 +223,6 @@ pub fn run(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset) -> Result<Run
         task,
         reference,
         targets,
-        notes: Vec::new(),
     })
 }
 
@@ -203,7 +241,7 @@ fn check_resumed(check: &ResumeCheck, resumed: &Resumed) -> Result<()> {
             check.dir.display()
         ))
     };
-    let total = check.dataset.len();
+    let total = check.window.len();
     for (run, records) in check.runs.iter().zip(&resumed.records) {
         if records.len() > total {
             return Err(refuse(format!(
@@ -238,6 +276,8 @@ struct ResumeCheck<'a> {
     dir: &'a std::path::Path,
     /// The runs' ids, in the records' order.
     runs: &'a [String],
+    /// The samples the records are of.
+    window: Range<usize>,
 }
 
 /// Walks the samples the records cover and refuses (through `refuse`) the first whose id or
@@ -251,12 +291,17 @@ fn check_resumed_inputs(
     if kept == 0 {
         return Ok(());
     }
-    for sample in check.dataset.samples(&check.plan.signature, 0)?.take(kept) {
+    for sample in check
+        .dataset
+        .samples(&check.plan.signature, check.window.start)?
+        .take(kept)
+    {
         let sample = sample?;
         let digest = input_digest(&sample.inputs);
         let id = crate::console::printable(&sample.id);
         for (records, inputs) in resumed.records.iter().zip(&resumed.inputs) {
-            let (Some(record), Some(input)) = (records.get(sample.index), inputs.get(sample.index)) else {
+            let at = sample.index - check.window.start;
+            let (Some(record), Some(input)) = (records.get(at), inputs.get(at)) else {
                 continue;
             };
             if record.id != sample.id {
@@ -285,7 +330,7 @@ fn rejudge(task: &Task, truths: &[Option<Truth>], reference: &mut Live, targets:
     }
     for live in targets {
         for r in &mut live.records {
-            let truth = match reference.records.get(r.index) {
+            let truth = match reference.record_of(r.index) {
                 Some(reference) => reference.truth.clone(),
                 None => label(r.index).unwrap_or_else(|| r.truth.clone()),
             };
@@ -312,19 +357,20 @@ fn live_runs(
     plan: &EvalPlan,
     (reference_sessions, target_sessions): (Option<RunSessions>, Vec<RunSessions>),
     resumed: Resumed,
+    start: usize,
 ) -> (Live, Vec<Live>) {
     let mut kept = resumed.records.into_iter();
     let mut stopped = resumed.stopped.into_iter();
     let mut next = || (kept.next().unwrap_or_default(), stopped.next().flatten());
     let (records, end) = next();
-    let reference = Live::new("reference".into(), reference_sessions, records, end);
+    let reference = Live::new(("reference".into(), start), reference_sessions, records, end);
     let targets = plan
         .targets
         .iter()
         .zip(target_sessions)
         .map(|(t, s)| {
             let (records, end) = next();
-            Live::new(t.spec.id.clone(), Some(s), records, end)
+            Live::new((t.spec.id.clone(), start), Some(s), records, end)
         })
         .collect();
     (reference, targets)
@@ -485,7 +531,7 @@ impl Stream<'_> {
     /// Sends a sample to the session of every run that takes it (`index mod sessions`).
     fn send(&self, sample: Sample, reference: &mut Live, targets: &mut [Live]) -> InFlight {
         for live in std::iter::once(&mut *reference).chain(targets.iter_mut()) {
-            if live.records.len() > sample.index || !live.answering() {
+            if live.next_index() > sample.index || !live.answering() {
                 continue;
             }
             let k = sample.index % live.sessions.len();
@@ -519,13 +565,13 @@ impl Stream<'_> {
         let reference_record = self.record(&s, Ok(golden.clone()), None, None)?;
         let truth = reference_record.truth.clone();
         let mut appended: Vec<Option<Record>> = Vec::with_capacity(targets.len() + 1);
-        let first_time = reference.records.len() == s.index;
+        let first_time = reference.next_index() == s.index;
         appended.push(first_time.then(|| reference_record.clone()));
         if first_time {
             reference.records.push(reference_record);
         }
         for live in targets.iter_mut() {
-            let fresh = live.records.len() == s.index && live.answering();
+            let fresh = live.next_index() == s.index && live.answering();
             let got = if fresh { answer(live, s.index) } else { None };
             match got {
                 Some(a) => {

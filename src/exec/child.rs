@@ -12,7 +12,9 @@ use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::{Session, SessionInputValue};
 use ort::value::{DynValue, Tensor as OrtTensor, TensorElementType, ValueType};
 
-use super::job::{EpSetup, Job, JobResult, OutputFile, OutputType, Phase, RepeatDifference};
+use super::context_cache::{self, JobCache, SessionRecord};
+use super::job::{ContextUse, EpSetup, Job, JobResult, OutputFile, OutputType, Phase, RepeatDifference, QNN_EP};
+use crate::runtime::contexts::{Entry, Lookup};
 use crate::target::OptLevel;
 use crate::tensor::{Tensor, TensorData};
 
@@ -194,9 +196,113 @@ fn load_runtime(job: &Job, result: &mut JobResult) -> Result<Environment> {
     Ok(env)
 }
 
-/// Creates the session (the EP compiles its partitions), with a verbose log and the runtime's
-/// partitioned graph when placement is inspected, and records the assignment and output types.
+/// Creates the session: a QNN session loads its compiled context from the cache when there is a
+/// verified entry, else compiles it (and stores it); any other session compiles. Records how in
+/// the result.
 fn create_session(job: &Job, env: &Environment, result: &mut JobResult) -> Result<Session> {
+    let qnn = matches!(&job.ep, EpSetup::Plugin { ep_name, .. } if ep_name == QNN_EP);
+    if qnn {
+        result.context = Some(ContextUse::Uncached);
+    }
+    let cache = match JobCache::of(job, result.ort_version.as_deref()) {
+        None => return compile_session(job, env, result, None),
+        Some(Err(e)) => {
+            result.context_note = Some(format!("no cache key: {e:#}"));
+            return compile_session(job, env, result, None);
+        }
+        Some(Ok(cache)) => cache,
+    };
+    result.context = Some(ContextUse::Compiled);
+    let (start, mark) = (Instant::now(), context_cache::log_mark());
+    match cache.lookup() {
+        Lookup::Hit(entry) => match load_session(job, env, result, &entry, start) {
+            Ok(session) => {
+                result.context = Some(ContextUse::Loaded);
+                return Ok(session);
+            }
+            Err(e) => {
+                context_cache::log_rewind(mark);
+                cache.remove(entry);
+                result.context = Some(ContextUse::Recompiled);
+                result.context_note = Some(format!("ONNX Runtime refused the cached context: {e:#}"));
+            }
+        },
+        Lookup::Miss => {}
+        Lookup::Corrupt(why) => {
+            result.context = Some(ContextUse::Recompiled);
+            result.context_note = Some(format!("the cache entry was corrupt: {why}"));
+        }
+    }
+    compile_and_store(job, env, result, &cache)
+}
+
+/// Compiles the session, writing its context into a staging directory of the cache, then stores
+/// it with what the session said of itself. A context that cannot be stored costs only the cache.
+fn compile_and_store(job: &Job, env: &Environment, result: &mut JobResult, cache: &JobCache) -> Result<Session> {
+    let staged = match cache.stage() {
+        Ok(s) => s,
+        Err(e) => {
+            result.context_note = Some(format!("the compiled context could not be stored: {e:#}"));
+            return compile_session(job, env, result, None);
+        }
+    };
+    let mark = context_cache::log_mark();
+    let session = match compile_session(job, env, result, Some(staged.path())) {
+        Ok(s) => s,
+        // ONNX Runtime checks the context model it writes, and refuses some it writes itself
+        // ("Duplicate definition of name" for a tensor that is two graph outputs): a failure
+        // that is not the EP's own is retried without writing the context, its log unsaid.
+        Err(e) if !format!("{e:#}").contains("QNN") => {
+            context_cache::log_rewind(mark);
+            result.context_note = Some(format!("the compiled context could not be written: {e:#}"));
+            return compile_session(job, env, result, None);
+        }
+        Err(e) => return Err(e),
+    };
+    let record = SessionRecord {
+        placement: result.placement.clone(),
+        placement_error: result.placement_error.clone(),
+        runtime_graph: result.runtime_graph.clone(),
+        log: context_cache::log_since(mark),
+    };
+    if let Err(e) = cache.store(staged, &record) {
+        result.context_note = Some(format!("the compiled context could not be stored: {e:#}"));
+    }
+    Ok(session)
+}
+
+/// Creates a session on a cached context model, and reports what the session that compiled it
+/// said (placement, partitioned graph, log): the context model's QNN partitions are opaque nodes.
+/// Its creation time counts from `start`, the lookup that verified the entry included.
+fn load_session(
+    job: &Job,
+    env: &Environment,
+    result: &mut JobResult,
+    entry: &Entry,
+    start: Instant,
+) -> Result<Session> {
+    let record = context_cache::read_record(entry)?;
+    let session = builder_commit(session_builder(job, env)?, &context_cache::context_model(entry))?;
+    result.session_create_ms = ms_since(start);
+    result.output_types = session.outputs().iter().map(output_type).collect();
+    if !record.log.is_empty() {
+        log_line(record.log.trim_end_matches('\n'));
+    }
+    result.placement = record.placement;
+    result.placement_error = record.placement_error;
+    result.runtime_graph = record.runtime_graph.filter(|_| job.inspect_placement);
+    Ok(session)
+}
+
+/// Compiles the session (the EP compiles its partitions), with a verbose log and the runtime's
+/// partitioned graph when placement is inspected, and records the assignment and output types.
+/// With `context_dir`, the EP also writes its compiled context there ([`context_cache`]).
+fn compile_session(
+    job: &Job,
+    env: &Environment,
+    result: &mut JobResult,
+    context_dir: Option<&Path>,
+) -> Result<Session> {
     let graph_dir = job.output_dir.join("runtime-graph");
     if job.inspect_placement {
         // EPs explain rejected nodes only at verbose level; ONNX Runtime writes its layout
@@ -206,7 +312,17 @@ fn create_session(job: &Job, env: &Environment, result: &mut JobResult) -> Resul
         std::env::set_current_dir(&graph_dir)?;
     }
     let start = Instant::now();
-    let builder = session_builder(job, env)?;
+    let mut builder = session_builder(job, env)?;
+    if let Some(dir) = context_dir {
+        let file = dir.join(context_cache::CONTEXT_MODEL);
+        for (k, v) in [
+            ("ep.context_enable", "1"),
+            ("ep.context_embed_mode", "1"),
+            ("ep.context_file_path", &file.to_string_lossy()),
+        ] {
+            builder = builder.with_config_entry(k, v).map_err(ort_err)?;
+        }
+    }
     let committed = builder_commit(builder, &job.model);
     if job.inspect_placement {
         env.set_log_level(LogLevel::Error);

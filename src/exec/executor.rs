@@ -28,6 +28,9 @@ pub struct ExecOptions {
     /// The runtimes the user pointed at.
     pub runtimes: crate::runtime::RuntimeChoice,
     pub keep_work: bool,
+    /// Whether QNN sessions store their compiled context in the cache and load it from there
+    /// (`--no-context-cache`, `NPU_AUDIT_CONTEXT_CACHE=0` turn it off).
+    pub context_cache: bool,
 }
 
 impl crate::userfile::Reads for ExecOptions {
@@ -38,6 +41,7 @@ impl crate::userfile::Reads for ExecOptions {
             threads: _,
             runtimes,
             keep_work: _,
+            context_cache: _,
         } = self;
         set.with(runtimes);
     }
@@ -234,6 +238,20 @@ impl Executor {
         self.options.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS)
     }
 
+    /// The job with the compiled-context cache given to it if it is a QNN job, unless the audit
+    /// runs without the cache. Every job passes here ([`Executor::run`]; `eval`'s serving
+    /// workers before they start).
+    pub fn prepared(&self, mut job: Job) -> Job {
+        if let EpSetup::Plugin {
+            ep_name, context_cache, ..
+        } = &mut job.ep
+        {
+            let qnn = ep_name.as_str() == super::job::QNN_EP;
+            *context_cache = (qnn && self.options.context_cache).then(crate::runtime::contexts::store_root);
+        }
+        job
+    }
+
     /// Runs the jobs with a progress line on stderr (a bar on a terminal, a line at a steady
     /// interval off it) and returns their outcomes in order.
     pub fn run(&self, jobs: &[(Job, PathBuf)]) -> Result<Vec<Outcome>> {
@@ -254,7 +272,7 @@ impl Executor {
         let jobs: Vec<(Job, PathBuf)> = jobs
             .iter()
             .map(|(job, dir)| {
-                let mut job = job.clone();
+                let mut job = self.prepared(job.clone());
                 job.output_dir = self.work.tensors_of(&job.output_dir);
                 if job.emulated.is_some() {
                     // The emulated worker reads and writes every tensor whole.
@@ -288,6 +306,7 @@ impl Executor {
         bar.finish_and_clear();
         for ((job, _), outcome) in jobs.iter().zip(&outcomes) {
             timings::worker(&job.target_id, worker_time(outcome));
+            note_recompiled(&job.target_id, outcome);
         }
         crate::interrupt::check()?;
         if outcomes.iter().any(|o| o.status != super::RunStatus::Ok) {
@@ -297,6 +316,21 @@ impl Executor {
             }
         }
         Ok(outcomes)
+    }
+}
+
+/// One line on stderr for a session whose cached compiled context was not usable (it was
+/// compiled again; the report records it too).
+fn note_recompiled(target_id: &str, outcome: &Outcome) {
+    if let Some(r) = outcome
+        .result
+        .as_ref()
+        .filter(|r| r.context == Some(super::job::ContextUse::Recompiled))
+    {
+        crate::console::note(format!(
+            "{target_id}: the cached QNN context was not used ({}); compiled afresh and stored again",
+            r.context_note.as_deref().unwrap_or("no reason recorded")
+        ));
     }
 }
 
@@ -532,12 +566,38 @@ pub fn ep_setup(spec: &TargetSpec, rt: &TargetRuntime) -> EpSetup {
                 ep_name,
                 library,
                 options,
+                release: release_text(rt),
+                context_cache: None,
             }
         }
         Backend::OpenVino { .. } | Backend::DirectMl | Backend::Cuda | Backend::TensorRt => {
             EpSetup::BuiltIn { ep_name, options }
         }
     }
+}
+
+/// The releases a plugin target runs on, in words: package, version and library hash (else the
+/// library's path, size and modification time) of the plugin and of its core.
+fn release_text(rt: &TargetRuntime) -> String {
+    let one = |r: &Runtime| {
+        let identity = r.sha256.clone().unwrap_or_else(|| {
+            let stamp = std::fs::metadata(&r.library)
+                .ok()
+                .map(|m| (m.len(), m.modified().ok()))
+                .map_or_else(String::new, |(len, t)| format!(" {len} bytes {t:?}"));
+            format!("{}{stamp}", r.library.display())
+        });
+        format!(
+            "{} {} {identity}",
+            r.package,
+            r.version.as_deref().unwrap_or("(version unknown)")
+        )
+    };
+    std::iter::once(&rt.host)
+        .chain(&rt.plugin)
+        .map(one)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The CPU build, which every golden run needs.

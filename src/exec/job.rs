@@ -9,6 +9,9 @@ use crate::inputs::InputFile;
 use crate::target::OptLevel;
 use crate::tensor::DType;
 
+/// ONNX Runtime's name for the QNN plugin EP: the one EP whose compiled contexts are cached.
+pub const QNN_EP: &str = "QNNExecutionProvider";
+
 /// How the worker attaches the target's execution provider.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -22,6 +25,15 @@ pub enum EpSetup {
         library: PathBuf,
         /// Options without the `EPNAME.` prefix.
         options: Vec<(String, String)>,
+        /// The plugin and core releases in words (package, version, library hash): part of the
+        /// key of a cached compiled context, which is valid for these releases only.
+        #[serde(default)]
+        release: String,
+        /// The compiled-context cache (`runtime::contexts`) this QNN session stores its context
+        /// in and loads it from; `None`: compiled afresh, nothing stored (`--no-context-cache`,
+        /// or an EP other than QNN).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context_cache: Option<PathBuf>,
     },
     /// An EP compiled into the ONNX Runtime build, appended through its C API.
     BuiltIn {
@@ -104,8 +116,14 @@ impl Job {
         if let Some(root) = &mut self.delta_root {
             abs(root)?;
         }
-        if let EpSetup::Plugin { library, .. } = &mut self.ep {
+        if let EpSetup::Plugin {
+            library, context_cache, ..
+        } = &mut self.ep
+        {
             abs(library)?;
+            if let Some(dir) = context_cache {
+                abs(dir)?;
+            }
         }
         for sample in &mut self.samples {
             for input in sample {
@@ -198,6 +216,32 @@ pub struct JobResult {
     /// The worker's peak resident memory in MiB, read as it wrote this result.
     #[serde(default)]
     pub peak_rss_mb: f64,
+    /// For a QNN session: whether its compiled context was compiled, loaded from the cache or
+    /// compiled again because the cached one was corrupt; `None` for other EPs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextUse>,
+    /// Why a cached context was not used (a corrupt entry, a context ONNX Runtime refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_note: Option<String>,
+}
+
+/// How a QNN session got its compiled context (its HTP graphs), the compilation that takes
+/// seconds per model on the simulator: what the report records so a reader knows which runs
+/// compiled and which reused a cached context (bit-identical outputs either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextUse {
+    /// Compiled from the model, and the context stored in the cache (unless ONNX Runtime could
+    /// not write it: the worker's `context_note` then says why).
+    Compiled,
+    /// Loaded from the cache (an entry verified against its SHA-256 manifest): not compiled.
+    Loaded,
+    /// The cached entry did not match its manifest (or ONNX Runtime refused it): removed,
+    /// compiled afresh and stored again.
+    Recompiled,
+    /// Compiled from the model with the cache turned off (`--no-context-cache`,
+    /// `NPU_AUDIT_CONTEXT_CACHE=0`): nothing loaded or stored.
+    Uncached,
 }
 
 impl JobResult {
@@ -233,6 +277,8 @@ impl JobResult {
             output_types: Vec::new(),
             intra_threads: None,
             peak_rss_mb: 0.0,
+            context: None,
+            context_note: None,
         }
     }
 }

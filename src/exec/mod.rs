@@ -6,6 +6,7 @@
 
 pub mod assignment;
 pub mod child;
+pub mod context_cache;
 pub mod executor;
 pub mod job;
 pub mod log;

@@ -44,6 +44,8 @@ pub fn eval_cells(
         explain: 0,
         records: None,
         task_files: task.task_files.clone(),
+        shard: None,
+        costs: Default::default(),
     };
     let report = crate::evaluate::run(&eval, &mut Outputs::none())?;
     let cells = specs

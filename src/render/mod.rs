@@ -14,6 +14,7 @@ pub mod markdown;
 pub mod matrix;
 pub mod outputs;
 pub mod pipeline;
+pub mod plan;
 pub mod present;
 pub mod releases;
 pub mod repro;

@@ -38,7 +38,7 @@ pub struct EvalReport {
 }
 
 /// The set as fed.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DatasetInfo {
     pub path: String,
     /// Samples evaluated (after `--limit`).

@@ -563,6 +563,14 @@ pub struct RuntimeInfo {
     /// release, the hash of the manifest of everything fetched).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulation: Option<String>,
+    /// For a QNN target: how its session got its compiled QNN context. `compiled`: compiled
+    /// from the model and stored in the context cache; `loaded`: loaded from the cache (an entry
+    /// verified against its SHA-256 manifest), not compiled; `recompiled`: the cached entry was
+    /// corrupt (or refused), removed, compiled afresh and stored again; `uncached`: compiled with
+    /// the cache turned off (`--no-context-cache`, `NPU_AUDIT_CONTEXT_CACHE=0`). Outputs are
+    /// bit-identical whichever it was. Absent for other targets and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qnn_context: Option<crate::exec::job::ContextUse>,
 }
 
 impl RuntimeInfo {

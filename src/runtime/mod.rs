@@ -2,6 +2,7 @@
 //! from them.
 
 pub mod catalog;
+pub mod contexts;
 pub mod emulation;
 pub mod provision;
 pub mod python;

@@ -125,8 +125,8 @@ fn committed(name: &str) -> PathBuf {
 }
 
 /// The report without what differs between two runs of the same audit on two machines:
-/// timings, whether a fingerprint came from the cache, where runtimes and logs live, which host
-/// made it (`tests/it/hosts.rs` checks that against `/proc/cpuinfo`).
+/// timings, whether a fingerprint (or a QNN context) came from the cache, where runtimes and logs
+/// live, which host made it (`tests/it/hosts.rs` checks that against `/proc/cpuinfo`).
 fn stable(v: &Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(
@@ -134,7 +134,15 @@ fn stable(v: &Value) -> Value {
                 .filter(|(k, _)| {
                     !matches!(
                         k.as_str(),
-                        "timing" | "seconds" | "cached" | "library" | "source" | "log" | "summary_cached" | "host"
+                        "timing"
+                            | "seconds"
+                            | "cached"
+                            | "library"
+                            | "source"
+                            | "log"
+                            | "summary_cached"
+                            | "host"
+                            | "qnn_context"
                     )
                 })
                 .map(|(k, x)| (k.clone(), stable(x)))

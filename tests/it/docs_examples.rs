@@ -40,6 +40,7 @@ const DOCUMENTS: &[&str] = &[
     "docs/matrix.md",
     "docs/policy.md",
     "docs/repro.md",
+    "docs/scale.md",
     "docs/streams.md",
 ];
 
@@ -570,6 +571,11 @@ fn policy_doc() {
 #[test]
 fn repro_doc() {
     run_document("docs/repro.md");
+}
+
+#[test]
+fn scale_doc() {
+    run_document("docs/scale.md");
 }
 
 #[test]

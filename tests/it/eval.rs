@@ -1174,3 +1174,308 @@ fn without_labels_agreement_with_a_stored_golden_run_is_what_the_labelled_eval_r
         "{stderr}"
     );
 }
+
+/// Runs `npu-audit eval ARGS --no-config` with `env`; (exit code, stderr).
+fn eval_shard(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut cmd = bin();
+    cmd.arg("eval").args(args).arg("--no-config");
+    for var in SHARD_VARS {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// Every engine variable `--shard auto` reads (cleared so the test's own environment cannot
+/// choose a part).
+const SHARD_VARS: &[&str] = &[
+    "JOB_COMPLETION_INDEX",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MIN",
+    "CI_NODE_INDEX",
+    "CI_NODE_TOTAL",
+    "BUILDKITE_PARALLEL_JOB",
+    "BUILDKITE_PARALLEL_JOB_COUNT",
+    "AWS_BATCH_JOB_ARRAY_INDEX",
+    "BATCH_TASK_INDEX",
+    "NPU_AUDIT_SHARD_COUNT",
+];
+
+/// The eval report's figures: everything but the sessions' run times.
+fn figures_of(report: &Value) -> Value {
+    strip_keys(report, &["run_ms_median"])
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+#[test]
+fn shards_of_an_eval_merge_to_the_report_one_machine_writes() {
+    let set = cls_set("shards", 12, 11, &[]);
+    let work = tempdir().keep();
+    let (model, reference) = (real("ppocr_cls_qdq_u8.onnx"), real("ppocr_cls_fp32.onnx"));
+    let set_arg = set.display().to_string();
+    let args = [
+        model.as_str(),
+        "--reference",
+        &reference,
+        "--dataset",
+        &set_arg,
+        "--task",
+        "classify",
+        "-t",
+        "cpu",
+        "-t",
+        "qnn:sm8650",
+    ];
+    let (code, whole, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    // Three shards: one named, two found from a cluster engine's variables.
+    let engines: [&[(&str, &str)]; 3] = [
+        &[],
+        &[("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_COUNT", "3")],
+        &[("CI_NODE_INDEX", "3"), ("CI_NODE_TOTAL", "3")],
+    ];
+    let mut parts = Vec::new();
+    for (k, env) in engines.iter().enumerate() {
+        let out = work.join(format!("shard{}.json", k + 1));
+        let shard = if env.is_empty() {
+            "1/3".to_string()
+        } else {
+            "auto".into()
+        };
+        let mut a = args.to_vec();
+        a.extend(["--shard", &shard, "--out", out.to_str().unwrap()]);
+        let (code, stderr) = eval_shard(&a, env);
+        assert_eq!(code, 0, "{stderr}");
+        parts.push(out);
+    }
+    // The split, worked by hand: weights cpu 1, qnn 700, cpu:noopt 1 over 12 samples make a line
+    // of 8,424 cut at 2,808 and 5,616; cpu fills 0..12, qnn's sample i starts at 12 + 700 i
+    // (2,112 for i = 3, 2,812 for 4, 5,612 for 8, 6,312 for 9), cpu:noopt starts at 8,412.
+    let units = |p: &Path| -> Vec<(String, u64, u64)> {
+        read_json(p)["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| {
+                let u = &u["unit"];
+                (
+                    u["run"].as_str().unwrap().to_string(),
+                    u["start"].as_u64().unwrap(),
+                    u["end"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let unit = |r: &str, s, e| (r.to_string(), s, e);
+    assert_eq!(units(&parts[0]), vec![unit("cpu", 0, 12), unit("qnn:sm8650", 0, 4)]);
+    assert_eq!(units(&parts[1]), vec![unit("qnn:sm8650", 4, 9)]);
+    assert_eq!(
+        units(&parts[2]),
+        vec![unit("qnn:sm8650", 9, 12), unit("cpu:noopt", 0, 12)]
+    );
+    // Merged in any order: the figures of the one-machine report, every one.
+    let merged = work.join("merged.json");
+    let p: Vec<String> = parts.iter().map(|p| p.display().to_string()).collect();
+    bin()
+        .args(["merge", &p[2], &p[0], &p[1], "--out", merged.to_str().unwrap()])
+        .assert()
+        .success();
+    assert_eq!(figures_of(&read_json(&merged)), figures_of(&whole));
+    check_bad_merges(&work, &p);
+}
+
+/// Merges that are not of every shard of one eval are refused on one line, writing nothing.
+fn check_bad_merges(work: &Path, p: &[String]) {
+    let out = work.join("bad.json");
+    let refused = |parts: &[&str], want: &str| {
+        let o = bin()
+            .arg("merge")
+            .args(parts)
+            .args(["--out", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(want), "{want}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!out.exists());
+    };
+    refused(&[&p[0], &p[1]], "shard 3/3 missing");
+    refused(&[&p[0], &p[1], &p[1], &p[2]], "are both shard 2/3");
+    // A shard of another eval (another set), one whose records were cut, one of another split.
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| -> String {
+        let mut v = read_json(Path::new(&p[1]));
+        edit(&mut v);
+        let path = work.join(name);
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    let other_set = edited("other_set.json", &|v| {
+        v["basis"]["dataset"]["ids_sha256"] = "0".repeat(64).into()
+    });
+    refused(&[&p[0], &other_set, &p[2]], "differ in dataset");
+    let cut = edited("cut.json", &|v| {
+        v["units"][0]["run"]["records"].as_array_mut().unwrap().pop();
+    });
+    refused(&[&p[0], &cut, &p[2]], "the shard did not finish");
+    let overlap = edited("overlap.json", &|v| v["units"][0]["unit"]["start"] = 3.into());
+    refused(&[&p[0], &overlap, &p[2]], "missing or counted twice");
+    let costs = edited("costs.json", &|v| v["costs"]["cpu"] = 2.into());
+    refused(&[&p[0], &costs, &p[2]], "differ in the costs");
+}
+
+#[test]
+fn shard_flags_that_name_no_part_are_refused_on_one_line() {
+    let set = copy_of_clean(4);
+    let args = cpu_args(&set);
+    let out = set.parent().unwrap().join("s.json");
+    let with = |extra: &[&str]| -> Vec<String> {
+        let mut a = args.clone();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let o = out.to_str().unwrap();
+    type Case<'a> = (Vec<String>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (with(&["--shard", "4/3", "--out", o]), vec![], "is not i/n"),
+        (with(&["--shard", "1/0", "--out", o]), vec![], "is not i/n"),
+        (with(&["--shard", "auto", "--out", o]), vec![], "no cluster engine"),
+        (
+            with(&["--shard", "auto", "--out", o]),
+            vec![("JOB_COMPLETION_INDEX", "0")],
+            "NPU_AUDIT_SHARD_COUNT",
+        ),
+        (
+            with(&["--shard", "auto", "--out", o]),
+            vec![
+                ("CI_NODE_INDEX", "1"),
+                ("CI_NODE_TOTAL", "2"),
+                ("BUILDKITE_PARALLEL_JOB", "0"),
+                ("BUILDKITE_PARALLEL_JOB_COUNT", "2"),
+            ],
+            "several engines",
+        ),
+        (
+            with(&["--shard", "1/2", "--out", o]),
+            vec![("CI_NODE_INDEX", "2"), ("CI_NODE_TOTAL", "2")],
+            "disagrees",
+        ),
+        (with(&["--shard", "1/2"]), vec![], "--shard needs --out FILE"),
+        (with(&["--costs", "cpu=1", "--out", o]), vec![], "--shard"),
+    ];
+    for (a, env, want) in cases {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let (code, stderr) = eval_shard(&a, &env);
+        assert_eq!(code, 2, "{a:?}: {stderr}");
+        assert!(stderr.contains(want), "{want}: {stderr}");
+        assert!(!out.exists());
+    }
+}
+
+/// A tiny seeded generator for the kill points (the same points on every run of the test).
+fn next_random(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *state >> 33
+}
+
+#[test]
+fn a_shard_killed_at_random_points_resumes_and_counts_no_sample_twice() {
+    let set = copy_of_clean(30);
+    let work = set.parent().unwrap().to_path_buf();
+    let args = cpu_args(&set);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (_, whole, _) = eval(&work, &args, &[]);
+    let shard = |k: usize, name: &str| {
+        let out = work.join(name);
+        let mut a = args.clone();
+        let part = format!("{k}/2");
+        a.extend(["--shard", &part, "--out", out.to_str().unwrap()]);
+        let (code, stderr) = eval_shard(&a, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        (out, stderr)
+    };
+    let (first, _) = shard(1, "first.json");
+    // Shard 2/2 is cpu's samples 15..30: slowed down, killed after a random number of records
+    // and a random delay, again and again, then run to the end.
+    let out = work.join("second.json");
+    let records = work
+        .join("second.records")
+        .join("2-of-2")
+        .join("15-30")
+        .join("cpu.jsonl");
+    let (mut state, mut partial) = (7u64, 0);
+    for _ in 0..3 {
+        let wait_for = (next_random(&mut state) % 12) as usize;
+        let mut child = KillOnDrop(
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+                .arg("eval")
+                .args(&args)
+                .args(["--no-config", "--shard", "2/2", "--out", out.to_str().unwrap()])
+                .env("NPU_AUDIT_FAULT_INJECT", "cpu=slow")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let start = std::time::Instant::now();
+        while record_indices(&records).len() < wait_for && start.elapsed().as_secs() < 120 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(next_random(&mut state) % 150));
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
+        assert!(!out.exists(), "a killed shard wrote its file");
+        let n = record_indices(&records).len();
+        partial += usize::from(n > 0 && n < 15);
+    }
+    assert!(partial > 0, "no kill landed while the shard was recording");
+    let (second, stderr) = shard(2, "second.json");
+    let kept = record_indices(&records);
+    assert_eq!(kept, (15..30).collect::<Vec<u64>>(), "{stderr}");
+    // Started again when finished: it runs nothing and leaves its file as it was.
+    let before = std::fs::read(&second).unwrap();
+    let (_, again) = shard(2, "second.json");
+    assert!(again.contains("already done"), "{again}");
+    assert_eq!(record_indices(&records), kept);
+    assert_eq!(std::fs::read(&second).unwrap(), before);
+    let merged = work.join("merged.json");
+    bin()
+        .args([
+            "merge",
+            first.to_str().unwrap(),
+            second.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+        ])
+        .assert()
+        .success();
+    assert_eq!(figures_of(&read_json(&merged)), figures_of(&whole));
+    // A shard's records directory is refused to another shard, and kept.
+    std::fs::rename(work.join("second.records/2-of-2"), work.join("second.records/1-of-2")).unwrap();
+    let records = work
+        .join("second.records")
+        .join("1-of-2")
+        .join("15-30")
+        .join("cpu.jsonl");
+    let mut a = args.clone();
+    let second_records = work.join("second.records");
+    a.extend(["--shard", "1/2", "--records", second_records.to_str().unwrap(), "--out"]);
+    let other = work.join("other.json");
+    a.push(other.to_str().unwrap());
+    let (code, stderr) = eval_shard(&a, &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("another eval or another shard"), "{stderr}");
+    assert_eq!(record_indices(&records), kept);
+}

@@ -14,6 +14,7 @@ const TARGETS: &[&str] = &[
     "report_json",
     "device_report",
     "eval_set",
+    "eval_shards",
 ];
 
 fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
@@ -38,6 +39,7 @@ fn replay(target: &str, data: &[u8], scratch: &Path) {
         "report_json" => npu_audit::fuzzing::report_json(data),
         "device_report" => npu_audit::fuzzing::device_report(data, scratch),
         "eval_set" => npu_audit::fuzzing::eval_set(data, scratch),
+        "eval_shards" => npu_audit::fuzzing::eval_shards(data),
         other => panic!("unknown fuzz target {other}"),
     }
 }

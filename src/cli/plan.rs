@@ -1,0 +1,255 @@
+//! `npu-audit plan`: the command after `--` parsed as the tool parses it, its work weighed (eval:
+//! every run's samples at each run's cost per sample; compare: its targets) and split into N
+//! shards of even cost, and the jobs printed in the form the chosen engine takes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use clap::FromArgMatches;
+
+use super::args::{Cli, Command, CompareArgs, EvalArgs, PlanArgs, PlanFormat};
+use crate::audit::shard::{default_cost, split, Costs, Shard, Unit};
+use crate::error::{bad_flag, bad_report, ExitCode};
+use crate::exec::plan::Requested;
+use crate::render::plan::JobPlan;
+use crate::target::{distinct, TargetList, TargetRole};
+
+/// The most shards a plan makes (an array job of 10000 tasks is already beyond most engines).
+const MAX_SHARDS: u64 = 10_000;
+
+/// The most jobs GitHub Actions runs from one matrix.
+const GITHUB_MAX_JOBS: usize = 256;
+
+/// The command a plan splits.
+enum Planned {
+    Eval(Box<EvalArgs>),
+    Compare(Box<CompareArgs>),
+}
+
+/// Runs `plan`: parses the command, splits it, prints the jobs.
+pub fn run(a: PlanArgs) -> Result<ExitCode> {
+    if a.shards == 0 || a.shards > MAX_SHARDS {
+        return Err(bad_flag(format!(
+            "--shards {}: give a number of jobs from 1 to {MAX_SHARDS}",
+            a.shards
+        )));
+    }
+    let count = a.shards as usize;
+    if a.format == PlanFormat::Github && count > GITHUB_MAX_JOBS {
+        return Err(bad_flag(format!(
+            "--shards {count} --format github: GitHub Actions runs at most {GITHUB_MAX_JOBS} jobs of a matrix"
+        )));
+    }
+    let measured = a.costs_from.as_deref().map(measured_costs).transpose()?;
+    let plan = match parse_command(&a.command)? {
+        Planned::Eval(e) => eval_plan(a.command.clone(), &e, measured.as_ref(), count)?,
+        Planned::Compare(c) => compare_plan(a.command.clone(), &c, measured.as_ref(), count)?,
+    };
+    let text = match a.format {
+        PlanFormat::Table => crate::render::plan::table(&plan),
+        PlanFormat::Json => crate::render::plan::matrix_json(&plan),
+        PlanFormat::Github => crate::render::plan::github(&plan),
+        PlanFormat::Slurm => crate::render::plan::slurm(&plan),
+        PlanFormat::K8s => crate::render::plan::k8s(&plan),
+    };
+    super::shared::print_stdout(&text)?;
+    Ok(ExitCode::Success)
+}
+
+/// clap's error as one line, without its usage block.
+fn clap_line(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return "it asks for help or the version, not for work".into();
+    }
+    let text = e.render().to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.join(" ").trim_start_matches("error: ").to_string()
+}
+
+/// The command after `--`, parsed as `npu-audit` parses its command line; only `eval` and
+/// `compare` split, and the flags every job gets (`--shard`, `--out`, `--costs`) must be left out.
+fn parse_command(words: &[String]) -> Result<Planned> {
+    if words.iter().any(|w| w.contains('\n')) {
+        return Err(bad_flag("the command after --: an argument spans lines"));
+    }
+    let argv = std::iter::once("npu-audit".to_string()).chain(words.iter().cloned());
+    let matches = super::help::command()
+        .try_get_matches_from(argv)
+        .map_err(|e| bad_flag(format!("the command after --: {}", clap_line(&e))))?;
+    let name = matches.subcommand_name().unwrap_or_default().to_string();
+    if let Some((_, sub)) = matches.subcommand() {
+        for flag in ["shard", "out", "costs"] {
+            if sub.try_contains_id(flag).unwrap_or(false) {
+                return Err(bad_flag(format!(
+                    "the command after -- has --{flag}: plan gives every job its own --shard, --costs and --out; leave it out"
+                )));
+            }
+        }
+    }
+    let cli =
+        Cli::from_arg_matches(&matches).map_err(|e| bad_flag(format!("the command after --: {}", clap_line(&e))))?;
+    match cli.command {
+        Command::Eval(e) => Ok(Planned::Eval(e)),
+        Command::Compare(c) => Ok(Planned::Compare(c)),
+        _ => Err(bad_flag(format!(
+            "the command after -- is `{name}`: plan splits `eval` and `compare`"
+        ))),
+    }
+}
+
+/// Each target's median time per sample in a previous eval's JSON report (`run_ms_median`).
+fn measured_costs(path: &Path) -> Result<BTreeMap<String, f64>> {
+    let shown = path.display();
+    let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("--costs-from {shown}: {e}")))?;
+    let report: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| bad_report(format!("--costs-from {shown}: not a JSON report: {e}")))?;
+    let times: BTreeMap<String, f64> = report["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some((t["id"].as_str()?.to_string(), t["run_ms_median"].as_f64()?)))
+        .filter(|(_, ms)| ms.is_finite() && *ms > 0.0)
+        .collect();
+    if times.is_empty() {
+        return Err(bad_report(format!(
+            "--costs-from {shown}: no target with a run_ms_median (an eval's JSON report of targets that ran)"
+        )));
+    }
+    Ok(times)
+}
+
+/// Every run's weight: measured times over the cheapest measured one (so it weighs 1), else the
+/// default of its backend; and a note of where they come from.
+fn weights(runs: &[Requested], measured: Option<&BTreeMap<String, f64>>) -> (Vec<(String, u64)>, String) {
+    let Some(times) = measured else {
+        let list = runs
+            .iter()
+            .map(|r| (r.spec.id.clone(), default_cost(&r.spec)))
+            .collect();
+        return (list, "a sample's cost; defaults per backend, docs/scale.md".into());
+    };
+    let cheapest = times.values().copied().fold(f64::INFINITY, f64::min);
+    let mut defaulted = Vec::new();
+    let list = runs
+        .iter()
+        .map(|r| {
+            let weight = match times.get(&r.spec.id) {
+                Some(ms) => (ms / cheapest).round().clamp(1.0, 1e9) as u64,
+                None => {
+                    defaulted.push(r.spec.id.clone());
+                    default_cost(&r.spec)
+                }
+            };
+            (r.spec.id.clone(), weight)
+        })
+        .collect();
+    let mut from = "a sample's cost; measured: median time per sample over the cheapest's".to_string();
+    if !defaulted.is_empty() {
+        from += &format!("; not in the report, default per backend: {}", defaulted.join(", "));
+    }
+    (list, from)
+}
+
+/// The runs of a command: the targets asked for (else the policy's, else every target this
+/// machine can run) on their releases, and the baseline unless left out, as the command plans them.
+fn requested(asked: &[TargetList], policy: &crate::policy::Policy, baseline: bool) -> Result<Vec<Requested>> {
+    let asked = if asked.is_empty() { &policy.targets } else { asked };
+    let specs = (!asked.is_empty()).then(|| distinct(asked));
+    crate::exec::plan::targets(specs.as_deref(), &policy.allow_failure, baseline, &policy.releases)
+}
+
+/// An eval's plan: every run over the set's samples, cut by cost into `count` shards.
+fn eval_plan(
+    args: Vec<String>,
+    e: &EvalArgs,
+    measured: Option<&BTreeMap<String, f64>>,
+    count: usize,
+) -> Result<JobPlan> {
+    let flags = super::eval::thresholds(&e.task_args)?;
+    let policy = super::shared::policy_with(e.config.as_deref(), e.no_config, &flags, &e.allow_failure)?;
+    let runs = requested(&e.targets, &policy, !e.no_baseline)?;
+    let set = crate::dataset::Dataset::open(
+        &e.dataset,
+        e.task_args.labels.as_deref(),
+        e.task_args.limit.map(|n| n as usize),
+    )?;
+    let (weights, weights_from) = weights(&runs, measured);
+    let costs = Costs(weights.iter().cloned().collect());
+    let shards = split(&weights, set.len(), count);
+    refuse_idle(
+        shards.iter().filter(|s| s.is_empty()).count(),
+        count,
+        format!(
+            "{} samples x {} runs: a slow run's sample costs more than an even share",
+            set.len(),
+            weights.len()
+        ),
+    )?;
+    Ok(JobPlan {
+        args,
+        samples: Some(set.len()),
+        shards,
+        weights,
+        weights_from,
+        costs: Some(costs.to_flag()),
+    })
+}
+
+/// A compare's plan: its targets dealt to `count` shards as `compare --shard i/n` deals them
+/// (the baseline in every shard), each target's weight its cost.
+fn compare_plan(
+    args: Vec<String>,
+    c: &CompareArgs,
+    measured: Option<&BTreeMap<String, f64>>,
+    count: usize,
+) -> Result<JobPlan> {
+    let policy = super::shared::gate_policy(&c.gate, &c.targets.allow_failure)?;
+    let runs = requested(&c.targets.targets, &policy, !c.targets.no_baseline)?;
+    let (weights, weights_from) = weights(&runs, measured);
+    let parts: Vec<Vec<Requested>> = (1..=count)
+        .map(|index| Shard { index, count }.split(runs.clone()).0)
+        .collect();
+    let idle = parts
+        .iter()
+        .filter(|p| p.iter().all(|r| r.role == TargetRole::Baseline))
+        .count();
+    let targets = runs.iter().filter(|r| r.role == TargetRole::Target).count();
+    refuse_idle(idle, count, format!("compare deals out its {targets} targets"))?;
+    let shards = parts
+        .iter()
+        .map(|mine| {
+            mine.iter()
+                .map(|r| Unit {
+                    run: r.spec.id.clone(),
+                    start: 0,
+                    end: 1,
+                })
+                .collect()
+        })
+        .collect();
+    Ok(JobPlan {
+        args,
+        samples: None,
+        weights,
+        weights_from,
+        costs: None,
+        shards,
+    })
+}
+
+/// Refuses a split where `empty` of the shards would get no work.
+fn refuse_idle(empty: usize, count: usize, what: String) -> Result<()> {
+    if empty == 0 {
+        return Ok(());
+    }
+    Err(bad_flag(format!(
+        "--shards {count}: {empty} of the {count} shards would get no work ({what}); give fewer shards"
+    )))
+}

@@ -1,0 +1,357 @@
+//! `merge` of eval shards: every shard's file checked to be a part of one eval (same basis,
+//! costs, tool, host class and thread counts, runtimes per target; its units exactly the ones the
+//! split gives its index, so no sample is missing or counted twice), the records joined in sample
+//! order, and the report built by the same [`build`] one machine runs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::assemble::{build, Basis};
+use super::shard::{read, ShardFile, UnitRun};
+use super::summary::RunSummary;
+use crate::audit::shard::split;
+use crate::error::bad_report;
+use crate::eval::Record;
+use crate::report::eval::EvalReport;
+use crate::report::model::RuntimeInfo;
+
+/// What `merge` joins when its parts are eval shards.
+#[derive(Debug, Clone)]
+pub struct EvalMergeOptions {
+    pub parts: Vec<(PathBuf, ShardFile)>,
+    /// Accept shards whose sessions ran with other intra-op thread counts.
+    pub allow_other_threads: bool,
+    /// Accept shards made on hosts of other instruction-set classes.
+    pub allow_other_hosts: bool,
+}
+
+impl EvalMergeOptions {
+    /// Reads every shard's file.
+    pub fn read(paths: &[PathBuf], allow_other_threads: bool, allow_other_hosts: bool) -> Result<EvalMergeOptions> {
+        let parts = paths
+            .iter()
+            .map(|p| Ok((p.clone(), read(p)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(EvalMergeOptions {
+            parts,
+            allow_other_threads,
+            allow_other_hosts,
+        })
+    }
+}
+
+impl crate::userfile::Reads for EvalMergeOptions {
+    fn declare(&self, set: &mut crate::userfile::InputFiles) {
+        for (path, _) in &self.parts {
+            set.add(path);
+        }
+    }
+}
+
+/// The eval's report from its shards, or why they are not the parts of one eval.
+pub fn merge(opts: &EvalMergeOptions) -> Result<EvalReport> {
+    let parts = in_order(&opts.parts)?;
+    let (first_path, first) = parts[0];
+    let basis = same_basis(&parts)?;
+    for (path, part) in &parts[1..] {
+        let differs = |what: &str| {
+            bad_report(format!(
+                "{} and {} are not shards of one eval: they differ in {what}",
+                first_path.display(),
+                path.display()
+            ))
+        };
+        if part.tool_version != first.tool_version {
+            return Err(differs("the npu-audit release that made them"));
+        }
+        if part.costs != first.costs {
+            return Err(differs("the costs they were split with (--costs)"));
+        }
+        if !opts.allow_other_hosts && part.host.isa_class != first.host.isa_class {
+            return Err(differs(&format!(
+                "their host's instruction-set class ({} and {}; --allow-other-hosts to merge them anyway)",
+                first.host.isa_class, part.host.isa_class
+            )));
+        }
+    }
+    check_units(&parts, &basis)?;
+    if !opts.allow_other_threads {
+        check_threads(&parts)?;
+    }
+    let reference = reference_run(&parts, basis.dataset.samples)?;
+    let runs = basis
+        .targets
+        .iter()
+        .map(|t| target_run(&parts, &t.id))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(build(&basis, Some(first.host.clone()), &reference, &runs))
+}
+
+/// The parts sorted by shard index, refused when counts differ or an index is missing or twice.
+fn in_order(parts: &[(PathBuf, ShardFile)]) -> Result<Vec<&(PathBuf, ShardFile)>> {
+    let Some((path, first)) = parts.first() else {
+        return Err(bad_report("merge: no shard given"));
+    };
+    let count = first.shard.count;
+    let mut by_index: BTreeMap<usize, &(PathBuf, ShardFile)> = BTreeMap::new();
+    for part in parts {
+        check_sizes(&part.0, &part.1)?;
+        if part.1.shard.count != count {
+            return Err(bad_report(format!(
+                "{} is shard {}/{} but {} is of {count} shards: not parts of one split",
+                part.0.display(),
+                part.1.shard.index,
+                part.1.shard.count,
+                path.display()
+            )));
+        }
+        if let Some(other) = by_index.insert(part.1.shard.index, part) {
+            return Err(bad_report(format!(
+                "{} and {} are both shard {}/{count}",
+                other.0.display(),
+                part.0.display(),
+                part.1.shard.index
+            )));
+        }
+    }
+    let missing: Vec<String> = (1..=count)
+        .filter(|k| !by_index.contains_key(k))
+        .map(|k| format!("{k}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(bad_report(format!(
+            "shard {} missing: give every shard's file",
+            missing.join(", ")
+        )));
+    }
+    Ok(by_index.into_values().collect())
+}
+
+/// The most samples and the heaviest cost a shard's file may name (what `--costs` accepts).
+const MAX_SAMPLES: usize = 1 << 40;
+const MAX_WEIGHT: u64 = 1_000_000_000;
+
+/// Refuses a file whose shard, costs or sample count no eval writes (a stranger's numbers are
+/// checked before any arithmetic uses them).
+fn check_sizes(path: &std::path::Path, f: &ShardFile) -> Result<()> {
+    let samples = f.basis.as_ref().map_or(0, |b| b.dataset.samples);
+    let bad_costs = f.costs.values().any(|w| !(1..=MAX_WEIGHT).contains(w));
+    if f.shard.index == 0 || f.shard.index > f.shard.count || bad_costs || samples > MAX_SAMPLES {
+        return Err(bad_report(format!(
+            "{}: its shard, costs or sample count are not ones an eval writes",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The basis every shard with units carries, refused when two differ (naming what).
+fn same_basis(parts: &[&(PathBuf, ShardFile)]) -> Result<Basis> {
+    let mut with = parts.iter().filter_map(|(p, f)| f.basis.as_ref().map(|b| (p, b)));
+    let Some((first_path, first)) = with.next() else {
+        return Err(bad_report("no shard ran anything: the set has no sample"));
+    };
+    for (path, basis) in with {
+        if basis == first {
+            continue;
+        }
+        let (a, b) = (serde_json::to_value(first)?, serde_json::to_value(basis)?);
+        let fields: Vec<&str> = [
+            "model_sha256",
+            "model",
+            "reference",
+            "dataset",
+            "task",
+            "stats",
+            "targets",
+            "notes",
+        ]
+        .into_iter()
+        .filter(|k| a.get(k) != b.get(k))
+        .collect();
+        return Err(bad_report(format!(
+            "{} and {} are not shards of one eval: they differ in {}",
+            first_path.display(),
+            path.display(),
+            fields.join(", ")
+        )));
+    }
+    Ok(first.clone())
+}
+
+/// Refuses a shard whose units are not the ones its index gets in the split of this eval.
+fn check_units(parts: &[&(PathBuf, ShardFile)], basis: &Basis) -> Result<()> {
+    let costs = &parts[0].1.costs;
+    let weights: Vec<(String, u64)> = basis
+        .targets
+        .iter()
+        .map(|t| (t.id.clone(), costs.get(&t.id).copied().unwrap_or(0)))
+        .collect();
+    let expected = split(&weights, basis.dataset.samples, parts.len());
+    for ((path, part), want) in parts.iter().zip(&expected) {
+        let units: Vec<_> = part.units.iter().map(|u| u.unit.clone()).collect();
+        if units != *want {
+            return Err(bad_report(format!(
+                "{}: its units are not those of shard {}/{} of this eval (samples would be missing or counted twice)",
+                path.display(),
+                part.shard.index,
+                part.shard.count
+            )));
+        }
+        for u in &part.units {
+            check_unit_records(path, u)?;
+        }
+    }
+    Ok(())
+}
+
+/// A unit's records are its samples in order, all of them unless its run stopped.
+fn check_unit_records(path: &std::path::Path, u: &UnitRun) -> Result<()> {
+    let in_order = u
+        .run
+        .records
+        .iter()
+        .enumerate()
+        .all(|(k, r)| r.index == u.unit.start + k);
+    let len = u.unit.end - u.unit.start;
+    let n = u.run.records.len();
+    if !in_order || n > len || (n < len && u.run.end.is_none()) {
+        return Err(bad_report(format!(
+            "{}: {} holds {n} records of samples {}..{} that are not those samples in order{}",
+            path.display(),
+            u.unit.run,
+            u.unit.start,
+            u.unit.end,
+            if n < len && in_order {
+                " (the shard did not finish: run it again, it resumes)"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses shards whose sessions ran with other intra-op thread counts.
+fn check_threads(parts: &[&(PathBuf, ShardFile)]) -> Result<()> {
+    let mut seen: Option<(usize, &PathBuf)> = None;
+    for (path, part) in parts {
+        for threads in part.units.iter().filter_map(|u| u.run.intra_op_threads) {
+            match seen {
+                Some((t, p)) if t != threads => {
+                    return Err(bad_report(format!(
+                        "{} ran sessions with {t} intra-op threads and {} with {threads}: some kernels give other bits with other thread counts (--allow-other-threads to merge them anyway)",
+                        p.display(),
+                        path.display()
+                    )))
+                }
+                Some(_) => {}
+                None => seen = Some((threads, path)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The reference's records of every sample, from the shards that ran it; two shards' records of
+/// one sample must be the same.
+fn reference_run(parts: &[&(PathBuf, ShardFile)], samples: usize) -> Result<RunSummary> {
+    let mut records: BTreeMap<usize, (&PathBuf, &Record)> = BTreeMap::new();
+    for (path, part) in parts {
+        for r in &part.reference {
+            if r.index >= samples {
+                return Err(bad_report(format!(
+                    "{}: a reference record of sample {} in a set of {samples}",
+                    path.display(),
+                    r.index
+                )));
+            }
+            match records.get(&r.index) {
+                Some((other, kept)) if *kept != r => {
+                    return Err(bad_report(format!(
+                        "{} and {} recorded other reference answers for sample {}: the reference run is not deterministic across the shards' machines",
+                        other.display(),
+                        path.display(),
+                        crate::console::printable(&r.id)
+                    )))
+                }
+                Some(_) => {}
+                None => {
+                    records.insert(r.index, (path, r));
+                }
+            }
+        }
+    }
+    if let Some(missing) = (0..samples).find(|k| !records.contains_key(k)) {
+        return Err(bad_report(format!(
+            "no shard holds the reference's record of sample {missing}"
+        )));
+    }
+    Ok(RunSummary {
+        id: "reference".into(),
+        end: None,
+        runtime: None,
+        intra_op_threads: None,
+        run_ms: Vec::new(),
+        records: records.into_values().map(|(_, r)| r.clone()).collect(),
+    })
+}
+
+/// A target's run joined from its units in sample order, up to the first unit whose run stopped
+/// (one machine would not have run it further).
+fn target_run(parts: &[&(PathBuf, ShardFile)], id: &str) -> Result<RunSummary> {
+    let mut units: Vec<(&PathBuf, &UnitRun)> = parts
+        .iter()
+        .flat_map(|(p, f)| f.units.iter().filter(|u| u.unit.run == id).map(move |u| (p, u)))
+        .collect();
+    units.sort_by_key(|(_, u)| u.unit.start);
+    let mut joined = RunSummary {
+        id: id.to_string(),
+        end: None,
+        runtime: None,
+        intra_op_threads: None,
+        run_ms: Vec::new(),
+        records: Vec::new(),
+    };
+    let mut runtime_from: Option<&PathBuf> = None;
+    for (path, u) in units {
+        if let (Some(kept), Some(this)) = (&joined.runtime, &u.run.runtime) {
+            if runtime_key(kept) != runtime_key(this) {
+                return Err(bad_report(format!(
+                    "{} and {} ran {id} with other runtimes ({} and {})",
+                    runtime_from.map_or(String::new(), |p| p.display().to_string()),
+                    path.display(),
+                    kept.text(),
+                    this.text()
+                )));
+            }
+        }
+        if joined.runtime.is_none() && u.run.runtime.is_some() {
+            joined.runtime = u.run.runtime.clone();
+            runtime_from = Some(path);
+        }
+        joined.intra_op_threads = joined.intra_op_threads.or(u.run.intra_op_threads);
+        joined.run_ms.extend(&u.run.run_ms);
+        joined.records.extend(u.run.records.iter().cloned());
+        if u.run.end.is_some() {
+            joined.end = u.run.end.clone();
+            break;
+        }
+    }
+    Ok(joined)
+}
+
+/// What makes two runtimes the same build: package, version, library hash, plugin, emulation (not
+/// where the library was found on each machine).
+fn runtime_key(rt: &RuntimeInfo) -> String {
+    let plugin = rt.plugin.as_deref().map(runtime_key).unwrap_or_default();
+    format!(
+        "{} {} {} [{plugin}] {}",
+        rt.package,
+        rt.version,
+        rt.sha256.as_deref().unwrap_or(""),
+        rt.emulation.as_deref().unwrap_or("")
+    )
+}

@@ -1,0 +1,280 @@
+//! `eval --shard i/n`: one part of an eval run as work units of (target, sample range), and the
+//! shard's file: its units' per-sample records, the reference's records of every sample it ran,
+//! and the eval's [`Basis`], which is everything `merge` needs to build the report one machine
+//! would have written. Units that share a sample range stream together (one reference session
+//! for them); each range keeps its own records directory, so a killed shard resumes.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::assemble::Basis;
+use super::summary::{summary, RunSummary};
+use super::{open_set, sessions, stream, EvalOptions};
+use crate::audit::shard::{split, Shard, Unit};
+use crate::error::bad_output;
+use crate::eval::Record;
+use crate::host::HostInfo;
+use crate::userfile::{InputFiles, Outputs};
+
+/// What an eval shard's file says it is.
+pub const SHARD_FORMAT: &str = "npu-audit eval shard";
+/// The version of the shard file's layout this build reads and writes.
+pub const SHARD_VERSION: u32 = 1;
+
+/// An eval shard's file (`eval --shard i/n --out FILE`), read by `merge`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardFile {
+    /// [`SHARD_FORMAT`].
+    pub format: String,
+    pub version: u32,
+    pub tool_version: String,
+    pub shard: Shard,
+    /// What the shard is of (model, set, task, targets' costs, shard): a shard started again
+    /// whose file is complete and of the same identity runs nothing.
+    pub identity: serde_json::Value,
+    /// Each target's weight per sample, as the split used it.
+    pub costs: BTreeMap<String, u64>,
+    /// The eval's basis (`None` only for a shard that got no unit: more shards than work).
+    pub basis: Option<Basis>,
+    pub host: HostInfo,
+    /// The reference's record of every sample the shard's units cover, in sample order.
+    pub reference: Vec<Record>,
+    /// The shard's units, in the split's order, each with its run's records.
+    pub units: Vec<UnitRun>,
+}
+
+/// A unit and what its run recorded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UnitRun {
+    pub unit: Unit,
+    pub run: RunSummary,
+}
+
+/// Each target's weight per sample: `--costs`, else its backend's default.
+pub fn weights(opts: &EvalOptions, plan: &sessions::EvalPlan) -> Vec<(String, u64)> {
+    plan.targets
+        .iter()
+        .map(|t| (t.spec.id.clone(), opts.costs.weight(&t.spec)))
+        .collect()
+}
+
+/// How a shard's run ended: it ran its units, or its file was already complete.
+pub enum ShardRun {
+    Ran(ShardFile),
+    AlreadyDone(ShardFile),
+}
+
+/// Runs shard `shard` of the eval: its units, grouped by sample range, each group streamed with
+/// the reference. When `previous` (the shard's `--out`) already holds this shard's complete file,
+/// nothing runs.
+pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outputs) -> Result<ShardRun> {
+    let dataset = open_set(opts)?;
+    let mut plan = sessions::plan(opts, &dataset)?;
+    outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
+    let weights = weights(opts, &plan);
+    let units = split(&weights, dataset.len(), shard.count)
+        .into_iter()
+        .nth(shard.index - 1)
+        .unwrap_or_default();
+    let identity = shard_identity(opts, &plan, &dataset, (shard, &weights));
+    if let Some(done) = finished(previous, &identity) {
+        return Ok(ShardRun::AlreadyDone(done));
+    }
+    // Each shard keeps its records in a directory of its own, so shards given one `--records`
+    // never meet.
+    let records_root = opts
+        .records
+        .as_ref()
+        .map(|d| d.join(format!("{}-of-{}", shard.index, shard.count)));
+    if let Some(dir) = &records_root {
+        claim_records(dir, &identity)?;
+    }
+    let all = std::mem::take(&mut plan.targets);
+    let mut reference: BTreeMap<usize, Record> = BTreeMap::new();
+    let mut runs: Vec<UnitRun> = Vec::new();
+    let mut task = None;
+    for (window, members) in windows(&units) {
+        plan.targets = members
+            .iter()
+            .filter_map(|u| all.iter().find(|t| t.spec.id == u.run).cloned())
+            .collect();
+        let records = records_root
+            .as_ref()
+            .map(|d| d.join(format!("{}-{}", window.start, window.end)));
+        crate::console::note(format!(
+            "eval shard {}/{}: samples {}..{} on {}",
+            shard.index,
+            shard.count,
+            window.start,
+            window.end,
+            members.iter().map(|u| u.run.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+        let done = stream::run(opts, &plan, &dataset, (window, records.as_deref()))?;
+        for r in done.reference.records {
+            reference.entry(r.index).or_insert(r);
+        }
+        for ((unit, planned), r) in members.iter().zip(&plan.targets).zip(done.targets) {
+            runs.push(UnitRun {
+                unit: (*unit).clone(),
+                run: summary(Some(planned), r),
+            });
+        }
+        task.get_or_insert(done.task);
+    }
+    plan.targets = all;
+    runs.sort_by_key(|u| units.iter().position(|x| *x == u.unit));
+    Ok(ShardRun::Ran(ShardFile {
+        format: SHARD_FORMAT.into(),
+        version: SHARD_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        shard,
+        identity,
+        costs: weights.into_iter().collect(),
+        basis: task.map(|t| Basis::of(opts, &plan, &dataset, &t)),
+        host: crate::host::this_host(),
+        reference: reference.into_values().collect(),
+        units: runs,
+    }))
+}
+
+/// The shard's file at `path` when it is this shard's and complete: every unit recorded all its
+/// samples or stopped.
+fn finished(path: &Path, identity: &serde_json::Value) -> Option<ShardFile> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_file())?;
+    let file = read(path).ok()?;
+    let complete = file
+        .units
+        .iter()
+        .all(|u| u.run.end.is_some() || u.run.records.len() == u.unit.end - u.unit.start);
+    (file.identity == *identity && complete).then_some(file)
+}
+
+/// What a shard's records directory is of: a shard started again with the same identity resumes
+/// there; any other eval or shard is refused the directory.
+fn shard_identity(
+    opts: &EvalOptions,
+    plan: &sessions::EvalPlan,
+    dataset: &crate::dataset::Dataset,
+    (shard, weights): (Shard, &[(String, u64)]),
+) -> serde_json::Value {
+    serde_json::json!({
+        "tool": env!("CARGO_PKG_VERSION"),
+        "shard": [shard.index, shard.count],
+        "costs": weights,
+        "model": plan.model.sha256,
+        "dataset": dataset.path.display().to_string(),
+        "ids": crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes()),
+        "task": format!("{:?}", opts.task),
+    })
+}
+
+/// The file in a shard's records directory that says whose records it holds.
+const SHARD_IDENTITY_FILE: &str = "shard.json";
+
+/// Takes `dir` for this shard's records: a new or empty directory, or one this same shard used.
+fn claim_records(dir: &Path, identity: &serde_json::Value) -> Result<()> {
+    let shown = dir.display();
+    crate::userfile::check_dir_destination("--records", dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| bad_output(format!("--records {shown}: {e}")))?;
+    let file = dir.join(SHARD_IDENTITY_FILE);
+    let empty = std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(false);
+    if empty {
+        return std::fs::write(&file, serde_json::to_vec_pretty(identity)?)
+            .map_err(|e| bad_output(format!("--records {shown}: {e}")));
+    }
+    let found = std::fs::symlink_metadata(&file)
+        .ok()
+        .filter(|m| m.file_type().is_file() && m.len() < 1 << 20)
+        .and_then(|_| std::fs::read(&file).ok())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    match found {
+        Some(f) if &f == identity => Ok(()),
+        Some(_) => Err(bad_output(format!(
+            "--records {shown} holds the records of another eval or another shard of it (model, set, task, targets, costs or shard differ); give a new or empty directory"
+        ))),
+        None => Err(bad_output(format!(
+            "--records {shown} holds files that are not an eval shard's records; give a new or empty directory"
+        ))),
+    }
+}
+
+/// The shard's units grouped by sample range, in the order the ranges first appear.
+fn windows(units: &[Unit]) -> Vec<(Range<usize>, Vec<&Unit>)> {
+    let mut groups: Vec<(Range<usize>, Vec<&Unit>)> = Vec::new();
+    for u in units {
+        match groups.iter_mut().find(|(w, _)| *w == (u.start..u.end)) {
+            Some((_, members)) => members.push(u),
+            None => groups.push((u.start..u.end, vec![u])),
+        }
+    }
+    groups
+}
+
+/// Reads a shard file (a stranger's until parsed: size-capped, its format and version checked).
+pub fn read(path: &Path) -> Result<ShardFile> {
+    let shown = crate::userfile::shown(path);
+    let bytes = crate::userfile::read_user_file(path)
+        .map_err(|e| crate::error::bad_report(format!("{shown}: cannot read: {e}")))?;
+    from_bytes(&bytes, &shown)
+}
+
+/// Parses a shard file's bytes; `shown` names where they came from.
+pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<ShardFile> {
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| crate::error::bad_report(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(SHARD_FORMAT) {
+        return Err(crate::error::bad_report(format!(
+            "{shown}: not an eval shard's file (no format \"{SHARD_FORMAT}\")"
+        )));
+    }
+    match value.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(SHARD_VERSION) => {}
+        v => {
+            return Err(crate::error::bad_report(format!(
+                "{shown}: eval shard layout version {}, this npu-audit reads version {SHARD_VERSION}",
+                v.map_or("unknown".to_string(), |v| v.to_string())
+            )))
+        }
+    }
+    serde_json::from_value(value)
+        .map_err(|e| crate::error::bad_report(format!("{shown}: not an eval shard's file: {e}")))
+}
+
+/// Whether these bytes are an eval shard's file (else `merge` reads compare reports).
+pub fn is_shard_file(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(|f| f == SHARD_FORMAT))
+        .unwrap_or(false)
+}
+
+/// A shard's one-line summary per unit, for the terminal.
+pub fn summary_text(file: &ShardFile) -> String {
+    let mut lines = vec![format!(
+        "eval shard {}/{}: {} unit(s); join every shard with `npu-audit merge`",
+        file.shard.index,
+        file.shard.count,
+        file.units.len()
+    )];
+    for u in &file.units {
+        let status = u
+            .run
+            .end
+            .as_ref()
+            .map_or("ok".to_string(), |e| e.status.as_str().to_string());
+        lines.push(format!(
+            "  {} samples {}..{}: {} recorded, {status}",
+            u.unit.run,
+            u.unit.start,
+            u.unit.end,
+            u.run.records.len()
+        ));
+    }
+    lines.join("\n") + "\n"
+}
