@@ -104,7 +104,8 @@ pub enum Command {
     /// Check a policy file (npu-audit.toml) and print the limits each target gets.
     #[command(name = "check-config")]
     CheckConfig(CheckConfigArgs),
-    /// Join the reports of `compare --shard i/n` jobs into one report and one verdict.
+    /// Join the reports of `compare --shard i/n` jobs into one report and one verdict, or the
+    /// files of `eval --shard i/n` jobs into the eval's report.
     Merge(MergeArgs),
     /// Split an eval or a compare into N cluster jobs of even cost and print their definitions:
     /// a table, a GitHub matrix (JSON or a workflow), a Slurm array script or a Kubernetes
@@ -247,7 +248,8 @@ pub enum PlanFormat {
 /// Flags of `merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// The shard reports (`compare --shard i/n --out FILE`), one per shard.
+    /// The shard reports (`compare --shard i/n --out FILE`) or eval shards' files (`eval --shard
+    /// i/n --out FILE`), one per shard.
     #[arg(required = true, num_args = 1..)]
     pub reports: Vec<PathBuf>,
     /// Where a shard's saved outputs are when they are not beside its report (default: the
@@ -925,8 +927,9 @@ pub struct EvalArgs {
     /// `auto`: the part the cluster engine's array variables name (docs/scale.md).
     #[arg(long, value_name = "I/N|auto", value_parser = ShardFlag::parse, help_heading = "Scale")]
     pub shard: Option<ShardFlag>,
-    /// Each target's cost per sample in the split (TARGET=WEIGHT,...; `npu-audit plan` measures
-    /// them); default: the backend's (QNN 700, ARM64 emulated 30, OpenVINO 2, CPU 1).
+    /// Each target's cost per sample in the split (TARGET=WEIGHT,...; `npu-audit plan
+    /// --costs-from` reads them off an earlier eval); default: the backend's (QNN 700, ARM64
+    /// emulated 30, OpenVINO 2, CPU 1).
     #[arg(long, value_name = "TARGET=W,...", value_parser = Costs::parse, requires = "shard", help_heading = "Scale")]
     pub costs: Option<Costs>,
     #[command(flatten)]

@@ -203,14 +203,32 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         shard,
         costs: costs.unwrap_or_default(),
     };
+    let files = report_files(out, markdown, html);
+    Ok(EvalCommand { options, files, format })
+}
+
+/// An eval report's files (`--out` JSON, `--markdown`, `--html`), as `eval` and `merge` write them.
+pub(super) fn report_files(
+    out: Option<PathBuf>,
+    markdown: Option<PathBuf>,
+    html: Option<PathBuf>,
+) -> Vec<FindingsFile<EvalReport>> {
     let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
     let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
-    let files = findings_files(vec![
+    findings_files(vec![
         ("--out", out, None),
         ("--markdown", markdown, Some(markdown_of)),
         ("--html", html, Some(html_of)),
-    ]);
-    Ok(EvalCommand { options, files, format })
+    ])
+}
+
+/// An eval report on stdout in the `--format` asked for (`json`: the JSON already rendered).
+pub(super) fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> String {
+    match format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::eval::table_text(report),
+        ReportFormat::Markdown => crate::render::eval::markdown(report),
+    }
 }
 
 /// Runs `eval`: every file asked for written together once the eval is done (or none), the
@@ -230,11 +248,7 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     }
     let report = crate::evaluate::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&report, &cmd.files, outputs, |r, json| match cmd.format {
-        ReportFormat::Json => json,
-        ReportFormat::Table => crate::render::eval::table_text(r),
-        ReportFormat::Markdown => crate::render::eval::markdown(r),
-    })?;
+    emit_findings(&report, &cmd.files, outputs, |r, json| stdout_text(cmd.format, r, json))?;
     Ok(report.exit_code)
 }
 

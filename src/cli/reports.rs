@@ -6,11 +6,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::args::{MergeArgs, RenderArgs, ReportFiles, ReportFormat};
-use super::shared::{emit_findings, emit_report, findings_files, findings_outputs, report_outputs, report_paths};
+use super::shared::{emit_findings, emit_report, findings_outputs, report_outputs, report_paths};
 use crate::error::{bad_flag, ExitCode};
 use crate::evaluate::merge::EvalMergeOptions;
 use crate::merge::MergeOptions;
-use crate::report::eval::EvalReport;
 use crate::userfile::{InputFiles, Reads};
 
 /// `merge`: the shard reports read and joined into one report, written in every format asked for;
@@ -71,19 +70,11 @@ fn merge_eval(
         ));
     }
     let options = EvalMergeOptions::read(parts, allow_other_threads, allow_other_hosts)?;
-    let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
-    let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
-    let files = findings_files(vec![
-        ("--out", out, None),
-        ("--markdown", markdown, Some(markdown_of)),
-        ("--html", html, Some(html_of)),
-    ]);
+    let files = super::eval::report_files(out, markdown, html);
     let guarded = findings_outputs(&options, &files)?;
     let report = crate::evaluate::merge::merge(&options)?;
-    emit_findings(&report, &files, guarded, |r, json| match format {
-        ReportFormat::Json => json,
-        ReportFormat::Table => crate::render::eval::table_text(r),
-        ReportFormat::Markdown => crate::render::eval::markdown(r),
+    emit_findings(&report, &files, guarded, |r, json| {
+        super::eval::stdout_text(format, r, json)
     })?;
     Ok(report.exit_code)
 }

@@ -66,24 +66,13 @@ fn saved_outputs(dir: &Path) -> Vec<(String, String, Vec<u8>)> {
         .collect()
 }
 
-/// The report without what differs between two runs of one audit: timings, where runtimes and
-/// work files live, how each session got its context.
+/// The report without what differs between two runs of one audit: timings, how each session got
+/// its context, whether a fingerprint came from the cache.
 fn stable(v: &Value) -> Value {
-    match v {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| {
-                    !matches!(
-                        k.as_str(),
-                        "timing" | "run_ms_median" | "qnn_context" | "cached" | "summary_cached"
-                    )
-                })
-                .map(|(k, x)| (k.clone(), stable(x)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(stable).collect()),
-        other => other.clone(),
-    }
+    common::strip_keys(
+        v,
+        &["timing", "run_ms_median", "qnn_context", "cached", "summary_cached"],
+    )
 }
 
 /// The entries of a context cache (their directories: one per compiled session).
