@@ -155,22 +155,49 @@ fn finished(path: &Path, identity: &serde_json::Value) -> Option<ShardFile> {
     (file.identity == *identity && complete).then_some(file)
 }
 
-/// What a shard's records directory is of: a shard started again with the same identity resumes
-/// there; any other eval or shard is refused the directory.
+/// What a shard is of: everything that changes its records or its basis (model, reference, set,
+/// labels, task, statistics, targets with their runtimes and limits, threads, host class, costs,
+/// shard). A shard started again with the same identity resumes in its records directory, or runs
+/// nothing when its file is complete; any other eval or shard is refused the directory.
 fn shard_identity(
     opts: &EvalOptions,
     plan: &sessions::EvalPlan,
     dataset: &crate::dataset::Dataset,
     (shard, weights): (Shard, &[(String, u64)]),
 ) -> serde_json::Value {
+    let targets: Vec<serde_json::Value> = plan
+        .targets
+        .iter()
+        .map(|t| {
+            let limits = opts.policy.limits(&t.spec.id, None);
+            let limit = |l: &Option<crate::policy::limits::Limit<f64>>| l.as_ref().map(|l| (l.value, l.origin.clone()));
+            serde_json::json!({
+                "id": t.spec.id,
+                "required": t.required,
+                "runtime": t.runtime.as_ref().ok().map(|rt| rt.host.library.display().to_string()),
+                "min_accuracy": limit(&limits.min_accuracy),
+                "max_accuracy_drop": limit(&limits.max_accuracy_drop),
+            })
+        })
+        .collect();
     serde_json::json!({
         "tool": env!("CARGO_PKG_VERSION"),
         "shard": [shard.index, shard.count],
         "costs": weights,
         "model": plan.model.sha256,
+        "reference": match &plan.reference {
+            crate::audit::reference::ReferencePlan::Model { model, .. } => model.sha256.clone(),
+            crate::audit::reference::ReferencePlan::Stored { golden, .. } => golden.manifest.reference_model.sha256.clone(),
+        },
         "dataset": dataset.path.display().to_string(),
         "ids": crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes()),
+        "labels": dataset.labels_from,
         "task": format!("{:?}", opts.task),
+        "class_axis": format!("{:?}", opts.class_axis),
+        "stats": format!("{:?}", opts.stats),
+        "targets": targets,
+        "threads": opts.exec.threads,
+        "host": crate::host::this_host().isa_class,
     })
 }
 
