@@ -55,6 +55,12 @@ pub struct Sample {
 pub const MAX_SAMPLES: usize = 10_000_000;
 
 impl Dataset {
+    /// The SHA-256 of the sample ids in feeding order: two runs on the same samples have the same
+    /// (the report's `ids_sha256`, and part of what a records directory is of).
+    pub fn ids_sha256(&self) -> String {
+        crate::hash::sha256_hex(self.ids.join("\n").as_bytes())
+    }
+
     /// Opens the set at `path` (a directory of `.npz` files or one stacked `.npz`), with labels
     /// from `labels_file` when given, and keeps the first `limit` samples.
     pub fn open(path: &Path, labels_file: Option<&Path>, limit: Option<usize>) -> Result<Dataset> {

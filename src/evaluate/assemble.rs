@@ -115,7 +115,7 @@ fn dataset_info(dataset: &Dataset, task: &Task) -> DatasetInfo {
     DatasetInfo {
         path: dataset.path.display().to_string(),
         samples: dataset.len(),
-        ids_sha256: crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes()),
+        ids_sha256: dataset.ids_sha256(),
         labels: if task.labels_from_reference() {
             "reference".into()
         } else {

@@ -165,40 +165,32 @@ fn shard_identity(
     dataset: &crate::dataset::Dataset,
     (shard, weights): (Shard, &[(String, u64)]),
 ) -> serde_json::Value {
-    let targets: Vec<serde_json::Value> = plan
+    // The whole eval's records context (tool, model, reference, set, labels, task, runs,
+    // runtimes, threads, host class), and what a shard's file holds besides its records.
+    let runs: Vec<String> = std::iter::once("reference".to_string())
+        .chain(plan.targets.iter().map(|t| t.spec.id.clone()))
+        .collect();
+    let mut identity = stream::context(opts, plan, dataset, &runs, &(0..dataset.len()));
+    let gate: Vec<serde_json::Value> = plan
         .targets
         .iter()
         .map(|t| {
             let limits = opts.policy.limits(&t.spec.id, None);
             let limit = |l: &Option<crate::policy::limits::Limit<f64>>| l.as_ref().map(|l| (l.value, l.origin.clone()));
-            serde_json::json!({
-                "id": t.spec.id,
-                "required": t.required,
-                "runtime": t.runtime.as_ref().ok().map(|rt| rt.host.library.display().to_string()),
-                "min_accuracy": limit(&limits.min_accuracy),
-                "max_accuracy_drop": limit(&limits.max_accuracy_drop),
-            })
+            serde_json::json!([
+                t.spec.id,
+                t.required,
+                limit(&limits.min_accuracy),
+                limit(&limits.max_accuracy_drop)
+            ])
         })
         .collect();
-    serde_json::json!({
-        "tool": env!("CARGO_PKG_VERSION"),
-        "shard": [shard.index, shard.count],
-        "costs": weights,
-        "model": plan.model.sha256,
-        "reference": match &plan.reference {
-            crate::audit::reference::ReferencePlan::Model { model, .. } => model.sha256.clone(),
-            crate::audit::reference::ReferencePlan::Stored { golden, .. } => golden.manifest.reference_model.sha256.clone(),
-        },
-        "dataset": dataset.path.display().to_string(),
-        "ids": crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes()),
-        "labels": dataset.labels_from,
-        "task": format!("{:?}", opts.task),
-        "class_axis": format!("{:?}", opts.class_axis),
-        "stats": format!("{:?}", opts.stats),
-        "targets": targets,
-        "threads": opts.exec.threads,
-        "host": crate::host::this_host().isa_class,
-    })
+    identity["shard"] = serde_json::json!([shard.index, shard.count]);
+    identity["costs"] = serde_json::json!(weights);
+    identity["class_axis"] = format!("{:?}", opts.class_axis).into();
+    identity["stats"] = format!("{:?}", opts.stats).into();
+    identity["gate"] = gate.into();
+    identity
 }
 
 /// The file in a shard's records directory that says whose records it holds.

@@ -107,14 +107,13 @@ impl Live {
 }
 
 /// The identity of the records: what must be the same for a records directory to be resumed.
-fn context(
+pub(super) fn context(
     opts: &EvalOptions,
     plan: &EvalPlan,
     dataset: &Dataset,
     runs: &[String],
     window: &Range<usize>,
 ) -> serde_json::Value {
-    let ids = crate::hash::sha256_hex(dataset.ids.join("\n").as_bytes());
     let runtimes: Vec<String> = plan
         .targets
         .iter()
@@ -131,7 +130,7 @@ fn context(
             ReferencePlan::Stored { golden, .. } => golden.manifest.reference_model.sha256.clone(),
         },
         "dataset": dataset.path.display().to_string(),
-        "ids": ids,
+        "ids": dataset.ids_sha256(),
         "labels": dataset.labels_from,
         "task": format!("{:?}", opts.task),
         "runs": runs,
