@@ -107,6 +107,10 @@ pub enum Command {
     /// Join the reports of `compare --shard i/n` jobs into one report and one verdict, or the
     /// files of `eval --shard i/n` jobs into the eval's report.
     Merge(MergeArgs),
+    /// How many samples an eval needs to show a drop within a limit, at expected flip rates or at
+    /// those an earlier eval observed, before hours of simulation are spent (docs/eval.md).
+    #[command(name = "sample-size")]
+    SampleSize(SampleSizeArgs),
     /// Split an eval or a compare into N cluster jobs of even cost and print their definitions:
     /// a table, a GitHub matrix (JSON or a workflow), a Slurm array script or a Kubernetes
     /// Indexed Job (docs/scale.md).
@@ -208,6 +212,36 @@ pub struct CheckConfigArgs {
     /// Show the limits these targets get (default: the file's `targets`, else every known one).
     #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
+}
+
+/// Flags of `sample-size`: the limit, and the flip rates (expected, or an earlier eval's).
+#[derive(Debug, Args)]
+pub struct SampleSizeArgs {
+    /// The drop limit in points of accuracy (as eval's --max-accuracy-drop).
+    #[arg(long = "max-accuracy-drop", value_name = "POINTS")]
+    pub max_accuracy_drop: f64,
+    /// Expected share of samples whose correctness flips against the reference, in percent,
+    /// half broken and half fixed unless --drop says otherwise.
+    #[arg(long, value_name = "PERCENT", conflicts_with_all = ["broken", "from"])]
+    pub flip_rate: Option<f64>,
+    /// With --flip-rate: the expected drop in points (broken minus fixed); default 0.
+    #[arg(long, value_name = "POINTS", requires = "flip_rate", allow_hyphen_values = true)]
+    pub drop: Option<f64>,
+    /// Expected share of samples the target breaks, in percent (with --fixed).
+    #[arg(long, value_name = "PERCENT", requires = "fixed", conflicts_with = "from")]
+    pub broken: Option<f64>,
+    /// Expected share of samples the target fixes, in percent (with --broken).
+    #[arg(long, value_name = "PERCENT", requires = "broken")]
+    pub fixed: Option<f64>,
+    /// Take each target's flip rates (and its time per sample) from an earlier eval's JSON.
+    #[arg(long, value_name = "EVAL.json")]
+    pub from: Option<PathBuf>,
+    /// The probability of showing the limit to size for (besides even odds).
+    #[arg(long, value_name = "P", default_value_t = 0.8)]
+    pub power: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 /// Flags of `plan`: how many jobs, what to print, where the costs come from, and the command.
@@ -932,6 +966,21 @@ pub struct EvalArgs {
     /// emulated 30, OpenVINO 2, CPU 1).
     #[arg(long, value_name = "TARGET=W,...", value_parser = Costs::parse, requires = "shard", help_heading = "Scale")]
     pub costs: Option<Costs>,
+    /// Stop each gated target as soon as its limits are decided (samples in a seeded order).
+    ///
+    /// Anytime-valid 95% bounds on the drop and the accuracy decide --max-accuracy-drop and
+    /// --min-accuracy; a target the set cannot decide fails (docs/eval.md).
+    #[arg(long, help_heading = "Gate", conflicts_with = "shard")]
+    pub until_decided: bool,
+    /// The seed of the order --until-decided takes the samples in (recorded in the report).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        requires = "until_decided",
+        help_heading = "Gate"
+    )]
+    pub order_seed: u64,
     #[command(flatten)]
     pub exec: ExecArgs,
     /// Format on stdout.
@@ -1059,12 +1108,15 @@ pub struct TaskArgs {
         help_heading = "Statistics"
     )]
     pub stat_seed: u64,
-    /// Fail (exit 1) when a target's accuracy (a fraction) is below this.
+    /// Fail (exit 1) unless the accuracy is shown at least FRACTION.
+    ///
+    /// Shown: its one-sided 95% Wilson lower bound is at least FRACTION.
     #[arg(long = "min-accuracy", value_name = "FRACTION", help_heading = "Gate")]
     pub min_accuracy: Option<f64>,
-    /// Fail (exit 1) unless a target's drop is within this many points.
+    /// Fail (exit 1) unless the drop is shown within POINTS.
     ///
-    /// Non-inferiority: the drop's one-sided 95% upper bound against the reference.
+    /// Non-inferiority: the drop's one-sided 95% upper bound against the reference (Tango's
+    /// score bound for accuracy) is at most POINTS; a sample too small to show it fails.
     #[arg(long = "max-accuracy-drop", value_name = "POINTS", help_heading = "Gate")]
     pub max_accuracy_drop: Option<f64>,
 }

@@ -34,6 +34,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::CheckConfig(a) => super::tools::check_config(a),
         Command::Merge(a) => super::reports::merge(a),
         Command::Plan(a) => super::plan::run(a),
+        Command::SampleSize(a) => super::eval::sample_size(a),
         Command::Render(a) => super::reports::render(a),
         Command::Targets(a) => super::tools::targets(a),
         Command::Runtime(c) => super::runtime::run(c),

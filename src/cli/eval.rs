@@ -108,12 +108,13 @@ pub(super) fn thresholds(a: &TaskArgs) -> Result<Thresholds> {
     })
 }
 
-/// How the statistics are drawn, as the flags say.
-pub(super) fn stat_options(a: &TaskArgs) -> StatOptions {
+/// How the statistics are drawn, as the flags say (`sequential`: eval's `--until-decided`).
+pub(super) fn stat_options(a: &TaskArgs, sequential: Option<crate::eval::Sequential>) -> StatOptions {
     StatOptions {
         seed: a.stat_seed,
         resamples: a.resamples as usize,
         margin_points: a.margin,
+        sequential,
     }
 }
 
@@ -168,12 +169,15 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         records,
         shard,
         costs,
+        until_decided,
+        order_seed,
         exec,
         format,
         out,
         markdown,
         html,
     } = a;
+    let sequential = until_decided.then_some(crate::eval::Sequential { order_seed });
     let shard = shard.map(ShardFlag::resolve).transpose()?;
     if shard.is_some() {
         check_shard_flags(out.as_deref(), (markdown.is_some() || html.is_some(), explain))?;
@@ -195,7 +199,7 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         allow_failure: policy.allow_failure.clone(),
         baseline: !no_baseline,
         exec: exec_options(exec)?,
-        stats: stat_options(&task_args),
+        stats: stat_options(&task_args, sequential),
         policy,
         explain: explain as usize,
         records,
@@ -282,4 +286,81 @@ fn run_shard(cmd: &EvalCommand, shard: crate::audit::shard::Shard, mut outputs: 
     };
     super::shared::print_stdout(&crate::evaluate::shard::summary_text(&file))?;
     Ok(ExitCode::Success)
+}
+
+/// Runs `sample-size`: the samples a drop limit needs at expected rates or an earlier eval's.
+pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
+    use crate::evaluate::sizing::{from_report, row, Sizing};
+    let percent = |flag: &str, v: f64| -> Result<f64> {
+        if v.is_finite() && (0.0..=100.0).contains(&v) {
+            Ok(v / 100.0)
+        } else {
+            Err(bad_flag(format!("{flag} must be a percentage between 0 and 100")))
+        }
+    };
+    let limit = a.max_accuracy_drop;
+    if !(limit.is_finite() && limit > 0.0 && limit < 100.0) {
+        return Err(bad_flag(
+            "--max-accuracy-drop must be a number of points between 0 and 100",
+        ));
+    }
+    if !(a.power.is_finite() && a.power > 0.0 && a.power < 1.0) {
+        return Err(bad_flag("--power must be a probability between 0 and 1"));
+    }
+    let (rows, source) = match (&a.from, a.flip_rate, a.broken, a.fixed) {
+        (Some(path), ..) => {
+            let report = read_eval_report("--from", path)?;
+            let rows = from_report(&report, limit, a.power);
+            if rows.is_empty() {
+                return Err(crate::error::bad_report(format!(
+                    "--from {}: no target compared with the reference on accuracy (the CER's drop has no sample-size formula)",
+                    path.display()
+                )));
+            }
+            (rows, path.display().to_string())
+        }
+        (None, Some(flips), _, _) => {
+            let flips = percent("--flip-rate", flips)?;
+            let drop = a.drop.unwrap_or(0.0) / 100.0;
+            let (broken, fixed) = ((flips + drop) / 2.0, (flips - drop) / 2.0);
+            if broken < 0.0 || fixed < 0.0 {
+                return Err(bad_flag(
+                    "--drop cannot exceed --flip-rate either way: the drop is broken minus fixed",
+                ));
+            }
+            (
+                vec![row("expected", (broken, fixed), limit, a.power)],
+                "expected".into(),
+            )
+        }
+        (None, None, Some(b), Some(f)) => {
+            let rates = (percent("--broken", b)?, percent("--fixed", f)?);
+            (vec![row("expected", rates, limit, a.power)], "expected".into())
+        }
+        _ => {
+            return Err(bad_flag(
+                "give the rates: --flip-rate PERCENT, --broken and --fixed, or --from EVAL.json",
+            ))
+        }
+    };
+    let sizing = Sizing {
+        limit_points: limit,
+        power: a.power,
+        source,
+        rows,
+    };
+    let text = match a.format {
+        super::args::Format::Json => serde_json::to_string_pretty(&sizing)? + "\n",
+        super::args::Format::Table => crate::render::eval::sizing_text(&sizing),
+    };
+    super::shared::print_stdout(&text)?;
+    Ok(ExitCode::Success)
+}
+
+/// An eval's JSON report named with `flag`, read and parsed.
+fn read_eval_report(flag: &str, path: &Path) -> Result<EvalReport> {
+    let shown = path.display();
+    let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {shown}: {e}")))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| crate::error::bad_report(format!("{flag} {shown}: not an eval's JSON report: {e}")))
 }

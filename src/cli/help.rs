@@ -33,6 +33,7 @@ const COMMON_FLAGS: &[&str] = &[
     "vocab",
     "dispatch",
     "max-accuracy-drop",
+    "until-decided",
     "variant",
     "search",
     // triage

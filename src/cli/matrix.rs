@@ -174,7 +174,7 @@ fn matrix_task(
         dataset: super::eval::dataset_options(dataset, a),
         task: spec,
         task_files,
-        stats: super::eval::stat_options(a),
+        stats: super::eval::stat_options(a, None),
     }))
 }
 

@@ -42,6 +42,12 @@ pub fn main() -> i32 {
     crate::interrupt::install();
     let code = match commands::run(cli.command) {
         Ok(code) => code,
+        // Workers killed by the interruption make their runs fail on the way out: the
+        // interruption, not those failures, is why the command ended.
+        Err(_) if crate::interrupt::stopping() => {
+            crate::console::error("interrupted");
+            ExitCode::Interrupted
+        }
         Err(e) => {
             crate::console::error(&one_line(&e));
             exit_code_of(&e)

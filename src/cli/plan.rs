@@ -79,6 +79,12 @@ fn parse_command(words: &[String]) -> Result<Planned> {
     if words.iter().any(|w| w.contains('\n')) {
         return Err(bad_flag("the command after --: an argument spans lines"));
     }
+    // `--costs` requires `--shard`, so clap would complain about the missing --shard first.
+    if words.iter().any(|w| w == "--costs" || w.starts_with("--costs=")) {
+        return Err(bad_flag(
+            "the command after -- has --costs: plan gives every job its own --shard, --costs and --out; leave it out",
+        ));
+    }
     let argv = std::iter::once("npu-audit".to_string()).chain(words.iter().cloned());
     let matches = super::help::command()
         .try_get_matches_from(argv)
@@ -96,6 +102,9 @@ fn parse_command(words: &[String]) -> Result<Planned> {
     let cli =
         Cli::from_arg_matches(&matches).map_err(|e| bad_flag(format!("the command after --: {}", clap_line(&e))))?;
     match cli.command {
+        Command::Eval(e) if e.until_decided => Err(bad_flag(
+            "the command after -- has --until-decided: a sequential eval decides as its samples come in one order, which shards cannot split; run it as one job",
+        )),
         Command::Eval(e) => Ok(Planned::Eval(e)),
         Command::Compare(c) => Ok(Planned::Compare(c)),
         _ => Err(bad_flag(format!(

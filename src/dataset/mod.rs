@@ -16,7 +16,7 @@ pub use labels::Label;
 
 use crate::error::bad_input;
 use crate::model::{Dim, Signature, TensorInfo};
-use crate::tensor::rows::{npz_headers, ArrayHeader, RowStream};
+use crate::tensor::rows::{npz_headers, ArrayHeader, RowStream, RowTable};
 use crate::tensor::{read_npz_checked, DType, Tensor};
 
 /// How the samples are stored.
@@ -41,12 +41,21 @@ pub struct Dataset {
     pub labels_from: Option<String>,
     /// The labels file read, when they came from one (an input the outputs must not replace).
     labels_file: Option<PathBuf>,
+    /// When the samples are fed in another order than stored ([`Dataset::shuffle`]): the stored
+    /// position of each position fed. `ids` and `labels` are in the order fed.
+    order: Option<Vec<usize>>,
+    /// A stacked set's arrays inflated for reading in that order, made on first use.
+    tables: std::sync::OnceLock<Result<std::sync::Arc<Vec<RowTable>>, String>>,
 }
 
 /// One sample as fed: its position, id and inputs by name.
 #[derive(Debug, Clone)]
 pub struct Sample {
+    /// Its position in the order fed.
     pub index: usize,
+    /// Its position in the set as stored (the same unless the set was shuffled): where a stored
+    /// golden run keeps its outputs.
+    pub stored: usize,
     pub id: String,
     pub inputs: Vec<(String, Tensor)>,
 }
@@ -55,10 +64,42 @@ pub struct Sample {
 pub const MAX_SAMPLES: usize = 10_000_000;
 
 impl Dataset {
-    /// The SHA-256 of the sample ids in feeding order: two runs on the same samples have the same
-    /// (the report's `ids_sha256`, and part of what a records directory is of).
+    /// The SHA-256 of the sample ids in the order the set stores them: two runs on the same
+    /// samples have the same, whatever order they were fed in (the report's `ids_sha256`, and part
+    /// of what a records directory is of).
     pub fn ids_sha256(&self) -> String {
-        crate::hash::sha256_hex(self.ids.join("\n").as_bytes())
+        let stored: Vec<&str> = match &self.order {
+            None => self.ids.iter().map(String::as_str).collect(),
+            Some(order) => {
+                let mut stored = vec![""; self.ids.len()];
+                for (fed, &at) in order.iter().enumerate() {
+                    stored[at] = &self.ids[fed];
+                }
+                stored
+            }
+        };
+        crate::hash::sha256_hex(stored.join("\n").as_bytes())
+    }
+
+    /// Feeds the samples in a random order drawn from `seed` (a sequential eval's, so that the
+    /// samples seen first are a fair draw of the set however it is sorted): a Fisher–Yates
+    /// shuffle of the stored positions with the tool's SplitMix64 (state `mix(seed)`), from the
+    /// last position down, swapping position `i` with `floor(u · (i + 1))` (`docs/eval.md`).
+    pub fn shuffle(&mut self, seed: u64) {
+        let order = shuffled(self.ids.len(), seed);
+        self.ids = order.iter().map(|&k| self.ids[k].clone()).collect();
+        if let Some(labels) = &mut self.labels {
+            *labels = order.iter().map(|&k| labels[k].clone()).collect();
+        }
+        if let Layout::Files(files) = &mut self.layout {
+            *files = order.iter().map(|&k| files[k].clone()).collect();
+        }
+        self.order = Some(order);
+    }
+
+    /// Where the sample fed at `position` is stored in the set (the same unless shuffled).
+    pub fn stored_position(&self, position: usize) -> usize {
+        self.order.as_ref().map_or(position, |o| o[position])
     }
 
     /// Opens the set at `path` (a directory of `.npz` files or one stacked `.npz`), with labels
@@ -94,6 +135,8 @@ impl Dataset {
             labels,
             labels_from,
             labels_file: file,
+            order: None,
+            tables: std::sync::OnceLock::new(),
         };
         set.truncate(keep);
         Ok(set)
@@ -153,6 +196,22 @@ impl Dataset {
     pub fn samples(&self, sig: &Signature, start: usize) -> Result<SampleReader<'_>> {
         let source = match &self.layout {
             Layout::Files(_) => Source::Files,
+            Layout::Stacked { file, members } if self.order.is_some() => {
+                let tables = self
+                    .tables
+                    .get_or_init(|| spill(file, sig).map(std::sync::Arc::new).map_err(|e| format!("{e:#}")))
+                    .clone()
+                    .map_err(|e| bad_input(format!("--dataset {}: {e}", file.display())))?;
+                let shapes = sig
+                    .inputs
+                    .iter()
+                    .map(|info| {
+                        let header = members.iter().find(|m| m.name == info.name).cloned();
+                        header.map(|h| row_shape(info, &h)).transpose().map_err(bad_input)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Source::Shuffled(tables, shapes)
+            }
             Layout::Stacked { file, members } => {
                 let streams = sig
                     .inputs
@@ -181,6 +240,28 @@ enum Source {
     Files,
     /// Per input: its rows and the shape a row is fed with (a leading 1 added when stored without).
     Stacked(Vec<(String, RowStream, Option<Vec<usize>>)>),
+    /// A stacked set fed in another order: per input (in the model's order) its inflated rows,
+    /// and the shape a row is fed with.
+    Shuffled(std::sync::Arc<Vec<RowTable>>, Vec<Option<Vec<usize>>>),
+}
+
+/// Every input of a stacked set inflated for reading rows in any order, in the model's order.
+fn spill(file: &Path, sig: &Signature) -> Result<Vec<RowTable>> {
+    sig.inputs
+        .iter()
+        .map(|info| RowTable::spill(file, &info.name))
+        .collect()
+}
+
+/// The positions `0..n` shuffled as [`Dataset::shuffle`] documents.
+fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut rng = crate::inputs::prng::SplitMix64::from_state(crate::inputs::prng::mix(seed));
+    let mut order: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = ((rng.next_unit() * (i + 1) as f64) as usize).min(i);
+        order.swap(i, j);
+    }
+    order
 }
 
 /// The samples of a set in order, read as they are asked for.
@@ -209,6 +290,20 @@ impl SampleReader<'_> {
         let id = self.set.ids[index].clone();
         let inputs = match (&mut self.source, &self.set.layout) {
             (Source::Files, Layout::Files(files)) => read_file(&files[index], &self.sig)?,
+            (Source::Shuffled(tables, shapes), Layout::Stacked { file, .. }) => {
+                let at = self.set.stored_position(index);
+                let mut inputs = Vec::with_capacity(tables.len());
+                for (table, shape) in tables.iter().zip(shapes) {
+                    let mut row = table
+                        .row(at)
+                        .map_err(|e| bad_input(format!("--dataset {}: sample {id}: {e:#}", file.display())))?;
+                    if let Some(s) = shape {
+                        row.shape = s.clone();
+                    }
+                    inputs.push((table.header.name.clone(), row));
+                }
+                inputs
+            }
             (Source::Stacked(streams), Layout::Stacked { file, .. }) => {
                 let mut inputs = Vec::with_capacity(streams.len());
                 for (name, stream, shape) in streams.iter_mut() {
@@ -234,7 +329,12 @@ impl SampleReader<'_> {
                 })?;
             }
         }
-        Ok(Sample { index, id, inputs })
+        Ok(Sample {
+            index,
+            stored: self.set.stored_position(index),
+            id,
+            inputs,
+        })
     }
 }
 

@@ -5,6 +5,9 @@
 //! (bootstrap drop, McNemar, non-inferiority), flips, the worst samples, confusions.
 
 pub mod ctc;
+pub mod decide;
+pub mod paired;
+pub mod sequential;
 pub mod stats;
 pub mod task;
 
@@ -12,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::eval::{Comparison, ConfusionCell, Estimate, Flip, Metrics, Proportion, SqnrBin, WorstSample};
 use crate::report::model::Num;
-use stats::{bootstrap, mean_at, ratio_at, wilson, within_margin, Spread, Z95};
+use stats::{bootstrap, ratio_at, wilson, Spread, Z95};
 use task::{Judged, Prediction, Task, TaskKind, Truth};
 
 /// One sample in one run: the unit every figure is computed from, and what a checkpoint keeps.
@@ -64,6 +67,17 @@ pub struct StatOptions {
     pub resamples: usize,
     /// Non-inferiority margin in points of the primary metric.
     pub margin_points: Option<f64>,
+    /// `--until-decided`: samples in a seeded random order, each gated target stopped when its
+    /// limits are decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<Sequential>,
+}
+
+/// A sequential eval's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sequential {
+    /// `--order-seed`: the seed of the order the samples are taken in.
+    pub order_seed: u64,
 }
 
 /// Whether the task's primary metric is the character error rate (else accuracy).
@@ -82,12 +96,23 @@ fn proportion(k: u64, n: u64) -> Proportion {
     }
 }
 
-fn estimate(value: f64, s: &Spread) -> Estimate {
+/// A bootstrap's figure with its interval; none when every resample gave the same figure (the
+/// sample has nothing that varies: a zero-width interval would claim a certainty it does not
+/// have).
+fn estimate(value: f64, s: &Spread, samples: usize) -> Estimate {
+    let unbounded = unbounded_spread(s)
+        .then(|| format!("every resample of the {samples} samples gives the same figure: they cannot bound it"));
     Estimate {
         value: Num(value),
-        lo: Num(s.lo95),
-        hi: Num(s.hi95),
+        lo: Num(if unbounded.is_some() { f64::NAN } else { s.lo95 }),
+        hi: Num(if unbounded.is_some() { f64::NAN } else { s.hi95 }),
+        unbounded,
     }
+}
+
+/// Whether a bootstrap's spread says nothing: no resample or all of them alike.
+fn unbounded_spread(s: &Spread) -> bool {
+    s.lo95.partial_cmp(&s.hi95) != Some(std::cmp::Ordering::Less)
 }
 
 fn count(records: &[Record], f: impl Fn(&Record) -> bool) -> u64 {
@@ -122,8 +147,8 @@ pub fn metrics(task: &Task, records: &[Record], stats: &StatOptions) -> Metrics 
                 ratio_at(&we, &wl, i)
             });
             let all: Vec<usize> = (0..records.len()).collect();
-            m.cer = Some(estimate(ratio_at(&ce, &cl, &all), &cer));
-            m.wer = Some(estimate(ratio_at(&we, &wl, &all), &wer));
+            m.cer = Some(estimate(ratio_at(&ce, &cl, &all), &cer, records.len()));
+            m.wer = Some(estimate(ratio_at(&we, &wl, &all), &wer, records.len()));
         }
         _ => {}
     }
@@ -169,7 +194,7 @@ fn decision_metrics(records: &[Record], stats: &StatOptions, m: &mut Metrics) {
     };
     let all: Vec<usize> = (0..records.len()).collect();
     let spread = bootstrap(records.len(), stats.resamples, stats.seed, &mut |i: &[usize]| f1_at(i));
-    m.f1 = Some(estimate(f1_at(&all), &spread));
+    m.f1 = Some(estimate(f1_at(&all), &spread, records.len()));
 }
 
 /// The records of two runs on the samples both answered, paired by position.
@@ -181,32 +206,11 @@ fn paired<'r>(target: &'r [Record], other: &'r [Record]) -> Vec<(&'r Record, &'r
         .collect()
 }
 
-/// A figure computed on a resample of the paired samples (indices into the pairs).
-type Statistic = Box<dyn FnMut(&[usize]) -> f64>;
-
-/// `target` against `other` on the same samples: the primary metric's drop (paired bootstrap),
-/// McNemar's exact test on correctness, and the margin's verdicts.
+/// `target` against `other` on the same samples: the primary metric's drop with its bounds
+/// (Tango's score interval for accuracy, the paired bootstrap for the CER), McNemar's exact test
+/// on correctness, and the margin's verdicts.
 pub fn compare(task: &Task, target: &[Record], other: &[Record], against: &str, stats: &StatOptions) -> Comparison {
     let pairs = paired(target, other);
-    let n = pairs.len();
-    let mut drop_at: Statistic = if primary_is_cer(task) {
-        let edits = |r: &Record| r.judged.reading.map_or(0.0, |x| x.char_edits as f64);
-        let chars = |r: &Record| r.judged.reading.map_or(0.0, |x| x.label_chars as f64);
-        let te: Vec<f64> = pairs.iter().map(|(t, _)| edits(t)).collect();
-        let tc: Vec<f64> = pairs.iter().map(|(t, _)| chars(t)).collect();
-        let oe: Vec<f64> = pairs.iter().map(|(_, o)| edits(o)).collect();
-        let oc: Vec<f64> = pairs.iter().map(|(_, o)| chars(o)).collect();
-        Box::new(move |i: &[usize]| 100.0 * (ratio_at(&te, &tc, i) - ratio_at(&oe, &oc, i)))
-    } else {
-        let diff: Vec<f64> = pairs
-            .iter()
-            .map(|(t, o)| f64::from(o.judged.correct) - f64::from(t.judged.correct))
-            .collect();
-        Box::new(move |i: &[usize]| 100.0 * mean_at(&diff, i))
-    };
-    let all: Vec<usize> = (0..n).collect();
-    let value = drop_at(&all);
-    let spread = bootstrap(n, stats.resamples, stats.seed, &mut drop_at);
     let fixed = pairs
         .iter()
         .filter(|(t, o)| t.judged.correct && !o.judged.correct)
@@ -215,17 +219,98 @@ pub fn compare(task: &Task, target: &[Record], other: &[Record], against: &str, 
         .iter()
         .filter(|(t, o)| !t.judged.correct && o.judged.correct)
         .count() as u64;
-    let margins = stats.margin_points.map(|m| within_margin(&spread, m));
-    Comparison {
-        against: against.to_string(),
-        drop: estimate(value, &spread),
-        drop_upper: Num(spread.hi90),
-        fixed,
-        broken,
-        mcnemar_p: Num(stats::mcnemar_exact(fixed, broken)),
-        non_inferior: margins.map(|m| m.0),
-        equivalent: margins.map(|m| m.1),
+    let mut c = if primary_is_cer(task) {
+        bootstrap_drop(&pairs, stats)
+    } else {
+        score_drop(broken, fixed, pairs.len() as u64)
+    };
+    c.against = against.to_string();
+    c.pairs = pairs.len() as u64;
+    c.fixed = fixed;
+    c.broken = broken;
+    c.mcnemar_p = Num(stats::mcnemar_exact(fixed, broken));
+    if let Some(m) = stats.margin_points {
+        // A bound the sample cannot give is within no margin.
+        c.non_inferior = Some(c.drop_upper.0 <= m);
+        c.equivalent = Some(c.drop_lower.0 >= -m && c.drop_upper.0 <= m);
     }
+    c
+}
+
+/// A comparison's bounds with its counts and verdicts still to fill in.
+fn bounds_only(drop: Estimate, (lower, upper): (f64, f64), method: &str, resolution: Option<f64>) -> Comparison {
+    Comparison {
+        against: String::new(),
+        pairs: 0,
+        drop,
+        drop_upper: Num(upper),
+        drop_lower: Num(lower),
+        method: method.into(),
+        resolution: resolution.map(Num),
+        fixed: 0,
+        broken: 0,
+        mcnemar_p: Num(f64::NAN),
+        non_inferior: None,
+        equivalent: None,
+    }
+}
+
+/// The accuracy drop of paired runs in points, bounded by Tango's score interval
+/// ([`paired::drop_bounds`]).
+fn score_drop(broken: u64, fixed: u64, n: u64) -> Comparison {
+    let Some(b) = paired::drop_bounds(broken, fixed, n) else {
+        let drop = Estimate {
+            value: Num(f64::NAN),
+            lo: Num(f64::NAN),
+            hi: Num(f64::NAN),
+            unbounded: Some("no sample was answered by both runs".into()),
+        };
+        return bounds_only(drop, (f64::NAN, f64::NAN), "tango", None);
+    };
+    let drop = Estimate {
+        value: Num(100.0 * b.estimate),
+        lo: Num(100.0 * b.lo95),
+        hi: Num(100.0 * b.hi95),
+        unbounded: None,
+    };
+    let resolution = 100.0 * paired::resolution(n);
+    bounds_only(drop, (100.0 * b.lo90, 100.0 * b.hi90), "tango", Some(resolution))
+}
+
+/// The CER gained in points, bounded by the paired percentile bootstrap (no score interval fits
+/// a ratio of sums); unbounded when no sample's edits differ between the runs.
+fn bootstrap_drop(pairs: &[(&Record, &Record)], stats: &StatOptions) -> Comparison {
+    let edits = |r: &Record| r.judged.reading.map_or(0.0, |x| x.char_edits as f64);
+    let chars = |r: &Record| r.judged.reading.map_or(0.0, |x| x.label_chars as f64);
+    let te: Vec<f64> = pairs.iter().map(|(t, _)| edits(t)).collect();
+    let tc: Vec<f64> = pairs.iter().map(|(t, _)| chars(t)).collect();
+    let oe: Vec<f64> = pairs.iter().map(|(_, o)| edits(o)).collect();
+    let oc: Vec<f64> = pairs.iter().map(|(_, o)| chars(o)).collect();
+    let mut drop_at = |i: &[usize]| 100.0 * (ratio_at(&te, &tc, i) - ratio_at(&oe, &oc, i));
+    let all: Vec<usize> = (0..pairs.len()).collect();
+    let value = drop_at(&all);
+    let spread = bootstrap(pairs.len(), stats.resamples, stats.seed, &mut drop_at);
+    let informative = te.iter().zip(&oe).filter(|(t, o)| t != o).count();
+    if informative == 0 {
+        let drop = Estimate {
+            value: Num(value),
+            lo: Num(f64::NAN),
+            hi: Num(f64::NAN),
+            unbounded: Some(format!(
+                "no sample's edits differ between the runs: {} samples cannot bound the drop",
+                pairs.len()
+            )),
+        };
+        return bounds_only(drop, (f64::NAN, f64::NAN), "bootstrap", None);
+    }
+    let drop = estimate(value, &spread, pairs.len());
+    let unbounded = drop.unbounded.is_some();
+    let (lower, upper) = if unbounded {
+        (f64::NAN, f64::NAN)
+    } else {
+        (spread.lo90, spread.hi90)
+    };
+    bounds_only(drop, (lower, upper), "bootstrap", None)
 }
 
 /// What a prediction (or its absence) reads as in a report.
@@ -416,6 +501,7 @@ mod tests {
             seed: 0,
             resamples: 500,
             margin_points: Some(5.0),
+            sequential: None,
         };
         // Reference right on 0..8, target right on 2..10: 2 fixed, 2 broken.
         let reference: Vec<Record> = (0..10).map(|i| record(i, i < 8)).collect();
@@ -465,6 +551,7 @@ mod tests {
             seed: 1,
             resamples: 200,
             margin_points: None,
+            sequential: None,
         };
         let m = metrics(&task, &records, &stats);
         assert_eq!((m.accuracy.k, m.accuracy.n), (7, 10));

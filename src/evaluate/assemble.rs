@@ -12,13 +12,15 @@ use super::EvalOptions;
 use crate::audit::reference::ReferencePlan;
 use crate::dataset::Dataset;
 use crate::error::ExitCode;
+use crate::eval::decide::{replay, Limits};
 use crate::eval::task::{Task, TaskKind};
 use crate::eval::{self, primary_is_cer, Record, StatOptions};
 use crate::exec::plan::BASELINE_ID;
 use crate::exec::RunStatus;
 use crate::host::HostInfo;
 use crate::report::eval::{
-    DatasetInfo, EvalGate, EvalReport, EvalTarget, StatisticsInfo, TaskInfo, EVAL_SCHEMA_VERSION,
+    Comparison, DatasetInfo, EvalGate, EvalReport, EvalTarget, SamplesNeeded, SequentialInfo, StatisticsInfo, TaskInfo,
+    EVAL_SCHEMA_VERSION,
 };
 use crate::report::model::{Num, Rule, RuleResult, Verdict};
 use crate::target::TargetRole;
@@ -54,6 +56,17 @@ pub struct TargetBasis {
     pub required: bool,
     pub min_accuracy: Option<GateLimit>,
     pub max_accuracy_drop: Option<GateLimit>,
+}
+
+impl TargetBasis {
+    /// The limits a sequential eval decides for it: a target the user asked for, with a limit.
+    pub fn decided_limits(&self) -> Option<Limits> {
+        let limits = Limits {
+            max_drop_points: self.max_accuracy_drop.as_ref().map(|l| l.value),
+            min_accuracy: self.min_accuracy.as_ref().map(|l| l.value),
+        };
+        (self.role == "target" && limits.any()).then_some(limits)
+    }
 }
 
 /// A limit of the gate and where it was set.
@@ -203,6 +216,21 @@ fn target_row(
         }
         _ => Vec::new(),
     };
+    let sequential = stats
+        .sequential
+        .and(planned.decided_limits())
+        .and_then(|l| replay(l, records, &reference.records))
+        .map(|d| d.outcome());
+    // What would show the limit, for the targets the user asked about (not the baseline).
+    let limit = planned
+        .max_accuracy_drop
+        .as_ref()
+        .map(|l| l.value)
+        .or(stats.margin_points);
+    let samples_needed = comparisons
+        .iter()
+        .find(|c| c.against == "reference" && planned.role == "target")
+        .and_then(|c| samples_needed(task, c, limit?));
     EvalTarget {
         id: run.id.clone(),
         role: planned.role.clone(),
@@ -220,7 +248,27 @@ fn target_row(
         confusion,
         explanation: None,
         run_ms_median: median_run_ms(run),
+        samples_needed,
+        sequential,
     }
+}
+
+/// How many samples a drop limit needs at the flip rates `c` observed, when its bound did not
+/// show it (accuracy drops only: the CER's bootstrap has no sample-size formula).
+fn samples_needed(task: &Task, c: &Comparison, limit_points: f64) -> Option<SamplesNeeded> {
+    if primary_is_cer(task) || c.pairs == 0 || c.drop_upper.0 <= limit_points {
+        return None;
+    }
+    let n = c.pairs.max(1);
+    let (broken, fixed) = (c.broken as f64 / n as f64, c.fixed as f64 / n as f64);
+    let limit = limit_points / 100.0;
+    Some(SamplesNeeded {
+        limit_points: Num(limit_points),
+        broken_rate: Num(broken),
+        fixed_rate: Num(fixed),
+        even_odds: eval::paired::samples_needed(broken, fixed, limit, 0.5),
+        power_80: eval::paired::samples_needed(broken, fixed, limit, 0.8),
+    })
 }
 
 /// The largest class any record names, plus one.
@@ -277,13 +325,29 @@ fn statistics_info(stats: &StatOptions) -> StatisticsInfo {
         seed: stats.seed,
         resamples: stats.resamples,
         margin_points: stats.margin_points,
-        methods: vec![
-            "proportions: 95% Wilson score interval".into(),
-            "error rates, F1 and every drop: 95% percentile bootstrap over samples (drops paired: both runs resampled on the same samples), NumPy's linear percentiles, resamples drawn as docs/eval.md specifies".into(),
-            "McNemar: exact two-sided binomial test of the discordant pairs at one half".into(),
-            "non-inferiority: the drop's one-sided 95% upper bound (95th percentile) within the margin; equivalence: its 90% interval within plus or minus the margin (two one-sided tests)".into(),
-        ],
+        sequential: stats.sequential.map(|s| SequentialInfo {
+            order_seed: s.order_seed,
+            alpha: eval::decide::ALPHA,
+            guarantee: eval::decide::GUARANTEE.into(),
+        }),
+        methods: methods(stats),
     }
+}
+
+/// One sentence per method the report's figures were computed with.
+fn methods(stats: &StatOptions) -> Vec<String> {
+    let mut methods: Vec<String> = vec![
+        "proportions: 95% Wilson score interval; min_accuracy gates its one-sided 95% lower bound".into(),
+        "accuracy drops: Tango's asymptotic score interval for the difference of paired proportions (two-sided 95%; one-sided 95% bounds for limits, margins and equivalence)".into(),
+        "error rates, F1 and the CER's drop: 95% percentile bootstrap over samples (drops paired: both runs resampled on the same samples), NumPy's linear percentiles, resamples drawn as docs/eval.md specifies; no interval when every resample gives the same figure".into(),
+        "McNemar: exact two-sided binomial test of the discordant pairs at one half".into(),
+        "non-inferiority: the drop's one-sided 95% upper bound within the margin; equivalence: both one-sided 95% bounds within plus or minus the margin (two one-sided tests)".into(),
+        "samples needed: Nam's (1997) sample size for the score test of non-inferiority in matched pairs, at the observed flip rates".into(),
+    ];
+    if stats.sequential.is_some() {
+        methods.push("until decided: betting confidence sequences (Waudby-Smith & Ramdas 2023, a mixture of 50 constant bets) on each sample's broken − fixed and correctness, one-sided 95% each, in a seeded random order".into());
+    }
+    methods
 }
 
 /// The gate: `min_accuracy` and `max_accuracy_drop` per target from the policy and flags, and
@@ -306,23 +370,13 @@ fn gate(basis: &Basis, targets: &[EvalTarget]) -> EvalGate {
         };
         if let Some(l) = &planned.min_accuracy {
             active = true;
-            let measured = t.metrics.as_ref().map_or(f64::NAN, |m| m.accuracy.value.0);
-            rules.push(rule(
-                Rule::MinAccuracy,
-                measured,
-                l.value,
-                measured >= l.value,
-                &l.origin,
-            ));
+            let (measured, pass) = accuracy_bound(t, l.value);
+            rules.push(rule(Rule::MinAccuracy, measured, l.value, pass, &l.origin));
         }
         if let Some(l) = &planned.max_accuracy_drop {
             active = true;
-            let upper = t
-                .comparisons
-                .iter()
-                .find(|c| c.against == "reference")
-                .map_or(f64::NAN, |c| c.drop_upper.0);
-            rules.push(rule(Rule::MaxAccuracyDrop, upper, l.value, upper <= l.value, &l.origin));
+            let (measured, pass) = drop_bound(t, l.value);
+            rules.push(rule(Rule::MaxAccuracyDrop, measured, l.value, pass, &l.origin));
         }
         if planned.required {
             let ok = t.status == RunStatus::Ok;
@@ -338,6 +392,37 @@ fn gate(basis: &Basis, targets: &[EvalTarget]) -> EvalGate {
         verdict: crate::gate::verdict(active, &rules),
         rules,
     }
+}
+
+/// A sequential decision's rule of that name: its bound at the stop and whether it passed.
+fn decided(t: &EvalTarget, rule: &str, upper: bool) -> Option<(f64, bool)> {
+    let r = t.sequential.as_ref()?.rules.iter().find(|r| r.rule == rule)?;
+    Some((if upper { r.upper.0 } else { r.lower.0 }, r.decision == "pass"))
+}
+
+/// What `min_accuracy` judges: the accuracy's one-sided 95% lower bound (the sequence's, in a
+/// sequential eval), and whether it meets `limit`.
+fn accuracy_bound(t: &EvalTarget, limit: f64) -> (f64, bool) {
+    decided(t, "min_accuracy", false).unwrap_or_else(|| {
+        let lower = t
+            .metrics
+            .as_ref()
+            .map_or(f64::NAN, |m| eval::stats::wilson_lower(m.accuracy.k, m.accuracy.n));
+        (lower, lower >= limit)
+    })
+}
+
+/// What `max_accuracy_drop` judges: the drop's one-sided 95% upper bound against the reference
+/// (the sequence's, in a sequential eval), and whether it is within `limit`.
+fn drop_bound(t: &EvalTarget, limit: f64) -> (f64, bool) {
+    decided(t, "max_accuracy_drop", true).unwrap_or_else(|| {
+        let upper = t
+            .comparisons
+            .iter()
+            .find(|c| c.against == "reference")
+            .map_or(f64::NAN, |c| c.drop_upper.0);
+        (upper, upper <= limit)
+    })
 }
 
 /// A required target that did not run to the end (3) wins over a failed gate (1).

@@ -66,6 +66,12 @@ fn stopped_file(dir: &Path, run: &str) -> PathBuf {
     dir.join(format!("{}.stopped.json", crate::exec::executor::sanitize(run)))
 }
 
+/// The file that says a sequential eval's target was decided at its last record: its records are
+/// not cut to the other runs' on resume (the stream checks that they do decide there).
+fn decided_file(dir: &Path, run: &str) -> PathBuf {
+    dir.join(format!("{}.decided.json", crate::exec::executor::sanitize(run)))
+}
+
 /// Whether the records directory holds `path` as a regular file (`false`: nothing there). A link,
 /// directory, device or FIFO in its place is refused: the directory is not an eval's records.
 fn holds_file(path: &Path) -> Result<bool> {
@@ -124,6 +130,8 @@ pub struct Resumed {
     pub records: Vec<Vec<Record>>,
     pub inputs: Vec<Vec<String>>,
     pub stopped: Vec<Option<RunEnd>>,
+    /// Runs a sequential eval decided (at their last record, if the records are the tool's).
+    pub decided: Vec<bool>,
 }
 
 /// Reads a run's records in order (the first of sample `start`), up to the first damaged line.
@@ -189,6 +197,7 @@ impl Checkpoint {
                 records: vec![Vec::new(); runs.len()],
                 inputs: vec![Vec::new(); runs.len()],
                 stopped: vec![None; runs.len()],
+                decided: vec![false; runs.len()],
             }
         };
         create_fresh(&context_path)?
@@ -217,6 +226,13 @@ impl Checkpoint {
         let marker = serde_json::json!({"status": status, "error": end.error});
         create_fresh(&stopped_file(&self.dir, run))?
             .write_all(&serde_json::to_vec_pretty(&marker)?)
+            .with_context(|| format!("cannot write the records in {}", self.dir.display()))
+    }
+
+    /// Records that run `run` (a sequential eval's target) was decided at its last record.
+    pub fn decided(&self, run: &str) -> Result<()> {
+        create_fresh(&decided_file(&self.dir, run))?
+            .write_all(b"{\"decided\": true}\n")
             .with_context(|| format!("cannot write the records in {}", self.dir.display()))
     }
 
@@ -296,6 +312,7 @@ fn resume(
     let mut records = Vec::with_capacity(runs.len());
     let mut inputs = Vec::with_capacity(runs.len());
     let mut stopped = Vec::with_capacity(runs.len());
+    let mut decided = Vec::with_capacity(runs.len());
     for run in runs {
         let (file, marker) = (run_file(dir, run), stopped_file(dir, run));
         let (r, i) = if holds_file(&file)? {
@@ -312,19 +329,23 @@ fn resume(
             _ => None,
         };
         stopped.push(end);
+        decided.push(run != "reference" && holds_file(&decided_file(dir, run))?);
     }
-    let answering = records.iter().zip(&stopped).filter(|(_, s)| s.is_none());
-    let shortest = answering.map(|(k, _)| k.len()).min().unwrap_or(0);
-    for ((r, i), s) in records.iter_mut().zip(inputs.iter_mut()).zip(&stopped) {
-        if s.is_none() {
-            r.truncate(shortest);
-            i.truncate(shortest);
-        }
+    let answering = |k: usize| stopped[k].is_none() && !decided[k];
+    let shortest = (0..runs.len())
+        .filter(|&k| answering(k))
+        .map(|k| records[k].len())
+        .min()
+        .unwrap_or(0);
+    for k in (0..runs.len()).filter(|&k| answering(k)) {
+        records[k].truncate(shortest);
+        inputs[k].truncate(shortest);
     }
     Ok(Resumed {
         records,
         inputs,
         stopped,
+        decided,
     })
 }
 

@@ -10,6 +10,7 @@ mod explain;
 pub mod merge;
 mod sessions;
 pub mod shard;
+pub mod sizing;
 mod stream;
 mod summary;
 
@@ -97,12 +98,92 @@ impl Reads for EvalOptions {
 /// Runs the eval and returns its report (its `exit_code` says how the process should end). The
 /// records directory is staged in `outputs` with the report's files.
 pub fn run(opts: &EvalOptions, outputs: &mut Outputs) -> Result<EvalReport> {
-    let dataset = open_set(opts)?;
-    let plan = sessions::plan(opts, &dataset)?;
+    let mut dataset = open_set(opts)?;
+    let mut plan = sessions::plan(opts, &dataset)?;
+    if let Some(sequential) = opts.stats.sequential {
+        check_sequential(opts, &plan)?;
+        dataset.shuffle(sequential.order_seed);
+        for note in too_few_to_pass(opts, &plan, dataset.len()) {
+            crate::console::note(format!("eval: {note}"));
+            plan.notes.push(note);
+        }
+    }
     outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
     let runs = stream::run(opts, &plan, &dataset, (0..dataset.len(), opts.records.as_deref()))?;
     crate::interrupt::check()?;
     assemble::report(opts, &plan, &dataset, runs)
+}
+
+/// A sequential eval decides limits: at least one target asked for must have one, and a drop of
+/// the CER (a ratio over the whole set) is not a mean a confidence sequence bounds.
+fn check_sequential(opts: &EvalOptions, plan: &sessions::EvalPlan) -> Result<()> {
+    let limits: Vec<_> = plan
+        .targets
+        .iter()
+        .filter(|t| t.role == crate::target::TargetRole::Target)
+        .map(|t| opts.policy.limits(&t.spec.id, None))
+        .collect();
+    if !limits
+        .iter()
+        .any(|l| l.max_accuracy_drop.is_some() || l.min_accuracy.is_some())
+    {
+        return Err(bad_flag(
+            "--until-decided stops each target when its limits are decided: give --max-accuracy-drop or --min-accuracy (or max_accuracy_drop / min_accuracy in the policy)",
+        ));
+    }
+    let ctc = matches!(opts.task, TaskSpec::Ctc { .. });
+    if ctc && limits.iter().any(|l| l.max_accuracy_drop.is_some()) {
+        return Err(bad_flag(
+            "--until-decided decides accuracy limits; the CER drop of --task ctc is a ratio over the whole set that no confidence sequence here bounds: run the whole set without --until-decided",
+        ));
+    }
+    Ok(())
+}
+
+/// A note per gated target whose limits the set is too small to show met even if no sample
+/// flipped: such a target passes only by fixing more samples than it breaks.
+fn too_few_to_pass(opts: &EvalOptions, plan: &sessions::EvalPlan, samples: usize) -> Vec<String> {
+    use crate::eval::decide::{fewest_to_pass, Limits};
+    let mut notes = Vec::new();
+    for t in plan
+        .targets
+        .iter()
+        .filter(|t| t.role == crate::target::TargetRole::Target)
+    {
+        let l = opts.policy.limits(&t.spec.id, None);
+        let limits = Limits {
+            max_drop_points: l.max_accuracy_drop.map(|l| l.value),
+            min_accuracy: l.min_accuracy.map(|l| l.value),
+        };
+        let fewest = fewest_to_pass(limits);
+        if fewest.is_none_or(|n| n > samples) {
+            let needs = fewest.map_or("more than ten million".into(), |n| n.to_string());
+            notes.push(format!(
+                "{}: --until-decided can show its limits met within the set's {samples} samples only if it fixes more samples than it breaks: with no flip it takes {needs}",
+                t.spec.id
+            ));
+        }
+    }
+    notes
+}
+
+/// Each planned target's limits a sequential eval decides (`None`: not gated, or not sequential),
+/// as the report's basis holds them.
+fn decided_limits(
+    opts: &EvalOptions,
+    plan: &sessions::EvalPlan,
+    dataset: &Dataset,
+    task: &Task,
+) -> Vec<Option<crate::eval::decide::Limits>> {
+    if opts.stats.sequential.is_none() {
+        return vec![None; plan.targets.len()];
+    }
+    let basis = assemble::Basis::of(opts, plan, dataset, task);
+    basis
+        .targets
+        .iter()
+        .map(assemble::TargetBasis::decided_limits)
+        .collect()
 }
 
 /// The set, checked to have labels unless the task needs none.

@@ -16,6 +16,7 @@ use crate::audit::reference::ReferencePlan;
 use crate::compare::ErrorStats;
 use crate::dataset::{Dataset, Sample};
 use crate::error::{bad_input, run_error};
+use crate::eval::decide::{replay, Decider, Limits};
 use crate::eval::task::{Task, Truth};
 use crate::eval::Record;
 use crate::exec::job::JobResult;
@@ -56,6 +57,10 @@ struct Live {
     records: Vec<Record>,
     /// Whether the checkpoint already says it stopped.
     marked: bool,
+    /// `--until-decided`: its limits watched sample by sample (gated targets only).
+    decider: Option<Decider>,
+    /// What its sessions said of themselves, for sessions already stopped (once decided).
+    finished: Vec<JobResult>,
 }
 
 impl Live {
@@ -79,7 +84,25 @@ impl Live {
             end,
             records,
             marked,
+            decider: None,
+            finished: Vec::new(),
         }
+    }
+
+    /// Whether its limits are decided (it takes no more samples).
+    fn decided(&self) -> bool {
+        self.decider.as_ref().is_some_and(|d| d.decision().is_some())
+    }
+
+    /// Whether the eval waits for it: a gated target neither decided nor stopped.
+    fn undecided(&self) -> bool {
+        self.decider.is_some() && !self.decided() && self.end.is_none()
+    }
+
+    /// Stops its sessions at once (samples in flight are not wanted any more), keeping what they
+    /// said of themselves.
+    fn settle(&mut self) {
+        self.finished.extend(self.sessions.drain(..).map(ServeSession::abandon));
     }
 
     /// The sample it records next.
@@ -93,7 +116,7 @@ impl Live {
     }
 
     fn answering(&self) -> bool {
-        self.end.is_none() && !self.sessions.is_empty()
+        self.end.is_none() && !self.sessions.is_empty() && !self.decided()
     }
 
     /// Stops the run: its sessions killed, why kept.
@@ -170,6 +193,10 @@ pub fn run(
     let records_dir = records.map_or_else(|| started.executor.work().join("records"), Path::to_path_buf);
     let context = context(opts, plan, dataset, &run_ids, &window);
     let (mut checkpoint, resumed) = Checkpoint::open(&records_dir, &context, &run_ids, window.start)?;
+    let output_len = first_golden
+        .iter()
+        .find(|(n, _)| *n == task.output)
+        .map_or(0, |(_, t)| t.len());
     // The executor owns the work directory (the sessions' files, the default records): it lives
     // until the stream is done.
     let sessions::Started {
@@ -182,24 +209,20 @@ pub fn run(
         plan,
         dataset,
         task: &task,
-        output_len: first_golden
-            .iter()
-            .find(|(n, _)| *n == task.output)
-            .map_or(0, |(_, t)| t.len()),
+        output_len,
         dir: &records_dir,
         runs: &run_ids,
         window: window.clone(),
     };
     check_resumed(&check, &resumed)?;
+    let decided_before = resumed.decided.clone();
     let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed, window.start);
-    let resume = reference.records.len();
-    if resume > 0 {
-        rejudge(&task, &truths, &mut reference, &mut targets);
-        crate::console::note(format!(
-            "eval: resuming after {resume} samples recorded in {}",
-            records_dir.display()
-        ));
-    }
+    let resume = take_up(
+        (opts, plan, dataset),
+        (&task, &truths),
+        (&mut reference, &mut targets),
+        (&checkpoint, &records_dir, &decided_before),
+    )?;
     let mut stream = Stream {
         plan,
         task: &task,
@@ -350,6 +373,61 @@ fn judge_again(task: &Task, record: &mut Record, truth: Truth) {
     record.truth = truth;
 }
 
+/// Takes up what the records directory held: resumed records judged again against the labels as
+/// they are now, and a sequential eval's gated targets given their deciders. Returns how many
+/// samples every run already recorded.
+fn take_up(
+    (opts, plan, dataset): (&EvalOptions, &EvalPlan, &Dataset),
+    (task, truths): (&Task, &[Option<Truth>]),
+    (reference, targets): (&mut Live, &mut [Live]),
+    (checkpoint, dir, decided): (&Checkpoint, &Path, &[bool]),
+) -> Result<usize> {
+    let resume = reference.records.len();
+    if resume > 0 {
+        rejudge(task, truths, reference, targets);
+        crate::console::note(format!(
+            "eval: resuming after {resume} samples recorded in {}",
+            dir.display()
+        ));
+    }
+    let limits = super::decided_limits(opts, plan, dataset, task);
+    watch(&limits, (reference, targets), &decided[1..], (checkpoint, dir))?;
+    Ok(resume)
+}
+
+/// Gives every gated target of a sequential eval its decider, with the records it already holds
+/// taken in order (a resumed eval): a target they decide is settled at once, and one the records
+/// directory says was decided must be decided exactly at its last record, or the records are not
+/// this eval's.
+fn watch(
+    limits: &[Option<Limits>],
+    (reference, targets): (&Live, &mut [Live]),
+    marked: &[bool],
+    (checkpoint, dir): (&Checkpoint, &Path),
+) -> Result<()> {
+    for ((live, limits), &marked) in targets.iter_mut().zip(limits).zip(marked) {
+        let Some(decider) = limits.and_then(|l| replay(l, &live.records, &reference.records)) else {
+            continue;
+        };
+        let at_end = decider.decision().is_some() && decider.samples() == live.records.len();
+        if (marked || decider.decision().is_some()) && !at_end {
+            return Err(crate::error::bad_output(format!(
+                "--records {}: the records of {} do not decide its limits at their last sample, judged against the labels as they are now (the labels changed, or the records are not this eval's); give a new or empty directory",
+                dir.display(),
+                crate::console::printable(&live.id)
+            )));
+        }
+        live.decider = Some(decider);
+        if at_end {
+            live.settle();
+            if !marked {
+                checkpoint.decided(&live.id)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Every run as the stream takes it: its sessions, and what the records directory already held
 /// for it (its records, whether it had stopped).
 fn live_runs(
@@ -385,10 +463,9 @@ fn finish_runs(
 ) -> (RunRecords, Vec<RunRecords>) {
     let finish = |live: Live, results: &[std::path::PathBuf]| -> RunRecords {
         let results = live
-            .sessions
+            .finished
             .into_iter()
-            .zip(results)
-            .map(|(s, path)| s.finish(path))
+            .chain(live.sessions.into_iter().zip(results).map(|(s, path)| s.finish(path)))
             .collect();
         RunRecords {
             id: live.id,
@@ -445,8 +522,8 @@ fn stored_outputs(golden: &crate::golden::Golden, sample: &Sample) -> Result<Vec
     let entry = golden
         .manifest
         .samples
-        .get(sample.index)
-        .ok_or_else(|| crate::error::bad_golden(format!("the golden run has no sample {}", sample.index)))?;
+        .get(sample.stored)
+        .ok_or_else(|| crate::error::bad_golden(format!("the golden run has no sample {}", sample.stored)))?;
     for (name, t) in &sample.inputs {
         let same = entry
             .inputs
@@ -508,9 +585,12 @@ impl Stream<'_> {
             self.mark_stopped(live)?;
         }
         let mut queue: VecDeque<InFlight> = VecDeque::new();
+        let sequential = targets.iter().any(|t| t.decider.is_some());
         let mut exhausted = false;
         loop {
             crate::interrupt::check()?;
+            // A sequential eval ends when no gated target is left to decide.
+            exhausted |= sequential && !targets.iter().any(Live::undecided);
             while !exhausted && queue.len() < WINDOW * per_run {
                 match samples.next() {
                     Some(sample) => queue.push_back(self.send(sample?, reference, targets)),
@@ -551,6 +631,7 @@ impl Stream<'_> {
             (ReferencePlan::Stored { golden, .. }, Some(sample)) => stored_outputs(golden, sample)?,
             _ => match answer(reference, s.index) {
                 Some(Ok(outputs)) => outputs,
+                _ if crate::interrupt::stopping() => return Err(crate::error::interrupted()),
                 Some(Err(e)) => return Err(run_error(format!("the reference run failed on sample {}: {e}", s.id))),
                 None => {
                     let why = reference.end.as_ref().and_then(|e| e.error.clone()).unwrap_or_default();
@@ -569,12 +650,20 @@ impl Stream<'_> {
         if first_time {
             reference.records.push(reference_record);
         }
-        for live in targets.iter_mut() {
+        let mut settled = Vec::new();
+        for (k, live) in targets.iter_mut().enumerate() {
             let fresh = live.next_index() == s.index && live.answering();
             let got = if fresh { answer(live, s.index) } else { None };
             match got {
                 Some(a) => {
                     let r = self.record(&s, a, Some(&golden), Some(truth.clone()))?;
+                    let decided = match (live.decider.as_mut(), reference.record_of(s.index)) {
+                        (Some(d), Some(reference)) => d.push(&r, reference).is_some(),
+                        _ => false,
+                    };
+                    if decided {
+                        settled.push(k);
+                    }
                     live.records.push(r.clone());
                     appended.push(Some(r));
                 }
@@ -585,11 +674,18 @@ impl Stream<'_> {
             }
         }
         let refs: Vec<Option<&Record>> = appended.iter().map(Option::as_ref).collect();
-        self.checkpoint.append(&s.input, &refs)
+        self.checkpoint.append(&s.input, &refs)?;
+        for k in settled {
+            targets[k].settle();
+            self.checkpoint.decided(&targets[k].id)?;
+        }
+        Ok(())
     }
 
     /// Writes a stopped run's marker in the checkpoint, once: a resumed eval does not wait for it.
     fn mark_stopped(&self, live: &mut Live) -> Result<()> {
+        // Workers killed by an interruption did not stop on their own: nothing to remember.
+        crate::interrupt::check()?;
         if let (Some(end), false) = (&live.end, live.marked) {
             self.checkpoint.stop(&live.id, end)?;
             live.marked = true;
@@ -725,6 +821,13 @@ impl Progress {
         bar.set_position(live.records.len() as u64);
         if let Some(end) = &live.end {
             bar.set_message(format!("stopped: {}", end.status.as_str()));
+            return;
+        }
+        if let Some(outcome) = live.decider.as_ref().filter(|_| live.decided()).map(Decider::outcome) {
+            bar.set_message(format!(
+                "decided: {} after {} samples",
+                outcome.decision, outcome.samples_used
+            ));
             return;
         }
         let times: Vec<f64> = live.sessions.iter().filter_map(ServeSession::mean_run_ms).collect();

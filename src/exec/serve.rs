@@ -39,6 +39,8 @@ pub struct ServeSession {
     /// The session's own time on the samples it answered, and how many.
     busy_ms: f64,
     answered: usize,
+    /// The session's own time on each sample it answered, in order.
+    run_ms: Vec<f64>,
 }
 
 /// The answer to one sample: its outputs, or the error the runtime gave for it.
@@ -94,6 +96,7 @@ impl ServeSession {
             spawned: Instant::now(),
             busy_ms: 0.0,
             answered: 0,
+            run_ms: Vec::new(),
         })
     }
 
@@ -155,6 +158,7 @@ impl ServeSession {
             Frame::Outputs { outputs, run_ms } => {
                 self.busy_ms += run_ms;
                 self.answered += 1;
+                self.run_ms.push(run_ms);
                 Ok(Ok(outputs))
             }
             Frame::Error(e) => Ok(Err(e)),
@@ -216,6 +220,20 @@ impl ServeSession {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_else(|| self.ready.clone())
+    }
+}
+
+impl ServeSession {
+    /// Stops the worker at once, samples still in flight unanswered (a sequential eval's target
+    /// once decided), and returns what its session said when it was ready with the times of the
+    /// samples it answered.
+    pub fn abandon(mut self) -> JobResult {
+        self.stdin = None;
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut result = self.ready.clone();
+        result.run_ms = std::mem::take(&mut self.run_ms);
+        result
     }
 }
 

@@ -80,14 +80,15 @@ fn cell(
         (Some(m), Some(c)) => Some(CellTask {
             samples: m.samples,
             primary: match (&report.task.primary[..], &m.cer) {
-                ("cer", Some(cer)) => *cer,
+                ("cer", Some(cer)) => cer.clone(),
                 _ => crate::report::eval::Estimate {
                     value: m.accuracy.value,
                     lo: m.accuracy.lo,
                     hi: m.accuracy.hi,
+                    unbounded: None,
                 },
             },
-            drop: c.drop,
+            drop: c.drop.clone(),
             drop_upper: c.drop_upper,
             fixed: c.fixed,
             broken: c.broken,

@@ -21,10 +21,14 @@ pub fn proportion(p: &Proportion) -> String {
     percent_with_interval(p.value.0, p.lo.0, p.hi.0)
 }
 
-/// A rate (CER, WER, F1) as a percentage with its interval.
+/// A rate (CER, WER, F1) as a percentage with its interval (`cannot bound` when the sample has
+/// nothing that varies).
 pub fn rate(e: &Estimate) -> String {
     if e.value.0.is_nan() {
         return "-".into();
+    }
+    if e.unbounded.is_some() {
+        return format!("{:.2}% (cannot bound)", 100.0 * e.value.0);
     }
     percent_with_interval(e.value.0, e.lo.0, e.hi.0)
 }
@@ -38,6 +42,9 @@ fn percent_with_interval(value: f64, lo: f64, hi: f64) -> String {
 pub fn drop(e: &Estimate) -> String {
     if e.value.0.is_nan() {
         return "-".into();
+    }
+    if e.unbounded.is_some() {
+        return format!("{:+.2} (cannot bound)", e.value.0);
     }
     format!("{:+.2} ({:+.2}…{:+.2})", e.value.0, e.lo.0, e.hi.0)
 }
@@ -132,15 +139,95 @@ fn header(s: &mut String, report: &EvalReport) {
         report.reference,
         primary(report, &report.reference_metrics)
     );
+    let _ = writeln!(s, "stats    {}", stats_line(report));
+}
+
+/// How the figures were computed, in one line.
+fn stats_line(report: &EvalReport) -> String {
     let st = &report.statistics;
-    let _ = writeln!(
-        s,
-        "stats    bootstrap {} resamples, seed {}{}",
+    let mut line = format!(
+        "drops: {}; bootstrap {} resamples, seed {}",
+        if report.task.primary == "cer" {
+            "paired bootstrap"
+        } else {
+            "Tango score bounds"
+        },
         st.resamples,
-        st.seed,
-        st.margin_points
-            .map_or(String::new(), |m| format!(", margin {m} points"))
+        st.seed
     );
+    if let Some(m) = st.margin_points {
+        let _ = write!(line, "; margin {}", points(m));
+    }
+    if let Some(q) = &st.sequential {
+        let _ = write!(
+            line,
+            "; until decided (anytime-valid 95% bounds), samples in the order of seed {}",
+            q.order_seed
+        );
+    }
+    line
+}
+
+/// A target's sequential decision in one line: `decided pass after 88 of 200 samples: drop ≤
+/// 4.97 points`.
+pub fn sequential_text(report: &EvalReport, t: &EvalTarget) -> Option<String> {
+    let q = t.sequential.as_ref()?;
+    let bounds: Vec<String> = q
+        .rules
+        .iter()
+        .map(|r| match r.rule.as_str() {
+            "max_accuracy_drop" => format!("drop {:+.2}…{:+.2} points vs limit {}", r.lower.0, r.upper.0, r.limit.0),
+            _ => format!(
+                "accuracy {:.2}%…{:.2}% vs limit {:.2}%",
+                100.0 * r.lower.0,
+                100.0 * r.upper.0,
+                100.0 * r.limit.0
+            ),
+        })
+        .collect();
+    let verb = match q.decision.as_str() {
+        "undecided" => "undecided".to_string(),
+        d => format!("decided {d}"),
+    };
+    Some(format!(
+        "{verb} after {} of {} samples ({}; anytime-valid 95% bounds)",
+        q.samples_used,
+        report.dataset.samples,
+        bounds.join("; ")
+    ))
+}
+
+/// `1 point`, `2.5 points`.
+fn points(v: f64) -> String {
+    if v == 1.0 {
+        "1 point".into()
+    } else {
+        format!("{v} points")
+    }
+}
+
+/// What a target's sample could not show and what would: `4 samples cannot show a drop under
+/// 40.35 points; at its flip rates (0.0% broken, 0.0% fixed) 268 samples show 1 point at even
+/// odds, 268 with 80% power`.
+pub fn samples_needed_text(t: &EvalTarget) -> Option<String> {
+    let need = t.samples_needed.as_ref()?;
+    let c = comparison(t, "reference")?;
+    let floor = c.resolution.map_or(String::new(), |r| {
+        format!("{} samples cannot show a drop under {:.2} points; ", c.pairs, r.0)
+    });
+    let rates = format!(
+        "{:.1}% broken, {:.1}% fixed",
+        100.0 * need.broken_rate.0,
+        100.0 * need.fixed_rate.0
+    );
+    let limit = points(need.limit_points.0);
+    let sizes = match (need.even_odds, need.power_80) {
+        (Some(even), Some(p80)) => {
+            format!("{even} samples show a drop within {limit} at even odds, {p80} with 80% power")
+        }
+        _ => format!("no number of samples shows a drop within {limit}"),
+    };
+    Some(format!("{floor}at its flip rates ({rates}) {sizes}"))
 }
 
 fn details(s: &mut String, report: &EvalReport, t: &EvalTarget) {
@@ -175,6 +262,16 @@ fn details(s: &mut String, report: &EvalReport, t: &EvalTarget) {
     if let Some(e) = &t.error {
         let _ = writeln!(s, "  {} {}: {}", t.id, t.status.as_str(), super::present::printable(e));
     }
+    if let Some(q) = sequential_text(report, t) {
+        let _ = writeln!(s, "  {}: {q}", t.id);
+    }
+    for c in t.comparisons.iter().filter(|c| c.drop.unbounded.is_some()) {
+        let why = c.drop.unbounded.as_deref().unwrap_or_default();
+        let _ = writeln!(s, "  {} vs {}: {why}", t.id, c.against);
+    }
+    if let Some(need) = samples_needed_text(t) {
+        let _ = writeln!(s, "  {}: {need}", t.id);
+    }
     let broken: Vec<String> = t
         .flips
         .iter()
@@ -193,7 +290,6 @@ fn details(s: &mut String, report: &EvalReport, t: &EvalTarget) {
             super::present::printable(&explanation_text(x))
         );
     }
-    let _ = report;
 }
 
 /// A flip in one line, its id and labels (the user's, the model's transcripts) made printable.
@@ -235,7 +331,12 @@ fn gate(s: &mut String, report: &EvalReport) {
         .filter(|r| !r.pass)
         .map(|r| {
             let (m, l) = rule_values(r.rule.as_str(), r.measured, r.limit);
-            format!("{} {}: {m} vs limit {l} ({})", r.target, r.rule, r.origin)
+            let bound = match r.rule.as_str() {
+                "max_accuracy_drop" => "upper bound ",
+                "min_accuracy" => "lower bound ",
+                _ => "",
+            };
+            format!("{} {}: {bound}{m} vs limit {l} ({})", r.target, r.rule, r.origin)
         })
         .collect();
     let verdict = match report.gate.verdict {
@@ -308,7 +409,62 @@ pub fn markdown(report: &EvalReport) -> String {
             let _ = writeln!(s, "\n`{}`: flips come from {}", esc(&t.id), esc(&explanation_text(x)));
         }
     }
+    for t in &report.targets {
+        let lines = sequential_text(report, t).into_iter().chain(samples_needed_text(t));
+        for line in lines {
+            let _ = writeln!(s, "\n`{}`: {}", esc(&t.id), esc(&line));
+        }
+    }
     s
+}
+
+/// `sample-size` in the terminal: per target (or the expected rates) the samples that show the
+/// limit at even odds and with the asked power, and what they cost at the earlier eval's speed.
+pub fn sizing_text(sizing: &crate::evaluate::sizing::Sizing) -> String {
+    let mut b = Builder::default();
+    let powered = format!("samples ({:.0}% power)", 100.0 * sizing.power);
+    b.push_record([
+        "rates of",
+        "broken",
+        "fixed",
+        "samples (even odds)",
+        powered.as_str(),
+        "time per target",
+    ]);
+    let count = |n: Option<u64>| n.map_or("never".to_string(), |n| n.to_string());
+    for r in &sizing.rows {
+        let time = match (r.powered, r.run_ms_median) {
+            (Some(n), Some(ms)) => {
+                crate::console::elapsed_text(std::time::Duration::from_secs_f64(n as f64 * ms / 1000.0))
+            }
+            _ => "-".into(),
+        };
+        b.push_record([
+            r.target.clone(),
+            format!("{:.2}%", 100.0 * r.broken_rate),
+            format!("{:.2}%", 100.0 * r.fixed_rate),
+            count(r.even_odds),
+            count(r.powered),
+            time,
+        ]);
+    }
+    let mut s = format!(
+        "{} samples to show a drop within {} (one-sided 95% Tango bound; rates: {})\n",
+        bold("sample-size"),
+        points(sizing.limit_points),
+        sizing.source
+    );
+    let _ = writeln!(s, "{}", table_with(b, &Look::grid()));
+    if sizing.rows.iter().any(|r| r.even_odds.is_none()) {
+        let _ = writeln!(s, "never: at these rates the expected drop is at or beyond the limit");
+    }
+    if sizing.rows.iter().any(|r| r.run_ms_median.is_some()) {
+        let _ = writeln!(
+            s,
+            "time per target: the powered sample count at the earlier eval's median time per sample, one session"
+        );
+    }
+    prose(&s)
 }
 
 #[cfg(test)]

@@ -9,8 +9,9 @@ use super::model::{LayerPointer, Num, RuleResult, RuntimeInfo};
 use crate::error::ExitCode;
 use crate::exec::RunStatus;
 
-/// The eval output's layout version.
-pub const EVAL_SCHEMA_VERSION: u32 = 1;
+/// The eval output's layout version (2: drops of accuracy bounded by Tango's score interval,
+/// bounds a sample cannot give said so, sample sizes, sequential decisions).
+pub const EVAL_SCHEMA_VERSION: u32 = 2;
 
 /// What `eval` found.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -72,8 +73,23 @@ pub struct StatisticsInfo {
     /// The non-inferiority margin in points of the primary metric, when given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub margin_points: Option<f64>,
+    /// `--until-decided`: the samples were taken in a seeded random order and each gated target
+    /// stopped when its confidence sequence decided its limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialInfo>,
     /// One sentence per method.
     pub methods: Vec<String>,
+}
+
+/// How a sequential eval took its samples and what its decisions guarantee.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SequentialInfo {
+    /// `--order-seed`: the seed of the order the samples were taken in (`docs/eval.md`).
+    pub order_seed: u64,
+    /// Each bound's miscoverage, uniform over every sample size (0.05).
+    pub alpha: f64,
+    /// What a decision guarantees, in one sentence.
+    pub guarantee: String,
 }
 
 /// A proportion with its 95% Wilson interval.
@@ -86,12 +102,16 @@ pub struct Proportion {
     pub hi: Num,
 }
 
-/// A figure with its 95% bootstrap interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+/// A figure with its 95% interval (`lo` and `hi` are `nan` when the sample cannot bound it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Estimate {
     pub value: Num,
     pub lo: Num,
     pub hi: Num,
+    /// Why there is no interval: the sample has nothing that varies (every resample of a
+    /// bootstrap gives the same figure), so it cannot bound the figure, and no limit on it passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unbounded: Option<String>,
 }
 
 /// A run's figures against the labels.
@@ -125,12 +145,26 @@ pub struct Metrics {
 pub struct Comparison {
     /// What it is compared with: `reference` or the baseline's id.
     pub against: String,
-    /// The primary metric's drop in points (accuracy lost, or CER gained), with its 95% paired
-    /// bootstrap interval.
+    /// Samples both runs answered: the pairs compared (absent in reports of layout 1).
+    #[serde(default)]
+    pub pairs: u64,
+    /// The primary metric's drop in points (accuracy lost, or CER gained), with its two-sided 95%
+    /// interval: Tango's score interval for accuracy, the paired bootstrap for the CER.
     pub drop: Estimate,
-    /// The one-sided 95% upper bound of the drop (the 95th percentile): what non-inferiority
-    /// tests.
+    /// The one-sided 95% upper bound of the drop: what non-inferiority and the
+    /// `max_accuracy_drop` gate test (`nan` when the sample cannot bound it).
     pub drop_upper: Num,
+    /// The one-sided 95% lower bound of the drop (equivalence tests both).
+    #[serde(default = "Num::nan")]
+    pub drop_lower: Num,
+    /// `tango` (the score interval of paired proportions) or `bootstrap` (the paired percentile
+    /// bootstrap, for the CER; every drop in reports of layout 1).
+    #[serde(default = "bootstrap_method")]
+    pub method: String,
+    /// The smallest drop in points this many pairs can rule out: the upper bound had no pair been
+    /// discordant (`tango` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Num>,
     /// Samples the other run got wrong and this one right.
     pub fixed: u64,
     /// Samples the other run got right and this one wrong.
@@ -143,6 +177,11 @@ pub struct Comparison {
     /// With a margin: the drop's 90% interval within plus or minus it (two one-sided tests).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub equivalent: Option<bool>,
+}
+
+/// The method of every drop in reports of layout 1.
+fn bootstrap_method() -> String {
+    "bootstrap".into()
 }
 
 /// A sample whose correctness changed between the reference and a target.
@@ -237,6 +276,59 @@ pub struct EvalTarget {
     /// Milliseconds per sample, median (the session's own run time).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_ms_median: Option<f64>,
+    /// When its drop limit is not shown: how many samples it would take at its observed flip
+    /// rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_needed: Option<SamplesNeeded>,
+    /// `--until-decided`: when and how its limits were decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<SequentialOutcome>,
+}
+
+/// The samples a drop limit needs at a target's flip rates (`docs/eval.md`, Nam 1997).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SamplesNeeded {
+    /// The limit in points (`max_accuracy_drop`, else the margin).
+    pub limit_points: Num,
+    /// The fractions of samples the target broke and fixed against the reference.
+    pub broken_rate: Num,
+    pub fixed_rate: Num,
+    /// Samples at which the bound of the expected counts meets the limit (even odds of showing
+    /// it); absent when no number of samples shows it at these rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub even_odds: Option<u64>,
+    /// Samples that show it with 80% probability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_80: Option<u64>,
+}
+
+/// A gated target's sequential decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SequentialOutcome {
+    /// `pass` (every limit shown met), `fail` (a limit shown broken) or `undecided` (the set ran
+    /// out, or the target stopped, first).
+    pub decision: String,
+    /// Samples it ran before the decision (all it ran when undecided).
+    pub samples_used: usize,
+    /// Each limit's bounds at its decision (at the stop when undecided).
+    pub rules: Vec<SequentialRule>,
+}
+
+/// One limit of a sequential decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SequentialRule {
+    /// `max_accuracy_drop` (points) or `min_accuracy` (a fraction).
+    pub rule: String,
+    pub limit: Num,
+    /// The anytime-valid one-sided 95% bounds when it was decided (at the stop when undecided),
+    /// in the limit's units.
+    pub lower: Num,
+    pub upper: Num,
+    /// `pass`, `fail` or `undecided`.
+    pub decision: String,
+    /// The sample count at which it was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<usize>,
 }
 
 /// The gate of an eval: its rules and verdict.

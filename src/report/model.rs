@@ -20,6 +20,14 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Num(pub f64);
 
+impl Num {
+    /// Not a number: a figure that could not be computed (also the default of a field that
+    /// older layouts lack).
+    pub fn nan() -> Num {
+        Num(f64::NAN)
+    }
+}
+
 impl Serialize for Num {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let v = self.0;

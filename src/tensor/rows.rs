@@ -140,6 +140,74 @@ fn stream(
     Ok(())
 }
 
+/// One array of a `.npz` archive whose rows are read in any order: its data inflated once into an
+/// anonymous temporary file (removed by the system when closed), then each row read at its
+/// offset. A sequential eval feeds a stacked set in a random order; a compressed member cannot
+/// be sought, and holding the array would cost its size in memory instead of on disk.
+#[derive(Debug)]
+pub struct RowTable {
+    pub header: ArrayHeader,
+    file: File,
+    row_shape: Vec<usize>,
+    row_bytes: usize,
+    big_endian: bool,
+}
+
+impl RowTable {
+    /// Inflates `member` of the archive at `path` into a temporary file.
+    pub fn spill(path: &Path, member: &str) -> Result<RowTable> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let mut archive =
+            super::open_zip(BufReader::new(file), ".npz").with_context(|| format!("{}", path.display()))?;
+        let mut entry = archive
+            .by_name(&format!("{member}.npy"))
+            .map_err(|_| anyhow::anyhow!("{}: no array '{member}'", path.display()))?;
+        let (dtype, shape, big_endian) =
+            super::npy::stream_header(&mut entry).with_context(|| format!("{}: array '{member}'", path.display()))?;
+        let Some((&rows, row_shape)) = shape.split_first() else {
+            bail!(
+                "{}: array '{member}' is a scalar, not samples stacked on axis 0",
+                path.display()
+            );
+        };
+        let row_bytes = checked_len(row_shape).context("a row too large")? * dtype.size();
+        let mut spill = tempfile::tempfile().context("cannot make a temporary file for the set's rows")?;
+        let want = (rows as u64).saturating_mul(row_bytes as u64);
+        let copied = std::io::copy(&mut (&mut entry).take(want), &mut spill)
+            .with_context(|| format!("{}: array '{member}' cannot be read", path.display()))?;
+        if copied != want {
+            bail!("{}: array '{member}' ends before its last row", path.display());
+        }
+        Ok(RowTable {
+            header: ArrayHeader {
+                name: member.to_string(),
+                dtype,
+                shape: shape.clone(),
+            },
+            file: spill,
+            row_shape: row_shape.to_vec(),
+            row_bytes,
+            big_endian,
+        })
+    }
+
+    /// Row `k`: the array's type, its shape without axis 0.
+    pub fn row(&self, k: usize) -> Result<Tensor> {
+        use std::os::unix::fs::FileExt;
+        if k >= self.header.shape[0] {
+            bail!("array '{}' has no row {k}", self.header.name);
+        }
+        let mut bytes = vec![0u8; self.row_bytes];
+        self.file
+            .read_exact_at(&mut bytes, (k as u64) * self.row_bytes as u64)
+            .with_context(|| format!("array '{}': row {k} cannot be read back", self.header.name))?;
+        Tensor::new(
+            self.row_shape.clone(),
+            TensorData::from_bytes(self.header.dtype, &bytes, self.big_endian),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +227,9 @@ mod tests {
         assert_eq!(s.next_row().unwrap().data, TensorData::Float32(vec![4.0, 5.0]));
         assert!(s.next_row().is_err());
         assert!(RowStream::open(&path, "nope", 0).is_err());
+        let table = RowTable::spill(&path, "x").unwrap();
+        assert_eq!(table.row(2).unwrap().data, TensorData::Float32(vec![4.0, 5.0]));
+        assert_eq!(table.row(0).unwrap().data, TensorData::Float32(vec![0.0, 1.0]));
+        assert!(table.row(3).is_err());
     }
 }

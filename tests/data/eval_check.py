@@ -8,7 +8,9 @@ Written from docs/eval.md and the textbook definitions, not from the tool's code
   Runs the tool could not be rerun here (QNN targets) are taken from the records the tool saved.
 - accuracy and its interval: statsmodels' proportion_confint(method="wilson").
 - McNemar: statsmodels' mcnemar(exact=True) on the paired table.
-- bootstrap: docs/eval.md's SplitMix64 draws, NumPy's percentile (linear).
+- accuracy drops: Tango's score interval, each bound by SciPy's brentq on the score statistic with
+  the nuisance parameter maximised numerically (tests/data/tango_check.py).
+- bootstrap (CER and its drop): docs/eval.md's SplitMix64 draws, NumPy's percentile (linear).
 - CER / WER: Levenshtein distances written here, pooled over the set.
 - SQNR: 10 log10(sum r^2 / sum (o - r)^2) in float64, the worst output.
 
@@ -29,6 +31,10 @@ import numpy as np
 import onnxruntime as ort
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
+from scipy.stats import norm
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import tango_check  # noqa: E402
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 CHECKED = []
@@ -53,7 +59,7 @@ def resamples(seed, n, count):
 
 def close(what, got, want, tol=1e-9):
     if isinstance(want, float) and math.isnan(want):
-        ok = got is None or (isinstance(got, float) and math.isnan(got)) or got == "NaN"
+        ok = got in (None, "NaN", "nan") or (isinstance(got, float) and math.isnan(got))
     else:
         ok = got is not None and abs(float(got) - float(want)) <= tol * max(1.0, abs(float(want)))
     CHECKED.append(what)
@@ -174,25 +180,37 @@ def check_comparison(args, name, cmp, rows, other_rows, stat):
     neither = n - both - fixed - broken
     table = [[both, broken], [fixed, neither]]
     close(f"{name} vs {cmp['against']} McNemar p", cmp["mcnemar_p"], float(mcnemar(table, exact=True).pvalue), 1e-9)
-    draws = resamples(stat["seed"], n, stat["resamples"])
     if args.task == "ctc":
+        draws = resamples(stat["seed"], n, stat["resamples"])
         te, tc = (np.array([r[i] for r in rows], dtype=np.float64) for i in (1, 2))
         oe, oc = (np.array([r[i] for r in other_rows], dtype=np.float64) for i in (1, 2))
         value = 100 * (te.sum() / tc.sum() - oe.sum() / oc.sum())
         boot = 100 * (te[draws].sum(axis=1) / tc[draws].sum(axis=1) - oe[draws].sum(axis=1) / oc[draws].sum(axis=1))
+        p = percentiles(boot)
+        same(f"{name} vs {cmp['against']} method", cmp["method"], "bootstrap")
+        if not np.any(te != oe):
+            same(f"{name} vs {cmp['against']} unbounded", "unbounded" in cmp["drop"], True)
+            p = {q: math.nan for q in p}
+        bounds = (p[2.5], p[97.5], p[5.0], p[95.0])
     else:
-        diff = np.array([float(o[0]) - float(t[0]) for t, o in zip(rows, other_rows)])
-        value = 100 * diff.mean()
-        boot = 100 * diff[draws].mean(axis=1)
-    p = percentiles(boot)
+        value = 100 * (broken - fixed) / n
+        z95, z90 = norm.ppf(0.975), norm.ppf(0.95)
+        bounds = tuple(100 * tango_check.bound(broken, fixed, n, z, up)
+                       for z, up in ((z95, False), (z95, True), (z90, False), (z90, True)))
+        same(f"{name} vs {cmp['against']} method", cmp["method"], "tango")
+        close(f"{name} vs {cmp['against']} resolution", cmp["resolution"], 100 * z90**2 / (n + z90**2), 1e-9)
+    lo95, hi95, lo90, hi90 = bounds
+    # The tool's closed form against SciPy's numerical maximisation: agreement to 1e-6 points.
+    tol = 1e-9 if args.task == "ctc" else 1e-6
     close(f"{name} vs {cmp['against']} drop", cmp["drop"]["value"], value)
-    close(f"{name} vs {cmp['against']} drop lo", cmp["drop"]["lo"], p[2.5])
-    close(f"{name} vs {cmp['against']} drop hi", cmp["drop"]["hi"], p[97.5])
-    close(f"{name} vs {cmp['against']} drop upper", cmp["drop_upper"], p[95.0])
+    close(f"{name} vs {cmp['against']} drop lo", cmp["drop"]["lo"], lo95, tol)
+    close(f"{name} vs {cmp['against']} drop hi", cmp["drop"]["hi"], hi95, tol)
+    close(f"{name} vs {cmp['against']} drop upper", cmp["drop_upper"], hi90, tol)
+    close(f"{name} vs {cmp['against']} drop lower", cmp["drop_lower"], lo90, tol)
     margin = stat.get("margin_points")
     if margin is not None:
-        same(f"{name} vs {cmp['against']} non-inferior", cmp.get("non_inferior"), p[95.0] <= margin)
-        same(f"{name} vs {cmp['against']} equivalent", cmp.get("equivalent"), p[5.0] >= -margin and p[95.0] <= margin)
+        same(f"{name} vs {cmp['against']} non-inferior", cmp.get("non_inferior"), hi90 <= margin)
+        same(f"{name} vs {cmp['against']} equivalent", cmp.get("equivalent"), lo90 >= -margin and hi90 <= margin)
 
 
 def recorded(args, record):

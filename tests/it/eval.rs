@@ -1479,3 +1479,398 @@ fn a_shard_killed_at_random_points_resumes_and_counts_no_sample_twice() {
     assert!(stderr.contains("another eval or another shard"), "{stderr}");
     assert_eq!(record_indices(&records), kept);
 }
+
+/// The normal quantile of a one-sided 95% bound, as SciPy's `norm.ppf(0.95)` gives it.
+const Z90: f64 = 1.644_853_626_951_472_2;
+
+/// An eval of the fp32 classifier against itself on the CPU EP (graph optimizations on against
+/// off): no sample flips, so every bound below is the sample size's alone.
+fn self_eval(set: &Path, extra: &[&str]) -> (i32, Value, String) {
+    let dir = tempdir().keep();
+    let set = set.display().to_string();
+    let mut args = vec![
+        real("ppocr_cls_fp32.onnx"),
+        "--reference".into(),
+        real("ppocr_cls_fp32.onnx"),
+        "--dataset".into(),
+        set,
+        "--task".into(),
+        "classify".into(),
+        "-t".into(),
+        "cpu".into(),
+        "--no-baseline".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    eval(&dir, &args, &[])
+}
+
+/// The gate rule `rule` of `report`'s first target: (measured, pass).
+fn rule_of(report: &Value, rule: &str) -> (f64, bool) {
+    let r = report["gate"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == rule)
+        .unwrap_or_else(|| panic!("no rule {rule}: {}", report["gate"]));
+    (r["measured"].as_f64().unwrap(), r["pass"].as_bool().unwrap())
+}
+
+#[test]
+fn four_samples_without_a_flip_cannot_show_a_one_point_drop_nor_one_sample_99_percent() {
+    let (code, report, stderr) = self_eval(
+        clean_set(),
+        &["--limit", "4", "--max-accuracy-drop", "1", "--min-accuracy", "0.5"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let c = &report["targets"][0]["comparisons"][0];
+    assert_eq!(
+        (c["fixed"].as_u64(), c["broken"].as_u64(), c["pairs"].as_u64()),
+        (Some(0), Some(0), Some(4))
+    );
+    // With no discordant pair Tango's statistic is -sqrt(nδ/(1-δ)): the bound is z²/(n + z²).
+    let by_hand = 100.0 * Z90 * Z90 / (4.0 + Z90 * Z90);
+    let (upper, pass) = rule_of(&report, "max_accuracy_drop");
+    assert!(!pass && (upper - by_hand).abs() < 1e-9 && upper >= 35.0, "{upper}");
+    assert!((by_hand - 40.35).abs() < 0.005);
+    assert!((c["resolution"].as_f64().unwrap() - by_hand).abs() < 1e-9);
+    // The two-sided 95% interval at z = 1.96: ±z²/(n + z²) = ±48.99 points.
+    let z95 = 1.959_963_984_540_054_f64;
+    let wide = 100.0 * z95 * z95 / (4.0 + z95 * z95);
+    assert!((c["drop"]["hi"].as_f64().unwrap() - wide).abs() < 1e-9, "{c}");
+    assert!((c["drop"]["lo"].as_f64().unwrap() + wide).abs() < 1e-9, "{c}");
+    // What the sample would need: z²(1 - L)/L = 267.8 samples for one point.
+    let need = &report["targets"][0]["samples_needed"];
+    assert_eq!(need["even_odds"].as_u64(), Some(268), "{need}");
+    assert!(stderr.is_empty() || !stderr.contains("panicked"));
+    // Accuracy 4 of 4 is judged by its one-sided 95% Wilson lower bound, n / (n + z²) at k = n.
+    let (lower, pass) = rule_of(&report, "min_accuracy");
+    assert!(pass && (lower - 4.0 / (4.0 + Z90 * Z90)).abs() < 1e-12, "{lower}");
+    // One right sample does not show 99%: its bound is 1 / (1 + z²) = 26.99%.
+    let (code, one, _) = self_eval(clean_set(), &["--limit", "1", "--min-accuracy", "0.99"]);
+    let (lower, pass) = rule_of(&one, "min_accuracy");
+    assert!(
+        code == 1 && !pass && (lower - 1.0 / (1.0 + Z90 * Z90)).abs() < 1e-12,
+        "{lower}"
+    );
+}
+
+/// The 200 lines the sequential tests take their samples from.
+fn lines_200() -> &'static PathBuf {
+    static SET: OnceLock<PathBuf> = OnceLock::new();
+    SET.get_or_init(|| cls_set("lines200", 200, 11, &[]))
+}
+
+/// A target's sequential outcome in a report.
+fn sequential_of<'r>(report: &'r Value, target: &str) -> &'r Value {
+    let t = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == target)
+        .unwrap();
+    &t["sequential"]
+}
+
+#[test]
+fn until_decided_stops_each_target_once_its_limit_is_shown_and_resumes_in_the_same_order() {
+    // The fp32 model on the CPU EP and in fp16 on the HTP simulator: neither flips a line, so
+    // each is decided at the sample the mixture's capital reaches 20 with every d = 0 (88, worked
+    // by hand in src/eval/sequential.rs), long before the 200.
+    let dir = tempdir().keep();
+    let set = lines_200().display().to_string();
+    let fp32 = real("ppocr_cls_fp32.onnx");
+    let args = [
+        fp32.as_str(),
+        "--reference",
+        fp32.as_str(),
+        "--dataset",
+        &set,
+        "--task",
+        "classify",
+        "-t",
+        "cpu",
+        "-t",
+        "qnn:sm8650,enable_htp_fp16_precision=1",
+        "--max-accuracy-drop",
+        "5",
+        "--until-decided",
+        "--order-seed",
+        "7",
+    ];
+    let (code, report, stderr) = eval(&dir, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(report["statistics"]["sequential"]["order_seed"], 7);
+    for target in ["cpu", "qnn:sm8650,enable_htp_fp16_precision=1"] {
+        let q = sequential_of(&report, target);
+        assert_eq!(q["decision"], "pass", "{target}: {q}");
+        assert_eq!(q["samples_used"], 88, "{target}: {q}");
+        let rule = &q["rules"][0];
+        assert!(
+            rule["upper"].as_f64().unwrap() <= 5.0 && rule["decided_at"] == 88,
+            "{rule}"
+        );
+    }
+    // The baseline is not gated: it ran until the eval ended, no further than the window ahead.
+    let baseline = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["role"] == "baseline")
+        .unwrap();
+    assert!(baseline["sequential"].is_null());
+    assert!(
+        (88..120).contains(&baseline["samples_run"].as_u64().unwrap()),
+        "{baseline}"
+    );
+    // The samples came in the seeded order, not the set's: the records' ids are a shuffle.
+    let records = dir.join("r.records");
+    let ids: Vec<String> = std::fs::read_to_string(records.join("cpu.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["record"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 88);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_ne!(ids, sorted);
+    // Run again on the same records: every target is decided there, nothing is run, the figures
+    // are the same.
+    let (code, again, stderr) = eval(&dir, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming after"), "{stderr}");
+    let figures = |r: &Value| strip_keys(r, &["run_ms_median", "runtime"]);
+    assert_eq!(figures(&report)["targets"], figures(&again)["targets"]);
+}
+
+#[test]
+fn until_decided_fails_what_the_set_cannot_decide_and_says_what_it_would_take() {
+    // The u8 classifier breaks lines in both directions on the CPU EP: a one-point budget is
+    // decided neither way within 200 samples, so the target runs the set and the gate fails.
+    let dir = tempdir().keep();
+    let set = lines_200().display().to_string();
+    let u8 = real("ppocr_cls_qdq_u8.onnx");
+    let fp32 = real("ppocr_cls_fp32.onnx");
+    let args = [
+        u8.as_str(),
+        "--reference",
+        fp32.as_str(),
+        "--dataset",
+        &set,
+        "--task",
+        "classify",
+        "-t",
+        "cpu",
+        "--no-baseline",
+        "--max-accuracy-drop",
+        "1",
+        "--until-decided",
+    ];
+    let (code, report, stderr) = eval(&dir, &args, &[]);
+    assert_eq!(code, 1, "{stderr}");
+    let q = sequential_of(&report, "cpu");
+    assert_eq!(
+        (q["decision"].as_str(), q["samples_used"].as_u64()),
+        (Some("undecided"), Some(200)),
+        "{q}"
+    );
+    let (upper, pass) = rule_of(&report, "max_accuracy_drop");
+    assert!(!pass && upper > 1.0 && upper == q["rules"][0]["upper"].as_f64().unwrap());
+    // The set is too small to pass one point without fixes, and the eval said so up front.
+    assert!(
+        stderr.contains("only if it fixes more samples than it breaks"),
+        "{stderr}"
+    );
+    assert!(
+        report["notes"].to_string().contains("with no flip it takes"),
+        "{}",
+        report["notes"]
+    );
+    // Flags that cannot go together are refused on one line.
+    let refuse = |extra: &[&str], want: &str| {
+        let out = bin()
+            .arg("eval")
+            .args(&args[..10])
+            .args(extra)
+            .arg("--no-config")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{err}");
+    };
+    refuse(&["--until-decided"], "give --max-accuracy-drop or --min-accuracy");
+    refuse(
+        &[
+            "--until-decided",
+            "--max-accuracy-drop",
+            "1",
+            "--shard",
+            "1/2",
+            "--out",
+            "x.json",
+        ],
+        "cannot be used with",
+    );
+    refuse(&["--order-seed", "3"], "--until-decided");
+}
+
+#[test]
+fn a_stacked_set_is_taken_in_the_same_seeded_order_as_its_directory() {
+    let stacked = cls_set("stacked200.npz", 200, 11, &["--stacked"]);
+    let fp32 = real("ppocr_cls_fp32.onnx");
+    let u8 = real("ppocr_cls_qdq_u8.onnx");
+    let run = |set: &Path| {
+        let dir = tempdir().keep();
+        let set = set.display().to_string();
+        let args = [
+            u8.as_str(),
+            "--reference",
+            fp32.as_str(),
+            "--dataset",
+            &set,
+            "--task",
+            "classify",
+            "-t",
+            "cpu",
+            "--no-baseline",
+            "--max-accuracy-drop",
+            "30",
+            "--until-decided",
+            "--order-seed",
+            "3",
+        ];
+        eval(&dir, &args, &[]).1
+    };
+    let (a, b) = (run(&stacked), run(lines_200()));
+    let (qa, qb) = (sequential_of(&a, "cpu"), sequential_of(&b, "cpu"));
+    assert_eq!(qa, qb);
+    assert_eq!(qa["decision"], "pass", "{qa}");
+    assert!(qa["samples_used"].as_u64().unwrap() < 200, "{qa}");
+    assert_eq!(a["targets"][0]["comparisons"], b["targets"][0]["comparisons"]);
+    assert_eq!(a["dataset"]["ids_sha256"].as_str().map(str::len), Some(64));
+}
+
+#[test]
+fn an_interrupted_eval_exits_130_and_leaves_no_stop_marker() {
+    let set = copy_of_clean(30);
+    let work = set.parent().unwrap().to_path_buf();
+    let args = cpu_args(&set);
+    let records = work.join("r.records");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
+        .arg("eval")
+        .args(&args)
+        .arg("--no-config")
+        .arg("--out")
+        .arg(work.join("r.json"))
+        .env("NPU_AUDIT_FAULT_INJECT", "cpu=slow")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let start = std::time::Instant::now();
+    while record_indices(&records.join("cpu.jsonl")).len() < 4 {
+        assert!(start.elapsed().as_secs() < 120, "the slowed eval recorded nothing");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe {
+        libc::kill(child.0.id() as libc::pid_t, libc::SIGINT);
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let status = child.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("npu-audit: error: interrupted"), "{stderr}");
+    assert!(!work.join("r.json").exists(), "an interrupted eval wrote its report");
+    // The workers the interruption stopped did not crash: nothing says so, and the eval resumes.
+    let markers: Vec<_> = std::fs::read_dir(&records)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.contains("stopped"))
+        .collect();
+    assert!(markers.is_empty(), "{markers:?}");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, resumed, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(resumed["targets"][0]["status"], "ok");
+    assert_eq!(
+        record_indices(&records.join("cpu.jsonl")),
+        (0..30).collect::<Vec<u64>>()
+    );
+}
+
+#[test]
+fn sample_sizes_show_the_limit_with_the_probability_they_promise() {
+    // Nam's sample size against the exact probability that n pairs show the limit, summed over
+    // the trinomial distribution of the counts by tests/data/tango_check.py.
+    let cli = |args: &[&str]| {
+        let out = bin().args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let out = cli(&[
+        "sample-size",
+        "--max-accuracy-drop",
+        "1",
+        "--broken",
+        "1",
+        "--fixed",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let sizing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &sizing["rows"][0];
+    let (even, powered) = (row["even_odds"].as_u64().unwrap(), row["powered"].as_u64().unwrap());
+    let exact = |n: u64| -> f64 {
+        let out = run_ok(
+            std::process::Command::new(python())
+                .arg(repo("tests/data/tango_check.py"))
+                .args(["power", &n.to_string(), "0.01", "0.01", "0.01"]),
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let (p_even, p_powered) = (exact(even), exact(powered));
+    assert!((0.45..0.56).contains(&p_even), "{even}: {p_even}");
+    assert!((0.78..0.86).contains(&p_powered), "{powered}: {p_powered}");
+    // With no flip the bound of n pairs is z²/(n + z²): one point takes z²(1 - L)/L samples.
+    let none = cli(&["sample-size", "--max-accuracy-drop", "1", "--flip-rate", "0"]);
+    let text = String::from_utf8_lossy(&none.stdout);
+    let by_hand = (Z90 * Z90 * 0.99 / 0.01).ceil() as u64;
+    assert!(
+        text.contains(&format!("│ {by_hand} │")) || text.contains(&format!(" {by_hand} ")),
+        "{text}"
+    );
+    // An earlier eval's rates: one row per target with its time per sample.
+    let (dir, _) = cls_eval();
+    let report = dir.join("r.json").display().to_string();
+    let out = cli(&[
+        "sample-size",
+        "--max-accuracy-drop",
+        "5",
+        "--format",
+        "json",
+        "--from",
+        &report,
+    ]);
+    let from: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        from["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["target"] == "cpu" && r["run_ms_median"].is_number()),
+        "{from}"
+    );
+    let bad = bin()
+        .args(["sample-size", "--max-accuracy-drop", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

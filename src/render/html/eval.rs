@@ -11,7 +11,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{SELF_CHECK_JS, STYLE};
-use crate::render::eval::{drop, explanation_text, margin_word, primary};
+use crate::render::eval::{drop, explanation_text, margin_word, primary, samples_needed_text, sequential_text};
 use crate::report::eval::{ConfusionCell, EvalReport, EvalTarget, Metrics};
 use crate::report::model::Verdict;
 
@@ -68,7 +68,9 @@ fn interval_plot(report: &EvalReport) -> Markup {
             @for (i, (name, (v, l, h))) in rows.iter().enumerate() {
                 @let y = TOP + ROW * i as f64 + ROW / 2.0;
                 text x=(LEFT - 8.0) y=(y + 4.0) text-anchor="end" { (name) }
-                line x1=(scale(*l, lo, hi)) x2=(scale(*h, lo, hi)) y1=(y) y2=(y) stroke="#555" stroke-width="3" {}
+                @if l.is_finite() && h.is_finite() {
+                    line x1=(scale(*l, lo, hi)) x2=(scale(*h, lo, hi)) y1=(y) y2=(y) stroke="#555" stroke-width="3" {}
+                }
                 circle.mark cx=(scale(*v, lo, hi)) cy=(y) r="5" fill="#0969da"
                     data-run=(name) data-value=(format!("{v}")) data-lo=(format!("{l}")) data-hi=(format!("{h}")) {
                     title { (name) ": " (format!("{v:.2} ({l:.2}–{h:.2})")) }
@@ -105,7 +107,9 @@ fn drop_plot(report: &EvalReport) -> Markup {
             @for (i, (t, c)) in rows.iter().enumerate() {
                 @let y = TOP + ROW * i as f64 + ROW / 2.0;
                 text x=(LEFT - 8.0) y=(y + 4.0) text-anchor="end" { (t.id) }
-                line x1=(scale(c.drop.lo.0, -span, span)) x2=(scale(c.drop.hi.0, -span, span)) y1=(y) y2=(y) stroke="#555" stroke-width="3" {}
+                @if c.drop.lo.0.is_finite() && c.drop.hi.0.is_finite() {
+                    line x1=(scale(c.drop.lo.0, -span, span)) x2=(scale(c.drop.hi.0, -span, span)) y1=(y) y2=(y) stroke="#555" stroke-width="3" {}
+                }
                 circle.mark cx=(scale(c.drop.value.0, -span, span)) cy=(y) r="5" fill="#9a6700"
                     data-target=(t.id) data-value=(format!("{}", c.drop.value.0)) data-lo=(format!("{}", c.drop.lo.0))
                     data-hi=(format!("{}", c.drop.hi.0)) {
@@ -194,7 +198,10 @@ fn target_section(report: &EvalReport, t: &EvalTarget) -> Markup {
         @for c in &t.comparisons {
             p { "against " code { (c.against) } ": drop " (drop(&c.drop)) " points, " (c.fixed) " fixed, " (c.broken)
                 " broken, McNemar p " (crate::render::eval::p_value(c.mcnemar_p.0)) ", " (margin_word(c)) }
+            @if let Some(why) = &c.drop.unbounded { p.note { (why) } }
         }
+        @if let Some(q) = sequential_text(report, t) { p.note { (q) } }
+        @if let Some(need) = samples_needed_text(t) { p.note { (need) } }
         @if let Some(x) = &t.explanation { p.note { "Flips come from: " (explanation_text(x)) } }
         @if !t.sqnr_histogram.is_empty() { (histogram(t)) }
         @if !t.flips.is_empty() {
