@@ -1,7 +1,8 @@
 //! `plan`'s output: an eval or a compare split into cluster jobs, as a table (each shard's units
 //! and share of the cost), a GitHub Actions matrix (JSON) or workflow, an sbatch array script, or
 //! a Kubernetes Indexed Job. Every command printed runs as printed: the user's arguments are
-//! shell-quoted (or, in the Kubernetes manifest, one list item each).
+//! shell-quoted (in the Kubernetes manifest, one list item each, `$(` kept from expansion; in the
+//! GitHub workflow, encoded data the script decodes, out of reach of the runner's expressions).
 
 use serde_json::json;
 
@@ -29,13 +30,15 @@ fn merge_line(dir: &str) -> String {
     format!("npu-audit merge {dir}shard-*.json --out merged.json")
 }
 
-/// `text` quoted for a POSIX shell when it needs it.
+/// `text` quoted for a POSIX shell when it needs it. A `${{` inside is written `$''{{` (the same
+/// word to a shell: two quoted strings side by side), so that no recipe holds the sequence a CI
+/// runner would evaluate as an expression before the shell sees it.
 pub fn shell_quote(text: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         return text.to_string();
     }
-    format!("'{}'", text.replace('\'', r"'\''"))
+    format!("'{}'", text.replace('\'', r"'\''").replace("${{", "$''{{"))
 }
 
 impl JobPlan {
@@ -175,23 +178,33 @@ pub fn matrix_json(p: &JobPlan) -> String {
 }
 
 /// A GitHub Actions workflow: one matrix job per shard that uploads its file, and a merge job.
+///
+/// The runner evaluates `${{ … }}` anywhere in a workflow's values, and a `run:` script is shell
+/// text: a path such as `gh${{ secrets.GITHUB_TOKEN }}` written there would put the secret in the
+/// command line and the reports. So the user's words never appear in the workflow: they travel
+/// NUL-separated and base64-encoded (no `$`, `{`, quote or space in it) in an `env:` value, and the
+/// script decodes them into an array it quotes.
 pub fn github(p: &JobPlan) -> String {
     let n = p.shards.len();
     let mut out = format!(
         "# {n} shards of `npu-audit {}` (npu-audit plan --format github).\n\
          # Each job needs npu-audit on PATH (e.g. `pipx install npu_audit-*.whl`, README \"Install\")\n\
-         # and the model and the set in the checkout.\n\
+         # and the model and the set in the checkout. The command, as `plan --format table` prints it:\n\
+         #   {}\n\
          jobs:\n  npu-audit-shard:\n    runs-on: ubuntu-latest\n    strategy:\n      fail-fast: false\n      matrix:\n        include:\n",
-        p.command()
+        p.command(),
+        p.job_line("SHARD", "FILE")
     );
     for i in 1..=n {
         out += &format!("          - shard: \"{i}/{n}\"\n            index: {i}\n");
     }
-    out += "    steps:\n      - uses: actions/checkout@v4\n      - name: shard ${{ matrix.shard }}\n        run: |\n";
-    out += &format!(
-        "          {}\n",
-        p.job_line("${{ matrix.shard }}", "shard-${{ matrix.index }}.json")
-    );
+    out += "    steps:\n      - uses: actions/checkout@v4\n      - name: shard ${{ matrix.shard }}\n        env:\n";
+    out += "          # The command's words after `npu-audit`, NUL-separated, base64: data, never an expression.\n";
+    out += &format!("          NPU_AUDIT_ARGS: {}\n", encoded_words(p));
+    out += "          NPU_AUDIT_SHARD: ${{ matrix.shard }}\n          NPU_AUDIT_OUT: shard-${{ matrix.index }}.json\n";
+    out +=
+        "        run: |\n          mapfile -d '' -t args < <(printf '%s' \"$NPU_AUDIT_ARGS\" | base64 -d)\n          \
+            npu-audit \"${args[@]}\" --shard \"$NPU_AUDIT_SHARD\" --out \"$NPU_AUDIT_OUT\"\n";
     out += "      - uses: actions/upload-artifact@v4\n        if: always()\n        with:\n          \
             name: npu-audit-shard-${{ matrix.index }}\n          path: shard-${{ matrix.index }}.json\n";
     out += "  npu-audit-merge:\n    needs: npu-audit-shard\n    if: always()\n    runs-on: ubuntu-latest\n    steps:\n      \
@@ -200,6 +213,19 @@ pub fn github(p: &JobPlan) -> String {
     out += &format!("      - run: {}\n", merge_line(""));
     out += "      - uses: actions/upload-artifact@v4\n        with:\n          name: npu-audit-merged\n          path: merged.json\n";
     out
+}
+
+/// The user's words and `--costs` (everything a job runs but `--shard` and `--out`), each ended by
+/// a NUL, in base64.
+fn encoded_words(p: &JobPlan) -> String {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    let costs = p.costs.iter().flat_map(|c| ["--costs".to_string(), c.clone()]);
+    for word in p.args.iter().cloned().chain(costs) {
+        bytes.extend_from_slice(word.as_bytes());
+        bytes.push(0);
+    }
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// An sbatch script: a job array of N tasks, each running its part with `--shard auto`, and how
@@ -270,5 +296,6 @@ mod tests {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote(""), "''");
         assert_eq!(shell_quote("qnn:8 Gen 3"), "'qnn:8 Gen 3'");
+        assert_eq!(shell_quote("gh${{ secrets.X }}"), "'gh$''{{ secrets.X }}'");
     }
 }

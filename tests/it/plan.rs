@@ -328,19 +328,9 @@ fn the_kubernetes_and_github_recipes_carry_what_their_engines_read() {
             "{github}"
         );
     }
-    let run = github
-        .lines()
-        .skip_while(|l| !l.ends_with("run: |"))
-        .nth(1)
-        .unwrap()
-        .trim();
-    let run = run
-        .replace("${{ matrix.shard }}", "2/3")
-        .replace("${{ matrix.index }}", "2");
-    let mut want: Vec<String> = vec!["npu-audit".into()];
-    want.extend(words.iter().cloned());
-    want.extend(["--shard", "2/3", "--costs", costs, "--out", "shard-2.json"].map(String::from));
-    assert_eq!(shell_words(&run), want);
+    let mut want: Vec<String> = words.clone();
+    want.extend(["--costs", costs, "--shard", "2/3", "--out", "shard-2.json"].map(String::from));
+    assert_eq!(run_github_job(dir.path(), &github, "2/3", 2), want);
     assert!(github.contains("    needs: npu-audit-shard\n"), "{github}");
     assert!(
         github.contains("      - run: npu-audit merge shard-*.json --out merged.json\n"),
@@ -349,6 +339,138 @@ fn the_kubernetes_and_github_recipes_carry_what_their_engines_read() {
     assert!(github
         .lines()
         .all(|l| !l.contains('\t') && (l.len() - l.trim_start().len()) % 2 == 0));
+}
+
+/// A stand-in `npu-audit` in `dir/stub` that writes its arguments, one per line, to `dir/args.txt`.
+fn stub(dir: &Path) -> PathBuf {
+    let stub = dir.join("stub");
+    std::fs::create_dir_all(&stub).unwrap();
+    let script = format!(
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n",
+        dir.join("args.txt").display()
+    );
+    std::fs::write(stub.join("npu-audit"), script).unwrap();
+    std::fs::set_permissions(
+        stub.join("npu-audit"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    stub
+}
+
+/// Runs the shard job of a printed GitHub workflow as the runner would for shard `shard`: its
+/// `env:` values set (the matrix expressions replaced), its `run:` script given to bash, with the
+/// stand-in `npu-audit`; the arguments it got.
+fn run_github_job(dir: &Path, workflow: &str, shard: &str, index: usize) -> Vec<String> {
+    let lines: Vec<&str> = workflow.lines().collect();
+    let env_at = lines.iter().position(|l| l.trim() == "env:").unwrap();
+    let run_at = lines.iter().position(|l| l.trim() == "run: |").unwrap();
+    let mut cmd = std::process::Command::new("bash");
+    for line in &lines[env_at + 1..run_at] {
+        let Some((key, value)) = line.trim().split_once(": ") else {
+            continue;
+        };
+        if key.starts_with('#') {
+            continue;
+        }
+        let value = value
+            .replace("${{ matrix.shard }}", shard)
+            .replace("${{ matrix.index }}", &index.to_string());
+        assert!(
+            !value.contains("${{"),
+            "an expression the runner would evaluate: {value}"
+        );
+        cmd.env(key, value);
+    }
+    let script: Vec<&str> = lines[run_at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("          "))
+        .map(|l| l.trim())
+        .collect();
+    let stub = stub(dir);
+    let out = cmd
+        .args(["-c", &script.join("\n")])
+        .env("PATH", format!("{}:/usr/bin:/bin", stub.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = std::fs::read_to_string(dir.join("args.txt")).unwrap();
+    args.lines().map(String::from).collect()
+}
+
+#[test]
+fn untrusted_words_reach_every_engine_as_data() {
+    // A dataset directory whose name is an expression, a command substitution and quotes: every
+    // recipe hands it to its engine as the word it is, and no GitHub recipe holds a `${{` of it.
+    let dir = tempdir();
+    let hostile = dir
+        .path()
+        .join("gh${{ secrets.GITHUB_TOKEN }} $(touch pwned) `id` 'q\"");
+    std::fs::create_dir(&hostile).unwrap();
+    let x = Tensor::new(vec![1, 3, 48, 192], TensorData::Float32(vec![0.0; 3 * 48 * 192])).unwrap();
+    for k in 0..4 {
+        write_npz(&hostile.join(format!("s{k}.npz")), &[("x".to_string(), &x)]).unwrap();
+    }
+    let mut words = eval_words(&hostile);
+    words.extend(["-t".into(), "qnn:sm8650,custom=${{ github.token }}".into()]);
+    let costs_of = |text: &str| -> String {
+        let line = text.lines().find(|l| l.contains("--costs")).unwrap().to_string();
+        let w = shell_words(line.trim().trim_start_matches("# ").trim());
+        w[w.iter().position(|a| a == "--costs").unwrap() + 1].clone()
+    };
+    // Table: each job line read back by a shell.
+    let table = plan(&["--shards", "2"], &words);
+    let line = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("npu-audit eval"))
+        .unwrap();
+    let costs = costs_of(&table);
+    let mut want = words.clone();
+    want.extend(["--shard", "1/2", "--costs", &costs, "--out", "shard-1.json"].map(String::from));
+    assert_eq!(shell_words(line.trim())[1..], want[..]);
+    // GitHub: the matrix and the workflow.
+    let matrix: Value = serde_json::from_str(&plan(&["--shards", "2", "--format", "json"], &words)).unwrap();
+    let command = matrix["include"][0]["command"].as_str().unwrap();
+    assert!(!command.contains("${{"), "{command}");
+    assert_eq!(shell_words(command)[1..], want[..]);
+    let github = plan(&["--shards", "2", "--format", "github"], &words);
+    let expressions: Vec<&str> = github.match_indices("${{").map(|(i, _)| &github[i..i + 20]).collect();
+    assert!(
+        expressions.iter().all(|e| e.starts_with("${{ matrix.")),
+        "{expressions:?}\n{github}"
+    );
+    let mut want_gh = words.clone();
+    want_gh.extend(["--costs", &costs, "--shard", "2/2", "--out", "shard-2.json"].map(String::from));
+    assert_eq!(run_github_job(dir.path(), &github, "2/2", 2), want_gh);
+    // Slurm: the script run as task 0.
+    let slurm = plan(&["--shards", "2", "--format", "slurm"], &words);
+    std::fs::write(dir.path().join("job.sbatch"), &slurm).unwrap();
+    let stub = stub(dir.path());
+    let out = std::process::Command::new("bash")
+        .arg("job.sbatch")
+        .current_dir(dir.path())
+        .env("PATH", format!("{}:/usr/bin:/bin", stub.display()))
+        .env("SLURM_ARRAY_TASK_ID", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
+    let mut want_slurm = words.clone();
+    want_slurm.extend(["--shard", "auto", "--costs", &costs, "--out", "shards/shard-0.json"].map(String::from));
+    assert_eq!(args.lines().collect::<Vec<_>>(), want_slurm);
+    assert!(!dir.path().join("pwned").exists());
+    // Kubernetes: `$(VAR)` is expanded by the kubelet and `$$` keeps a `$`; as it expands them.
+    let k8s = plan(&["--shards", "2", "--format", "k8s"], &words);
+    let command = k8s.lines().find_map(|l| l.trim().strip_prefix("command: ")).unwrap();
+    let command: Vec<String> = serde_json::from_str(command).unwrap();
+    let expanded: Vec<String> = command
+        .iter()
+        .map(|a| a.replace("$(JOB_COMPLETION_INDEX)", "0").replace("$$", "$"))
+        .collect();
+    let mut want_k8s = vec!["npu-audit".to_string()];
+    want_k8s.extend(words.iter().cloned());
+    want_k8s.extend(["--shard", "auto", "--costs", &costs, "--out", "shard-0.json"].map(String::from));
+    assert_eq!(expanded, want_k8s);
 }
 
 #[test]
