@@ -318,6 +318,28 @@ struct StagedFile {
     flag: String,
     temp: tempfile::TempPath,
     dest: PathBuf,
+    /// A new file: never replaces what is at `dest` (see [`Outputs::new_file`]).
+    fresh: bool,
+}
+
+/// Refuses `dest` for a new file when anything is there: a file, a directory, a link (dangling
+/// or not), a device.
+fn refuse_existing(flag: &str, dest: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(dest) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(bad_output(format!("{flag} {}: {e}", dest.display()))),
+        Ok(m) => Err(bad_output(format!(
+            "{flag} {} exists ({}): it is never replaced nor written through; remove it or choose another name",
+            dest.display(),
+            if m.file_type().is_symlink() {
+                "a symbolic link"
+            } else if m.is_file() {
+                "a file"
+            } else {
+                kind_of(&m)
+            }
+        ))),
+    }
 }
 
 /// Every output of one run: checked, staged, and committed together.
@@ -418,6 +440,25 @@ impl Outputs {
         })
     }
 
+    /// Checks, before any work, that `path` can be written as a new file for `flag`: nothing is
+    /// there (not even a link), and [`Outputs::check`]'s conditions.
+    pub fn check_new(&self, flag: &str, path: &Path) -> Result<()> {
+        refuse_existing(flag, path)?;
+        self.check(flag, path)
+    }
+
+    /// Writes `bytes` as the new file `dest`: refused when anything is there already (a link
+    /// included, never written through), and committed without replacing what may appear there
+    /// while the run goes. For files meant to leave the machine (a vendor's bundle).
+    pub fn new_file(&mut self, flag: &str, dest: &Path, bytes: &[u8]) -> Result<()> {
+        self.check_new(flag, dest)?;
+        self.file(flag, dest, bytes)?;
+        if let Some(s) = self.staged.last_mut() {
+            s.fresh = true;
+        }
+        Ok(())
+    }
+
     fn input_at(&self, target: &Path) -> Option<&(PathBuf, FileId)> {
         let id = file_id(target)?;
         self.inputs.iter().find(|(_, i)| *i == id)
@@ -451,6 +492,7 @@ impl Outputs {
             flag: flag.to_string(),
             temp: temp.into_temp_path(),
             dest: target,
+            fresh: false,
         });
         Ok(())
     }
@@ -488,6 +530,19 @@ impl Outputs {
         let staged = std::mem::take(&mut self.staged);
         let mut done: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
         for s in staged {
+            if s.fresh {
+                if let Err(e) = s.temp.persist_noclobber(&s.dest) {
+                    rollback(&done);
+                    return Err(bad_output(format!(
+                        "{} {}: not written: {} (something appeared there while the run went; it is never replaced)",
+                        s.flag,
+                        s.dest.display(),
+                        e.error
+                    )));
+                }
+                done.push((s.dest, None));
+                continue;
+            }
             let backup = if s.dest.exists() {
                 let b = backup_path(&s.dest);
                 if let Err(e) = std::fs::rename(&s.dest, &b) {

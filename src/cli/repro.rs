@@ -116,9 +116,16 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
                 "--out -: a bundle is a directory or a .zip file, not standard output",
             ));
         }
+        // A bundle leaves the machine: it never replaces a file nor writes through a link.
         if crate::repro::is_zip(dest) {
-            outputs.check("--out", dest)?;
+            outputs.check_new("--out", dest)?;
         } else {
+            if std::fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(bad_output(format!(
+                    "--out {} is a symbolic link: a bundle is written into a new or empty directory of its own",
+                    dest.display()
+                )));
+            }
             outputs.check_dir("--out", dest)?;
             crate::audit::plan::check_save_dir(dest, "--out")?;
         }

@@ -68,17 +68,56 @@ impl Dataset {
     /// samples have the same, whatever order they were fed in (the report's `ids_sha256`, and part
     /// of what a records directory is of).
     pub fn ids_sha256(&self) -> String {
-        let stored: Vec<&str> = match &self.order {
-            None => self.ids.iter().map(String::as_str).collect(),
+        let stored: Vec<&str> = self.stored_order().into_iter().map(|k| self.ids[k].as_str()).collect();
+        crate::hash::sha256_hex(stored.join("\n").as_bytes())
+    }
+
+    /// The positions fed, in the order the set stores the samples.
+    fn stored_order(&self) -> Vec<usize> {
+        match &self.order {
+            None => (0..self.ids.len()).collect(),
             Some(order) => {
-                let mut stored = vec![""; self.ids.len()];
+                let mut stored = vec![0; order.len()];
                 for (fed, &at) in order.iter().enumerate() {
-                    stored[at] = &self.ids[fed];
+                    stored[at] = fed;
                 }
                 stored
             }
+        }
+    }
+
+    /// The SHA-256 of the labels' contents: every sample's id and label as JSON, one per line, in
+    /// the order the set stores them (`None` without labels). Two runs judged against the same
+    /// labels have the same, wherever the labels came from.
+    pub fn labels_sha256(&self) -> Option<String> {
+        let labels = self.labels.as_ref()?;
+        let mut text = String::new();
+        for k in self.stored_order() {
+            let line = serde_json::json!([self.ids[k], labels[k]]);
+            text.push_str(&line.to_string());
+            text.push('\n');
+        }
+        Some(crate::hash::sha256_hex(text.as_bytes()))
+    }
+
+    /// The SHA-256 of the samples' contents: of each sample file's bytes (a directory set) or of
+    /// the stacked archive's, with the ids, in stored order. Reads every byte of the set: a
+    /// shard's identity, so that shards run on sets edited between them are not joined.
+    pub fn samples_sha256(&self) -> Result<String> {
+        let digest = |path: &Path| {
+            crate::hash::sha256_file(path).map_err(|e| bad_input(format!("--dataset {}: {e:#}", path.display())))
         };
-        crate::hash::sha256_hex(stored.join("\n").as_bytes())
+        let text = match &self.layout {
+            Layout::Stacked { file, .. } => format!("{}\n", digest(file)?),
+            Layout::Files(files) => {
+                let mut text = String::new();
+                for k in self.stored_order() {
+                    text.push_str(&format!("{} {}\n", self.ids[k], digest(&files[k])?));
+                }
+                text
+            }
+        };
+        Ok(crate::hash::sha256_hex(text.as_bytes()))
     }
 
     /// Feeds the samples in a random order drawn from `seed` (a sequential eval's, so that the

@@ -60,6 +60,21 @@ impl Record {
     }
 }
 
+impl Record {
+    /// How the record's prediction scores against `truth`, as the stream judges it (a sample the
+    /// run failed on is wrong): a record's stored verdict is never trusted where this can be
+    /// computed (a resumed eval, a merge of shards).
+    pub fn judged_against(&self, task: &Task, truth: &Truth) -> Judged {
+        match &self.prediction {
+            Some(p) => task.judge(p, truth),
+            None => {
+                let error = self.error.clone().unwrap_or_default();
+                Record::failed(task, self.index, self.id.clone(), truth.clone(), error).judged
+            }
+        }
+    }
+}
+
 /// How the statistics are drawn (recorded in the report).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StatOptions {

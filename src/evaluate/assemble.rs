@@ -134,6 +134,10 @@ fn dataset_info(dataset: &Dataset, task: &Task) -> DatasetInfo {
         } else {
             dataset.labels_from.clone().unwrap_or_default()
         },
+        labels_sha256: (!task.labels_from_reference())
+            .then(|| dataset.labels_sha256())
+            .flatten(),
+        samples_sha256: None,
     }
 }
 

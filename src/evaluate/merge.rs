@@ -77,6 +77,7 @@ pub fn merge(opts: &EvalMergeOptions) -> Result<EvalReport> {
         }
     }
     check_units(&parts, &basis)?;
+    check_records(&parts, &basis)?;
     if !opts.allow_other_threads {
         check_threads(&parts)?;
     }
@@ -86,7 +87,46 @@ pub fn merge(opts: &EvalMergeOptions) -> Result<EvalReport> {
         .iter()
         .map(|t| target_run(&parts, &t.id))
         .collect::<Result<Vec<_>>>()?;
-    Ok(build(&basis, Some(first.host.clone()), &reference, &runs))
+    // The samples' digest is a shard's check, not a figure: the merged report is the report one
+    // machine writes.
+    let mut basis = basis;
+    basis.dataset.samples_sha256 = None;
+    let mut report = build(&basis, Some(first.host.clone()), &reference, &runs);
+    if let Some(note) = limits_note(&basis) {
+        report.notes.push(note);
+    }
+    Ok(report)
+}
+
+/// Where the merged report's limits and margin come from: the shards' files, which set them when
+/// they ran (the merge's command line sets none), said plainly so a reader does not take them
+/// for the merge's own.
+fn limits_note(basis: &Basis) -> Option<String> {
+    let mut set: Vec<String> = basis
+        .targets
+        .iter()
+        .filter(|t| t.role == "target")
+        .flat_map(|t| {
+            let min = t
+                .min_accuracy
+                .as_ref()
+                .map(|l| format!("{} min_accuracy {} ({})", t.id, l.value, l.origin));
+            let drop = t
+                .max_accuracy_drop
+                .as_ref()
+                .map(|l| format!("{} max_accuracy_drop {} ({})", t.id, l.value, l.origin));
+            min.into_iter().chain(drop)
+        })
+        .collect();
+    if let Some(m) = basis.stats.margin_points {
+        set.push(format!("margin {m} points"));
+    }
+    (!set.is_empty()).then(|| {
+        format!(
+            "the gate's limits and the margin are the shards' own, set when they ran and taken from their files (merge sets none): {}",
+            set.join("; ")
+        )
+    })
 }
 
 /// The parts sorted by shard index, refused when counts differ or an index is missing or twice.
@@ -170,6 +210,10 @@ fn same_basis(parts: &[&(PathBuf, ShardFile)]) -> Result<Basis> {
         ]
         .into_iter()
         .filter(|k| a.get(k) != b.get(k))
+        .map(|k| match k {
+            "dataset" => dataset_difference(&first.dataset, &basis.dataset),
+            k => k,
+        })
         .collect();
         return Err(bad_report(format!(
             "{} and {} are not shards of one eval: they differ in {}",
@@ -179,6 +223,75 @@ fn same_basis(parts: &[&(PathBuf, ShardFile)]) -> Result<Basis> {
         )));
     }
     Ok(first.clone())
+}
+
+/// What differs between two shards' sets, in words: the labels' or the samples' contents before
+/// their names.
+fn dataset_difference(a: &crate::report::eval::DatasetInfo, b: &crate::report::eval::DatasetInfo) -> &'static str {
+    if a.labels_sha256 != b.labels_sha256 {
+        "the labels' contents (the labels were edited between the shards' runs)"
+    } else if a.samples_sha256 != b.samples_sha256 {
+        "the samples' contents (the set was edited between the shards' runs)"
+    } else if a.ids_sha256 != b.ids_sha256 || a.samples != b.samples {
+        "the set's samples (ids or count)"
+    } else {
+        "the set's path or where its labels came from"
+    }
+}
+
+/// Refuses a record no eval of this basis writes: a stored verdict that is not what its
+/// prediction scores against its truth (edited by hand), a target's truth that is not the
+/// reference's for the sample, a label of `agree` that is not the reference's own prediction, an
+/// SQNR no output has. Merge judges every record again instead of trusting what it says.
+fn check_records(parts: &[&(PathBuf, ShardFile)], basis: &Basis) -> Result<()> {
+    let task = &basis.task;
+    for (path, part) in parts {
+        let refuse = |run: &str, r: &Record, why: String| {
+            bad_report(format!(
+                "{}: the record of sample {} in {run} {why}: the file was edited; merge judges records again and takes none it cannot",
+                path.display(),
+                crate::console::printable(&r.id)
+            ))
+        };
+        let truths: BTreeMap<usize, &crate::eval::task::Truth> =
+            part.reference.iter().map(|r| (r.index, &r.truth)).collect();
+        let reference = part.reference.iter().map(|r| ("reference", r));
+        let units = part
+            .units
+            .iter()
+            .flat_map(|u| u.run.records.iter().map(move |r| (u.unit.run.as_str(), r)));
+        for (run, r) in reference.chain(units) {
+            if r.judged_against(task, &r.truth) != r.judged {
+                return Err(refuse(
+                    run,
+                    r,
+                    "says it was judged otherwise than its prediction scores against its label".into(),
+                ));
+            }
+            if run != "reference" && truths.get(&r.index).is_some_and(|t| **t != r.truth) {
+                return Err(refuse(
+                    run,
+                    r,
+                    "has another label than the reference's record of it".into(),
+                ));
+            }
+            let own = r
+                .prediction
+                .as_ref()
+                .and_then(crate::eval::task::Task::truth_of_prediction);
+            if run == "reference" && task.labels_from_reference() && own.is_some_and(|t| t != r.truth) {
+                return Err(refuse(
+                    run,
+                    r,
+                    "has a label that is not the reference's own prediction".into(),
+                ));
+            }
+            if r.sqnr_db.is_some_and(|s| s.0.is_finite() && s.0.abs() > 10_000.0) {
+                return Err(refuse(run, r, "holds an SQNR no output has".into()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a shard whose units are not the ones its index gets in the split of this eval.
@@ -269,6 +382,14 @@ fn reference_run(parts: &[&(PathBuf, ShardFile)], samples: usize) -> Result<RunS
                 )));
             }
             match records.get(&r.index) {
+                Some((other, kept)) if kept.truth != r.truth || kept.id != r.id => {
+                    return Err(bad_report(format!(
+                        "{} and {} hold other labels or ids for sample {}: not records of one labelled set",
+                        other.display(),
+                        path.display(),
+                        crate::console::printable(&r.id)
+                    )))
+                }
                 Some((other, kept)) if *kept != r => {
                     return Err(bad_report(format!(
                         "{} and {} recorded other reference answers for sample {}: the reference run is not deterministic across the shards' machines",

@@ -80,7 +80,12 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
         .into_iter()
         .nth(shard.index - 1)
         .unwrap_or_default();
-    let identity = shard_identity(opts, &plan, &dataset, (shard, &weights));
+    // What the set holds, not only what it names: shards run while the set or its labels were
+    // edited between them must not be joined.
+    let samples_sha256 = dataset.samples_sha256()?;
+    let mut identity = shard_identity(opts, &plan, &dataset, (shard, &weights));
+    identity["samples_sha256"] = samples_sha256.clone().into();
+    identity["labels_sha256"] = dataset.labels_sha256().into();
     if let Some(done) = finished(previous, &identity) {
         return Ok(ShardRun::AlreadyDone(done));
     }
@@ -134,7 +139,11 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
         shard,
         identity,
         costs: weights.into_iter().collect(),
-        basis: task.map(|t| Basis::of(opts, &plan, &dataset, &t)),
+        basis: task.map(|t| {
+            let mut basis = Basis::of(opts, &plan, &dataset, &t);
+            basis.dataset.samples_sha256 = Some(samples_sha256);
+            basis
+        }),
         host: crate::host::this_host(),
         reference: reference.into_values().collect(),
         units: runs,

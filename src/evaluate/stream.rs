@@ -363,13 +363,7 @@ fn rejudge(task: &Task, truths: &[Option<Truth>], reference: &mut Live, targets:
 
 /// A record judged against `truth`, as the stream would have judged it.
 fn judge_again(task: &Task, record: &mut Record, truth: Truth) {
-    record.judged = match &record.prediction {
-        Some(p) => task.judge(p, &truth),
-        None => {
-            let error = record.error.clone().unwrap_or_default();
-            Record::failed(task, record.index, record.id.clone(), truth.clone(), error).judged
-        }
-    };
+    record.judged = record.judged_against(task, &truth);
     record.truth = truth;
 }
 

@@ -193,23 +193,45 @@ pub fn load_model_bytes(path: &Path, bytes: Vec<u8>) -> Result<LoadedModel> {
     };
     let dir = path.parent().unwrap_or(Path::new("."));
     for file in model.external_data_files() {
-        let inside = Path::new(&file)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
-        if !inside {
-            return Err(bad_model(format!(
-                "{shown}: external data file '{file}' is outside the model's directory"
-            )));
-        }
-        match crate::userfile::regular_file(&dir.join(&file)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(bad_model(format!("{shown}: external data file '{file}' is missing")))
-            }
-            Err(e) => return Err(bad_model(format!("{shown}: external data file '{file}' is {e}"))),
-        }
+        check_external_file(&shown.to_string(), dir, &file)?;
     }
     Ok(model)
+}
+
+/// Refuses an external data file the model names unless it is a regular file inside the model's
+/// directory, by its name and by where it resolves with every link followed: a link inside the
+/// directory to a file elsewhere would let a stranger's model pull host files into what the tool
+/// reads, copies and bundles for a vendor.
+fn check_external_file(shown: &str, dir: &Path, file: &str) -> Result<()> {
+    let inside = Path::new(file)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+    if !inside {
+        return Err(bad_model(format!(
+            "{shown}: external data file '{file}' is outside the model's directory"
+        )));
+    }
+    let at = dir.join(file);
+    match crate::userfile::regular_file(&at) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(bad_model(format!("{shown}: external data file '{file}' is missing")))
+        }
+        Err(e) => return Err(bad_model(format!("{shown}: external data file '{file}' is {e}"))),
+    }
+    let real_dir = dir
+        .canonicalize()
+        .map_err(|e| bad_model(format!("{shown}: its directory: {e}")))?;
+    let real = at
+        .canonicalize()
+        .map_err(|e| bad_model(format!("{shown}: external data file '{file}': {e}")))?;
+    if !real.starts_with(&real_dir) {
+        return Err(bad_model(format!(
+            "{shown}: external data file '{file}' is a link to {}, outside the model's directory; external data must be the model's own files",
+            real.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Structural checks that catch non-ONNX protobufs and truncation at a field boundary.

@@ -48,6 +48,14 @@ pub struct DatasetInfo {
     pub ids_sha256: String,
     /// Where the labels came from (`reference` for `agree`).
     pub labels: String,
+    /// The SHA-256 of the labels' contents (every id and label as JSON, a line each, in the
+    /// set's order): the same labels give the same, wherever they came from. Absent for `agree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels_sha256: Option<String>,
+    /// The SHA-256 of the samples' contents (each sample file's SHA-256 with its id, or the
+    /// stacked archive's): recorded by a sharded eval, whose shards must read the same set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_sha256: Option<String>,
 }
 
 /// The task as run.

@@ -288,12 +288,12 @@ fn stage(outputs: &mut Outputs, dest: &Path, files: Vec<(String, Vec<u8>)>, json
     let mut files = files;
     files.push(("repro.json".into(), json.into_bytes()));
     if is_zip(dest) {
-        return outputs.file("--out", dest, &zip_bytes(&files)?);
+        return outputs.new_file("--out", dest, &zip_bytes(&files)?);
     }
     outputs.dir("--out", dest)?;
     outputs.dir("--out", &dest.join("expected"))?;
     for (name, bytes) in &files {
-        outputs.file("--out", &dest.join(name), bytes)?;
+        outputs.new_file("--out", &dest.join(name), bytes)?;
     }
     Ok(())
 }

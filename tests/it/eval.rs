@@ -1323,7 +1323,10 @@ fn check_bad_merges(work: &Path, p: &[String]) {
     let other_set = edited("other_set.json", &|v| {
         v["basis"]["dataset"]["ids_sha256"] = "0".repeat(64).into()
     });
-    refused(&[&p[0], &other_set, &p[2]], "differ in dataset");
+    refused(
+        &[&p[0], &other_set, &p[2]],
+        "differ in the set's samples (ids or count)",
+    );
     let cut = edited("cut.json", &|v| {
         v["units"][0]["run"]["records"].as_array_mut().unwrap().pop();
     });
@@ -1873,4 +1876,138 @@ fn sample_sizes_show_the_limit_with_the_probability_they_promise() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn merge_judges_every_record_again_and_refuses_shards_of_other_labels() {
+    let set = copy_of_clean(8);
+    let work = set.parent().unwrap().to_path_buf();
+    let args = cpu_args(&set);
+    let shard = |k: usize| -> PathBuf {
+        let out = work.join(format!("shard{k}.json"));
+        let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let part = format!("{k}/2");
+        a.extend(["--shard", &part, "--out", out.to_str().unwrap()]);
+        let (code, stderr) = eval_shard(&a, &[]);
+        assert_eq!(code, 0, "{stderr}");
+        out
+    };
+    let first = shard(1);
+    let second = shard(2);
+    let merged = work.join("merged.json");
+    let merge = |parts: &[&Path]| {
+        bin()
+            .arg("merge")
+            .args(parts)
+            .args(["--out", merged.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let ok = merge(&[&first, &second]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let report = read_json(&merged);
+    let labels_sha = report["dataset"]["labels_sha256"].as_str().unwrap().to_string();
+    assert_eq!(labels_sha.len(), 64);
+    // The limits come from the shards' files, and the report says so (here: none set)...
+    assert!(!report["notes"].to_string().contains("merge sets none"));
+    std::fs::remove_file(&merged).unwrap();
+    // ...and a margin written into every shard's file is taken, said plainly as the shards'.
+    let with_margin: Vec<PathBuf> = [&first, &second]
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let mut v = read_json(p);
+            v["basis"]["stats"]["margin_points"] = 7.5.into();
+            let path = work.join(format!("margin{k}.json"));
+            std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+            path
+        })
+        .collect();
+    let out = merge(&[&with_margin[0], &with_margin[1]]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let notes = read_json(&merged)["notes"].to_string();
+    assert!(
+        notes.contains("taken from their files (merge sets none): margin 7.5 points"),
+        "{notes}"
+    );
+    std::fs::remove_file(&merged).unwrap();
+    let refused = |edit: &dyn Fn(&mut Value), want: &str| {
+        let mut v = read_json(&second);
+        edit(&mut v);
+        let edited = work.join("edited.json");
+        std::fs::write(&edited, serde_json::to_vec(&v).unwrap()).unwrap();
+        let out = merge(&[&first, &edited]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{want}: {stderr}");
+        assert!(
+            stderr.contains(want) && stderr.trim().lines().count() == 1,
+            "{want}: {stderr}"
+        );
+        assert!(!merged.exists());
+    };
+    // A verdict flipped by hand, in a target's record and in the reference's.
+    let target_records = |v: &mut Value| -> Vec<Value> { v["units"][0]["run"]["records"].as_array().unwrap().clone() };
+    let wrong = target_records(&mut read_json(&second))
+        .iter()
+        .position(|r| r["judged"]["correct"] == false)
+        .unwrap_or(0);
+    refused(
+        &|v| {
+            let c = &mut v["units"][0]["run"]["records"][wrong]["judged"]["correct"];
+            *c = Value::Bool(!c.as_bool().unwrap());
+        },
+        "judged otherwise than its prediction scores against its label",
+    );
+    refused(
+        &|v| {
+            let c = &mut v["reference"][0]["judged"]["correct"];
+            *c = Value::Bool(!c.as_bool().unwrap());
+        },
+        "judged otherwise",
+    );
+    // A target's label edited (and its verdict made to fit it).
+    refused(
+        &|v| {
+            let r = &mut v["units"][0]["run"]["records"][0];
+            let truth = 1 - r["truth"]["class"].as_u64().unwrap();
+            let classes: Vec<u64> = r["prediction"]["classes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap())
+                .collect();
+            r["truth"]["class"] = truth.into();
+            r["judged"]["correct"] = (classes[0] == truth).into();
+            r["judged"]["in_top_k"] = classes.contains(&truth).into();
+        },
+        "another label than the reference's record",
+    );
+    // The labels edited between the shards' runs: shard 2 run again against other labels.
+    let labels = std::fs::read_to_string(set.join("labels.csv")).unwrap();
+    let mut lines: Vec<String> = labels.lines().map(String::from).collect();
+    let last = lines.len() - 1;
+    let (id, label) = lines[last]
+        .split_once(',')
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .unwrap();
+    lines[last] = format!("{id},{}", if label == "0" { 1 } else { 0 });
+    std::fs::write(set.join("labels.csv"), lines.join("\n") + "\n").unwrap();
+    std::fs::remove_file(&second).unwrap();
+    // Its records directory knows the labels changed: it is refused until given a new one.
+    let (code, stderr) = {
+        let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        a.extend(["--shard", "2/2", "--out", second.to_str().unwrap()]);
+        eval_shard(&a, &[])
+    };
+    assert!(
+        code == 2 && stderr.contains("holds the records of another eval"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(work.join("shard2.records")).unwrap();
+    let second = shard(2);
+    let out = merge(&[&first, &second]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the labels' contents"), "{stderr}");
+    assert!(!merged.exists());
 }

@@ -421,3 +421,69 @@ fn no_output_replaces_the_references_external_data() {
     );
     assert_eq!(std::fs::read(&data).unwrap(), before);
 }
+
+#[test]
+fn a_bundle_never_replaces_a_file_nor_writes_through_a_link() {
+    let tmp = tempdir();
+    let m = repo("fixtures/models/cnn_qdq_u8.onnx");
+    let m = m.to_str().unwrap();
+    // An existing zip, a link to a file elsewhere, a dangling link, a link to an empty directory:
+    // each refused before any work, each left as it was.
+    let existing = tmp.path().join("old.zip");
+    std::fs::write(&existing, "the user's own zip").unwrap();
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let linked = tmp.path().join("linked.zip");
+    std::os::unix::fs::symlink(&victim, &linked).unwrap();
+    let dangling = tmp.path().join("dangling.zip");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let dir_link = tmp.path().join("bundle");
+    std::os::unix::fs::symlink(&empty, &dir_link).unwrap();
+    for (dest, want) in [
+        (&existing, "exists (a file)"),
+        (&linked, "exists (a symbolic link)"),
+        (&dangling, "exists (a symbolic link)"),
+        (&dir_link, "is a symbolic link"),
+    ] {
+        fails_with(&["repro", m, "-t", QNN, "--out", dest.to_str().unwrap()], 2, want);
+    }
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "the user's own zip");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+    assert!(!tmp.path().join("nowhere").exists());
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+}
+
+#[test]
+fn external_data_behind_a_link_out_of_the_models_directory_is_refused_by_every_command() {
+    // A model whose weights file is a link, inside its directory, to a file outside it: the
+    // "host file" would be inlined into a vendor's bundle. Every command that reads the model
+    // refuses it before writing anything.
+    let tmp = tempdir();
+    let made = tmp.path().join("made");
+    std::fs::create_dir(&made).unwrap();
+    let model = with_external_data(&repo("fixtures/models/cnn_qdq_u8.onnx"), &made);
+    let host = tmp.path().join("host");
+    std::fs::create_dir(&host).unwrap();
+    std::fs::rename(made.join("weights.bin"), host.join("secret.bin")).unwrap();
+    std::os::unix::fs::symlink(host.join("secret.bin"), made.join("weights.bin")).unwrap();
+    let m = model.to_str().unwrap();
+    let bundle = tmp.path().join("bundle.zip");
+    let report = tmp.path().join("r.json");
+    let (b, r) = (bundle.to_str().unwrap(), report.to_str().unwrap());
+    let want = "is a link to";
+    fails_with(&["repro", m, "-t", QNN, "--out", b, "--report", r], 2, want);
+    fails_with(&["compare", m, "-t", "cpu", "--out", r], 2, want);
+    fails_with(&["layers", m, "-t", "cpu", "--out", r], 2, want);
+    let golden = tmp.path().join("golden");
+    fails_with(&["golden", "create", m, "--out", golden.to_str().unwrap()], 2, want);
+    assert!(!bundle.exists() && !report.exists() && !golden.exists());
+    // A link that stays inside the directory is the model's own file.
+    std::fs::remove_file(made.join("weights.bin")).unwrap();
+    std::fs::rename(host.join("secret.bin"), made.join("blob.bin")).unwrap();
+    std::os::unix::fs::symlink("blob.bin", made.join("weights.bin")).unwrap();
+    let ok = bin().args(["compare", m, "-t", "cpu", "--out", r]).output().unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+}
