@@ -84,17 +84,23 @@ fn csv_rows(text: &str) -> Result<Vec<(usize, String, Label)>, String> {
         ));
     }
     let mut rows = Vec::new();
+    let bytes = text.as_bytes();
+    // Newlines before `counted`, carried from record to record: records come in byte order, so
+    // the file is counted through once (linear in its size, not quadratic).
+    let (mut counted, mut newlines) = (0usize, 0usize);
     for record in reader.records() {
         let record = record.map_err(|e| e.to_string())?;
         // The line the record starts on, as an editor numbers it (blank lines count).
         // (Counted from the byte offset, past the blank lines the reader skipped before the
         // record: its own line count leaves them out.)
-        let bytes = text.as_bytes();
         let mut at = record.position().map_or(0, |p| p.byte() as usize).min(bytes.len());
         while at < bytes.len() && (bytes[at] == b'\n' || bytes[at] == b'\r') {
             at += 1;
         }
-        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        let at = at.max(counted);
+        newlines += bytes[counted..at].iter().filter(|&&b| b == b'\n').count();
+        counted = at;
+        let line = 1 + newlines;
         if record.len() != 2 {
             return Err(format!("line {line}: {} fields where `id,label` has 2", record.len()));
         }
