@@ -27,9 +27,17 @@ fn write(dir: &std::path::Path, n: usize) -> (std::path::PathBuf, std::path::Pat
     let mut j = std::io::BufWriter::new(std::fs::File::create(&jsonl).unwrap());
     writeln!(c, "id,label").unwrap();
     for (k, id) in ids(n).iter().enumerate() {
-        let label = if k % 97 == 0 { format!("\"word {k}, and more\"") } else { (k % 10).to_string() };
+        let label = if k % 97 == 0 {
+            format!("\"word {k}, and more\"")
+        } else {
+            (k % 10).to_string()
+        };
         writeln!(c, "{id},{label}").unwrap();
-        let json_label = if k % 97 == 0 { format!("\"word {k}, and more\"") } else { (k % 10).to_string() };
+        let json_label = if k % 97 == 0 {
+            format!("\"word {k}, and more\"")
+        } else {
+            (k % 10).to_string()
+        };
         writeln!(j, "{{\"id\": \"{id}\", \"label\": {json_label}}}").unwrap();
     }
     (csv, jsonl)

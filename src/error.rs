@@ -215,6 +215,21 @@ pub fn interrupted() -> anyhow::Error {
     Interrupted.into()
 }
 
+/// A JSON parser's message in the user's words: the Rust type names serde puts in it
+/// (`expected struct GateLimit`, `expected enum RunStatus`) said as what the file must hold.
+pub fn plain_serde_message(text: &str) -> String {
+    static TYPES: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = TYPES.get_or_init(|| {
+        regex::Regex::new(r"(tuple struct|struct|enum|map) [A-Z][A-Za-z0-9_]*(<[^>]*>)?").expect("a valid pattern")
+    });
+    re.replace_all(text, |c: &regex::Captures| match &c[1] {
+        "enum" => "one of its values".to_string(),
+        "tuple struct" => "an array".to_string(),
+        _ => "an object".to_string(),
+    })
+    .into_owned()
+}
+
 /// Any text on one line (runtime errors span several).
 pub fn one_line_str(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -235,6 +250,19 @@ impl fmt::Display for ExitCode {
 mod tests {
     use super::*;
     use anyhow::Context;
+
+    #[test]
+    fn serde_messages_name_what_the_file_must_hold_not_rust_types() {
+        assert_eq!(
+            plain_serde_message("invalid type: integer `5`, expected struct GateLimit at line 3 column 9"),
+            "invalid type: integer `5`, expected an object at line 3 column 9"
+        );
+        assert_eq!(
+            plain_serde_message("invalid type: string \"x\", expected enum RunStatus"),
+            "invalid type: string \"x\", expected one of its values"
+        );
+        assert_eq!(plain_serde_message("missing field `units`"), "missing field `units`");
+    }
 
     #[test]
     fn every_kind_of_error_maps_to_its_documented_code() {

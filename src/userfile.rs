@@ -443,8 +443,8 @@ impl Outputs {
     /// Checks, before any work, that `path` can be written as a new file for `flag`: nothing is
     /// there (not even a link), and [`Outputs::check`]'s conditions.
     pub fn check_new(&self, flag: &str, path: &Path) -> Result<()> {
-        refuse_existing(flag, path)?;
-        self.check(flag, path)
+        self.check(flag, path)?;
+        refuse_existing(flag, path)
     }
 
     /// Writes `bytes` as the new file `dest`: refused when anything is there already (a link

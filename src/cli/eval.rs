@@ -253,7 +253,34 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     let report = crate::evaluate::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
     emit_findings(&report, &cmd.files, outputs, |r, json| stdout_text(cmd.format, r, json))?;
+    say_missing_targets(&report);
     Ok(report.exit_code)
+}
+
+/// One error line for the required targets that did not run to the end (exit 3), as `compare`
+/// prints it; the report has each one's error.
+pub(super) fn say_missing_targets(report: &EvalReport) {
+    if report.exit_code != ExitCode::TargetFailed {
+        return;
+    }
+    let required: Vec<String> = report
+        .gate
+        .rules
+        .iter()
+        .filter(|r| r.rule == crate::report::model::Rule::Ran && !r.pass)
+        .map(|r| {
+            let status = report
+                .targets
+                .iter()
+                .find(|t| t.id == r.target)
+                .map_or("failed", |t| t.status.as_str());
+            format!("{} ({status})", r.target)
+        })
+        .collect();
+    crate::console::error(&format!(
+        "required target(s) did not run to the end: {}",
+        required.join(", ")
+    ));
 }
 
 /// Runs one shard of the eval and writes its file (`--out`) for `merge`; a shard whose file is
@@ -304,8 +331,10 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
             "--max-accuracy-drop must be a number of points between 0 and 100",
         ));
     }
-    if !(a.power.is_finite() && a.power > 0.0 && a.power < 1.0) {
-        return Err(bad_flag("--power must be a probability between 0 and 1"));
+    if !(a.power.is_finite() && (0.5..1.0).contains(&a.power)) {
+        return Err(bad_flag(
+            "--power must be a probability from 0.5 (even odds, always given beside it) to below 1",
+        ));
     }
     let (rows, source) = match (&a.from, a.flip_rate, a.broken, a.fixed) {
         (Some(path), ..) => {
@@ -321,7 +350,11 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
         }
         (None, Some(flips), _, _) => {
             let flips = percent("--flip-rate", flips)?;
-            let drop = a.drop.unwrap_or(0.0) / 100.0;
+            let drop = a.drop.unwrap_or(0.0);
+            if !drop.is_finite() {
+                return Err(bad_flag("--drop must be a number of points"));
+            }
+            let drop = drop / 100.0;
             let (broken, fixed) = ((flips + drop) / 2.0, (flips - drop) / 2.0);
             if broken < 0.0 || fixed < 0.0 {
                 return Err(bad_flag(
@@ -361,6 +394,10 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
 fn read_eval_report(flag: &str, path: &Path) -> Result<EvalReport> {
     let shown = path.display();
     let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {shown}: {e}")))?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| crate::error::bad_report(format!("{flag} {shown}: not an eval's JSON report: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        crate::error::bad_report(format!(
+            "{flag} {shown}: not an eval's JSON report: {}",
+            crate::error::plain_serde_message(&e.to_string())
+        ))
+    })
 }

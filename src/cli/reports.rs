@@ -76,6 +76,7 @@ fn merge_eval(
     emit_findings(&report, &files, guarded, |r, json| {
         super::eval::stdout_text(format, r, json)
     })?;
+    super::eval::say_missing_targets(&report);
     Ok(report.exit_code)
 }
 

@@ -120,13 +120,13 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
         if crate::repro::is_zip(dest) {
             outputs.check_new("--out", dest)?;
         } else {
+            outputs.check_dir("--out", dest)?;
             if std::fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink()) {
                 return Err(bad_output(format!(
                     "--out {} is a symbolic link: a bundle is written into a new or empty directory of its own",
                     dest.display()
                 )));
             }
-            outputs.check_dir("--out", dest)?;
             crate::audit::plan::check_save_dir(dest, "--out")?;
         }
         if let Some(f) = files.iter().find(|f| &f.path == dest) {

@@ -220,5 +220,18 @@ mod tests {
             .unwrap_err()
             .contains("neither text"));
         assert!(jsonl_rows("{\"id\": \"a\", \"label\": [1]}\n").is_err());
+        // A stacked set's ids are its positions: an id written as a number names one.
+        let positions: Vec<String> = ["0", "1"].iter().map(|s| s.to_string()).collect();
+        let numbered = "{\"id\": 1, \"label\": 4}\n{\"id\": 0, \"label\": 5}\n";
+        assert_eq!(
+            in_order(jsonl_rows(numbered).unwrap(), &positions).unwrap(),
+            vec![Label::Int(5), Label::Int(4)]
+        );
+        // Blank lines and line numbers in a large file: counted through once, right at the end.
+        let big: String = std::iter::once("id,label\n".to_string())
+            .chain((0..5000).map(|k| format!("s{k},{k}\n\n")))
+            .collect();
+        let rows = csv_rows(&big).unwrap();
+        assert_eq!(rows[4999].0, 2 + 2 * 4999);
     }
 }

@@ -67,6 +67,26 @@ struct Watch {
 }
 
 impl Watch {
+    /// A limit the range decides before any sample: a drop limit of 100 points or more (a drop
+    /// never exceeds 100) and a minimum accuracy of 0 or less are met; a minimum accuracy of 1 or
+    /// more is never shown (no lower bound reaches 100%), nor a drop limit of -100 points or less.
+    fn decided_by_its_limit(&self) -> Option<Decision> {
+        let (lo, hi) = if self.rule == "max_accuracy_drop" {
+            (-1.0, 1.0)
+        } else {
+            (0.0, 1.0)
+        };
+        let limit = self.limit / self.scale;
+        let met_at_the_top = self.passing == Side::Below;
+        if limit >= hi {
+            Some(if met_at_the_top { Decision::Pass } else { Decision::Fail })
+        } else if limit <= lo {
+            Some(if met_at_the_top { Decision::Fail } else { Decision::Pass })
+        } else {
+            None
+        }
+    }
+
     /// Takes one observation, unless decided: a decided limit keeps the bounds of its decision.
     fn push(&mut self, x: f64, samples: usize) {
         if self.decided.is_some() {
@@ -127,11 +147,38 @@ impl Decider {
                 decided: None,
             });
         }
-        (!watches.is_empty()).then_some(Decider {
+        if watches.is_empty() {
+            return None;
+        }
+        for w in &mut watches {
+            w.decided = w.decided_by_its_limit().map(|d| (d, 0));
+        }
+        let mut decider = Decider {
             watches,
             samples: 0,
             decided: None,
-        })
+        };
+        decider.decided = decider.overall();
+        Some(decider)
+    }
+
+    /// The target's decision from its limits': one broken decides it, all met decide it.
+    fn overall(&self) -> Option<Decision> {
+        let any_broken = self
+            .watches
+            .iter()
+            .any(|w| matches!(w.decided, Some((Decision::Fail, _))));
+        let all_met = self
+            .watches
+            .iter()
+            .all(|w| matches!(w.decided, Some((Decision::Pass, _))));
+        if any_broken {
+            Some(Decision::Fail)
+        } else if all_met {
+            Some(Decision::Pass)
+        } else {
+            None
+        }
     }
 
     /// Takes the target's record of the next sample and the reference's record of it, and says
@@ -201,6 +248,9 @@ pub fn fewest_to_pass(limits: Limits) -> Option<usize> {
             w.sequence.decides(w.limit / w.scale) == Some(w.passing)
         })
     };
+    if passes(0) {
+        return Some(0);
+    }
     let mut hi = 1usize;
     while !passes(hi) {
         hi *= 2;
@@ -286,6 +336,18 @@ mod tests {
         let o = d.outcome();
         assert!(o.samples_used < 300);
         assert_eq!(o.rules[0].decision, "fail");
+        // Limits the range decides: met at once, or never shown.
+        let edge = |max_drop_points, min_accuracy| {
+            Decider::new(Limits {
+                max_drop_points,
+                min_accuracy,
+            })
+            .and_then(|d| d.decision())
+        };
+        assert_eq!(edge(Some(100.0), None), Some(Decision::Pass));
+        assert_eq!(edge(None, Some(0.0)), Some(Decision::Pass));
+        assert_eq!(edge(None, Some(1.0)), Some(Decision::Fail));
+        assert_eq!(edge(Some(100.0), Some(0.5)), None);
         // 4 samples cannot decide a one-point limit either way.
         let d = replay(limits, &target[..4], &reference[..4]).unwrap();
         assert_eq!(d.outcome().decision, "undecided");

@@ -30,6 +30,32 @@ pub enum TaskSpec {
     Agree { output: Option<String> },
 }
 
+impl TaskSpec {
+    /// What the task is, as typed JSON (a records directory's and a shard's identity): the kind,
+    /// the output, its settings; the class names and the vocabulary by their SHA-256.
+    pub fn identity(&self) -> serde_json::Value {
+        let digest = |text: &str| crate::hash::sha256_hex(text.as_bytes());
+        match self {
+            TaskSpec::Classify { output, top_k, classes } => serde_json::json!({
+                "kind": "classify",
+                "output": output,
+                "top_k": top_k,
+                "classes_sha256": classes.as_ref().map(|c| digest(&c.join("\n"))),
+            }),
+            TaskSpec::Decide { decision } => serde_json::json!({
+                "kind": "decide",
+                "decision": decision.identity(),
+            }),
+            TaskSpec::Ctc { output, vocabulary } => serde_json::json!({
+                "kind": "ctc",
+                "output": output,
+                "vocabulary_sha256": digest(vocabulary),
+            }),
+            TaskSpec::Agree { output } => serde_json::json!({ "kind": "agree", "output": output }),
+        }
+    }
+}
+
 /// A task checked against the model: the output it reads and how (kept in an eval shard's file,
 /// so that `merge` computes the figures as the eval would have).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

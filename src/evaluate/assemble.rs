@@ -398,10 +398,17 @@ fn gate(basis: &Basis, targets: &[EvalTarget]) -> EvalGate {
     }
 }
 
-/// A sequential decision's rule of that name: its bound at the stop and whether it passed.
+/// A sequential decision's rule of that name: the bound that decided it (the one that crossed
+/// the limit; while undecided the one that would pass it, `upper` or not) and whether it passed.
 fn decided(t: &EvalTarget, rule: &str, upper: bool) -> Option<(f64, bool)> {
     let r = t.sequential.as_ref()?.rules.iter().find(|r| r.rule == rule)?;
-    Some((if upper { r.upper.0 } else { r.lower.0 }, r.decision == "pass"))
+    let passing = if upper { r.upper.0 } else { r.lower.0 };
+    let failing = if upper { r.lower.0 } else { r.upper.0 };
+    Some(match r.decision.as_str() {
+        "fail" => (failing, false),
+        "pass" => (passing, true),
+        _ => (passing, false),
+    })
 }
 
 /// What `min_accuracy` judges: the accuracy's one-sided 95% lower bound (the sequence's, in a

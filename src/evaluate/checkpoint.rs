@@ -56,20 +56,33 @@ pub fn input_digest(inputs: &[(String, Tensor)]) -> String {
     crate::hash::hex(&hasher.finalize())
 }
 
+/// A run's files' name: its id made a file name, and the first 12 hex digits of the id's SHA-256,
+/// so that two ids that read alike as file names (`cpu:a,b` and `cpu,a_b`) never share a file.
+pub fn run_file_stem(run: &str) -> String {
+    let digest = crate::hash::sha256_hex(run.as_bytes());
+    format!("{}-{}", crate::exec::executor::sanitize(run), &digest[..12])
+}
+
 /// The file of a run's records.
 fn run_file(dir: &Path, run: &str) -> PathBuf {
-    dir.join(format!("{}.jsonl", crate::exec::executor::sanitize(run)))
+    dir.join(format!("{}.jsonl", run_file_stem(run)))
 }
 
 /// The file that says a run stopped (and why): it is not run again on resume.
 fn stopped_file(dir: &Path, run: &str) -> PathBuf {
-    dir.join(format!("{}.stopped.json", crate::exec::executor::sanitize(run)))
+    dir.join(format!("{}.stopped.json", run_file_stem(run)))
 }
 
 /// The file that says a sequential eval's target was decided at its last record: its records are
 /// not cut to the other runs' on resume (the stream checks that they do decide there).
 fn decided_file(dir: &Path, run: &str) -> PathBuf {
-    dir.join(format!("{}.decided.json", crate::exec::executor::sanitize(run)))
+    dir.join(format!("{}.decided.json", run_file_stem(run)))
+}
+
+/// The first line of a run's records file: whose records it holds, checked on every read.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    run: String,
 }
 
 /// Whether the records directory holds `path` as a regular file (`false`: nothing there). A link,
@@ -134,14 +147,28 @@ pub struct Resumed {
     pub decided: Vec<bool>,
 }
 
-/// Reads a run's records in order (the first of sample `start`), up to the first damaged line.
-fn read_records(path: &Path, start: usize) -> (Vec<Record>, Vec<String>) {
+/// Reads run `run`'s records in order (the first of sample `start`), up to the first damaged
+/// line; refuses a file whose header names another run (or none).
+fn read_records(path: &Path, run: &str, start: usize) -> Result<(Vec<Record>, Vec<String>)> {
     let (mut records, mut inputs) = (Vec::new(), Vec::new());
     let Ok(file) = File::open(path) else {
-        return (records, inputs);
+        return Ok((records, inputs));
     };
     let mut reader = BufReader::new(file);
     let mut line = String::new();
+    let _ = (&mut reader).take(MAX_LINE_BYTES).read_line(&mut line);
+    match serde_json::from_str::<Header>(&line) {
+        Ok(h) if h.run == run => {}
+        // A file cut before its header was finished holds nothing yet.
+        _ if !line.ends_with('\n') => return Ok((records, inputs)),
+        _ => {
+            return Err(bad_output(format!(
+                "--records: {} is not {}'s records (its first line does not name it); give a new or empty directory",
+                path.display(),
+                crate::console::printable(run)
+            )))
+        }
+    }
     loop {
         line.clear();
         match (&mut reader).take(MAX_LINE_BYTES).read_line(&mut line) {
@@ -156,7 +183,7 @@ fn read_records(path: &Path, start: usize) -> (Vec<Record>, Vec<String>) {
             _ => break,
         }
     }
-    (records, inputs)
+    Ok((records, inputs))
 }
 
 /// Takes the directory's lock: two evals never write one records directory.
@@ -177,12 +204,14 @@ impl Checkpoint {
     /// directory starts from nothing; one holding the records of the same context resumes: every
     /// run's records up to the shortest are returned (the rest is recorded again). A directory
     /// holding anything else is refused.
-    /// The records are of samples from `start` on (a shard's window).
+    /// The records are of the `samples` samples from `start` on (a shard's window). `decidable` says, per run,
+    /// whether a sequential eval decides it: only such a run's marker that it was decided is
+    /// honoured (any other run's records are cut to the others').
     pub fn open(
         dir: &Path,
         context: &serde_json::Value,
-        runs: &[String],
-        start: usize,
+        (runs, decidable): (&[String], &[bool]),
+        (start, samples): (usize, usize),
     ) -> Result<(Checkpoint, Resumed)> {
         let shown = dir.display();
         crate::userfile::check_dir_destination("--records", dir)?;
@@ -191,7 +220,7 @@ impl Checkpoint {
         let context_path = dir.join(CONTEXT_FILE);
         let occupied = std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(false);
         let resumed = if occupied {
-            resume(dir, &context_path, context, (runs, start))?
+            resume(dir, &context_path, context, (runs, decidable), (start, samples))?
         } else {
             Resumed {
                 records: vec![Vec::new(); runs.len()],
@@ -206,6 +235,8 @@ impl Checkpoint {
         let mut writers = Vec::with_capacity(runs.len());
         for (k, run) in runs.iter().enumerate() {
             let mut w = BufWriter::new(create_fresh(&run_file(dir, run))?);
+            serde_json::to_writer(&mut w, &Header { run: run.clone() })?;
+            w.write_all(b"\n")?;
             for (record, input) in resumed.records[k].iter().zip(&resumed.inputs[k]) {
                 write_line(&mut w, input, record)?;
             }
@@ -276,12 +307,56 @@ fn other_host(found: &serde_json::Value, context: &serde_json::Value) -> bool {
     found.get("host") != context.get("host") && without(found) == without(context)
 }
 
+/// What two records contexts differ in, in words: the keys that differ, each named as the user
+/// knows it.
+fn what_differs(found: &serde_json::Value, context: &serde_json::Value) -> String {
+    let words = |key: &str| match key {
+        "tool" => "npu-audit release",
+        "model" => "model",
+        "reference" => "reference",
+        "dataset" | "ids" => "set",
+        "labels" => "labels file",
+        "task" => "task",
+        "runs" => "list of targets",
+        "runtimes" => "runtimes",
+        "threads" => "thread count",
+        "window" => "part of the set",
+        "order_seed" => "sample order (--until-decided, --order-seed)",
+        "limits" => "limits the sequential eval decides",
+        _ => "setting",
+    };
+    let keys = |v: &serde_json::Value| {
+        v.as_object()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let mut all = keys(found);
+    all.extend(keys(context));
+    let mut differing: Vec<&str> = all
+        .iter()
+        .filter(|k| found.get(k.as_str()) != context.get(k.as_str()))
+        .map(|k| words(k))
+        .collect();
+    let mut seen = Vec::new();
+    differing.retain(|w| {
+        let new = !seen.contains(w);
+        seen.push(*w);
+        new
+    });
+    if differing.is_empty() {
+        "eval".into()
+    } else {
+        differing.join(", ")
+    }
+}
+
 /// `context`; refuses another eval's records or a stranger's directory.
 fn resume(
     dir: &Path,
     context_path: &Path,
     context: &serde_json::Value,
-    (runs, start): (&[String], usize),
+    (runs, decidable): (&[String], &[bool]),
+    (start, samples): (usize, usize),
 ) -> Result<Resumed> {
     let shown = dir.display();
     let found = if holds_file(context_path)? {
@@ -298,9 +373,10 @@ fn resume(
                 context["host"].as_str().unwrap_or("unrecorded")
             )))
         }
-        Some(_) => {
+        Some(c) => {
             return Err(bad_output(format!(
-                "--records {shown} holds the records of another eval (another model, set, task, targets or runtimes); give a new or empty directory"
+                "--records {shown} holds the records of another eval (another {}); give a new or empty directory",
+                what_differs(&c, context)
             )))
         }
         None => {
@@ -313,10 +389,10 @@ fn resume(
     let mut inputs = Vec::with_capacity(runs.len());
     let mut stopped = Vec::with_capacity(runs.len());
     let mut decided = Vec::with_capacity(runs.len());
-    for run in runs {
+    for (k, run) in runs.iter().enumerate() {
         let (file, marker) = (run_file(dir, run), stopped_file(dir, run));
         let (r, i) = if holds_file(&file)? {
-            read_records(&file, start)
+            read_records(&file, run, start)?
         } else {
             Default::default()
         };
@@ -329,7 +405,17 @@ fn resume(
             _ => None,
         };
         stopped.push(end);
-        decided.push(run != "reference" && holds_file(&decided_file(dir, run))?);
+        let may_decide = decidable.get(k).copied().unwrap_or(false);
+        decided.push(may_decide && holds_file(&decided_file(dir, run))?);
+    }
+    // More records than samples is no eval's, whether the run stopped or not (before the runs
+    // are cut to the shortest, which would hide it).
+    if let Some((run, r)) = runs.iter().zip(&records).find(|(_, r)| r.len() > samples) {
+        return Err(bad_output(format!(
+            "--records {shown}: {} holds {} records for a set of {samples} samples; give a new or empty directory",
+            crate::console::printable(run),
+            r.len()
+        )));
     }
     let answering = |k: usize| stopped[k].is_none() && !decided[k];
     let shortest = (0..runs.len())
@@ -376,7 +462,7 @@ mod tests {
         let records = dir.path().join("records");
         let context = serde_json::json!({"model": "abc"});
         let runs = vec!["reference".to_string(), "cpu".to_string()];
-        let (mut c, kept) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
+        let (mut c, kept) = Checkpoint::open(&records, &context, (&runs, &[]), (0, 10)).unwrap();
         assert!(kept.records.iter().all(Vec::is_empty));
         for k in 0..3 {
             let (a, b) = (record(k), record(k));
@@ -388,7 +474,7 @@ mod tests {
         let mut text = std::fs::read_to_string(&cpu).unwrap();
         text.push_str("{\"input\": \"digest\", \"record\": {\"index\": 2");
         std::fs::write(&cpu, text).unwrap();
-        let (c, kept) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
+        let (c, kept) = Checkpoint::open(&records, &context, (&runs, &[]), (0, 10)).unwrap();
         assert_eq!(kept.records.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 2]);
         // A run that stopped keeps what it recorded and is not cut to the others.
         c.stop(
@@ -400,22 +486,22 @@ mod tests {
         )
         .unwrap();
         // Another eval is refused the directory while this one holds it.
-        let busy = Checkpoint::open(&records, &context, &runs, 0)
+        let busy = Checkpoint::open(&records, &context, (&runs, &[]), (0, 10))
             .err()
             .unwrap()
             .to_string();
         assert!(busy.contains("in use by another eval"), "{busy}");
         drop(c);
-        let (c, kept) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
+        let (c, kept) = Checkpoint::open(&records, &context, (&runs, &[]), (0, 10)).unwrap();
         assert_eq!(kept.stopped[1].as_ref().map(|e| e.status), Some(RunStatus::Crashed));
         assert_eq!(kept.inputs[0], vec!["digest".to_string(); 2]);
         drop(c);
         // Another eval's records, or a stranger's directory, are refused.
-        assert!(Checkpoint::open(&records, &serde_json::json!({"model": "x"}), &runs, 0).is_err());
+        assert!(Checkpoint::open(&records, &serde_json::json!({"model": "x"}), (&runs, &[]), (0, 10)).is_err());
         let other = dir.path().join("other");
         std::fs::create_dir(&other).unwrap();
         std::fs::write(other.join("notes.txt"), "mine").unwrap();
-        assert!(Checkpoint::open(&other, &context, &runs, 0).is_err());
+        assert!(Checkpoint::open(&other, &context, (&runs, &[]), (0, 10)).is_err());
     }
 
     #[cfg(unix)]
@@ -425,7 +511,7 @@ mod tests {
         let records = dir.path().join("records");
         let context = serde_json::json!({"model": "abc"});
         let runs = vec!["reference".to_string()];
-        let (mut c, _) = Checkpoint::open(&records, &context, &runs, 0).unwrap();
+        let (mut c, _) = Checkpoint::open(&records, &context, (&runs, &[]), (0, 10)).unwrap();
         c.append("digest", &[Some(&record(0))]).unwrap();
         drop(c);
         let victim = dir.path().join("victim.txt");
@@ -433,7 +519,7 @@ mod tests {
         let file = run_file(&records, "reference");
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(&victim, &file).unwrap();
-        let refused = Checkpoint::open(&records, &context, &runs, 0)
+        let refused = Checkpoint::open(&records, &context, (&runs, &[]), (0, 10))
             .err()
             .unwrap()
             .to_string();

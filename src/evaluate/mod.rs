@@ -140,8 +140,9 @@ fn check_sequential(opts: &EvalOptions, plan: &sessions::EvalPlan) -> Result<()>
     Ok(())
 }
 
-/// A note per gated target whose limits the set is too small to show met even if no sample
-/// flipped: such a target passes only by fixing more samples than it breaks.
+/// A note per gated target whose limits the set is too small to show met even with every sample
+/// right and none flipped: such a target passes only by fixing more samples than it breaks (a
+/// drop limit), or not at all (an accuracy limit alone).
 fn too_few_to_pass(opts: &EvalOptions, plan: &sessions::EvalPlan, samples: usize) -> Vec<String> {
     use crate::eval::decide::{fewest_to_pass, Limits};
     let mut notes = Vec::new();
@@ -155,14 +156,26 @@ fn too_few_to_pass(opts: &EvalOptions, plan: &sessions::EvalPlan, samples: usize
             max_drop_points: l.max_accuracy_drop.map(|l| l.value),
             min_accuracy: l.min_accuracy.map(|l| l.value),
         };
-        let fewest = fewest_to_pass(limits);
-        if fewest.is_none_or(|n| n > samples) {
-            let needs = fewest.map_or("more than ten million".into(), |n| n.to_string());
-            notes.push(format!(
-                "{}: --until-decided can show its limits met within the set's {samples} samples only if it fixes more samples than it breaks: with no flip it takes {needs}",
-                t.spec.id
-            ));
+        if !limits.any() {
+            continue;
         }
+        let outlook = if limits.max_drop_points.is_some() {
+            "it can pass only by fixing more samples than it breaks"
+        } else {
+            "it cannot pass on this set"
+        };
+        let note = match fewest_to_pass(limits) {
+            Some(n) if n <= samples => continue,
+            Some(n) => format!(
+                "{}: --until-decided needs {n} samples to show its limits met even with every sample right and none flipped, and the set has {samples}: {outlook}",
+                t.spec.id
+            ),
+            None => format!(
+                "{}: no number of samples shows its limits met (a minimum accuracy of 1 needs a lower bound of 100%): it cannot pass",
+                t.spec.id
+            ),
+        };
+        notes.push(note);
     }
     notes
 }

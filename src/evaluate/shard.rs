@@ -196,8 +196,13 @@ fn shard_identity(
         .collect();
     identity["shard"] = serde_json::json!([shard.index, shard.count]);
     identity["costs"] = serde_json::json!(weights);
-    identity["class_axis"] = format!("{:?}", opts.class_axis).into();
-    identity["stats"] = format!("{:?}", opts.stats).into();
+    identity["class_axis"] = opts
+        .class_axis
+        .iter()
+        .map(|f| serde_json::json!({ "output": f.output, "axis": f.axis }))
+        .collect::<Vec<_>>()
+        .into();
+    identity["stats"] = serde_json::to_value(opts.stats).unwrap_or_default();
     identity["gate"] = gate.into();
     identity
 }
@@ -270,16 +275,23 @@ pub fn from_bytes(bytes: &[u8], shown: &str) -> Result<ShardFile> {
             )))
         }
     }
-    serde_json::from_value(value)
-        .map_err(|e| crate::error::bad_report(format!("{shown}: not an eval shard's file: {e}")))
+    serde_json::from_value(value).map_err(|e| {
+        crate::error::bad_report(format!(
+            "{shown}: not an eval shard's file: {}",
+            crate::error::plain_serde_message(&e.to_string())
+        ))
+    })
 }
 
-/// Whether these bytes are an eval shard's file (else `merge` reads compare reports).
+/// Whether these bytes are (or mean to be) an eval shard's file, else `merge` reads compare
+/// reports: the shard's format, or a shard's parts (`units` and `identity`) without it, so that a
+/// damaged shard is refused for what it lacks, not as "not a compare report".
 pub fn is_shard_file(bytes: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(bytes)
-        .ok()
-        .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(|f| f == SHARD_FORMAT))
-        .unwrap_or(false)
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return false;
+    };
+    let format = v.get("format").and_then(|f| f.as_str());
+    format == Some(SHARD_FORMAT) || (v.get("units").is_some() && v.get("identity").is_some())
 }
 
 /// A shard's one-line summary per unit, for the terminal.

@@ -65,7 +65,8 @@ pub fn from_report(report: &EvalReport, limit_points: f64, power: f64) -> Vec<Si
             (n > 0).then(|| {
                 let rates = (c.broken as f64 / n as f64, c.fixed as f64 / n as f64);
                 SizingRow {
-                    run_ms_median: t.run_ms_median,
+                    // A stranger's figure: only a time a session can have took is used.
+                    run_ms_median: t.run_ms_median.filter(|ms| ms.is_finite() && (0.0..1e9).contains(ms)),
                     ..row(&t.id, rates, limit_points, power)
                 }
             })

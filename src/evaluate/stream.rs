@@ -155,7 +155,7 @@ pub(super) fn context(
         "dataset": dataset.path.display().to_string(),
         "ids": dataset.ids_sha256(),
         "labels": dataset.labels_from,
-        "task": format!("{:?}", opts.task),
+        "task": opts.task.identity(),
         "runs": runs,
         "runtimes": runtimes,
         "threads": opts.exec.threads,
@@ -165,6 +165,23 @@ pub(super) fn context(
     // A shard's part of the set (a whole-set eval's context is what it always was).
     if *window != (0..dataset.len()) {
         context["window"] = serde_json::json!([window.start, window.end]);
+    }
+    // A sequential eval's order and the limits it decides: its records are of those.
+    if let Some(sequential) = opts.stats.sequential {
+        let limits: Vec<serde_json::Value> = plan
+            .targets
+            .iter()
+            .map(|t| {
+                let l = opts.policy.limits(&t.spec.id, None);
+                serde_json::json!([
+                    t.spec.id,
+                    l.min_accuracy.map(|l| l.value),
+                    l.max_accuracy_drop.map(|l| l.value)
+                ])
+            })
+            .collect();
+        context["order_seed"] = sequential.order_seed.into();
+        context["limits"] = limits.into();
     }
     context
 }
@@ -192,7 +209,16 @@ pub fn run(
     let (task, truths) = check_task(&opts.task, &plan.signature, &plan.classes, &first_golden, dataset)?;
     let records_dir = records.map_or_else(|| started.executor.work().join("records"), Path::to_path_buf);
     let context = context(opts, plan, dataset, &run_ids, &window);
-    let (mut checkpoint, resumed) = Checkpoint::open(&records_dir, &context, &run_ids, window.start)?;
+    let limits = super::decided_limits(opts, plan, dataset, &task);
+    let decidable: Vec<bool> = std::iter::once(false)
+        .chain(limits.iter().map(Option::is_some))
+        .collect();
+    let (mut checkpoint, resumed) = Checkpoint::open(
+        &records_dir,
+        &context,
+        (&run_ids, &decidable),
+        (window.start, window.len()),
+    )?;
     let output_len = first_golden
         .iter()
         .find(|(n, _)| *n == task.output)
@@ -218,7 +244,7 @@ pub fn run(
     let decided_before = resumed.decided.clone();
     let (mut reference, mut targets) = live_runs(plan, (reference_sessions, target_sessions), resumed, window.start);
     let resume = take_up(
-        (opts, plan, dataset),
+        &limits,
         (&task, &truths),
         (&mut reference, &mut targets),
         (&checkpoint, &records_dir, &decided_before),
@@ -371,7 +397,7 @@ fn judge_again(task: &Task, record: &mut Record, truth: Truth) {
 /// they are now, and a sequential eval's gated targets given their deciders. Returns how many
 /// samples every run already recorded.
 fn take_up(
-    (opts, plan, dataset): (&EvalOptions, &EvalPlan, &Dataset),
+    limits: &[Option<Limits>],
     (task, truths): (&Task, &[Option<Truth>]),
     (reference, targets): (&mut Live, &mut [Live]),
     (checkpoint, dir, decided): (&Checkpoint, &Path, &[bool]),
@@ -384,8 +410,7 @@ fn take_up(
             dir.display()
         ));
     }
-    let limits = super::decided_limits(opts, plan, dataset, task);
-    watch(&limits, (reference, targets), &decided[1..], (checkpoint, dir))?;
+    watch(limits, (reference, targets), &decided[1..], (checkpoint, dir))?;
     Ok(resume)
 }
 

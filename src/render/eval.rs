@@ -331,11 +331,7 @@ fn gate(s: &mut String, report: &EvalReport) {
         .filter(|r| !r.pass)
         .map(|r| {
             let (m, l) = rule_values(r.rule.as_str(), r.measured, r.limit);
-            let bound = match r.rule.as_str() {
-                "max_accuracy_drop" => "upper bound ",
-                "min_accuracy" => "lower bound ",
-                _ => "",
-            };
+            let bound = bound_word(report, &r.target, r.rule.as_str());
             format!("{} {}: {bound}{m} vs limit {l} ({})", r.target, r.rule, r.origin)
         })
         .collect();
@@ -347,6 +343,23 @@ fn gate(s: &mut String, report: &EvalReport) {
     let _ = writeln!(s, "\nVERDICT {verdict} (exit {})", report.exit_code as i32);
     for f in failing {
         let _ = writeln!(s, "  {f}");
+    }
+}
+
+/// Which bound a failed eval rule measured: the drop's upper bound and the accuracy's lower
+/// one, unless a sequential decision broke the limit with the other.
+fn bound_word(report: &EvalReport, target: &str, rule: &str) -> &'static str {
+    let broken = report
+        .targets
+        .iter()
+        .find(|t| t.id == target)
+        .and_then(|t| t.sequential.as_ref())
+        .and_then(|q| q.rules.iter().find(|r| r.rule == rule))
+        .is_some_and(|r| r.decision == "fail");
+    match (rule, broken) {
+        ("max_accuracy_drop", false) | ("min_accuracy", true) => "upper bound ",
+        ("min_accuracy", false) | ("max_accuracy_drop", true) => "lower bound ",
+        _ => "",
     }
 }
 

@@ -50,5 +50,12 @@ pub fn from_bytes(bytes: Vec<u8>, shown: &str) -> Result<Report> {
             )))
         }
     }
-    serde_json::from_str(&text).map_err(|e| bad_report(format!("{shown}:{}:{}: {e}", e.line(), e.column())))
+    serde_json::from_str(&text).map_err(|e| {
+        bad_report(format!(
+            "{shown}:{}:{}: {}",
+            e.line(),
+            e.column(),
+            crate::error::plain_serde_message(&e.to_string())
+        ))
+    })
 }

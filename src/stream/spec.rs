@@ -162,6 +162,20 @@ fn names(infos: &[crate::model::TensorInfo]) -> String {
     infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
+impl Decision {
+    /// The decision as typed JSON (part of what an eval's records are of).
+    pub fn identity(&self) -> serde_json::Value {
+        match self {
+            Decision::Threshold {
+                output,
+                above,
+                threshold,
+            } => serde_json::json!({ "output": output, "above": above, "threshold": threshold }),
+            Decision::Top1 { output, axis } => serde_json::json!({ "output": output, "top1_axis": axis }),
+        }
+    }
+}
+
 /// What one step of a stream decides.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {

@@ -35,8 +35,17 @@ pub fn npz_headers(path: &Path) -> Result<Vec<ArrayHeader>> {
         let mut entry = archive
             .by_index(i)
             .map_err(|e| anyhow::anyhow!("cannot read entry {i}: {e}"))?;
-        if entry.is_dir() {
-            continue;
+        // An eval set's archive holds arrays only (NumPy writes nothing else).
+        if entry.is_dir() || entry.is_symlink() {
+            bail!(
+                "entry '{}' is {}, not an array",
+                entry.name(),
+                if entry.is_dir() {
+                    "a directory"
+                } else {
+                    "a symbolic link"
+                }
+            );
         }
         let name = entry.name().strip_suffix(".npy").unwrap_or(entry.name()).to_string();
         let (dtype, shape, _) = super::npy::stream_header(&mut entry).with_context(|| format!("array '{name}'"))?;

@@ -22,6 +22,7 @@ Prints one line per figure checked and exits 1 on the first mismatch.
 
 import argparse
 import csv
+import hashlib
 import json
 import math
 import pathlib
@@ -219,10 +220,18 @@ def recorded(args, record):
     return p["text"] if args.task == "ctc" else p["classes"][0]
 
 
+def records_path(records, run):
+    """docs/eval.md: the run's id with every character but letters, digits, '-' and '.' made '_',
+    then '-' and the first 12 hex digits of the id's SHA-256."""
+    name = "".join(c if (c.isascii() and c.isalnum()) or c in "-." else "_" for c in run)
+    return pathlib.Path(records) / f"{name}-{hashlib.sha256(run.encode()).hexdigest()[:12]}.jsonl"
+
+
 def read_records(records, run):
-    path = pathlib.Path(records) / (run.replace(":", "_") + ".jsonl")
-    # Each line is {"input": <SHA-256 of the sample's inputs>, "record": {...}}.
-    return [json.loads(line)["record"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [json.loads(line) for line in records_path(records, run).read_text(encoding="utf-8").splitlines() if line.strip()]
+    # The first line names the run; each other is {"input": <SHA-256 of the inputs>, "record": {...}}.
+    same("records header", lines[0], {"run": run})
+    return [line["record"] for line in lines[1:]]
 
 
 def main():

@@ -193,6 +193,14 @@ pub fn fails_with(args: &[&str], code: i32, needle: &str) {
     assert!(stderr.contains(needle), "{args:?}: expected '{needle}' in {stderr}");
 }
 
+/// A run's file in an eval's records directory (`suffix`: `jsonl`, `stopped.json`,
+/// `decided.json`), named as docs/eval.md says: the id made a file name, then the first 12 hex
+/// digits of the id's SHA-256.
+pub fn records_file(dir: &std::path::Path, run: &str, suffix: &str) -> std::path::PathBuf {
+    let digest = npu_audit::hash::sha256_hex(run.as_bytes());
+    dir.join(format!("{}-{}.{suffix}", file_name_of(run), &digest[..12]))
+}
+
 /// The file or directory name the tool gives a run id (`--save-outputs`, `--node-data`):
 /// characters other than letters, digits, `-` and `.` become `_`.
 pub fn file_name_of(id: &str) -> String {

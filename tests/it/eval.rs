@@ -379,8 +379,9 @@ fn the_simulator_serves_the_set_as_compare_runs_one_sample() {
         &["--task", "classify", "--rerun", ""],
     );
     // The first sample's output SQNR is the one compare measures on that sample alone.
-    let records = std::fs::read_to_string(dir.join("r.records/qnn_sm8650.jsonl")).unwrap();
-    let first: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    let records = std::fs::read_to_string(records_file(&dir.join("r.records"), "qnn:sm8650", "jsonl")).unwrap();
+    // The first line names the run; the records follow.
+    let first: Value = serde_json::from_str(records.lines().nth(1).unwrap()).unwrap();
     let sample = clean_set().join(format!("{}.npz", first["record"]["id"].as_str().unwrap()));
     let (_, compared, _) = compare_json(&[
         &real("ppocr_cls_qdq_u8.onnx"),
@@ -553,6 +554,47 @@ fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
             vec![],
         ),
         (
+            "a directory entry inside a sample's archive",
+            Box::new(|d: &Path| {
+                // The sample's archive again, with a directory entry beside its array.
+                let bytes = std::fs::read(d.join("line00001.npz")).unwrap();
+                let mut old = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+                let file = std::fs::File::create(d.join("line00001.npz")).unwrap();
+                let mut new = zip::ZipWriter::new(file);
+                new.add_directory("extra/", zip::write::SimpleFileOptions::default())
+                    .unwrap();
+                for i in 0..old.len() {
+                    new.raw_copy_file(old.by_index(i).unwrap()).unwrap();
+                }
+                new.finish().unwrap();
+            }),
+            "entry 'extra/' is a directory, not an array",
+            vec![],
+        ),
+        (
+            "a labels.jsonl id written as a position in a directory set",
+            Box::new(|d: &Path| {
+                let csv = std::fs::read_to_string(d.join("labels.csv")).unwrap();
+                let lines: Vec<String> = csv
+                    .lines()
+                    .skip(1)
+                    .enumerate()
+                    .map(|(k, l)| {
+                        let (id, label) = l.split_once(',').unwrap();
+                        if k == 2 {
+                            format!("{{\"id\": 2, \"label\": {label}}}")
+                        } else {
+                            format!("{{\"id\": \"{id}\", \"label\": {label}}}")
+                        }
+                    })
+                    .collect();
+                std::fs::remove_file(d.join("labels.csv")).unwrap();
+                std::fs::write(d.join("labels.jsonl"), lines.join("\n") + "\n").unwrap();
+            }),
+            "sample line00002 has no label",
+            vec![],
+        ),
+        (
             "an empty set",
             Box::new(|d: &Path| {
                 for e in std::fs::read_dir(d).unwrap() {
@@ -689,6 +731,7 @@ fn record_indices(path: &Path) -> Vec<u64> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
+        .filter(|l| l.contains("\"record\""))
         .map(|l| {
             serde_json::from_str::<Value>(l).unwrap()["record"]["index"]
                 .as_u64()
@@ -723,21 +766,21 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
             .unwrap(),
     );
     let start = std::time::Instant::now();
-    while record_indices(&records.join("cpu.jsonl")).len() < 8 {
+    while record_indices(&records_file(&records, "cpu", "jsonl")).len() < 8 {
         assert!(start.elapsed().as_secs() < 120, "the slowed eval recorded nothing");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     assert!(!cut.join("r.json").exists(), "a killed eval wrote its report");
-    let before = record_indices(&records.join("cpu.jsonl")).len();
+    let before = record_indices(&records_file(&records, "cpu", "jsonl")).len();
     assert!((8..30).contains(&before), "{before}");
     let (code, resumed, stderr) = eval(&cut, &args, &[]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("resuming after"), "{stderr}");
     for run in ["reference", "cpu"] {
         assert_eq!(
-            record_indices(&records.join(format!("{run}.jsonl"))),
+            record_indices(&records_file(&records, run, "jsonl")),
             (0..30).collect::<Vec<u64>>(),
             "{run}"
         );
@@ -758,7 +801,7 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(record_indices(&records.join("cpu.jsonl")).len(), 30);
+    assert_eq!(record_indices(&records_file(&records, "cpu", "jsonl")).len(), 30);
 }
 
 /// The reference's and the CPU's correct counts in an eval report.
@@ -794,7 +837,7 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
         .collect();
     std::fs::write(set.join("labels.csv"), flipped).unwrap();
     // A record's own verdict is not trusted either: every CPU record says it was right.
-    let cpu_file = records.join("cpu.jsonl");
+    let cpu_file = records_file(&records, "cpu", "jsonl");
     let tampered = std::fs::read_to_string(&cpu_file).unwrap();
     std::fs::write(&cpu_file, tampered.replace("\"correct\":false", "\"correct\":true")).unwrap();
     let (code, again, stderr) = eval(&work, &args, &[]);
@@ -804,10 +847,15 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
     // Markers the tool does not write (the reference stopped, a target stopped "ok") do not make a
     // run that recorded half the set pass for finished: the rest is run.
     let cpu_lines = std::fs::read_to_string(&cpu_file).unwrap();
-    let half: String = cpu_lines.lines().take(3).map(|l| format!("{l}\n")).collect();
+    // The header and three records.
+    let half: String = cpu_lines.lines().take(4).map(|l| format!("{l}\n")).collect();
     std::fs::write(&cpu_file, &half).unwrap();
-    std::fs::write(records.join("reference.stopped.json"), r#"{"status": "crashed"}"#).unwrap();
-    std::fs::write(records.join("cpu.stopped.json"), r#"{"status": "ok"}"#).unwrap();
+    std::fs::write(
+        records_file(&records, "reference", "stopped.json"),
+        r#"{"status": "crashed"}"#,
+    )
+    .unwrap();
+    std::fs::write(records_file(&records, "cpu", "stopped.json"), r#"{"status": "ok"}"#).unwrap();
     let (code, finished, stderr) = eval(&work, &args, &[]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("resuming after 3 samples"), "{stderr}");
@@ -833,7 +881,7 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
         std::fs::write(&cpu_file, text).unwrap();
         usage_error(&["--records".as_ref(), records.as_os_str()], needle);
     };
-    let first = lines.lines().next().unwrap();
+    let first = lines.lines().nth(1).unwrap();
     let (class, rest) = first.split_once("\"classes\":[").unwrap();
     let alien = format!("{class}\"classes\":[7{}\n", &rest[1..]);
     refused(
@@ -845,9 +893,9 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
         extra.push_str(&first.replace("\"index\":0", &format!("\"index\":{k}")));
         extra.push('\n');
     }
-    std::fs::write(records.join("cpu.stopped.json"), r#"{"status": "failed"}"#).unwrap();
+    std::fs::write(records_file(&records, "cpu", "stopped.json"), r#"{"status": "failed"}"#).unwrap();
     refused(&extra, "cpu holds 9 records for a set of 6 samples");
-    std::fs::remove_file(records.join("cpu.stopped.json")).unwrap();
+    std::fs::remove_file(records_file(&records, "cpu", "stopped.json")).unwrap();
     std::fs::write(&cpu_file, &lines).unwrap();
     // A sample whose inputs changed since is refused, and nothing is written.
     std::fs::remove_file(work.join("r.json")).unwrap();
@@ -933,8 +981,15 @@ fn a_target_that_crashes_mid_set_is_a_finding_and_the_gate_judges_the_rest() {
     // Required, the crash is exit 3; a gate the rest fails is exit 1.
     let dir = set.parent().unwrap().join("required");
     std::fs::create_dir(&dir).unwrap();
-    let (code, _, _) = eval(&dir, &a[..a.len() - 4], &[("NPU_AUDIT_FAULT_INJECT", "cpu=crash@5")]);
+    let (code, _, stderr) = eval(&dir, &a[..a.len() - 4], &[("NPU_AUDIT_FAULT_INJECT", "cpu=crash@5")]);
     assert_eq!(code, 3);
+    // The exit is said on its one error line, as compare says it.
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("npu-audit: error: ")).collect();
+    assert_eq!(
+        errors,
+        ["npu-audit: error: required target(s) did not run to the end: cpu (crashed)"],
+        "{stderr}"
+    );
     // Every label turned: the model is mostly wrong, and as wrong as the reference.
     let labels = std::fs::read_to_string(set.join("labels.csv")).unwrap();
     let turned: String = labels
@@ -1139,9 +1194,10 @@ fn without_labels_agreement_with_a_stored_golden_run_is_what_the_labelled_eval_r
     assert_eq!(report["dataset"]["labels"], "reference");
     // The labelled eval's records say which of these samples the CPU EP's top-1 left.
     let top1 = |run: &str| -> Vec<u64> {
-        std::fs::read_to_string(cls_dir.join(format!("r.records/{run}.jsonl")))
+        std::fs::read_to_string(records_file(&cls_dir.join("r.records"), run, "jsonl"))
             .unwrap()
             .lines()
+            .skip(1)
             .take(5)
             .map(|l| {
                 serde_json::from_str::<Value>(l).unwrap()["record"]["prediction"]["classes"][0]
@@ -1413,11 +1469,11 @@ fn a_shard_killed_at_random_points_resumes_and_counts_no_sample_twice() {
     // Shard 2/2 is cpu's samples 15..30: slowed down, killed after a random number of records
     // and a random delay, again and again, then run to the end.
     let out = work.join("second.json");
-    let records = work
-        .join("second.records")
-        .join("2-of-2")
-        .join("15-30")
-        .join("cpu.jsonl");
+    let records = records_file(
+        &work.join("second.records").join("2-of-2").join("15-30"),
+        "cpu",
+        "jsonl",
+    );
     let (mut state, mut partial) = (7u64, 0);
     for _ in 0..3 {
         let wait_for = (next_random(&mut state) % 12) as usize;
@@ -1467,11 +1523,11 @@ fn a_shard_killed_at_random_points_resumes_and_counts_no_sample_twice() {
     assert_eq!(figures_of(&read_json(&merged)), figures_of(&whole));
     // A shard's records directory is refused to another shard, and kept.
     std::fs::rename(work.join("second.records/2-of-2"), work.join("second.records/1-of-2")).unwrap();
-    let records = work
-        .join("second.records")
-        .join("1-of-2")
-        .join("15-30")
-        .join("cpu.jsonl");
+    let records = records_file(
+        &work.join("second.records").join("1-of-2").join("15-30"),
+        "cpu",
+        "jsonl",
+    );
     let mut a = args.clone();
     let second_records = work.join("second.records");
     a.extend(["--shard", "1/2", "--records", second_records.to_str().unwrap(), "--out"]);
@@ -1628,9 +1684,10 @@ fn until_decided_stops_each_target_once_its_limit_is_shown_and_resumes_in_the_sa
     );
     // The samples came in the seeded order, not the set's: the records' ids are a shuffle.
     let records = dir.join("r.records");
-    let ids: Vec<String> = std::fs::read_to_string(records.join("cpu.jsonl"))
+    let ids: Vec<String> = std::fs::read_to_string(records_file(&records, "cpu", "jsonl"))
         .unwrap()
         .lines()
+        .skip(1)
         .map(|l| {
             serde_json::from_str::<Value>(l).unwrap()["record"]["id"]
                 .as_str()
@@ -1778,7 +1835,7 @@ fn an_interrupted_eval_exits_130_and_leaves_no_stop_marker() {
         .unwrap();
     let mut child = KillOnDrop(child);
     let start = std::time::Instant::now();
-    while record_indices(&records.join("cpu.jsonl")).len() < 4 {
+    while record_indices(&records_file(&records, "cpu", "jsonl")).len() < 4 {
         assert!(start.elapsed().as_secs() < 120, "the slowed eval recorded nothing");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -1803,7 +1860,7 @@ fn an_interrupted_eval_exits_130_and_leaves_no_stop_marker() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(resumed["targets"][0]["status"], "ok");
     assert_eq!(
-        record_indices(&records.join("cpu.jsonl")),
+        record_indices(&records_file(&records, "cpu", "jsonl")),
         (0..30).collect::<Vec<u64>>()
     );
 }
@@ -2010,4 +2067,64 @@ fn merge_judges_every_record_again_and_refuses_shards_of_other_labels() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the labels' contents"), "{stderr}");
     assert!(!merged.exists());
+}
+
+#[test]
+fn targets_whose_ids_read_alike_keep_their_own_records_and_contexts_are_typed_json() {
+    // Both ids become `cpu_noopt_session.a_b` when punctuation is made `_`.
+    let set = copy_of_clean(4);
+    let work = set.parent().unwrap().to_path_buf();
+    let mut args = cpu_args(&set);
+    args.truncate(args.len() - 3);
+    args.extend(
+        [
+            "-t",
+            "cpu:noopt,session.a=b",
+            "-t",
+            "cpu,noopt_session.a=b",
+            "--no-baseline",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, first, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let records = work.join("r.records");
+    for run in ["cpu:noopt,session.a=b", "cpu,noopt_session.a=b"] {
+        let text = std::fs::read_to_string(records_file(&records, run, "jsonl")).unwrap();
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(header, serde_json::json!({ "run": run }));
+        assert_eq!(text.lines().count(), 5, "{run}");
+    }
+    // Resumed, each target reads its own records back: the same figures.
+    let (code, again, stderr) = eval(&work, &args, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming after 4 samples"), "{stderr}");
+    let figures = |r: &Value| strip_keys(r, &["run_ms_median", "runtime"]);
+    assert_eq!(figures(&first)["targets"], figures(&again)["targets"]);
+    // A records file that is another run's (its header names it) is refused.
+    let a = records_file(&records, "cpu:noopt,session.a=b", "jsonl");
+    let b = records_file(&records, "cpu,noopt_session.a=b", "jsonl");
+    std::fs::copy(&a, &b).unwrap();
+    let out = bin()
+        .arg("eval")
+        .args(&args)
+        .arg("--no-config")
+        .arg("--records")
+        .arg(&records)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2) && err.contains("is not cpu,noopt_session.a=b's records"),
+        "{err}"
+    );
+    // The context is typed JSON: no Rust debug text anywhere.
+    let context = std::fs::read_to_string(records.join("context.json")).unwrap();
+    for debug in ["Classify {", "Some(", "None", "StatOptions", "ClassAxisFlag"] {
+        assert!(!context.contains(debug), "{debug}: {context}");
+    }
+    let context: Value = serde_json::from_str(&context).unwrap();
+    assert_eq!(context["task"]["kind"], "classify");
+    assert_eq!(context["task"]["top_k"], 5);
 }

@@ -444,7 +444,7 @@ fn a_bundle_never_replaces_a_file_nor_writes_through_a_link() {
     for (dest, want) in [
         (&existing, "exists (a file)"),
         (&linked, "exists (a symbolic link)"),
-        (&dangling, "exists (a symbolic link)"),
+        (&dangling, "symbolic link"),
         (&dir_link, "is a symbolic link"),
     ] {
         fails_with(&["repro", m, "-t", QNN, "--out", dest.to_str().unwrap()], 2, want);
