@@ -81,6 +81,67 @@ fn depth(v: &serde_json::Value) -> usize {
     }
 }
 
+/// A JSON document in which no object names a key twice (what it holds is read elsewhere).
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NoDuplicateKeys, D::Error> {
+        d.deserialize_any(NoDuplicateKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
+    type Value = NoDuplicateKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<NoDuplicateKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                let shown: String = key.chars().take(64).collect();
+                return Err(serde::de::Error::custom(format!(
+                    "the key \"{}\" is given twice (which one the device meant is unknown)",
+                    shown.escape_debug()
+                )));
+            }
+            map.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<NoDuplicateKeys, A::Error> {
+        while seq.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<NoDuplicateKeys, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<NoDuplicateKeys, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<NoDuplicateKeys, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<NoDuplicateKeys, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<NoDuplicateKeys, E> {
+        Ok(NoDuplicateKeys)
+    }
+
+    fn visit_unit<E>(self) -> Result<NoDuplicateKeys, E> {
+        Ok(NoDuplicateKeys)
+    }
+}
+
 /// The most keys outside the schema one `device.json` may add.
 const MAX_UNKNOWN_KEYS: usize = 64;
 
@@ -88,6 +149,9 @@ impl DeviceInfo {
     /// Parses `device.json`: the schema's keys checked (strings, at most 256 characters), other
     /// keys kept aside (at most 64, names at most 256 characters).
     pub fn parse(text: &[u8]) -> Result<DeviceInfo> {
+        // A key named twice would silently keep its last value (a second `soc_model` overriding
+        // the first): the file is refused, naming the key.
+        serde_json::from_slice::<NoDuplicateKeys>(text).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
         let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| anyhow::anyhow!("device.json: {e}"))?;
         let serde_json::Value::Object(mut map) = value else {
             bail!("device.json: not a JSON object");
@@ -320,6 +384,12 @@ mod tests {
             serde_json::json!("(not kept: nested deeper than 8)")
         );
         assert!(DeviceInfo::parse(b"[]").is_err());
+        // A key given twice (at any depth) is refused, named.
+        let twice = DeviceInfo::parse(br#"{"soc_model": "SM8650", "soc_model": "SM8450"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(twice.contains("the key \"soc_model\" is given twice"), "{twice}");
+        assert!(DeviceInfo::parse(br#"{"soc_model": "SM8650", "app": {"v": 1, "v": 2}}"#).is_err());
         let many: Vec<String> = (0..65).map(|k| format!(r#""k{k}": 1"#)).collect();
         assert!(DeviceInfo::parse(format!("{{{}}}", many.join(",")).as_bytes()).is_err());
     }

@@ -582,6 +582,16 @@ pub struct RuntimeInfo {
 }
 
 impl RuntimeInfo {
+    /// The same runtime named without a path of this machine: its library by its file name (the
+    /// package, version and SHA-256 say which build it is), for files meant to leave the machine.
+    pub fn without_paths(mut self) -> RuntimeInfo {
+        self.library = std::path::Path::new(&self.library)
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        self.plugin = self.plugin.map(|p| Box::new(p.without_paths()));
+        self
+    }
+
     /// `onnxruntime 1.31.1`, or a plugin on its host: `onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1`.
     pub fn text(&self) -> String {
         match (&self.plugin, &self.emulation) {

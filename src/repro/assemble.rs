@@ -145,7 +145,7 @@ pub(super) fn finish(
             if let Some(b) = report.bundle.as_mut() {
                 b.path = dest.display().to_string();
             }
-            let json = serde_json::to_string_pretty(&counted(report.clone(), eval))? + "\n";
+            let json = serde_json::to_string_pretty(&shareable(counted(report.clone(), eval)))? + "\n";
             stage(outputs, dest, made.files, json)?;
         }
     } else {
@@ -281,6 +281,26 @@ fn window_report(layered: &Layered, (a, b): Window, j: &Judged) -> WindowReport 
         outputs: j.outputs.clone(),
         sample: j.worst_sample,
     }
+}
+
+/// The report as the bundle carries it to a vendor: no path of this machine in it (the model,
+/// the reference and the bundle by their file names; each runtime by its package, version, file
+/// name and SHA-256, not where it sits in the user's cache).
+fn shareable(mut report: ReproReport) -> ReproReport {
+    let name = |p: &str| {
+        Path::new(p)
+            .file_name()
+            .map_or_else(|| p.to_string(), |n| n.to_string_lossy().into_owned())
+    };
+    report.model = name(&report.model);
+    report.reference = name(&report.reference);
+    if let Some(b) = report.bundle.as_mut() {
+        b.path = name(&b.path);
+    }
+    for side in [&mut report.target, &mut report.against] {
+        side.runtime = side.runtime.take().map(|r| r.without_paths());
+    }
+    report
 }
 
 /// Stages the bundle: a zip file, or a new (or empty) directory with its files.

@@ -207,8 +207,10 @@ fn open_lock(path: &Path) -> std::io::Result<File> {
         .or_else(|_| File::open(path))
 }
 
-/// Checks that `dir` holds the manifest of `key` and every file it lists, each of its size and
-/// SHA-256.
+/// Checks that `dir` holds the manifest of `key` and exactly the files it lists: each a regular
+/// file of the entry (a plain name, no path), of its size and SHA-256, and no file it does not
+/// list (a session loads the entry as a whole, so a file the manifest leaves out would be loaded
+/// unchecked).
 fn verify(dir: &Path, key: &str) -> Result<()> {
     let manifest = read_manifest(dir)?;
     if manifest.key != key {
@@ -217,11 +219,27 @@ fn verify(dir: &Path, key: &str) -> Result<()> {
     if manifest.files.is_empty() {
         bail!("its manifest lists no file");
     }
+    let plain = |name: &str| {
+        let mut parts = Path::new(name).components();
+        matches!((parts.next(), parts.next()), (Some(std::path::Component::Normal(n)), None) if n == name)
+            && name != MANIFEST
+    };
+    if let Some(f) = manifest.files.iter().find(|f| !plain(&f.name)) {
+        bail!("its manifest names '{}', not a file of the entry", f.name);
+    }
+    for e in std::fs::read_dir(dir)? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if name != MANIFEST && !manifest.files.iter().any(|f| f.name == name) {
+            bail!("it holds {name}, which its manifest does not list");
+        }
+    }
     for f in &manifest.files {
         let path = dir.join(&f.name);
-        let size = std::fs::metadata(&path)
-            .map(|m| m.len())
-            .with_context(|| format!("{} is missing", f.name))?;
+        let meta = std::fs::symlink_metadata(&path).with_context(|| format!("{} is missing", f.name))?;
+        if !meta.file_type().is_file() {
+            bail!("{} is not a regular file", f.name);
+        }
+        let size = meta.len();
         if size != f.size {
             bail!("{} has {size} bytes, its manifest says {}", f.name, f.size);
         }
@@ -369,6 +387,43 @@ mod tests {
         }
         assert!(!tmp.path().join("ctx/k1").exists());
         assert!(matches!(store.lookup("k1"), Lookup::Miss));
+        // A manifest that leaves a file out, or names one outside the entry: never loaded.
+        let corrupt = |edit: &dyn Fn(&Path), want: &str| {
+            stored(&store, "k2", b"compiled context");
+            edit(&tmp.path().join("ctx/k2"));
+            match store.lookup("k2") {
+                Lookup::Corrupt(why) => assert!(why.contains(want), "{want}: {why}"),
+                _ => panic!("{want}: the entry was used"),
+            }
+            assert!(!tmp.path().join("ctx/k2").exists());
+        };
+        let rewrite = |dir: &Path, f: &dyn Fn(&mut serde_json::Value)| {
+            let mut m: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(dir.join(MANIFEST)).expect("manifest")).expect("json");
+            f(&mut m);
+            std::fs::write(dir.join(MANIFEST), serde_json::to_vec(&m).expect("json")).expect("write");
+        };
+        corrupt(
+            &|d| rewrite(d, &|m| m["files"][0]["name"] = "../../victim.txt".into()),
+            "not a file of the entry",
+        );
+        corrupt(
+            &|d| {
+                std::fs::write(d.join("extra.onnx"), b"foreign").expect("write");
+            },
+            "which its manifest does not list",
+        );
+        corrupt(
+            &|d| {
+                std::fs::write(d.join("other.bin"), b"x").expect("write");
+                rewrite(d, &|m| {
+                    let first = m["files"][0].clone();
+                    m["files"] = serde_json::json!([first]);
+                    m["files"][0]["name"] = "other.bin".into();
+                });
+            },
+            "model_ctx.onnx, which its manifest does not list",
+        );
     }
 
     #[test]

@@ -119,6 +119,35 @@ fn provision_at(dir: &Path) -> Result<Emulation> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let lock = std::fs::File::create(dir.join(".lock")).context("cannot create the lock")?;
     lock.lock().context("cannot lock the emulation's directory")?;
+    run_script(dir, false)?;
+    // What was provisioned is checked file by file against what provisioning left: a file cut
+    // short or removed since (a full disk, a killed copy, a hand) would crash the interpreter
+    // with a signal that reads as the model crashing the ARM64 CPU EP.
+    match tree::damage(dir) {
+        Some(Ok(())) => {}
+        Some(Err((part, why))) => {
+            crate::console::note(format!(
+                "the ARM64 emulation in {} is damaged ({why}): provisioning its {part} again",
+                dir.display()
+            ));
+            // The script redoes a step whose stamp is gone (the sysroot's redoes the site's).
+            let _ = std::fs::remove_file(dir.join(format!("{part}.stamp")));
+            run_script(dir, false)?;
+            tree::record(dir)?;
+            if let Some(Err((_, why))) = tree::damage(dir) {
+                bail!(
+                    "it is damaged ({why}) and provisioning it again did not mend it; remove {} and retry",
+                    dir.display()
+                );
+            }
+        }
+        None => tree::record(dir)?,
+    }
+    emulation_in(dir)
+}
+
+/// Runs the provisioning script on `dir` (`refresh`: every step again, whatever its stamps say).
+fn run_script(dir: &Path, refresh: bool) -> Result<()> {
     let script = dir.join("provision.sh");
     std::fs::write(&script, PROVISION_SCRIPT).context("cannot write the provisioning script")?;
     let python = super::python::interpreter().unwrap_or_else(|| "python3".into());
@@ -127,6 +156,9 @@ fn provision_at(dir: &Path) -> Result<Emulation> {
     // The script's pins are the tool's, never the user's shell's.
     for name in PINNED {
         cmd.env_remove(name);
+    }
+    if refresh {
+        cmd.env("REFRESH", "1");
     }
     let out = cmd
         .arg(&script)
@@ -143,6 +175,11 @@ fn provision_at(dir: &Path) -> Result<Emulation> {
         let last = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
         bail!("provisioning failed ({}): {last} (log: {})", out.status, log.display());
     }
+    Ok(())
+}
+
+/// The emulation provisioned in `dir`.
+fn emulation_in(dir: &Path) -> Result<Emulation> {
     let worker = dir.join(format!(
         "emulated_worker-{}.py",
         &crate::hash::sha256_hex(WORKER.as_bytes())[..12]
@@ -162,4 +199,151 @@ fn provision_at(dir: &Path) -> Result<Emulation> {
             .to_string(),
         manifest_sha256: crate::hash::sha256_hex(&manifest),
     })
+}
+
+/// What provisioning left in the emulation's directory, file by file (`tree.json`: each file's
+/// size, modification time and SHA-256; a link's target), so that a later process finds a file
+/// cut short, removed or replaced before it runs a session on it. A file is hashed again only
+/// when its modification time changed (a cache restored elsewhere), as the runtime cache does.
+mod tree {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use anyhow::{Context, Result};
+    use serde::{Deserialize, Serialize};
+
+    const TREE: &str = "tree.json";
+    /// The parts provisioning makes.
+    const PARTS: [&str; 3] = ["qemu", "sysroot", "site"];
+
+    /// One file as provisioning left it.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Entry {
+        File { size: u64, mtime_ns: i64, sha256: String },
+        Link { target: String },
+    }
+
+    /// Every file under the parts but Python's own caches (which the interpreter may rewrite),
+    /// with its metadata; `hash` says whether to hash files (else `sha256` is empty).
+    fn walk(dir: &Path, hash: bool) -> BTreeMap<String, Entry> {
+        let mut found = BTreeMap::new();
+        let mut stack: Vec<std::path::PathBuf> = PARTS.iter().map(|p| dir.join(p)).collect();
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            for e in entries.flatten() {
+                let path = e.path();
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name == "__pycache__" || name.ends_with(".pyc") {
+                    continue;
+                }
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                let rel = path.strip_prefix(dir).unwrap_or(&path).to_string_lossy().into_owned();
+                if meta.is_dir() {
+                    stack.push(path);
+                } else if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(&path).unwrap_or_default().display().to_string();
+                    found.insert(rel, Entry::Link { target });
+                } else {
+                    use std::os::unix::fs::MetadataExt;
+                    let mtime_ns = meta
+                        .mtime()
+                        .saturating_mul(1_000_000_000)
+                        .saturating_add(meta.mtime_nsec());
+                    let sha256 = if hash {
+                        crate::hash::sha256_file(&path).unwrap_or_default()
+                    } else {
+                        String::new()
+                    };
+                    found.insert(
+                        rel,
+                        Entry::File {
+                            size: meta.len(),
+                            mtime_ns,
+                            sha256,
+                        },
+                    );
+                }
+            }
+        }
+        found
+    }
+
+    /// Records the tree as it is now.
+    pub fn record(dir: &Path) -> Result<()> {
+        let text = serde_json::to_vec(&walk(dir, true))?;
+        let tmp = dir.join(format!("{TREE}.tmp"));
+        std::fs::write(&tmp, text).context("cannot record the emulation's files")?;
+        std::fs::rename(&tmp, dir.join(TREE)).context("cannot record the emulation's files")
+    }
+
+    /// `None`: nothing recorded yet; `Some(Ok)`: every file as recorded; `Some(Err)`: the part
+    /// (`qemu`, `sysroot`, `site`) of the first file that is not, and what is wrong, in words.
+    pub fn damage(dir: &Path) -> Option<Result<(), (String, String)>> {
+        let recorded: BTreeMap<String, Entry> = serde_json::from_slice(&std::fs::read(dir.join(TREE)).ok()?).ok()?;
+        let now = walk(dir, false);
+        for (path, was) in &recorded {
+            let why = match (was, now.get(path)) {
+                (_, None) => format!("{path} is missing"),
+                (Entry::Link { target }, Some(Entry::Link { target: t })) if t == target => continue,
+                (Entry::File { size, .. }, Some(Entry::File { size: s, .. })) if s != size => {
+                    format!("{path} has {s} bytes where provisioning left {size}")
+                }
+                (Entry::File { mtime_ns, sha256, .. }, Some(Entry::File { mtime_ns: m, .. })) => {
+                    let same = m == mtime_ns || crate::hash::sha256_file(&dir.join(path)).is_ok_and(|h| &h == sha256);
+                    if same {
+                        continue;
+                    }
+                    format!("{path} changed since it was provisioned")
+                }
+                _ => format!("{path} is not what provisioning left"),
+            };
+            let part = path.split('/').next().unwrap_or_default().to_string();
+            return Some(Err((part, why)));
+        }
+        Some(Ok(()))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_file_cut_short_removed_or_rewritten_is_named_with_its_part() {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            assert!(damage(dir).is_none());
+            for (part, file) in [
+                ("qemu", "qemu-aarch64"),
+                ("sysroot", "usr/lib/libc.so.6"),
+                ("site", "ort/lib.so"),
+            ] {
+                let path = dir.join(part).join(file);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, format!("{part} bytes")).unwrap();
+            }
+            std::fs::create_dir_all(dir.join("site/ort/__pycache__")).unwrap();
+            std::fs::write(dir.join("site/ort/__pycache__/x.pyc"), "cache").unwrap();
+            record(dir).unwrap();
+            assert_eq!(damage(dir), Some(Ok(())));
+            // Python rewriting its own cache is not damage.
+            std::fs::write(dir.join("site/ort/__pycache__/x.pyc"), "other cache").unwrap();
+            assert_eq!(damage(dir), Some(Ok(())));
+            // Cut short (the SIGBUS of a truncated library).
+            std::fs::write(dir.join("site/ort/lib.so"), "site").unwrap();
+            let (part, why) = damage(dir).unwrap().unwrap_err();
+            assert_eq!(part, "site");
+            assert!(why.contains("has 4 bytes where provisioning left 10"), "{why}");
+            // Rewritten with the same size, and removed.
+            std::fs::write(dir.join("site/ort/lib.so"), "SITE bytes").unwrap();
+            let (_, why) = damage(dir).unwrap().unwrap_err();
+            assert!(why.contains("changed since it was provisioned"), "{why}");
+            std::fs::remove_file(dir.join("qemu/qemu-aarch64")).unwrap();
+            std::fs::write(dir.join("site/ort/lib.so"), "site bytes").unwrap();
+            let (part, why) = damage(dir).unwrap().unwrap_err();
+            assert_eq!((part.as_str(), why.as_str()), ("qemu", "qemu/qemu-aarch64 is missing"));
+        }
+    }
 }

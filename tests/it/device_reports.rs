@@ -364,3 +364,17 @@ fn triage_against_an_altered_golden_directory_fails_as_compare_does() {
         "outputs/s1/o0.npy was altered",
     );
 }
+
+/// A `device.json` naming its chipset twice: which one the phone meant is unknown, so the report
+/// is malformed, naming the key (not silently read as the last one).
+#[test]
+fn a_device_json_naming_a_key_twice_is_malformed() {
+    let dir = tempdir();
+    let r = qnn_report(dir.path(), "twice", &[0, 1, 2, 3]);
+    std::fs::write(
+        r.join("device.json"),
+        r#"{"soc_model": "SM8650", "soc_model": "SM8450"}"#,
+    )
+    .unwrap();
+    assert_refused(&only_entry(&[&r]), &r, "the key \"soc_model\" is given twice");
+}

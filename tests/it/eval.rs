@@ -1391,6 +1391,16 @@ fn check_bad_merges(work: &Path, p: &[String]) {
     refused(&[&p[0], &overlap, &p[2]], "missing or counted twice");
     let costs = edited("costs.json", &|v| v["costs"]["cpu"] = 2.into());
     refused(&[&p[0], &costs, &p[2]], "differ in the costs");
+    // A shard that lost its format is refused as a damaged shard, not as a compare report; one
+    // whose gate limit is not an object says so without Rust's type names.
+    let no_format = edited("no_format.json", &|v| {
+        v.as_object_mut().unwrap().remove("format");
+    });
+    refused(&[&no_format, &p[0], &p[2]], "not an eval shard's file (no format");
+    let bad_limit = edited("bad_limit.json", &|v| {
+        v["basis"]["targets"][0]["min_accuracy"] = 5.into()
+    });
+    refused(&[&p[0], &bad_limit, &p[2]], "expected an object");
 }
 
 #[test]

@@ -503,6 +503,18 @@ fn bad_requests_are_refused_in_one_line() {
         with(&["--shards", "2"], &["targets"]),
         "plan splits `eval` and `compare`",
     );
+    // --costs requires --shard on eval's own command line; plan names --costs, not --shard.
+    fails(
+        with(&["--shards", "2"], &[&eval[..], &["--costs", "cpu=1"]].concat()),
+        "has --costs",
+    );
+    fails(
+        with(
+            &["--shards", "2"],
+            &[&eval[..], &["--max-accuracy-drop", "5", "--until-decided"]].concat(),
+        ),
+        "has --until-decided",
+    );
     fails(
         with(&["--shards", "2"], &["compare", &cnn(), "--no-such-flag"]),
         "--no-such-flag",

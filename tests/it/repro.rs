@@ -70,6 +70,27 @@ fn a_two_layer_departure_is_cut_out_and_its_bundle_reproduces_without_npu_audit(
     }
     assert_eq!(r["minimality"].as_array().unwrap().len(), 2);
     assert!(r["candidates_tried"].as_u64().unwrap() >= 4);
+    // The bundle leaves the machine: its report names no path of this one (not the user's home,
+    // the runtime cache, the repository or the temporary directory), the runtimes by file name.
+    let shared = std::fs::read_to_string(bundle.join("repro.json")).unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    for host in [
+        home.as_str(),
+        ".cache/npu-audit",
+        env!("CARGO_MANIFEST_DIR"),
+        tmp.path().to_str().unwrap(),
+    ] {
+        assert!(!shared.contains(host), "the bundle's repro.json names {host}");
+    }
+    let shared: Value = serde_json::from_str(&shared).unwrap();
+    assert_eq!(shared["model"], "cnn_qdq_u8.onnx");
+    assert!(shared["target"]["runtime"]["library"]
+        .as_str()
+        .unwrap()
+        .starts_with("libonnxruntime.so"));
+    assert!(shared["target"]["runtime"]["sha256"]
+        .as_str()
+        .is_some_and(|h| h.len() == 64));
 
     // The figures, recomputed from the bundle's own files.
     let out = "relu1_out_QuantizeLinear_Output";
