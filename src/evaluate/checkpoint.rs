@@ -350,6 +350,32 @@ fn what_differs(found: &serde_json::Value, context: &serde_json::Value) -> Strin
     }
 }
 
+/// Refuses a records directory whose `context.json` is not `context`: another host class, another
+/// eval (saying what differs), or no context at all.
+fn same_eval(dir: &Path, context_path: &Path, context: &serde_json::Value) -> Result<()> {
+    let shown = dir.display();
+    let found = if holds_file(context_path)? {
+        read_small_json(context_path)
+    } else {
+        None
+    };
+    match found {
+        Some(c) if &c == context => Ok(()),
+        Some(c) if other_host(&c, context) => Err(bad_output(format!(
+            "--records {shown} holds the records of this eval made on a host of class {} (this host is {}): the CPU EP and OpenVINO may compute other figures there, so one report would join two machines' figures; resume on a host of that class, or give a new or empty directory",
+            c["host"].as_str().unwrap_or("unrecorded"),
+            context["host"].as_str().unwrap_or("unrecorded")
+        ))),
+        Some(c) => Err(bad_output(format!(
+            "--records {shown} holds the records of another eval (another {}); give a new or empty directory",
+            what_differs(&c, context)
+        ))),
+        None => Err(bad_output(format!(
+            "--records {shown} holds files that are not an eval's records; give a new or empty directory"
+        ))),
+    }
+}
+
 /// `context`; refuses another eval's records or a stranger's directory.
 fn resume(
     dir: &Path,
@@ -359,32 +385,7 @@ fn resume(
     (start, samples): (usize, usize),
 ) -> Result<Resumed> {
     let shown = dir.display();
-    let found = if holds_file(context_path)? {
-        read_small_json(context_path)
-    } else {
-        None
-    };
-    match found {
-        Some(c) if &c == context => {}
-        Some(c) if other_host(&c, context) => {
-            return Err(bad_output(format!(
-                "--records {shown} holds the records of this eval made on a host of class {} (this host is {}): the CPU EP and OpenVINO may compute other figures there, so one report would join two machines' figures; resume on a host of that class, or give a new or empty directory",
-                c["host"].as_str().unwrap_or("unrecorded"),
-                context["host"].as_str().unwrap_or("unrecorded")
-            )))
-        }
-        Some(c) => {
-            return Err(bad_output(format!(
-                "--records {shown} holds the records of another eval (another {}); give a new or empty directory",
-                what_differs(&c, context)
-            )))
-        }
-        None => {
-            return Err(bad_output(format!(
-                "--records {shown} holds files that are not an eval's records; give a new or empty directory"
-            )))
-        }
-    }
+    same_eval(dir, context_path, context)?;
     let mut records = Vec::with_capacity(runs.len());
     let mut inputs = Vec::with_capacity(runs.len());
     let mut stopped = Vec::with_capacity(runs.len());

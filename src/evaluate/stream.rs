@@ -208,17 +208,8 @@ pub fn run(
     let first_golden = reference_outputs(plan, started.reference.as_mut(), &first)?;
     let (task, truths) = check_task(&opts.task, &plan.signature, &plan.classes, &first_golden, dataset)?;
     let records_dir = records.map_or_else(|| started.executor.work().join("records"), Path::to_path_buf);
-    let context = context(opts, plan, dataset, &run_ids, &window);
     let limits = super::decided_limits(opts, plan, dataset, &task);
-    let decidable: Vec<bool> = std::iter::once(false)
-        .chain(limits.iter().map(Option::is_some))
-        .collect();
-    let (mut checkpoint, resumed) = Checkpoint::open(
-        &records_dir,
-        &context,
-        (&run_ids, &decidable),
-        (window.start, window.len()),
-    )?;
+    let (mut checkpoint, resumed) = open_records(opts, (plan, dataset), (&run_ids, &limits), &window, &records_dir)?;
     let output_len = first_golden
         .iter()
         .find(|(n, _)| *n == task.output)
@@ -272,6 +263,22 @@ pub fn run(
         reference,
         targets,
     })
+}
+
+/// Opens the records directory for the runs `run_ids` (reference first) of this eval over
+/// `window`, with the limits a sequential eval decides for each target.
+fn open_records(
+    opts: &EvalOptions,
+    (plan, dataset): (&EvalPlan, &Dataset),
+    (run_ids, limits): (&[String], &[Option<Limits>]),
+    window: &Range<usize>,
+    dir: &Path,
+) -> Result<(Checkpoint, Resumed)> {
+    let context = context(opts, plan, dataset, run_ids, window);
+    let decidable: Vec<bool> = std::iter::once(false)
+        .chain(limits.iter().map(Option::is_some))
+        .collect();
+    Checkpoint::open(dir, &context, (run_ids, &decidable), (window.start, window.len()))
 }
 
 /// The largest output SQNR a record may hold: outputs of `f64` values cannot be farther apart

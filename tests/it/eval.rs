@@ -1753,11 +1753,13 @@ fn until_decided_fails_what_the_set_cannot_decide_and_says_what_it_would_take() 
     assert!(!pass && upper > 1.0 && upper == q["rules"][0]["upper"].as_f64().unwrap());
     // The set is too small to pass one point without fixes, and the eval said so up front.
     assert!(
-        stderr.contains("only if it fixes more samples than it breaks"),
+        stderr.contains("it can pass only by fixing more samples than it breaks"),
         "{stderr}"
     );
     assert!(
-        report["notes"].to_string().contains("with no flip it takes"),
+        report["notes"]
+            .to_string()
+            .contains("even with every sample right and none flipped"),
         "{}",
         report["notes"]
     );
