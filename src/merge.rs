@@ -59,14 +59,20 @@ pub struct MergeOptions {
 }
 
 impl MergeOptions {
-    /// Reads the shard reports at `paths`; `overrides` (`--outputs`) say where a shard's saved
-    /// outputs are when not where its report records them.
-    pub fn new(paths: &[PathBuf], overrides: &[ShardOutputs], allow_other_threads: bool) -> Result<MergeOptions> {
-        check_overrides(overrides, paths)?;
-        let parts = paths
+    /// Parses the shard reports read from `read` (each path with its bytes, read once: a pipe
+    /// cannot be read twice); `overrides` (`--outputs`) say where a shard's saved outputs are when
+    /// not where its report records them.
+    pub fn new(
+        read: &[(PathBuf, Vec<u8>)],
+        overrides: &[ShardOutputs],
+        allow_other_threads: bool,
+    ) -> Result<MergeOptions> {
+        let paths: Vec<PathBuf> = read.iter().map(|(p, _)| p.clone()).collect();
+        check_overrides(overrides, &paths)?;
+        let parts = read
             .iter()
-            .map(|p| {
-                let report = crate::report::json::read(p)?;
+            .map(|(p, bytes)| {
+                let report = crate::report::json::from_bytes(bytes.clone(), &crate::userfile::shown(p))?;
                 let outputs = outputs_dir(p, &report, overrides);
                 Ok(Part {
                     path: p.clone(),

@@ -56,12 +56,16 @@ const ENGINES: &[(&str, &str, bool, Option<&str>)] = &[
     ),
 ];
 
+/// The most parts an eval or a compare is split into (`plan` makes at most this many; an array
+/// job of 10000 tasks is already beyond most engines).
+pub const MAX_SHARDS: usize = 10_000;
+
 impl Shard {
-    /// Parses `i/n` with 1 <= i <= n.
+    /// Parses `i/n` with 1 <= i <= n <= [`MAX_SHARDS`].
     pub fn parse(text: &str) -> Result<Shard> {
         let bad = || {
             bad_flag(format!(
-                "--shard '{text}' is not i/n with 1 <= i <= n (e.g. 2/4), nor auto"
+                "--shard '{text}' is not i/n with 1 <= i <= n <= {MAX_SHARDS} (e.g. 2/4), nor auto"
             ))
         };
         let (i, n) = text.split_once('/').ok_or_else(bad)?;
@@ -69,7 +73,7 @@ impl Shard {
             i.trim().parse::<usize>().map_err(|_| bad())?,
             n.trim().parse::<usize>().map_err(|_| bad())?,
         );
-        if index == 0 || count == 0 || index > count {
+        if index == 0 || count == 0 || index > count || count > MAX_SHARDS {
             return Err(bad());
         }
         Ok(Shard { index, count })
@@ -191,9 +195,9 @@ fn engine_shards(get: &dyn Fn(&str) -> Option<String>) -> Result<Vec<(&'static s
         };
         let count = number(count_name, &count_text)?;
         let index = if one_based { index } else { index + 1 };
-        if count == 0 || index == 0 || index > count {
+        if count == 0 || index == 0 || index > count || count > MAX_SHARDS {
             return Err(bad_flag(format!(
-                "--shard: {index_var}={} is not a part of {count_name}={count}",
+                "--shard: {index_var}={} is not a part of {count_name}={count} (at most {MAX_SHARDS} parts)",
                 index_text.trim()
             )));
         }
@@ -209,10 +213,12 @@ fn engine_shards(get: &dyn Fn(&str) -> Option<String>) -> Result<Vec<(&'static s
 pub struct Costs(pub BTreeMap<String, u64>);
 
 impl Costs {
-    /// Parses `cpu=1,qnn:sm8650=700` (weights are positive integers).
+    /// Parses `cpu=1,qnn:sm8650=700` (weights are positive integers); `;` separates the items
+    /// instead when a target's id holds commas (`qnn:sm8650,htp_arch=75=700;cpu=1`).
     pub fn parse(text: &str) -> Result<Costs> {
         let mut map = BTreeMap::new();
-        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let separator = if text.contains(';') { ';' } else { ',' };
+        for item in text.split(separator).map(str::trim).filter(|s| !s.is_empty()) {
             let (run, weight) = item
                 .rsplit_once('=')
                 .ok_or_else(|| bad_flag(format!("--costs '{item}' is not TARGET=WEIGHT")))?;
@@ -233,13 +239,19 @@ impl Costs {
         Ok(Costs(map))
     }
 
-    /// The flag's text for these costs (the form `parse` reads).
+    /// The flag's text for these costs (the form `parse` reads: `;`-separated when an id holds a
+    /// comma).
     pub fn to_flag(&self) -> String {
+        let separator = if self.0.keys().any(|r| r.contains(',')) {
+            ";"
+        } else {
+            ","
+        };
         self.0
             .iter()
             .map(|(r, w)| format!("{r}={w}"))
             .collect::<Vec<_>>()
-            .join(",")
+            .join(separator)
     }
 
     /// The weight of a target: as given, else the default of its backend.
@@ -318,6 +330,19 @@ mod tests {
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn costs_of_targets_whose_ids_hold_commas_read_back_as_written() {
+        let mut map = BTreeMap::new();
+        map.insert("qnn:sm8650,htp_arch=75,soc_model=57".to_string(), 700);
+        map.insert("cpu".to_string(), 1);
+        let costs = Costs(map);
+        let flag = costs.to_flag();
+        assert_eq!(flag, "cpu=1;qnn:sm8650,htp_arch=75,soc_model=57=700");
+        assert_eq!(Costs::parse(&flag).unwrap(), costs);
+        assert_eq!(Costs::parse("cpu=1,qnn:sm8650=700").unwrap().0.len(), 2);
+        assert!(Shard::parse("1/10001").is_err() && Shard::parse("1/10000").is_ok());
     }
 
     #[test]

@@ -15,8 +15,8 @@ use crate::exec::plan::Requested;
 use crate::render::plan::JobPlan;
 use crate::target::{distinct, TargetList, TargetRole};
 
-/// The most shards a plan makes (an array job of 10000 tasks is already beyond most engines).
-const MAX_SHARDS: u64 = 10_000;
+/// The most shards a plan makes.
+const MAX_SHARDS: u64 = crate::audit::shard::MAX_SHARDS as u64;
 
 /// The most jobs GitHub Actions runs from one matrix.
 const GITHUB_MAX_JOBS: usize = 256;
@@ -76,8 +76,13 @@ fn clap_line(e: &clap::Error) -> String {
 /// The command after `--`, parsed as `npu-audit` parses its command line; only `eval` and
 /// `compare` split, and the flags every job gets (`--shard`, `--out`, `--costs`) must be left out.
 fn parse_command(words: &[String]) -> Result<Planned> {
-    if words.iter().any(|w| w.contains('\n')) {
-        return Err(bad_flag("the command after --: an argument spans lines"));
+    // A word is handed to a shell, a YAML file and a CI engine: a line break (any of Unicode's)
+    // or a control character in it could end a line or a quote there, and a terminal would hide it.
+    let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    if words.iter().any(|w| w.chars().any(unsafe_char)) {
+        return Err(bad_flag(
+            "the command after --: an argument holds a line break or a control character, which no recipe can carry safely",
+        ));
     }
     // `--costs` requires `--shard`, so clap would complain about the missing --shard first.
     if words.iter().any(|w| w == "--costs" || w.starts_with("--costs=")) {
@@ -190,6 +195,11 @@ fn eval_plan(
         e.task_args.limit.map(|n| n as usize),
     )?;
     let (weights, weights_from) = weights(&runs, measured);
+    if let Some((id, _)) = weights.iter().find(|(id, _)| id.contains(';')) {
+        return Err(bad_flag(format!(
+            "target {id}: an id with ';' cannot be given its cost in --costs (';' separates them); rename its option"
+        )));
+    }
     let costs = Costs(weights.iter().cloned().collect());
     let shards = split(&weights, set.len(), count);
     refuse_idle(

@@ -23,9 +23,21 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         format,
         files,
     } = a;
-    if first_is_eval_shard(&reports) {
+    // Every part is read once, here (a part may be a pipe), then parsed as its kind.
+    let read = reports
+        .iter()
+        .map(|p| {
+            let bytes = crate::userfile::read_user_file(p)
+                .map_err(|e| crate::error::bad_report(format!("{}: cannot read: {e}", crate::userfile::shown(p))))?;
+            Ok((p.clone(), bytes))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if read
+        .first()
+        .is_some_and(|(_, b)| crate::evaluate::shard::is_shard_file(b))
+    {
         return merge_eval(
-            &reports,
+            &read,
             (allow_other_threads, allow_other_hosts),
             (outputs, format, files),
         );
@@ -34,7 +46,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
     // The reports are read first: where each shard's saved outputs are is in its report.
     let options = MergeOptions {
         allow_other_hosts,
-        ..MergeOptions::new(&reports, &outputs, allow_other_threads)?
+        ..MergeOptions::new(&read, &outputs, allow_other_threads)?
     };
     let outputs = report_outputs(&options, &files)?;
     let report = crate::merge::merge(&options)?;
@@ -42,18 +54,10 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
     Ok(report.exit_code)
 }
 
-/// Whether the first part is an eval shard's file (then every part must be).
-fn first_is_eval_shard(parts: &[PathBuf]) -> bool {
-    parts
-        .first()
-        .and_then(|p| crate::userfile::read_user_file(p).ok())
-        .is_some_and(|bytes| crate::evaluate::shard::is_shard_file(&bytes))
-}
-
 /// `merge` of eval shards: the eval's report from their records, written as `--out` (JSON),
 /// `--markdown` and `--html`, the table (or `--format`) on stdout, the gate's exit code.
 fn merge_eval(
-    parts: &[PathBuf],
+    parts: &[(PathBuf, Vec<u8>)],
     (allow_other_threads, allow_other_hosts): (bool, bool),
     (outputs, format, files): (Vec<crate::merge::ShardOutputs>, ReportFormat, ReportFiles),
 ) -> Result<ExitCode> {

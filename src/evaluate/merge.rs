@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::assemble::{build, Basis};
-use super::shard::{read, ShardFile, UnitRun};
+use super::shard::{from_bytes, ShardFile, UnitRun};
 use super::summary::RunSummary;
 use crate::audit::shard::split;
 use crate::error::bad_report;
@@ -28,11 +28,15 @@ pub struct EvalMergeOptions {
 }
 
 impl EvalMergeOptions {
-    /// Reads every shard's file.
-    pub fn read(paths: &[PathBuf], allow_other_threads: bool, allow_other_hosts: bool) -> Result<EvalMergeOptions> {
-        let parts = paths
+    /// Parses every shard's file from the bytes read of it (once: a pipe cannot be read twice).
+    pub fn read(
+        read: &[(PathBuf, Vec<u8>)],
+        allow_other_threads: bool,
+        allow_other_hosts: bool,
+    ) -> Result<EvalMergeOptions> {
+        let parts = read
             .iter()
-            .map(|p| Ok((p.clone(), read(p)?)))
+            .map(|(p, bytes)| Ok((p.clone(), from_bytes(bytes, &crate::userfile::shown(p))?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(EvalMergeOptions {
             parts,
@@ -77,11 +81,12 @@ pub fn merge(opts: &EvalMergeOptions) -> Result<EvalReport> {
         }
     }
     check_units(&parts, &basis)?;
-    check_records(&parts, &basis)?;
     if !opts.allow_other_threads {
         check_threads(&parts)?;
     }
     let reference = reference_run(&parts, basis.dataset.samples)?;
+    check_records(&parts, &basis, &reference.records)?;
+    check_set(&parts, &basis, &reference.records)?;
     let runs = basis
         .targets
         .iter()
@@ -178,7 +183,8 @@ const MAX_WEIGHT: u64 = 1_000_000_000;
 fn check_sizes(path: &std::path::Path, f: &ShardFile) -> Result<()> {
     let samples = f.basis.as_ref().map_or(0, |b| b.dataset.samples);
     let bad_costs = f.costs.values().any(|w| !(1..=MAX_WEIGHT).contains(w));
-    if f.shard.index == 0 || f.shard.index > f.shard.count || bad_costs || samples > MAX_SAMPLES {
+    let count = f.shard.count > crate::audit::shard::MAX_SHARDS;
+    if f.shard.index == 0 || f.shard.index > f.shard.count || count || bad_costs || samples > MAX_SAMPLES {
         return Err(bad_report(format!(
             "{}: its shard, costs or sample count are not ones an eval writes",
             path.display()
@@ -240,11 +246,14 @@ fn dataset_difference(a: &crate::report::eval::DatasetInfo, b: &crate::report::e
 }
 
 /// Refuses a record no eval of this basis writes: a stored verdict that is not what its
-/// prediction scores against its truth (edited by hand), a target's truth that is not the
-/// reference's for the sample, a label of `agree` that is not the reference's own prediction, an
-/// SQNR no output has. Merge judges every record again instead of trusting what it says.
-fn check_records(parts: &[&(PathBuf, ShardFile)], basis: &Basis) -> Result<()> {
+/// prediction scores against its truth (edited by hand), a target's id or label that is not the
+/// reference's for the sample (the reference joined from every shard), a label of `agree` that is
+/// not the reference's own prediction, a class the output does not have, an SQNR no output has; and
+/// a shard that does not hold the reference's record of every sample its units cover. Merge judges
+/// every record again instead of trusting what it says.
+fn check_records(parts: &[&(PathBuf, ShardFile)], basis: &Basis, reference: &[Record]) -> Result<()> {
     let task = &basis.task;
+    let joined: BTreeMap<usize, &Record> = reference.iter().map(|r| (r.index, r)).collect();
     for (path, part) in parts {
         let refuse = |run: &str, r: &Record, why: String| {
             bad_report(format!(
@@ -253,43 +262,100 @@ fn check_records(parts: &[&(PathBuf, ShardFile)], basis: &Basis) -> Result<()> {
                 crate::console::printable(&r.id)
             ))
         };
-        let truths: BTreeMap<usize, &crate::eval::task::Truth> =
-            part.reference.iter().map(|r| (r.index, &r.truth)).collect();
-        let reference = part.reference.iter().map(|r| ("reference", r));
+        let own: std::collections::BTreeSet<usize> = part.reference.iter().map(|r| r.index).collect();
+        if let Some(u) = part
+            .units
+            .iter()
+            .find(|u| (u.unit.start..u.unit.end).any(|k| !own.contains(&k)))
+        {
+            return Err(bad_report(format!(
+                "{}: it does not hold the reference's records of samples {}..{} its unit {} covers: the file was edited",
+                path.display(),
+                u.unit.start,
+                u.unit.end,
+                crate::console::printable(&u.unit.run)
+            )));
+        }
         let units = part
             .units
             .iter()
             .flat_map(|u| u.run.records.iter().map(move |r| (u.unit.run.as_str(), r)));
-        for (run, r) in reference.chain(units) {
-            if r.judged_against(task, &r.truth) != r.judged {
-                return Err(refuse(
-                    run,
-                    r,
-                    "says it was judged otherwise than its prediction scores against its label".into(),
-                ));
-            }
-            if run != "reference" && truths.get(&r.index).is_some_and(|t| **t != r.truth) {
-                return Err(refuse(
-                    run,
-                    r,
-                    "has another label than the reference's record of it".into(),
-                ));
-            }
-            let own = r
-                .prediction
-                .as_ref()
-                .and_then(crate::eval::task::Task::truth_of_prediction);
-            if run == "reference" && task.labels_from_reference() && own.is_some_and(|t| t != r.truth) {
-                return Err(refuse(
-                    run,
-                    r,
-                    "has a label that is not the reference's own prediction".into(),
-                ));
-            }
-            if r.sqnr_db.is_some_and(|s| s.0.is_finite() && s.0.abs() > 10_000.0) {
-                return Err(refuse(run, r, "holds an SQNR no output has".into()));
+        for (run, r) in part.reference.iter().map(|r| ("reference", r)).chain(units) {
+            if let Some(why) = what_is_wrong(task, part.output_len, (run, r), joined.get(&r.index)) {
+                return Err(refuse(run, r, why));
             }
         }
+    }
+    Ok(())
+}
+
+/// What is wrong with record `r` of run `run` (the reference's record of its sample, joined from
+/// every shard, beside it), if anything.
+fn what_is_wrong(
+    task: &crate::eval::task::Task,
+    output_len: usize,
+    (run, r): (&str, &Record),
+    reference: Option<&&Record>,
+) -> Option<String> {
+    if r.judged_against(task, &r.truth) != r.judged {
+        return Some("says it was judged otherwise than its prediction scores against its label".into());
+    }
+    if let Some(p) = r.prediction.as_ref().filter(|_| output_len > 0) {
+        if !task.admits(p, output_len) {
+            return Some(format!("predicts what the task's output of {output_len} values cannot"));
+        }
+    }
+    if run != "reference" {
+        match reference {
+            None => return Some("is of a sample no shard's reference recorded".into()),
+            Some(x) if x.id != r.id => {
+                return Some(format!(
+                    "names the sample the reference recorded as '{}'",
+                    crate::console::printable(&x.id)
+                ))
+            }
+            Some(x) if x.truth != r.truth => return Some("has another label than the reference's record of it".into()),
+            Some(_) => {}
+        }
+    }
+    let own = r
+        .prediction
+        .as_ref()
+        .and_then(crate::eval::task::Task::truth_of_prediction);
+    if run == "reference" && task.labels_from_reference() && own.is_some_and(|t| t != r.truth) {
+        return Some("has a label that is not the reference's own prediction".into());
+    }
+    if r.sqnr_db.is_some_and(|s| s.0.is_finite() && s.0.abs() > 10_000.0) {
+        return Some("holds an SQNR no output has".into());
+    }
+    None
+}
+
+/// Refuses records whose ids and labels, joined in sample order, are not those of the set the
+/// shards ran on: the ids' SHA-256 of the basis, and the SHA-256 of every sample's id and truth
+/// each shard took from the labels (so a label edited alike in every shard's records is caught).
+fn check_set(parts: &[&(PathBuf, ShardFile)], basis: &Basis, reference: &[Record]) -> Result<()> {
+    let ids: Vec<String> = reference.iter().map(|r| r.id.clone()).collect();
+    if crate::hash::sha256_hex(ids.join("\n").as_bytes()) != basis.dataset.ids_sha256 {
+        return Err(bad_report(
+            "the shards' records name other samples than the set they say they ran (its ids' SHA-256): the files were edited",
+        ));
+    }
+    let (first_path, first) = parts[0];
+    for (path, part) in &parts[1..] {
+        if part.truths_sha256 != first.truths_sha256 || part.output_len != first.output_len {
+            return Err(bad_report(format!(
+                "{} and {} are not shards of one eval: they read the labels or the output otherwise",
+                first_path.display(),
+                path.display()
+            )));
+        }
+    }
+    let truths: Vec<Option<crate::eval::task::Truth>> = reference.iter().map(|r| Some(r.truth.clone())).collect();
+    if first.truths_sha256.is_some() && super::stream::truths_sha256(&ids, &truths) != first.truths_sha256 {
+        return Err(bad_report(
+            "the shards' records hold other labels than the ones the shards read from the set: the files were edited",
+        ));
     }
     Ok(())
 }
@@ -330,6 +396,18 @@ fn check_unit_records(path: &std::path::Path, u: &UnitRun) -> Result<()> {
         .all(|(k, r)| r.index == u.unit.start + k);
     let len = u.unit.end - u.unit.start;
     let n = u.run.records.len();
+    // A run that stopped did not end well: an end that says `ok` is not one an eval writes.
+    if u.run
+        .end
+        .as_ref()
+        .is_some_and(|e| e.status == crate::exec::RunStatus::Ok)
+    {
+        return Err(bad_report(format!(
+            "{}: {} says it stopped with status ok, which no eval writes: the file was edited",
+            path.display(),
+            u.unit.run
+        )));
+    }
     if !in_order || n > len || (n < len && u.run.end.is_none()) {
         return Err(bad_report(format!(
             "{}: {} holds {n} records of samples {}..{} that are not those samples in order{}",

@@ -45,6 +45,13 @@ pub struct ShardFile {
     pub reference: Vec<Record>,
     /// The shard's units, in the split's order, each with its run's records.
     pub units: Vec<UnitRun>,
+    /// The SHA-256 of every sample's id and truth (`stream::truths_sha256`), which the joined
+    /// reference records must give again (`None` for `agree`).
+    #[serde(default)]
+    pub truths_sha256: Option<String>,
+    /// How many values the task's output has: no record's prediction names a class beyond it.
+    #[serde(default)]
+    pub output_len: usize,
 }
 
 /// A unit and what its run recorded.
@@ -102,6 +109,7 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
     let mut reference: BTreeMap<usize, Record> = BTreeMap::new();
     let mut runs: Vec<UnitRun> = Vec::new();
     let mut task = None;
+    let mut facts = (None, 0);
     for (window, members) in windows(&units) {
         plan.targets = members
             .iter()
@@ -129,6 +137,7 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
             });
         }
         task.get_or_insert(done.task);
+        facts = (done.truths_sha256, done.output_len);
     }
     plan.targets = all;
     runs.sort_by_key(|u| units.iter().position(|x| *x == u.unit));
@@ -147,6 +156,8 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
         host: crate::host::this_host(),
         reference: reference.into_values().collect(),
         units: runs,
+        truths_sha256: facts.0,
+        output_len: facts.1,
     }))
 }
 
@@ -291,7 +302,10 @@ pub fn is_shard_file(bytes: &[u8]) -> bool {
         return false;
     };
     let format = v.get("format").and_then(|f| f.as_str());
-    format == Some(SHARD_FORMAT) || (v.get("units").is_some() && v.get("identity").is_some())
+    let shard_parts = ["units", "identity", "basis", "shard"]
+        .iter()
+        .any(|k| v.get(k).is_some());
+    format == Some(SHARD_FORMAT) || (shard_parts && v.get("tool").is_none())
 }
 
 /// A shard's one-line summary per unit, for the terminal.

@@ -45,6 +45,22 @@ pub struct Runs {
     pub reference: RunRecords,
     /// One per planned target, in the plan's order.
     pub targets: Vec<RunRecords>,
+    /// The SHA-256 of every sample's id and truth as the task reads its label (`None` for
+    /// `agree`, whose truths are the reference's own): what a shard's records must agree with.
+    pub truths_sha256: Option<String>,
+    /// How many values the task's output has (every class a prediction names is below it).
+    pub output_len: usize,
+}
+
+/// The SHA-256 of `(id, truth)` of every sample in the order fed, one JSON array a line; `None`
+/// when a sample has no truth from a label.
+pub fn truths_sha256(ids: &[String], truths: &[Option<Truth>]) -> Option<String> {
+    let mut text = String::new();
+    for (id, truth) in ids.iter().zip(truths) {
+        text.push_str(&serde_json::to_string(&(id, truth.as_ref()?)).ok()?);
+        text.push('\n');
+    }
+    Some(crate::hash::sha256_hex(text.as_bytes()))
 }
 
 /// A run while the set streams: its sessions (none once it stopped) and what it recorded.
@@ -262,6 +278,8 @@ pub fn run(
         task,
         reference,
         targets,
+        truths_sha256: truths_sha256(&dataset.ids, &truths),
+        output_len,
     })
 }
 

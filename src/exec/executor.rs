@@ -416,7 +416,8 @@ fn available_memory() -> Option<u64> {
 
 /// A target id as a file name (`qnn:sm8650` -> `qnn_sm8650`).
 pub fn sanitize(id: &str) -> String {
-    id.chars()
+    let name: String = id
+        .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
                 c
@@ -424,8 +425,18 @@ pub fn sanitize(id: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    // File names have a length limit (255 bytes on most file systems): a long id keeps its first
+    // characters and a digest of the whole, so two long ids never share a name.
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let digest = crate::hash::sha256_hex(id.as_bytes());
+    format!("{}-{}", &name[..MAX_NAME - 13], &digest[..12])
 }
+
+/// The longest name [`sanitize`] makes (room left for a suffix such as `.stopped.json`).
+const MAX_NAME: usize = 96;
 
 /// The model file workers load: the original, or a copy with its dynamic input dimensions
 /// pinned to the shapes being fed (and a rewritten model, such as a derived reference, always).

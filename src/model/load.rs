@@ -203,6 +203,12 @@ pub fn load_model_bytes(path: &Path, bytes: Vec<u8>) -> Result<LoadedModel> {
 /// directory to a file elsewhere would let a stranger's model pull host files into what the tool
 /// reads, copies and bundles for a vendor.
 fn check_external_file(shown: &str, dir: &Path, file: &str) -> Result<()> {
+    if file.contains('\0') || file.ends_with('/') {
+        return Err(bad_model(format!(
+            "{shown}: external data location '{}' is not a file name",
+            file.escape_debug()
+        )));
+    }
     let inside = Path::new(file)
         .components()
         .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));

@@ -75,16 +75,19 @@ impl JobPlan {
         }
     }
 
-    /// One job's command line: the user's arguments quoted, then `--shard`, `--costs` and `--out`
-    /// with `shard` and `out` as given (the caller's shell text: a variable, a placeholder).
+    /// One job's command line: the command's name, `--shard`, `--costs` and `--out` (with `shard`
+    /// and `out` as given: the caller's shell text, a variable, a placeholder), then the user's
+    /// arguments quoted. The job's own flags come first, so a `--` among the user's arguments
+    /// cannot make them positional.
     pub fn job_line(&self, shard: &str, out: &str) -> String {
         let mut words: Vec<String> = vec!["npu-audit".into()];
-        words.extend(self.args.iter().map(|a| shell_quote(a)));
+        words.extend(self.args.first().map(|a| shell_quote(a)));
         words.extend(["--shard".into(), shard.to_string()]);
         if let Some(costs) = &self.costs {
             words.extend(["--costs".into(), shell_quote(costs)]);
         }
         words.extend(["--out".into(), out.to_string()]);
+        words.extend(self.args.iter().skip(1).map(|a| shell_quote(a)));
         words.join(" ")
     }
 
@@ -187,13 +190,11 @@ pub fn matrix_json(p: &JobPlan) -> String {
 pub fn github(p: &JobPlan) -> String {
     let n = p.shards.len();
     let mut out = format!(
-        "# {n} shards of `npu-audit {}` (npu-audit plan --format github).\n\
-         # Each job needs npu-audit on PATH (e.g. `pipx install npu_audit-*.whl`, README \"Install\")\n\
-         # and the model and the set in the checkout. The command, as `plan --format table` prints it:\n\
-         #   {}\n\
+        "# {n} shards of `npu-audit {}` (npu-audit plan --format github; `--format table` prints each\n\
+         # job's command). Each job needs npu-audit on PATH (e.g. `pipx install npu_audit-*.whl`,\n\
+         # README \"Install\") and the model and the set in the checkout.\n\
          jobs:\n  npu-audit-shard:\n    runs-on: ubuntu-latest\n    strategy:\n      fail-fast: false\n      matrix:\n        include:\n",
-        p.command(),
-        p.job_line("SHARD", "FILE")
+        p.command()
     );
     for i in 1..=n {
         out += &format!("          - shard: \"{i}/{n}\"\n            index: {i}\n");
@@ -204,7 +205,7 @@ pub fn github(p: &JobPlan) -> String {
     out += "          NPU_AUDIT_SHARD: ${{ matrix.shard }}\n          NPU_AUDIT_OUT: shard-${{ matrix.index }}.json\n";
     out +=
         "        run: |\n          mapfile -d '' -t args < <(printf '%s' \"$NPU_AUDIT_ARGS\" | base64 -d)\n          \
-            npu-audit \"${args[@]}\" --shard \"$NPU_AUDIT_SHARD\" --out \"$NPU_AUDIT_OUT\"\n";
+            npu-audit \"${args[0]}\" --shard \"$NPU_AUDIT_SHARD\" --out \"$NPU_AUDIT_OUT\" \"${args[@]:1}\"\n";
     out += "      - uses: actions/upload-artifact@v4\n        if: always()\n        with:\n          \
             name: npu-audit-shard-${{ matrix.index }}\n          path: shard-${{ matrix.index }}.json\n";
     out += "  npu-audit-merge:\n    needs: npu-audit-shard\n    if: always()\n    runs-on: ubuntu-latest\n    steps:\n      \
@@ -215,13 +216,20 @@ pub fn github(p: &JobPlan) -> String {
     out
 }
 
-/// The user's words and `--costs` (everything a job runs but `--shard` and `--out`), each ended by
-/// a NUL, in base64.
+/// The command's name, `--costs` and the user's words (everything a job runs but `--shard` and
+/// `--out`, which the script puts after the name), each ended by a NUL, in base64.
 fn encoded_words(p: &JobPlan) -> String {
     use base64::Engine as _;
     let mut bytes = Vec::new();
     let costs = p.costs.iter().flat_map(|c| ["--costs".to_string(), c.clone()]);
-    for word in p.args.iter().cloned().chain(costs) {
+    let words = p
+        .args
+        .first()
+        .cloned()
+        .into_iter()
+        .chain(costs)
+        .chain(p.args.iter().skip(1).cloned());
+    for word in words {
         bytes.extend_from_slice(word.as_bytes());
         bytes.push(0);
     }
@@ -256,15 +264,17 @@ pub fn slurm(p: &JobPlan) -> String {
 /// `JOB_COMPLETION_INDEX`, the count from `NPU_AUDIT_SHARD_COUNT`), writing into a shared volume.
 pub fn k8s(p: &JobPlan) -> String {
     let n = p.shards.len();
-    // Kubernetes expands `$(VAR)` in a command; `$$` keeps a user's `$(` as it is.
-    let item = |s: &str| serde_json::to_string(&s.replace("$(", "$$(")).unwrap_or_default();
+    // Kubernetes expands `$(VAR)` in a command and reads `$$` as `$`: every `$` of the user's
+    // text is written `$$`, so none of it is expanded.
+    let item = |s: &str| serde_json::to_string(&s.replace('$', "$$")).unwrap_or_default();
     let mut command: Vec<String> = vec![item("npu-audit")];
-    command.extend(p.args.iter().map(|a| item(a)));
+    command.extend(p.args.first().map(|a| item(a)));
     command.extend(["\"--shard\"".into(), "\"auto\"".into()]);
     if let Some(costs) = &p.costs {
         command.extend(["\"--costs\"".into(), item(costs)]);
     }
     command.extend(["\"--out\"".into(), "\"shard-$(JOB_COMPLETION_INDEX).json\"".into()]);
+    command.extend(p.args.iter().skip(1).map(|a| item(a)));
     format!(
         "# {n} shards of `npu-audit {cmd}` (npu-audit plan --format k8s).\n\
          # IMAGE: an image with npu-audit, python3 and pip. The volume npu-audit-work holds the model\n\

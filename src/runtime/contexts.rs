@@ -228,7 +228,11 @@ fn verify(dir: &Path, key: &str) -> Result<()> {
         bail!("its manifest names '{}', not a file of the entry", f.name);
     }
     for e in std::fs::read_dir(dir)? {
-        let name = e?.file_name().to_string_lossy().into_owned();
+        let raw = e?.file_name();
+        // Compared as they are: a name that is not UTF-8 cannot be one the manifest lists.
+        let Some(name) = raw.to_str() else {
+            bail!("it holds a file whose name is not UTF-8, which its manifest cannot list");
+        };
         if name != MANIFEST && !manifest.files.iter().any(|f| f.name == name) {
             bail!("it holds {name}, which its manifest does not list");
         }
@@ -423,6 +427,15 @@ mod tests {
                 });
             },
             "model_ctx.onnx, which its manifest does not list",
+        );
+        // A name that is not UTF-8 is not read as the listed name it decodes to, lossily.
+        corrupt(
+            &|d| {
+                use std::os::unix::ffi::OsStrExt;
+                let name = std::ffi::OsStr::from_bytes(b"model_ctx.onnx\xff");
+                std::fs::write(d.join(name), b"foreign").expect("write");
+            },
+            "not UTF-8",
         );
     }
 

@@ -224,7 +224,10 @@ def records_path(records, run):
     """docs/eval.md: the run's id with every character but letters, digits, '-' and '.' made '_',
     then '-' and the first 12 hex digits of the id's SHA-256."""
     name = "".join(c if (c.isascii() and c.isalnum()) or c in "-." else "_" for c in run)
-    return pathlib.Path(records) / f"{name}-{hashlib.sha256(run.encode()).hexdigest()[:12]}.jsonl"
+    digest = hashlib.sha256(run.encode()).hexdigest()
+    if len(name) > 96:  # a long id: cut, with a digest of the whole
+        name = f"{name[:83]}-{digest[:12]}"
+    return pathlib.Path(records) / f"{name}-{digest[:12]}.jsonl"
 
 
 def read_records(records, run):

@@ -1391,6 +1391,20 @@ fn check_bad_merges(work: &Path, p: &[String]) {
     refused(&[&p[0], &overlap, &p[2]], "missing or counted twice");
     let costs = edited("costs.json", &|v| v["costs"]["cpu"] = 2.into());
     refused(&[&p[0], &costs, &p[2]], "differ in the costs");
+    // A shard whose reference records were dropped (another shard holds them) and whose target
+    // labels were then forged to fit its predictions: refused for what it does not hold.
+    let forged = edited("forged.json", &|v| {
+        v["reference"] = serde_json::json!([]);
+        for r in v["units"][0]["run"]["records"].as_array_mut().unwrap() {
+            let predicted = r["prediction"]["classes"][0].clone();
+            r["truth"]["class"] = predicted;
+            r["judged"] = serde_json::json!({"correct": true, "in_top_k": true});
+        }
+    });
+    refused(
+        &[&p[0], &forged, &p[2]],
+        "does not hold the reference's records of samples 4..9",
+    );
     // A shard that lost its format is refused as a damaged shard, not as a compare report; one
     // whose gate limit is not an object says so without Rust's type names.
     let no_format = edited("no_format.json", &|v| {
@@ -2051,6 +2065,70 @@ fn merge_judges_every_record_again_and_refuses_shards_of_other_labels() {
         },
         "another label than the reference's record",
     );
+    // The reference's records of a unit's samples dropped (so no label check could see the
+    // target's), a run that "stopped" with status ok, a shard count no split has, a label edited
+    // alike in the reference's and the target's records, a class the output does not have.
+    refused(
+        &|v| {
+            let refs = v["reference"].as_array_mut().unwrap();
+            refs.truncate(1);
+        },
+        "the reference's record",
+    );
+    refused(
+        &|v| {
+            v["units"][0]["run"]["end"] = serde_json::json!({"status": "ok", "error": null});
+            v["units"][0]["run"]["records"].as_array_mut().unwrap().truncate(1);
+        },
+        "says it stopped with status ok",
+    );
+    refused(
+        &|v| v["shard"]["count"] = 1_000_000_000u64.into(),
+        "not ones an eval writes",
+    );
+    refused(
+        &|v| {
+            let flip = |r: &mut Value| {
+                let truth = 1 - r["truth"]["class"].as_u64().unwrap();
+                let classes: Vec<u64> = r["prediction"]["classes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_u64().unwrap())
+                    .collect();
+                r["truth"]["class"] = truth.into();
+                r["judged"]["correct"] = (classes[0] == truth).into();
+                r["judged"]["in_top_k"] = classes.contains(&truth).into();
+            };
+            let index = v["units"][0]["run"]["records"][0]["index"].clone();
+            for r in v["reference"].as_array_mut().unwrap() {
+                if r["index"] == index {
+                    flip(r);
+                }
+            }
+            flip(&mut v["units"][0]["run"]["records"][0]);
+        },
+        "other labels than the ones the shards read",
+    );
+    refused(
+        &|v| {
+            let r = &mut v["units"][0]["run"]["records"][0];
+            r["prediction"]["classes"] = serde_json::json!([99]);
+            r["judged"] = serde_json::json!({"correct": false, "in_top_k": false});
+        },
+        "predicts what the task's output of 2 values cannot",
+    );
+    // A part read from a pipe is read once: the merge is the merge of the files.
+    let piped = bin()
+        .arg("merge")
+        .arg("-")
+        .arg(&second)
+        .args(["--out", merged.to_str().unwrap()])
+        .write_stdin(std::fs::read(&first).unwrap())
+        .output()
+        .unwrap();
+    assert!(piped.status.success(), "{}", String::from_utf8_lossy(&piped.stderr));
+    std::fs::remove_file(&merged).unwrap();
     // The labels edited between the shards' runs: shard 2 run again against other labels.
     let labels = std::fs::read_to_string(set.join("labels.csv")).unwrap();
     let mut lines: Vec<String> = labels.lines().map(String::from).collect();

@@ -72,6 +72,15 @@ fn shell_words(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// The arguments a job runs with: the command's name, the job's `flags`, then the rest of the
+/// user's `words` (the job's own flags first, so a `--` among the user's cannot swallow them).
+fn job_args(words: &[String], flags: &[&str]) -> Vec<String> {
+    let mut args = vec![words[0].clone()];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    args.extend(words[1..].iter().cloned());
+    args
+}
+
 /// The weights a `--costs` value names.
 fn weights_of(costs: &str) -> BTreeMap<String, u64> {
     costs
@@ -115,20 +124,10 @@ fn eval_units_cover_every_sample_of_every_run_once_at_even_cost() {
         assert_close("share", num(&entry["share"]), cost as f64 / total as f64, 1e-12);
         // No shard is more than one of the costliest samples away from an even share.
         assert!(cost.abs_diff(total / 3) <= 700, "shard {index}: {cost} of {total}");
-        // The command, read back by a shell: the words as given, then the shard's flags.
+        // The command, read back by a shell: the name, the shard's flags, the words as given.
+        let out = format!("shard-{index}.json");
         let mut want: Vec<String> = vec!["npu-audit".into()];
-        want.extend(words.iter().cloned());
-        want.extend(
-            [
-                "--shard",
-                &part,
-                "--costs",
-                costs,
-                "--out",
-                &format!("shard-{index}.json"),
-            ]
-            .map(String::from),
-        );
+        want.extend(job_args(&words, &["--shard", &part, "--costs", costs, "--out", &out]));
         assert_eq!(shell_words(entry["command"].as_str().unwrap()), want);
     }
     assert_eq!(covered.keys().collect::<Vec<_>>(), weights.keys().collect::<Vec<_>>());
@@ -265,17 +264,16 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(dir.path().join("shards").is_dir());
     let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
-    let mut want = words.clone();
-    want.extend(
-        [
+    let want = job_args(
+        &words,
+        &[
             "--shard",
             "auto",
             "--costs",
             "cpu=1,cpu:noopt=1,openvino=2,qnn:sm8650=700",
             "--out",
             "shards/shard-1.json",
-        ]
-        .map(String::from),
+        ],
     );
     assert_eq!(args.lines().collect::<Vec<_>>(), want);
 }
@@ -304,18 +302,17 @@ fn the_kubernetes_and_github_recipes_carry_what_their_engines_read() {
     let command = k8s.lines().find_map(|l| l.trim().strip_prefix("command: ")).unwrap();
     let command: Vec<String> = serde_json::from_str(command).unwrap();
     let mut want: Vec<String> = vec!["npu-audit".into()];
-    want.extend(words.iter().cloned());
-    want.extend(
-        [
+    want.extend(job_args(
+        &words,
+        &[
             "--shard",
             "auto",
             "--costs",
             costs,
             "--out",
             "shard-$(JOB_COMPLETION_INDEX).json",
-        ]
-        .map(String::from),
-    );
+        ],
+    ));
     assert_eq!(command, want);
     assert!(k8s
         .lines()
@@ -328,8 +325,7 @@ fn the_kubernetes_and_github_recipes_carry_what_their_engines_read() {
             "{github}"
         );
     }
-    let mut want: Vec<String> = words.clone();
-    want.extend(["--costs", costs, "--shard", "2/3", "--out", "shard-2.json"].map(String::from));
+    let want = job_args(&words, &["--shard", "2/3", "--out", "shard-2.json", "--costs", costs]);
     assert_eq!(run_github_job(dir.path(), &github, "2/3", 2), want);
     assert!(github.contains("    needs: npu-audit-shard\n"), "{github}");
     assert!(
@@ -398,6 +394,28 @@ fn run_github_job(dir: &Path, workflow: &str, shard: &str, index: usize) -> Vec<
     args.lines().map(String::from).collect()
 }
 
+/// A container command's word as the kubelet expands it, left to right: `$$` is `$`,
+/// `$(JOB_COMPLETION_INDEX)` is `index`, any other `$(NAME)` stays as written.
+fn kubelet_expand(word: &str, index: &str) -> String {
+    let mut out = String::new();
+    let mut rest = word;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("$(JOB_COMPLETION_INDEX)") {
+            out.push_str(index);
+            rest = after;
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out + rest
+}
+
 #[test]
 fn untrusted_words_reach_every_engine_as_data() {
     // A dataset directory whose name is an expression, a command substitution and quotes: every
@@ -405,14 +423,18 @@ fn untrusted_words_reach_every_engine_as_data() {
     let dir = tempdir();
     let hostile = dir
         .path()
-        .join("gh${{ secrets.GITHUB_TOKEN }} $(touch pwned) `id` 'q\"");
+        .join("gh${{ secrets.GITHUB_TOKEN }} $(touch pwned) `id` 'q\" a$$b $$(JOB_COMPLETION_INDEX)");
     std::fs::create_dir(&hostile).unwrap();
     let x = Tensor::new(vec![1, 3, 48, 192], TensorData::Float32(vec![0.0; 3 * 48 * 192])).unwrap();
     for k in 0..4 {
         write_npz(&hostile.join(format!("s{k}.npz")), &[("x".to_string(), &x)]).unwrap();
     }
     let mut words = eval_words(&hostile);
+    // A target with options (its id holds commas: the costs are `;`-separated) and a `--` after
+    // which the model is named (the job's own flags must come before it).
     words.extend(["-t".into(), "qnn:sm8650,custom=${{ github.token }}".into()]);
+    let model = words.remove(1);
+    words.extend(["--".into(), model]);
     let costs_of = |text: &str| -> String {
         let line = text.lines().find(|l| l.contains("--costs")).unwrap().to_string();
         let w = shell_words(line.trim().trim_start_matches("# ").trim());
@@ -425,8 +447,8 @@ fn untrusted_words_reach_every_engine_as_data() {
         .find(|l| l.trim_start().starts_with("npu-audit eval"))
         .unwrap();
     let costs = costs_of(&table);
-    let mut want = words.clone();
-    want.extend(["--shard", "1/2", "--costs", &costs, "--out", "shard-1.json"].map(String::from));
+    assert!(costs.ends_with(";qnn:sm8650,custom=${{ github.token }}=700"), "{costs}");
+    let want = job_args(&words, &["--shard", "1/2", "--costs", &costs, "--out", "shard-1.json"]);
     assert_eq!(shell_words(line.trim())[1..], want[..]);
     // GitHub: the matrix and the workflow.
     let matrix: Value = serde_json::from_str(&plan(&["--shards", "2", "--format", "json"], &words)).unwrap();
@@ -439,8 +461,7 @@ fn untrusted_words_reach_every_engine_as_data() {
         expressions.iter().all(|e| e.starts_with("${{ matrix.")),
         "{expressions:?}\n{github}"
     );
-    let mut want_gh = words.clone();
-    want_gh.extend(["--costs", &costs, "--shard", "2/2", "--out", "shard-2.json"].map(String::from));
+    let want_gh = job_args(&words, &["--shard", "2/2", "--out", "shard-2.json", "--costs", &costs]);
     assert_eq!(run_github_job(dir.path(), &github, "2/2", 2), want_gh);
     // Slurm: the script run as task 0.
     let slurm = plan(&["--shards", "2", "--format", "slurm"], &words);
@@ -455,22 +476,46 @@ fn untrusted_words_reach_every_engine_as_data() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
-    let mut want_slurm = words.clone();
-    want_slurm.extend(["--shard", "auto", "--costs", &costs, "--out", "shards/shard-0.json"].map(String::from));
+    let want_slurm = job_args(
+        &words,
+        &["--shard", "auto", "--costs", &costs, "--out", "shards/shard-0.json"],
+    );
     assert_eq!(args.lines().collect::<Vec<_>>(), want_slurm);
     assert!(!dir.path().join("pwned").exists());
     // Kubernetes: `$(VAR)` is expanded by the kubelet and `$$` keeps a `$`; as it expands them.
     let k8s = plan(&["--shards", "2", "--format", "k8s"], &words);
     let command = k8s.lines().find_map(|l| l.trim().strip_prefix("command: ")).unwrap();
     let command: Vec<String> = serde_json::from_str(command).unwrap();
-    let expanded: Vec<String> = command
-        .iter()
-        .map(|a| a.replace("$(JOB_COMPLETION_INDEX)", "0").replace("$$", "$"))
-        .collect();
+    let expanded: Vec<String> = command.iter().map(|a| kubelet_expand(a, "0")).collect();
     let mut want_k8s = vec!["npu-audit".to_string()];
-    want_k8s.extend(words.iter().cloned());
-    want_k8s.extend(["--shard", "auto", "--costs", &costs, "--out", "shard-0.json"].map(String::from));
+    want_k8s.extend(job_args(
+        &words,
+        &["--shard", "auto", "--costs", &costs, "--out", "shard-0.json"],
+    ));
     assert_eq!(expanded, want_k8s);
+}
+
+#[test]
+fn words_a_recipe_cannot_carry_are_refused() {
+    let dir = tempdir();
+    let set = set(dir.path(), 2);
+    for bad in [
+        "a\rb.onnx",
+        "a\u{2028}b.onnx",
+        "a\u{85}b.onnx",
+        "a\u{7f}--flag",
+        "a\u{1b}[2Kb.onnx",
+    ] {
+        let out = bin()
+            .args(["plan", "--shards", "2", "--", "eval", bad, "--dataset"])
+            .arg(&set)
+            .args(["--task", "agree", "--no-config"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains("a line break or a control character"), "{bad:?}: {err}");
+    }
 }
 
 #[test]
