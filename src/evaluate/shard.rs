@@ -87,12 +87,7 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
         .into_iter()
         .nth(shard.index - 1)
         .unwrap_or_default();
-    // What the set holds, not only what it names: shards run while the set or its labels were
-    // edited between them must not be joined.
-    let samples_sha256 = dataset.samples_sha256()?;
-    let mut identity = shard_identity(opts, &plan, &dataset, (shard, &weights));
-    identity["samples_sha256"] = samples_sha256.clone().into();
-    identity["labels_sha256"] = dataset.labels_sha256().into();
+    let (identity, samples_sha256) = identity_with_contents(opts, &plan, &dataset, (shard, &weights))?;
     if let Some(done) = finished(previous, &identity) {
         return Ok(ShardRun::AlreadyDone(done));
     }
@@ -159,6 +154,21 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
         truths_sha256: facts.0,
         output_len: facts.1,
     }))
+}
+
+/// The shard's identity with what the set holds, not only what it names (shards run while the set
+/// or its labels were edited between them must not be joined), and the samples' SHA-256.
+fn identity_with_contents(
+    opts: &EvalOptions,
+    plan: &sessions::EvalPlan,
+    dataset: &crate::dataset::Dataset,
+    part: (Shard, &[(String, u64)]),
+) -> Result<(serde_json::Value, String)> {
+    let samples_sha256 = dataset.samples_sha256()?;
+    let mut identity = shard_identity(opts, plan, dataset, part);
+    identity["samples_sha256"] = samples_sha256.clone().into();
+    identity["labels_sha256"] = dataset.labels_sha256().into();
+    Ok((identity, samples_sha256))
 }
 
 /// The shard's file at `path` when it is this shard's and complete: every unit recorded all its
