@@ -5,11 +5,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::compare::Agreement;
 use crate::exec::{Executor, Outcome, PlannedTarget, RunStatus};
 use crate::fingerprint::result::TargetFingerprint;
 use crate::fingerprint::rounding::Rounding;
 use crate::fingerprint::{cache, probes, run, FingerprintOptions};
+use crate::metrics::Agreement;
 use crate::outcome::TargetEnd;
 use crate::report::model::{
     AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, Num, ThreadDifference, ThreadProbe,

@@ -206,7 +206,7 @@ pub fn report_json(data: &[u8]) {
 /// An eval shard's file (`merge`): parsing, then the merge of it as every shard of its split (the
 /// same file under each index, at most 8), then every eval renderer on what merged.
 pub fn eval_shards(data: &[u8]) {
-    let Ok(file) = crate::evaluate::shard::from_bytes(data, "fuzz.json") else {
+    let Ok(file) = crate::eval::shard::from_bytes(data, "fuzz.json") else {
         return;
     };
     let count = file.shard.count.clamp(1, 8);
@@ -217,12 +217,12 @@ pub fn eval_shards(data: &[u8]) {
             (std::path::PathBuf::from(format!("shard{index}.json")), part)
         })
         .collect();
-    let opts = crate::evaluate::merge::EvalMergeOptions {
+    let opts = crate::eval::merge::EvalMergeOptions {
         parts,
         allow_other_threads: false,
         allow_other_hosts: false,
     };
-    if let Ok(report) = crate::evaluate::merge::merge(&opts) {
+    if let Ok(report) = crate::eval::merge::merge(&opts) {
         let _ = render::eval::table_text(&report);
         let _ = render::eval::markdown(&report);
         let _ = render::html::eval::render(&report);

@@ -2,9 +2,10 @@
 //! identical inputs and measures how far each one drifts from an fp32 golden run.
 //!
 //! Data flows one way: inputs -> golden run and targets (each in its own process, see [`exec`])
-//! -> [`compare`] -> one [`report::model::Report`] -> renderers.
+//! -> [`compare`] (its stages) and [`metrics`] (the comparison kernels) -> one [`report::model::Report`] -> renderers.
 
-pub mod audit;
+pub mod accuracy;
+pub mod bisect;
 pub mod cli;
 pub mod compare;
 pub mod console;
@@ -13,9 +14,8 @@ pub mod device;
 pub mod drift;
 pub mod error;
 pub mod eval;
-pub mod evaluate;
 pub mod exec;
-pub mod explain;
+pub mod explain_failure;
 pub mod fingerprint;
 pub mod fuzzing;
 pub mod gate;
@@ -28,6 +28,7 @@ pub mod layers;
 pub mod listing;
 pub mod matrix;
 pub mod merge;
+pub mod metrics;
 pub mod model;
 pub mod outcome;
 pub mod pattern;
@@ -35,7 +36,6 @@ pub mod pipeline;
 pub mod placement;
 pub mod policy;
 pub mod process;
-pub mod releases;
 pub mod render;
 pub mod report;
 pub mod repro;

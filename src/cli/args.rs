@@ -4,12 +4,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::audit::shard::{Costs, ShardFlag};
-use crate::compare::ClassAxisFlag;
+use crate::compare::shard::{Costs, ShardFlag};
 use crate::inputs::sequence::ChunkSpec;
 use crate::inputs::{GenChoice, NamedFile, ShapePin};
 use crate::matrix::Variant;
 use crate::merge::ShardOutputs;
+use crate::metrics::ClassAxisFlag;
 use crate::pattern::Pattern;
 use crate::runtime::provision::RuntimeOverride;
 use crate::stream::{Decision, Feeds};

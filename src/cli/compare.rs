@@ -12,8 +12,8 @@ use super::args::{
 use super::shared::{
     emit_report, exec_options, gate_policy, golden_source, input_options, report_outputs, report_paths,
 };
-use crate::audit::shard::{Shard, ShardFlag};
-use crate::audit::{run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs};
+use crate::compare::shard::{Shard, ShardFlag};
+use crate::compare::{run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs};
 use crate::drift::FingerprintMode;
 use crate::error::{bad_flag, ExitCode};
 use crate::exec::RunStatus;
@@ -352,7 +352,7 @@ pub fn run(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
     }
     if crate::timings::enabled() {
         // The full account, rendering included (the JSON's stops at the report's assembly).
-        let all = crate::audit::assemble::audit_timings(&crate::timings::snapshot());
+        let all = crate::compare::assemble::audit_timings(&crate::timings::snapshot());
         eprint!("{}", crate::render::timings::render(&all));
     }
     // One line for all required targets that did not run; the report has the full errors.

@@ -9,11 +9,11 @@ use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile,
 };
-use crate::audit::shard::ShardFlag;
+use crate::accuracy::task::TaskSpec;
+use crate::accuracy::StatOptions;
+use crate::compare::shard::ShardFlag;
 use crate::error::{bad_flag, ExitCode};
-use crate::eval::task::TaskSpec;
-use crate::eval::StatOptions;
-use crate::evaluate::{DatasetOptions, EvalOptions};
+use crate::eval::{DatasetOptions, EvalOptions};
 use crate::policy::Thresholds;
 use crate::report::eval::EvalReport;
 use crate::target::distinct;
@@ -109,7 +109,7 @@ pub(super) fn thresholds(a: &TaskArgs) -> Result<Thresholds> {
 }
 
 /// How the statistics are drawn, as the flags say (`sequential`: eval's `--until-decided`).
-pub(super) fn stat_options(a: &TaskArgs, sequential: Option<crate::eval::Sequential>) -> StatOptions {
+pub(super) fn stat_options(a: &TaskArgs, sequential: Option<crate::accuracy::Sequential>) -> StatOptions {
     StatOptions {
         seed: a.stat_seed,
         resamples: a.resamples as usize,
@@ -177,7 +177,7 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         markdown,
         html,
     } = a;
-    let sequential = until_decided.then_some(crate::eval::Sequential { order_seed });
+    let sequential = until_decided.then_some(crate::accuracy::Sequential { order_seed });
     let shard = shard.map(ShardFlag::resolve).transpose()?;
     if shard.is_some() {
         check_shard_flags(out.as_deref(), (markdown.is_some() || html.is_some(), explain))?;
@@ -250,7 +250,7 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     if let Some(shard) = cmd.options.shard {
         return run_shard(&cmd, shard, outputs);
     }
-    let report = crate::evaluate::run(&cmd.options, &mut outputs)?;
+    let report = crate::eval::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
     emit_findings(&report, &cmd.files, outputs, |r, json| stdout_text(cmd.format, r, json))?;
     say_missing_targets(&report);
@@ -285,15 +285,15 @@ pub(super) fn say_missing_targets(report: &EvalReport) {
 
 /// Runs one shard of the eval and writes its file (`--out`) for `merge`; a shard whose file is
 /// already complete runs nothing and leaves it as it is.
-fn run_shard(cmd: &EvalCommand, shard: crate::audit::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
-    use crate::evaluate::shard::ShardRun;
+fn run_shard(cmd: &EvalCommand, shard: crate::compare::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
+    use crate::eval::shard::ShardRun;
     let out = cmd
         .files
         .iter()
         .find(|f| f.flag == "--out")
         .map(|f| f.path.clone())
         .ok_or_else(|| bad_flag("--shard needs --out FILE"))?;
-    let file = match crate::evaluate::shard::run(&cmd.options, shard, &out, &mut outputs)? {
+    let file = match crate::eval::shard::run(&cmd.options, shard, &out, &mut outputs)? {
         ShardRun::AlreadyDone(file) => {
             crate::console::note(format!(
                 "eval shard {}/{} is already done in {}: nothing to run",
@@ -311,13 +311,13 @@ fn run_shard(cmd: &EvalCommand, shard: crate::audit::shard::Shard, mut outputs: 
             file
         }
     };
-    super::shared::print_stdout(&crate::evaluate::shard::summary_text(&file))?;
+    super::shared::print_stdout(&crate::eval::shard::summary_text(&file))?;
     Ok(ExitCode::Success)
 }
 
 /// Runs `sample-size`: the samples a drop limit needs at expected rates or an earlier eval's.
 pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
-    use crate::evaluate::sizing::{from_report, row, Sizing};
+    use crate::eval::sizing::{from_report, row, Sizing};
     let percent = |flag: &str, v: f64| -> Result<f64> {
         if v.is_finite() && (0.0..=100.0).contains(&v) {
             Ok(v / 100.0)

@@ -12,7 +12,7 @@ use crate::target::distinct;
 /// The targets named, else every target this machine can run (as `compare` does), said.
 fn asked_or_default(targets: &[crate::target::TargetList]) -> Vec<crate::target::TargetSpec> {
     if targets.is_empty() {
-        crate::exec::plan::default_specs_said()
+        crate::exec::selection::default_specs_said()
     } else {
         distinct(targets)
     }

@@ -9,14 +9,14 @@ use anyhow::Result;
 use clap::FromArgMatches;
 
 use super::args::{Cli, Command, CompareArgs, EvalArgs, PlanArgs, PlanFormat};
-use crate::audit::shard::{default_cost, split, Costs, Shard, Unit};
+use crate::compare::shard::{default_cost, split, Costs, Shard, Unit};
 use crate::error::{bad_flag, bad_report, ExitCode};
-use crate::exec::plan::Requested;
-use crate::render::plan::JobPlan;
+use crate::exec::selection::Requested;
+use crate::render::jobs::JobPlan;
 use crate::target::{distinct, TargetList, TargetRole};
 
 /// The most shards a plan makes.
-const MAX_SHARDS: u64 = crate::audit::shard::MAX_SHARDS as u64;
+const MAX_SHARDS: u64 = crate::compare::shard::MAX_SHARDS as u64;
 
 /// The most jobs GitHub Actions runs from one matrix.
 const GITHUB_MAX_JOBS: usize = 256;
@@ -47,11 +47,11 @@ pub fn run(a: PlanArgs) -> Result<ExitCode> {
         Planned::Compare(c) => compare_plan(a.command.clone(), &c, measured.as_ref(), count)?,
     };
     let text = match a.format {
-        PlanFormat::Table => crate::render::plan::table(&plan),
-        PlanFormat::Json => crate::render::plan::matrix_json(&plan),
-        PlanFormat::Github => crate::render::plan::github(&plan),
-        PlanFormat::Slurm => crate::render::plan::slurm(&plan),
-        PlanFormat::K8s => crate::render::plan::k8s(&plan),
+        PlanFormat::Table => crate::render::jobs::table(&plan),
+        PlanFormat::Json => crate::render::jobs::matrix_json(&plan),
+        PlanFormat::Github => crate::render::jobs::github(&plan),
+        PlanFormat::Slurm => crate::render::jobs::slurm(&plan),
+        PlanFormat::K8s => crate::render::jobs::k8s(&plan),
     };
     super::shared::print_stdout(&text)?;
     Ok(ExitCode::Success)
@@ -176,7 +176,7 @@ fn weights(runs: &[Requested], measured: Option<&BTreeMap<String, f64>>) -> (Vec
 fn requested(asked: &[TargetList], policy: &crate::policy::Policy, baseline: bool) -> Result<Vec<Requested>> {
     let asked = if asked.is_empty() { &policy.targets } else { asked };
     let specs = (!asked.is_empty()).then(|| distinct(asked));
-    crate::exec::plan::targets(specs.as_deref(), &policy.allow_failure, baseline, &policy.releases)
+    crate::exec::selection::targets(specs.as_deref(), &policy.allow_failure, baseline, &policy.releases)
 }
 
 /// An eval's plan: every run over the set's samples, cut by cost into `count` shards.

@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::args::{MergeArgs, RenderArgs, ReportFiles, ReportFormat};
 use super::shared::{emit_findings, emit_report, findings_outputs, report_outputs, report_paths};
 use crate::error::{bad_flag, ExitCode};
-use crate::evaluate::merge::EvalMergeOptions;
+use crate::eval::merge::EvalMergeOptions;
 use crate::merge::MergeOptions;
 use crate::userfile::{InputFiles, Reads};
 
@@ -32,10 +32,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
             Ok((p.clone(), bytes))
         })
         .collect::<Result<Vec<_>>>()?;
-    if read
-        .first()
-        .is_some_and(|(_, b)| crate::evaluate::shard::is_shard_file(b))
-    {
+    if read.first().is_some_and(|(_, b)| crate::eval::shard::is_shard_file(b)) {
         return merge_eval(
             &read,
             (allow_other_threads, allow_other_hosts),
@@ -76,7 +73,7 @@ fn merge_eval(
     let options = EvalMergeOptions::read(parts, allow_other_threads, allow_other_hosts)?;
     let files = super::eval::report_files(out, markdown, html);
     let guarded = findings_outputs(&options, &files)?;
-    let report = crate::evaluate::merge::merge(&options)?;
+    let report = crate::eval::merge::merge(&options)?;
     emit_findings(&report, &files, guarded, |r, json| {
         super::eval::stdout_text(format, r, json)
     })?;

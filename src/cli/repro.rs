@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::args::{ReportFormat, ReproArgs};
 use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options};
-use crate::audit::{Audited, GoldenSource};
+use crate::compare::{Audited, GoldenSource};
 use crate::error::{bad_flag, bad_output, ExitCode};
 use crate::report::repro::{Criterion, ReproReport};
 use crate::repro::{AgainstChoice, ReproOptions};
@@ -127,7 +127,7 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
                     dest.display()
                 )));
             }
-            crate::audit::plan::check_save_dir(dest, "--out")?;
+            crate::compare::plan::check_save_dir(dest, "--out")?;
         }
         if let Some(f) = files.iter().find(|f| &f.path == dest) {
             return Err(bad_output(format!(

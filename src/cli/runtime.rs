@@ -8,11 +8,11 @@ use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, print_json,
     print_stdout, runtime_choice,
 };
-use crate::audit::Audited;
+use crate::bisect::ReleaseBisectOptions;
+use crate::compare::Audited;
 use crate::error::{bad_flag, ExitCode};
 use crate::layers::LayerOptions;
 use crate::listing;
-use crate::releases::ReleaseBisectOptions;
 use crate::runtime::Provisioner;
 
 /// Runs one `runtime` subcommand.
@@ -103,10 +103,10 @@ fn bisect(a: ReleaseBisectArgs) -> Result<ExitCode> {
     };
     let files = findings_files(vec![("--out", out, None)]);
     let outputs = findings_outputs(&options, &files)?;
-    let found = crate::releases::bisect(&options)?;
+    let found = crate::bisect::bisect(&options)?;
     emit_findings(&found, &files, outputs, |found, json| match format {
         Format::Json => json,
-        Format::Table => crate::render::releases::render(found),
+        Format::Table => crate::render::bisect::render(found),
     })?;
     Ok(ExitCode::Success)
 }

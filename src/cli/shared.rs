@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::args::{ExecArgs, GateArgs, InputArgs, ReferenceArgs, ReportFiles, ReportFormat, RuntimeEnv};
-use crate::audit::GoldenSource;
+use crate::compare::GoldenSource;
 use crate::error::{bad_flag, bad_output, bad_policy};
 use crate::exec::ExecOptions;
 use crate::inputs::InputOptions;

@@ -12,9 +12,9 @@ use super::shared::{
     emit_findings, exec_options, find_policy, findings_files, findings_outputs, input_options, print_json,
     print_stdout, runtime_choice,
 };
-use crate::audit::golden::{run_golden_create, GoldenOptions};
+use crate::compare::golden::{run_golden_create, GoldenOptions};
 use crate::error::{bad_flag, bad_output, bad_report, ExitCode};
-use crate::explain::ExplainOptions;
+use crate::explain_failure::ExplainOptions;
 use crate::fingerprint::{FingerprintCommand, FingerprintOptions};
 use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
 use crate::report::json;
@@ -131,7 +131,7 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode> {
         format,
         exec,
     } = a;
-    let found = crate::explain::run(&ExplainOptions {
+    let found = crate::explain_failure::run(&ExplainOptions {
         model,
         targets: distinct(&targets),
         inputs: input_options(inputs),
@@ -140,7 +140,7 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode> {
     crate::interrupt::check()?;
     match format {
         Format::Json => print_json(&found)?,
-        Format::Table => print_stdout(&crate::render::explain::render(&found))?,
+        Format::Table => print_stdout(&crate::render::explain_failure::render(&found))?,
     }
     Ok(ExitCode::Success)
 }

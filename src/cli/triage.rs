@@ -9,7 +9,7 @@ use super::args::{ReportFormat, TriageArgs};
 use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, FindingsFile,
 };
-use crate::audit::Audited;
+use crate::compare::Audited;
 use crate::device::ReportDefaults;
 use crate::error::{bad_flag, ExitCode};
 use crate::triage::{Thresholds, Triage, TriageOptions};

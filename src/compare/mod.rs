@@ -1,343 +1,333 @@
-//! The comparison core: every output of every target against the golden run, and every pair of
-//! targets against each other. Tensors are read one (sample, output) at a time, so memory holds
-//! one output of each target, never a whole run.
+//! `compare` as a pipeline of typed stages, each a function from the previous stage's result:
+//!
+//! ```text
+//! CompareOptions -> Plan (AuditPlan) -> Execute (Executed) -> Analyze (Analysis)
+//!                -> rows (TargetReport per target) -> Judge (Judgement) -> Report
+//! ```
+//!
+//! Nothing is mutated after it is built: each target's row is assembled once from everything the
+//! analyses found, and the report once from the plan, the analysis and the judgement. Rendering
+//! and writing the report are the caller's (see `render`). `golden create` lives here too.
 
-pub mod agreement;
-pub mod class_axis;
-pub mod stats;
-pub mod topk;
+pub mod analyze;
+pub mod assemble;
+pub mod execute;
+pub mod facts;
+pub mod files;
+pub mod golden;
+pub mod plan;
+pub mod reference;
+pub mod shard;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-pub use agreement::Agreement;
-pub use class_axis::{ClassAxisFlag, ClassAxisPolicy};
-pub use stats::ErrorStats;
-pub use topk::TopKStats;
-
-use crate::exec::OutputFile;
-use crate::report::model::{AgreementEntry, BitExactGroups, Num, OutputMetrics};
+use crate::exec::{ExecOptions, Executor, RunStatus};
+use crate::gate::Previous;
+use crate::inputs::InputOptions;
+use crate::metrics::ClassAxisFlag;
+use crate::policy::Policy;
+use crate::report::model::Report;
+use crate::target::{TargetPattern, TargetSpec};
 use crate::tensor::Tensor;
+use crate::timings;
+use crate::userfile::{InputFiles, Outputs, Reads};
 
-/// One side of a comparison: a target's output files, per sample.
-pub struct RunOutputs<'a> {
-    pub id: &'a str,
-    pub samples: &'a [Vec<OutputFile>],
+/// Where `--save-outputs` keeps every run's outputs, and how a shard report records it.
+#[derive(Debug, Clone)]
+pub struct SavedOutputs {
+    pub dir: PathBuf,
+    /// The flag or default it comes from, for messages (`--save-outputs`, or the directory
+    /// beside a shard's `--out`).
+    pub flag: String,
+    /// The directory as the shard report names it: its file name when it sits beside the report
+    /// (so the two can move together as CI artifacts), else the path as given.
+    pub recorded_as: Option<String>,
 }
 
-/// What the comparison produces.
-pub struct Comparison {
-    /// Per target id, per audited output.
-    pub metrics: HashMap<String, Vec<OutputMetrics>>,
-    pub agreement: Vec<AgreementEntry>,
-    pub groups: Vec<BitExactGroups>,
-    /// Notes for the report: outputs whose max ULP distance comes from values near zero.
-    pub notes: Vec<String>,
+/// Where the golden run comes from: a reference model run now (`--reference`, else derived from
+/// the audited model), or a stored golden run (`--golden`).
+#[derive(Debug, Clone, Default)]
+pub struct GoldenSource {
+    /// The fp32 reference model (`None`: derived from the audited model).
+    pub reference: Option<PathBuf>,
+    /// A stored golden run's directory.
+    pub stored: Option<PathBuf>,
+    /// Compare against the stored run even when `reference` is not the model it was made with.
+    pub allow_mismatch: bool,
 }
 
-struct Cell {
-    stats: ErrorStats,
-    topk: Option<TopKStats>,
-    dtype: String,
-    shape: Vec<usize>,
-    axis: Option<usize>,
-    error: Option<String>,
-    shape_mismatch: bool,
-}
-
-/// Running figures of every (target, output) and every (pair of targets, output).
-struct Accumulation {
-    /// Per target, per output.
-    cells: Vec<Vec<Option<Cell>>>,
-    pairs: Vec<(usize, usize)>,
-    /// Per pair, per output; `broken` when the pair could not be compared on some sample.
-    pair_stats: Vec<Vec<Agreement>>,
-    pair_broken: Vec<Vec<bool>>,
-}
-
-impl Accumulation {
-    fn new(targets: usize, lsbs: &[Option<f64>], outputs: usize) -> Accumulation {
-        let pairs: Vec<(usize, usize)> = (0..targets)
-            .flat_map(|a| (a + 1..targets).map(move |b| (a, b)))
-            .collect();
-        Accumulation {
-            cells: (0..targets).map(|_| (0..outputs).map(|_| None).collect()).collect(),
-            pair_stats: pairs
-                .iter()
-                .map(|_| {
-                    (0..outputs)
-                        .map(|k| Agreement::with_lsb(lsbs.get(k).copied().flatten()))
-                        .collect()
-                })
-                .collect(),
-            pair_broken: pairs.iter().map(|_| vec![false; outputs]).collect(),
-            pairs,
-        }
+impl Reads for GoldenSource {
+    fn declare(&self, set: &mut InputFiles) {
+        let GoldenSource {
+            reference,
+            stored,
+            allow_mismatch: _,
+        } = self;
+        set.add_all(reference).add_all(stored);
     }
+}
 
-    /// Adds output `k` (`name`) of sample `s` of every target: against the golden tensor, and
-    /// pair by pair.
-    fn add(
-        &mut self,
-        s: usize,
-        k: usize,
-        name: &str,
-        gold: &Tensor,
-        axis: Option<usize>,
-        targets: &[RunOutputs<'_>],
-    ) -> Result<()> {
-        let mut loaded: Vec<Option<Tensor>> = Vec::with_capacity(targets.len());
-        for (t, target) in targets.iter().enumerate() {
-            let cell = self.cells[t][k].get_or_insert_with(|| Cell::new(axis));
-            let Some(file) = target.samples.get(s).and_then(|files| find(files, name)) else {
-                cell.error
-                    .get_or_insert_with(|| format!("the target returned no output '{name}'"));
-                loaded.push(None);
-                continue;
-            };
-            let out = Tensor::read_npy(&file.path)?;
-            cell.add(s, &out, gold, axis);
-            loaded.push(Some(out));
-        }
-        for (p, &(a, b)) in self.pairs.iter().enumerate() {
-            match (&loaded[a], &loaded[b]) {
-                (Some(x), Some(y)) if x.shape == y.shape => self.pair_stats[p][k].update(&x.data, &y.data),
-                _ => self.pair_broken[p][k] = true,
-            }
-        }
-        Ok(())
+/// What is audited: the model, its golden run, the inputs every target is fed.
+#[derive(Debug, Clone)]
+pub struct Audited {
+    pub model: PathBuf,
+    pub golden: GoldenSource,
+    pub inputs: InputOptions,
+}
+
+impl Reads for Audited {
+    fn declare(&self, set: &mut InputFiles) {
+        let Audited { model, golden, inputs } = self;
+        set.add(model).with(golden).with(inputs);
     }
+}
 
-    fn finish(self, outputs: &[String], targets: &[RunOutputs<'_>]) -> Comparison {
-        let notes = near_zero_ulp_notes(&self.cells, outputs, targets);
-        let metrics = self
-            .cells
-            .into_iter()
-            .zip(targets)
-            .map(|(row, t)| {
-                let row: Vec<OutputMetrics> = row
-                    .into_iter()
-                    .zip(outputs)
-                    .map(|(cell, name)| summarize(name, cell))
-                    .collect();
-                (t.id.to_string(), row)
-            })
-            .collect();
-        let mut agreement = Vec::new();
-        for (p, &(a, b)) in self.pairs.iter().enumerate() {
-            for (k, name) in outputs.iter().enumerate() {
-                let st = &self.pair_stats[p][k];
-                let (elements, differing, max_abs, codes) = if self.pair_broken[p][k] {
-                    (0, None, f64::NAN, None)
-                } else {
-                    (st.elements, st.differing, st.max_abs, st.codes)
-                };
-                agreement.push(AgreementEntry {
-                    a: targets[a].id.to_string(),
-                    b: targets[b].id.to_string(),
-                    output: name.clone(),
-                    elements,
-                    differing_elements: differing,
-                    max_abs: Num(max_abs),
-                    code_differences: codes,
-                });
-            }
-        }
-        let ids: Vec<&str> = targets.iter().map(|t| t.id).collect();
-        let groups = outputs
-            .iter()
-            .map(|name| BitExactGroups {
-                output: name.clone(),
-                groups: bit_exact_groups(name, &ids, &agreement),
-            })
-            .collect();
-        Comparison {
-            metrics,
-            agreement,
-            groups,
-            notes,
+/// How the audit executes: the targets and which must succeed, the shard, the worker
+/// processes, the repeated runs.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// The targets asked for (`None`: every target this machine can run).
+    pub targets: Option<Vec<TargetSpec>>,
+    /// Targets whose failure does not fail the audit.
+    pub allow_failure: Vec<TargetPattern>,
+    /// Add the `cpu:noopt` baseline (unless a target already).
+    pub baseline: bool,
+    /// With `--shard i/n`: run the i-th of n parts of the targets.
+    pub shard: Option<shard::Shard>,
+    pub exec: ExecOptions,
+    /// Runs of every sample on every target (runs after the first are checked bit for bit).
+    pub repeat: usize,
+    /// With `repeat` > 1: the intra-op threads of the extra run that shows which outputs depend
+    /// on the thread count.
+    pub thread_probe: usize,
+}
+
+impl Execution {
+    /// The targets of an audit run inside another command: all of them may fail (a failure is
+    /// a finding there), no baseline, no shard, one run each.
+    pub fn findings(targets: Vec<TargetSpec>, exec: ExecOptions) -> Execution {
+        Execution {
+            targets: Some(targets),
+            allow_failure: vec![TargetPattern::all()],
+            baseline: false,
+            shard: None,
+            exec,
+            repeat: 1,
+            thread_probe: 4,
         }
     }
 }
 
-/// One note per output whose max ULP distance comes from values near zero on some target (see
-/// `stats`): a ULP distance counts every float between two values, so a quantized 0 against a
-/// small golden probability is some 10^9 ULP apart; the note gives the max away from zero.
-fn near_zero_ulp_notes(cells: &[Vec<Option<Cell>>], outputs: &[String], targets: &[RunOutputs<'_>]) -> Vec<String> {
-    let mut notes = Vec::new();
-    for (k, name) in outputs.iter().enumerate() {
-        let figures: Vec<String> = cells
-            .iter()
-            .zip(targets)
-            .filter_map(|(row, t)| {
-                let cell = row.get(k)?.as_ref().filter(|c| c.error.is_none())?;
-                let n = cell.stats.near_zero_ulp()?;
-                let away = n
-                    .away_from_zero
-                    .map_or("none (every element is near zero)".into(), |a| a.to_string());
-                Some(format!("{} {away} (not {})", t.id, n.max_ulp))
-            })
-            .collect();
-        if !figures.is_empty() {
-            notes.push(format!(
-                "{name}: the max ULP comes from values near zero (below {:e} of the sample's largest golden magnitude), \
-                 where a ULP distance counts every float between the two values; away from zero it is {}",
-                stats::NEAR_ZERO,
-                figures.join(", ")
-            ));
-        }
-    }
-    notes
+/// What is measured and judged besides every output's figures.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// `--class-axis`: which outputs are score vectors.
+    pub class_axis: Vec<ClassAxisFlag>,
+    /// The release policy (file and flags); its default targets and allowed failures are
+    /// already merged into the [`Execution`].
+    pub policy: Policy,
+    /// Whether to show each target's arithmetic fingerprint and read its drift with it.
+    pub fingerprint: crate::drift::FingerprintMode,
+    /// The per-layer audit, when asked for.
+    pub layers: Option<crate::layers::LayerOptions>,
+    /// `--stream`: run every sample as a step of one stream, outputs fed back.
+    pub stream: Option<crate::stream::StreamSpec>,
+    /// Accept a previous report made with other intra-op thread counts.
+    pub allow_other_threads: bool,
+    /// Accept a previous report made on a host of another instruction-set class.
+    pub allow_other_hosts: bool,
 }
 
-impl Cell {
-    fn new(axis: Option<usize>) -> Cell {
-        Cell {
-            stats: ErrorStats::new(false, false),
-            topk: None,
-            dtype: String::new(),
-            shape: Vec::new(),
-            axis,
-            error: None,
-            shape_mismatch: false,
-        }
-    }
-
-    /// Adds one sample's output against the golden one (the first sample fixes the type).
-    fn add(&mut self, s: usize, out: &Tensor, gold: &Tensor, axis: Option<usize>) {
-        if s == 0 {
-            let same = out.dtype() == gold.dtype();
-            self.stats = ErrorStats::new(same, same && out.dtype().is_float());
-            self.dtype = out.dtype().name().to_string();
-            self.shape = out.shape.clone();
-            self.topk = axis.map(|a| TopKStats::new(gold.shape[a]));
-        }
-        if out.shape != gold.shape {
-            self.shape_mismatch = true;
-            self.error
-                .get_or_insert_with(|| format!("shape {:?} differs from the golden run's {:?}", out.shape, gold.shape));
-        } else if self.error.is_none() {
-            self.stats.update(&out.data, &gold.data);
-            if let (Some(tk), Some(a)) = (self.topk.as_mut(), axis) {
-                tk.update(&out.data, &gold.data, &gold.shape, a);
-            }
+impl Measured {
+    /// Every output's figures and nothing else: no policy, fingerprint, per-layer audit or
+    /// stream (what an audit inside another command measures unless it adds one).
+    pub fn outputs_only() -> Measured {
+        Measured {
+            class_axis: Vec::new(),
+            policy: Policy::empty(),
+            fingerprint: crate::drift::FingerprintMode::Off,
+            layers: None,
+            stream: None,
+            allow_other_threads: false,
+            allow_other_hosts: false,
         }
     }
 }
 
-/// Compares `targets` against `golden`. `outputs[k]` is the name of the audited model's k-th output
-/// and `golden_names[k]` the name of its counterpart in the golden run; `lsbs[k]` its quantization
-/// step, when it has one (target pairs then count differences in steps).
-pub fn compare(
-    outputs: &[String],
-    lsbs: &[Option<f64>],
-    golden_names: &[String],
-    golden: &RunOutputs<'_>,
-    targets: &[RunOutputs<'_>],
-    classes: &ClassAxisPolicy,
-) -> Result<Comparison> {
-    let mut acc = Accumulation::new(targets.len(), lsbs, outputs.len());
-    for s in 0..golden.samples.len() {
-        for (k, name) in outputs.iter().enumerate() {
-            let gold_file = find(&golden.samples[s], &golden_names[k])
-                .with_context(|| format!("the golden run has no output '{}' for sample {s}", golden_names[k]))?;
-            let gold = Tensor::read_npy(&gold_file.path)?;
-            let axis = classes.resolve(name, &gold.shape, gold.dtype());
-            acc.add(s, k, name, &gold, axis, targets)?;
+impl Reads for Measured {
+    fn declare(&self, set: &mut InputFiles) {
+        let Measured {
+            class_axis: _,
+            policy,
+            fingerprint: _,
+            layers,
+            stream: _,
+            allow_other_threads: _,
+            allow_other_hosts: _,
+        } = self;
+        set.with(policy).with(layers);
+    }
+}
+
+/// A directory the audit writes files into, and the flag (or default) it comes from.
+#[derive(Debug, Clone)]
+pub struct KeptDir {
+    pub dir: PathBuf,
+    pub flag: String,
+}
+
+/// What the audit keeps besides its report (none of it is read).
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    pub save_outputs: Option<SavedOutputs>,
+    /// Where each target's runtime log is kept (`DIR/<target>.log`).
+    pub logs: Option<KeptDir>,
+}
+
+/// Everything `compare` was asked to do.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub audited: Audited,
+    pub execution: Execution,
+    pub measured: Measured,
+    pub kept: Kept,
+}
+
+impl CompareOptions {
+    /// The audit a command runs inside its own work (matrix cells, triage groups, pipeline
+    /// stages, release bisection): `audited` on `targets`, every failure a finding, outputs
+    /// measured against the golden run and nothing kept. The command adds what it needs
+    /// (a policy, a per-layer audit) to the parts it builds itself.
+    pub fn findings(audited: Audited, targets: Vec<TargetSpec>, exec: ExecOptions) -> CompareOptions {
+        CompareOptions {
+            audited,
+            execution: Execution::findings(targets, exec),
+            measured: Measured::outputs_only(),
+            kept: Kept::default(),
         }
     }
-    Ok(acc.finish(outputs, targets))
 }
 
-fn find<'f>(files: &'f [OutputFile], name: &str) -> Option<&'f OutputFile> {
-    files.iter().find(|f| f.name == name)
+impl Reads for CompareOptions {
+    fn declare(&self, set: &mut InputFiles) {
+        let CompareOptions {
+            audited,
+            execution,
+            measured,
+            kept: _,
+        } = self;
+        set.with(audited).with(&execution.exec).with(measured);
+    }
 }
 
-fn summarize(name: &str, cell: Option<Cell>) -> OutputMetrics {
-    let Some(cell) = cell else {
-        return OutputMetrics {
-            name: name.to_string(),
-            dtype: String::new(),
-            shape: vec![],
-            elements: 0,
-            bit_identical: None,
-            max_abs: Num(f64::NAN),
-            mean_abs: Num(f64::NAN),
-            rmse: Num(f64::NAN),
-            max_ulp: None,
-            cosine: Num(f64::NAN),
-            sqnr_db: Num(f64::NAN),
-            top1_agreement: None,
-            top5_agreement: None,
-            nan_count: 0,
-            inf_count: 0,
-            nonfinite_mismatch: 0,
-            class_axis: None,
-            baseline: None,
-            error: Some("no samples".into()),
-            shape_mismatch: false,
-        };
+/// Runs `compare` and returns the report (its `exit_code` says how the process should end). The
+/// saved outputs and logs are staged in `outputs`, to be committed with the report's files.
+pub fn run_compare(opts: &CompareOptions, outputs: &mut Outputs) -> Result<Report> {
+    run_compare_keeping(opts, outputs, false).map(|(report, _)| report)
+}
+
+/// Each run's outputs per sample, read into memory: `golden` (under the audited model's output
+/// names) and every target that ran, by id.
+pub type RunTensors = BTreeMap<String, Vec<Vec<(String, Tensor)>>>;
+
+/// [`run_compare`], also returning every run's outputs (for analyses of outputs that came from
+/// elsewhere, such as device reports, against the same runs).
+pub fn run_compare_with_outputs(opts: &CompareOptions, outputs: &mut Outputs) -> Result<(Report, RunTensors)> {
+    run_compare_keeping(opts, outputs, true)
+}
+
+fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool) -> Result<(Report, RunTensors)> {
+    let (plan, executor) = {
+        let _stage = timings::stage("plan");
+        let _span = timings::span(timings::Phase::Prepare);
+        let plan = plan::AuditPlan::new(opts, outputs)?;
+        let executor = Executor::new(&opts.execution.exec)?;
+        executor.expect_model_bytes(plan.model.total_bytes());
+        if let reference::ReferencePlan::Model { model, .. } = &plan.reference {
+            executor.expect_model_bytes(model.total_bytes());
+        }
+        (plan, executor)
     };
-    let s = &cell.stats;
-    let broken = cell.error.is_some();
-    let num = |v: f64| Num(if broken { f64::NAN } else { v });
-    OutputMetrics {
-        name: name.to_string(),
-        dtype: cell.dtype,
-        shape: cell.shape,
-        elements: s.elements,
-        bit_identical: s.bit_identical.filter(|_| !broken),
-        max_abs: num(s.max_abs()),
-        mean_abs: num(s.mean_abs()),
-        rmse: num(s.rmse()),
-        max_ulp: s.max_ulp_distance().filter(|_| !broken),
-        cosine: num(s.cosine()),
-        sqnr_db: num(s.sqnr_db()),
-        top1_agreement: cell.topk.as_ref().and_then(|t| t.top1()).filter(|_| !broken),
-        top5_agreement: cell.topk.as_ref().and_then(|t| t.top5()).filter(|_| !broken),
-        nan_count: s.nan_count,
-        inf_count: s.inf_count,
-        nonfinite_mismatch: s.nonfinite_mismatch,
-        class_axis: cell.axis,
-        baseline: None,
-        error: cell.error,
-        shape_mismatch: cell.shape_mismatch,
-    }
+    let repeat = execute::Repeat {
+        runs: opts.execution.repeat,
+        thread_probe: opts.execution.thread_probe,
+    };
+    let executed = {
+        let _stage = timings::stage("golden and outputs");
+        execute::run(&plan, &executor, repeat)?
+    };
+    let mut analysis = {
+        let _stage = timings::stage("analysis");
+        analyze::run(&plan, &executed, &executor, opts)?
+    };
+    let tensors = if keep {
+        run_tensors(&plan, &analysis)?
+    } else {
+        RunTensors::new()
+    };
+    let persisted = {
+        let _stage = timings::stage("report");
+        let _span = timings::span(timings::Phase::Persist);
+        files::persist(opts, &plan, &executed, &analysis, &executor, outputs)?
+    };
+    crate::interrupt::check()?;
+    let rows = assemble::target_rows(&plan.targets, &mut analysis, &persisted.logs);
+    let previous = plan.previous.as_ref().map(|(report, label)| Previous {
+        report,
+        label: label.clone(),
+    });
+    let judgement = crate::gate::judge(
+        &opts.measured.policy,
+        &rows,
+        &analysis.comparison.agreement,
+        previous.as_ref(),
+    );
+    let report = assemble::report(plan, &executed, analysis, rows, judgement, persisted.output_files)?;
+    Ok((report, tensors))
 }
 
-/// Groups targets whose output is bit-identical (transitively, via pairs with 0 differing
-/// elements). Every target in `ids` appears in exactly one group.
-pub fn bit_exact_groups(output: &str, ids: &[&str], agreement: &[AgreementEntry]) -> Vec<Vec<String>> {
-    let mut parent: Vec<usize> = (0..ids.len()).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
+/// Reads the golden run's and every successful target's outputs before the work directory goes.
+fn run_tensors(plan: &plan::AuditPlan, analysis: &analyze::Analysis<'_>) -> Result<RunTensors> {
+    let read = |samples: &[Vec<crate::exec::OutputFile>]| -> Result<Vec<Vec<(String, Tensor)>>> {
+        samples
+            .iter()
+            .map(|files| {
+                files
+                    .iter()
+                    .map(|f| Tensor::read_npy(&f.path).map(|t| (f.name.clone(), t)))
+                    .collect()
+            })
+            .collect()
+    };
+    let mut out = RunTensors::new();
+    // The golden run's outputs under the audited model's names, in its order.
+    let golden = read(&analysis.golden_samples)?
+        .into_iter()
+        .map(|sample| {
+            plan.output_names
+                .iter()
+                .zip(&analysis.golden_names)
+                .filter_map(|(name, g)| {
+                    sample
+                        .iter()
+                        .find(|(n, _)| n == g)
+                        .map(|(_, t)| (name.clone(), t.clone()))
+                })
+                .collect()
+        })
+        .collect();
+    out.insert("golden".into(), golden);
+    for (t, end) in plan.targets.iter().zip(&analysis.ends) {
+        let ok = end
+            .outcome
+            .and_then(|o| o.result.as_ref())
+            .filter(|_| end.status == RunStatus::Ok);
+        if let Some(r) = ok {
+            out.insert(t.spec.id.clone(), read(&r.outputs)?);
         }
-        i
     }
-    for e in agreement
-        .iter()
-        .filter(|e| e.output == output && e.differing_elements == Some(0))
-    {
-        let (Some(a), Some(b)) = (ids.iter().position(|&i| i == e.a), ids.iter().position(|&i| i == e.b)) else {
-            continue;
-        };
-        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-        parent[ra.max(rb)] = ra.min(rb);
-    }
-    let mut groups: Vec<Vec<String>> = Vec::new();
-    let mut group_of_root: Vec<Option<usize>> = vec![None; ids.len()];
-    for (i, id) in ids.iter().enumerate() {
-        let r = root(&mut parent, i);
-        match group_of_root[r] {
-            Some(g) => groups[g].push(id.to_string()),
-            None => {
-                group_of_root[r] = Some(groups.len());
-                groups.push(vec![id.to_string()]);
-            }
-        }
-    }
-    groups
+    Ok(out)
 }

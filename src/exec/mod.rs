@@ -10,8 +10,8 @@ pub mod context_cache;
 pub mod executor;
 pub mod job;
 pub mod log;
-pub mod plan;
 pub mod pool;
+pub mod selection;
 pub mod serve;
 pub mod wire;
 

@@ -12,7 +12,7 @@ pub mod run;
 use anyhow::Result;
 
 use crate::error::bad_flag;
-use crate::exec::plan::{provision, targets};
+use crate::exec::selection::{provision, targets};
 use crate::exec::{ExecOptions, Executor};
 use crate::runtime::Provisioner;
 use probes::Probe;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::effects::EffectsAcc;
+use super::layout::Planned;
 use super::measure::LayerAcc;
-use super::plan::Planned;
 use super::split::Retried;
 use super::state::State;
 

@@ -12,7 +12,7 @@ use anyhow::Result;
 use super::accumulate::Accumulators;
 use super::effects::EffectsAcc;
 use super::isolated;
-use super::plan::{plan_units, runs_of, Feed, Planned};
+use super::layout::{plan_units, runs_of, Feed, Planned};
 use super::split::{retry_in_halves, retryable};
 use super::state::{golden_tensor, read_any, result_of, write, Context, PerTarget, State};
 use super::tap::{self, GraphIndex};

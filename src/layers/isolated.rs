@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context as _, Result};
 
 use super::accumulate::Accumulators;
-use super::plan::{Feed, Planned};
+use super::layout::{Feed, Planned};
 use super::split::{retry_in_halves, retryable};
 use super::state::{golden_tensor, quantize, read_any, result_of, write, Context as AuditContext, State};
 use super::tap::{self, Unit};

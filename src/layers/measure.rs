@@ -5,8 +5,8 @@
 
 use std::borrow::Cow;
 
-use crate::compare::agreement::Agreement;
-use crate::compare::stats::ErrorStats;
+use crate::metrics::agreement::Agreement;
+use crate::metrics::stats::ErrorStats;
 use crate::tensor::{with_code_pair, with_codes, Tensor, TensorData};
 
 use super::points::Quant;

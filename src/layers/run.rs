@@ -41,7 +41,7 @@ pub fn execute(ctx: &Context<'_>, opts: &LayerOptions) -> LayerResults {
     let mut info = blank_info(opts);
     let mut targets: Vec<Option<(Vec<LayerReport>, TargetLayerSummary)>> = vec![None; ctx.planned.len()];
     let planning = crate::timings::stage("layers: plan");
-    let prepared = super::plan::prepare(ctx, opts, &mut info);
+    let prepared = super::layout::prepare(ctx, opts, &mut info);
     drop(planning);
     match prepared {
         Ok(Some((mut state, selected, index))) => {

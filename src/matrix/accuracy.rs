@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::{MatrixOptions, MatrixTaskOptions, Variant};
-use crate::evaluate::EvalOptions;
+use crate::eval::EvalOptions;
 use crate::exec::RunStatus;
 use crate::report::eval::{EvalReport, EvalTarget};
 use crate::report::matrix::{Cell, CellTask, MatrixTask};
@@ -47,7 +47,7 @@ pub fn eval_cells(
         shard: None,
         costs: Default::default(),
     };
-    let report = crate::evaluate::run(&eval, &mut Outputs::none())?;
+    let report = crate::eval::run(&eval, &mut Outputs::none())?;
     let cells = specs
         .iter()
         .zip(&targets)

@@ -13,11 +13,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::audit::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Kept, Measured};
-use crate::compare::ClassAxisFlag;
+use crate::compare::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Kept, Measured};
 use crate::error::{bad_flag, ExitCode};
 use crate::exec::ExecOptions;
 use crate::inputs::InputOptions;
+use crate::metrics::ClassAxisFlag;
 use crate::policy::Policy;
 use crate::report::matrix::{Cell, RemedyKind};
 pub use crate::report::matrix::{Matrix, VariantInfo, MATRIX_SCHEMA_VERSION};
@@ -114,11 +114,11 @@ pub struct RemedyOptions {
 /// `matrix --dataset --task`: what fills the cells instead of SQNR.
 #[derive(Debug, Clone)]
 pub struct MatrixTaskOptions {
-    pub dataset: crate::evaluate::DatasetOptions,
-    pub task: crate::eval::task::TaskSpec,
+    pub dataset: crate::eval::DatasetOptions,
+    pub task: crate::accuracy::task::TaskSpec,
     /// The files the task was read from (`--classes`, `--vocab`).
     pub task_files: Vec<PathBuf>,
-    pub stats: crate::eval::StatOptions,
+    pub stats: crate::accuracy::StatOptions,
 }
 
 /// Everything `matrix` was asked to do.
@@ -195,7 +195,7 @@ pub struct MatrixRun<'o> {
 pub fn expand_targets(targets: &[crate::target::TargetList]) -> Result<Vec<TargetSpec>> {
     let mut specs = crate::target::distinct(targets);
     if specs.is_empty() {
-        specs = crate::exec::plan::default_specs_said();
+        specs = crate::exec::selection::default_specs_said();
     }
     if let Some(s) = specs.iter().find(|s| s.release == Some(ReleaseSpec::All)) {
         return Err(bad_flag(format!(
@@ -358,7 +358,7 @@ fn measure_accuracy(
 }
 
 fn task_name(task: &MatrixTaskOptions) -> &'static str {
-    use crate::eval::task::TaskSpec;
+    use crate::accuracy::task::TaskSpec;
     match task.task {
         TaskSpec::Classify { .. } => "classify",
         TaskSpec::Decide { .. } => "decide",
@@ -446,7 +446,7 @@ fn golden_for_all(opts: &MatrixOptions, work: &std::path::Path) -> Result<(CellG
         ));
     };
     let dir = work.join("golden");
-    crate::audit::golden::run_golden_create(&crate::audit::golden::GoldenOptions {
+    crate::compare::golden::run_golden_create(&crate::compare::golden::GoldenOptions {
         model: reference.clone(),
         out: dir.clone(),
         force: false,
@@ -506,7 +506,10 @@ mod tests {
     #[test]
     fn no_target_means_every_target_this_machine_can_run() {
         let columns: Vec<String> = expand_targets(&[]).unwrap().into_iter().map(|s| s.id).collect();
-        let compare: Vec<String> = crate::exec::plan::default_specs().into_iter().map(|s| s.id).collect();
+        let compare: Vec<String> = crate::exec::selection::default_specs()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
         assert_eq!(columns, compare);
         assert!(columns.iter().any(|c| c == "cpu"), "{columns:?}");
         let chipsets = columns.iter().filter(|c| c.starts_with("qnn:")).count();

@@ -14,11 +14,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::audit::{run_compare_with_outputs, Audited, CompareOptions, GoldenSource, RunTensors};
-use crate::compare::ErrorStats;
+use crate::compare::{run_compare_with_outputs, Audited, CompareOptions, GoldenSource, RunTensors};
 use crate::error::ExitCode;
 use crate::exec::ExecOptions;
 use crate::inputs::{InputOptions, MemoryInputs};
+use crate::metrics::ErrorStats;
 use crate::report::model::Num;
 pub use crate::report::pipeline::{PipelineReport, PipelineTarget, StageFigures, StageInfo, StageOutput};
 use crate::target::TargetSpec;

@@ -433,7 +433,7 @@ pub fn markdown(report: &EvalReport) -> String {
 
 /// `sample-size` in the terminal: per target (or the expected rates) the samples that show the
 /// limit at even odds and with the asked power, and what they cost at the earlier eval's speed.
-pub fn sizing_text(sizing: &crate::evaluate::sizing::Sizing) -> String {
+pub fn sizing_text(sizing: &crate::eval::sizing::Sizing) -> String {
     let mut b = Builder::default();
     let powered = format!("samples ({:.0}% power)", 100.0 * sizing.power);
     b.push_record([

@@ -1,7 +1,7 @@
 //! The JSON `eval` writes (`docs/eval.schema.json`, prose in `docs/eval.md`): per target its task
 //! metrics with intervals, paired comparisons with the reference and the baseline (drop, McNemar,
 //! non-inferiority), what flipped, and the gate. A contract other tools parse: the schema is
-//! derived from these types. The eval itself is in `crate::evaluate`.
+//! derived from these types. The eval itself is in `crate::eval`.
 
 use serde::{Deserialize, Serialize};
 

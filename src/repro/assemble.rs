@@ -11,7 +11,7 @@ use super::search::one_smaller;
 use super::windows::{Evaluator, Judged};
 use super::windows::{COMPARISON_FAILS, SUBGRAPH};
 use super::{describe, runtime_problem, AgainstChoice, ReproOptions};
-use crate::audit::plan::AuditPlan;
+use crate::compare::plan::AuditPlan;
 use crate::error::ExitCode;
 use crate::layers::state::result_of;
 use crate::layers::tap::tapped;
@@ -39,8 +39,8 @@ fn empty_report(opts: &ReproOptions, plan: &AuditPlan, status: ReproStatus) -> R
         model: plan.model.path.display().to_string(),
         model_sha256: plan.model.sha256.clone(),
         reference: match &plan.reference {
-            crate::audit::reference::ReferencePlan::Model { description, .. } => description.clone(),
-            crate::audit::reference::ReferencePlan::Stored { description, .. } => description.clone(),
+            crate::compare::reference::ReferencePlan::Model { description, .. } => description.clone(),
+            crate::compare::reference::ReferencePlan::Stored { description, .. } => description.clone(),
         },
         target: super::files::side(&plan.targets[0]),
         against: match &opts.against {
@@ -65,7 +65,7 @@ fn empty_report(opts: &ReproOptions, plan: &AuditPlan, status: ReproStatus) -> R
 /// With a reference derived from the model: what its activations lack.
 fn derived_note(plan: &AuditPlan) -> Option<String> {
     match &plan.reference {
-        crate::audit::reference::ReferencePlan::Model { kind: "derived", .. } => Some(
+        crate::compare::reference::ReferencePlan::Model { kind: "derived", .. } => Some(
             "the reference is derived from the model (its activation Q/DQ pairs removed): a clip the quantization performs \
              (a ReLU folded into a zero point) is missing from its activations, so SQNR figures and --against golden \
              understate the quantized model; give the float model with --reference"

@@ -13,7 +13,7 @@ use super::graph::{Layered, Window};
 use super::verify::{bundle_inputs, expected_name, listed, npz, run_bundle, scrubbed, BundleRun};
 use super::windows::{Against, Evaluator, Judged};
 use super::ReproOptions;
-use crate::audit::plan::AuditPlan;
+use crate::compare::plan::AuditPlan;
 use crate::exec::PlannedTarget;
 use crate::layers::tap::Unit;
 use crate::model::pb::ModelProto;
@@ -42,7 +42,7 @@ pub fn side(t: &PlannedTarget) -> TargetSide {
             .runtime
             .as_ref()
             .ok()
-            .map(|rt| crate::audit::facts::target_runtime_info(rt, None, &mut |r| r.sha256.clone())),
+            .map(|rt| crate::compare::facts::target_runtime_info(rt, None, &mut |r| r.sha256.clone())),
         ep_options: t.spec.ep_options(),
         chipset: match &t.spec.backend {
             Backend::Qnn(c) => Some(ChipsetInfo {

@@ -21,9 +21,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 
-use crate::audit::plan::AuditPlan;
-use crate::audit::reference::ReferencePlan;
-use crate::audit::{Audited, CompareOptions};
+use crate::compare::plan::AuditPlan;
+use crate::compare::reference::ReferencePlan;
+use crate::compare::{Audited, CompareOptions};
 use crate::error::{bad_flag, run_error};
 use crate::exec::executor::{cpu_runtime, reference_job};
 use crate::exec::{ExecOptions, Executor, JobResult, PlannedTarget};

@@ -9,8 +9,8 @@ pub mod spec;
 
 use anyhow::{Context, Result};
 
-use crate::compare::stats::ErrorStats;
 use crate::exec::OutputFile;
+use crate::metrics::stats::ErrorStats;
 use crate::report::model::{DecisionSeries, Num, StepSeries, StreamRun};
 use crate::tensor::Tensor;
 pub use spec::{Decision, Feeds, StreamSpec};

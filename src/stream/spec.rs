@@ -6,9 +6,9 @@ use std::fmt;
 
 use anyhow::Result;
 
-use crate::compare::{ClassAxisPolicy, TopKStats};
 use crate::error::{bad_flag, bad_input};
 use crate::exec::job::Feedback;
+use crate::metrics::{ClassAxisPolicy, TopKStats};
 use crate::model::Signature;
 use crate::tensor::Tensor;
 

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::audit::Audited;
+use crate::compare::Audited;
 use crate::device::{DeviceReport, ReportDefaults};
 use crate::exec::ExecOptions;
 use crate::target::{distinct, TargetList};

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::store::Store;
 use super::{CandidateRun, TriageOptions};
-use crate::audit::{run_compare_with_outputs, CompareOptions, RunTensors};
+use crate::compare::{run_compare_with_outputs, CompareOptions, RunTensors};
 use crate::device::{identify_device, DeviceReport, Samples};
 use crate::inputs::{InputOptions, MemoryInputs};
 use crate::report::model::Report;

@@ -9,9 +9,9 @@
 use std::path::PathBuf;
 
 use super::reproduce::{input_key, release_target, report_target_ids, Group};
-use crate::compare::{Agreement, ErrorStats};
 use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus, LogFindings};
 use crate::exec::RunStatus;
+use crate::metrics::{Agreement, ErrorStats};
 use crate::report::model::{CodeDiffs, Num};
 use crate::report::triage::{
     CandidateDistance, CandidateRun, OutputFigures, ReportEntry, Thresholds, Verdict, VerdictKind,

@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::error::bad_flag;
-use crate::exec::plan::Requested;
+use crate::exec::selection::Requested;
 use crate::target::{Backend, TargetRole, TargetSpec};
 
 /// `--shard i/n`: the i-th (1-based) of n parts of an audit.

@@ -11,9 +11,9 @@ use anyhow::Result;
 use super::assemble::{build, Basis};
 use super::shard::{from_bytes, ShardFile, UnitRun};
 use super::summary::RunSummary;
-use crate::audit::shard::split;
+use crate::accuracy::Record;
+use crate::compare::shard::split;
 use crate::error::bad_report;
-use crate::eval::Record;
 use crate::report::eval::EvalReport;
 use crate::report::model::RuntimeInfo;
 
@@ -183,7 +183,7 @@ const MAX_WEIGHT: u64 = 1_000_000_000;
 fn check_sizes(path: &std::path::Path, f: &ShardFile) -> Result<()> {
     let samples = f.basis.as_ref().map_or(0, |b| b.dataset.samples);
     let bad_costs = f.costs.values().any(|w| !(1..=MAX_WEIGHT).contains(w));
-    let count = f.shard.count > crate::audit::shard::MAX_SHARDS;
+    let count = f.shard.count > crate::compare::shard::MAX_SHARDS;
     if f.shard.index == 0 || f.shard.index > f.shard.count || count || bad_costs || samples > MAX_SAMPLES {
         return Err(bad_report(format!(
             "{}: its shard, costs or sample count are not ones an eval writes",
@@ -292,7 +292,7 @@ fn check_records(parts: &[&(PathBuf, ShardFile)], basis: &Basis, reference: &[Re
 /// What is wrong with record `r` of run `run` (the reference's record of its sample, joined from
 /// every shard, beside it), if anything.
 fn what_is_wrong(
-    task: &crate::eval::task::Task,
+    task: &crate::accuracy::task::Task,
     output_len: usize,
     (run, r): (&str, &Record),
     reference: Option<&&Record>,
@@ -321,7 +321,7 @@ fn what_is_wrong(
     let own = r
         .prediction
         .as_ref()
-        .and_then(crate::eval::task::Task::truth_of_prediction);
+        .and_then(crate::accuracy::task::Task::truth_of_prediction);
     if run == "reference" && task.labels_from_reference() && own.is_some_and(|t| t != r.truth) {
         return Some("has a label that is not the reference's own prediction".into());
     }
@@ -351,7 +351,7 @@ fn check_set(parts: &[&(PathBuf, ShardFile)], basis: &Basis, reference: &[Record
             )));
         }
     }
-    let truths: Vec<Option<crate::eval::task::Truth>> = reference.iter().map(|r| Some(r.truth.clone())).collect();
+    let truths: Vec<Option<crate::accuracy::task::Truth>> = reference.iter().map(|r| Some(r.truth.clone())).collect();
     if first.truths_sha256.is_some() && super::stream::truths_sha256(&ids, &truths) != first.truths_sha256 {
         return Err(bad_report(
             "the shards' records hold other labels than the ones the shards read from the set: the files were edited",

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::error::one_line_str as one_line;
-use crate::explain::Explanation;
+use crate::explain_failure::Explanation;
 
 /// The terminal rendering.
 pub fn render(list: &[Explanation]) -> String {

@@ -12,7 +12,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::audit::{run_compare, Audited, CompareOptions, Measured};
+use crate::compare::{run_compare, Audited, CompareOptions, Measured};
 use crate::error::bad_flag;
 use crate::exec::{ExecOptions, RunStatus};
 use crate::layers::LayerOptions;

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use super::assemble::Basis;
 use super::summary::{summary, RunSummary};
 use super::{open_set, sessions, stream, EvalOptions};
-use crate::audit::shard::{split, Shard, Unit};
+use crate::accuracy::Record;
+use crate::compare::shard::{split, Shard, Unit};
 use crate::error::bad_output;
-use crate::eval::Record;
 use crate::host::HostInfo;
 use crate::userfile::{InputFiles, Outputs};
 

@@ -10,12 +10,12 @@ use anyhow::Result;
 
 use super::reference::{self, ReferencePlan};
 use super::CompareOptions;
-use crate::compare::{ClassAxisFlag, ClassAxisPolicy};
 use crate::error::{bad_flag, bad_golden, bad_input, bad_output, bad_report};
 use crate::exec::executor::DEFAULT_INTRA_OP_THREADS;
-use crate::exec::plan::{self as targets, Requested};
+use crate::exec::selection::{self as targets, Requested};
 use crate::exec::PlannedTarget;
 use crate::inputs::{prepare, InputOptions, InputSet};
+use crate::metrics::{ClassAxisFlag, ClassAxisPolicy};
 use crate::model::{load_model, LoadedModel, Signature};
 use crate::report::model::{InputTensorInfo, Report, ShardInfo};
 use crate::runtime::Provisioner;

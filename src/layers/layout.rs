@@ -1,4 +1,4 @@
-//! The Plan stage of the per-layer audit: the observation points of the audited graph, their
+//! The layout of the per-layer audit (its Plan stage): the observation points of the audited graph, their
 //! counterparts in the reference, the user's selection, one compile-only sizing session for the
 //! types of everything exposed, the runs the taps are split into (each within the tap budget),
 //! and each layer's isolation unit with where its inputs come from.

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::ctc::{best_classes, score, Reading, Vocabulary};
-use crate::compare::ClassAxisPolicy;
 use crate::dataset::Label;
+use crate::metrics::ClassAxisPolicy;
 use crate::model::Signature;
 use crate::stream::Decision;
 use crate::tensor::Tensor;

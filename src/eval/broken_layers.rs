@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::sessions::EvalPlan;
 use super::summary::RunSummary;
 use super::EvalOptions;
-use crate::audit::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Measured};
+use crate::compare::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Measured};
 use crate::dataset::Dataset;
 use crate::exec::PlannedTarget;
 use crate::inputs::{InputOptions, MemoryInputs};

@@ -9,13 +9,13 @@ use super::sessions::EvalPlan;
 use super::stream::Runs;
 use super::summary::{summary, RunSummary};
 use super::EvalOptions;
-use crate::audit::reference::ReferencePlan;
+use crate::accuracy::decide::{replay, Limits};
+use crate::accuracy::task::{Task, TaskKind};
+use crate::accuracy::{self, primary_is_cer, Record, StatOptions};
+use crate::compare::reference::ReferencePlan;
 use crate::dataset::Dataset;
 use crate::error::ExitCode;
-use crate::eval::decide::{replay, Limits};
-use crate::eval::task::{Task, TaskKind};
-use crate::eval::{self, primary_is_cer, Record, StatOptions};
-use crate::exec::plan::BASELINE_ID;
+use crate::exec::selection::BASELINE_ID;
 use crate::exec::RunStatus;
 use crate::host::HostInfo;
 use crate::report::eval::{
@@ -154,7 +154,7 @@ pub fn report(opts: &EvalOptions, plan: &EvalPlan, dataset: &Dataset, runs: Runs
     let mut report = build(&basis, Some(crate::host::this_host()), &reference, &targets);
     if opts.explain > 0 {
         for (row, (planned, run)) in report.targets.iter_mut().zip(plan.targets.iter().zip(&targets)) {
-            row.explanation = super::explain::explain(opts, plan, dataset, planned, run, &reference)?;
+            row.explanation = super::broken_layers::explain(opts, plan, dataset, planned, run, &reference)?;
         }
     }
     Ok(report)
@@ -188,7 +188,7 @@ pub fn build(basis: &Basis, host: Option<HostInfo>, reference: &RunSummary, runs
         dataset: basis.dataset.clone(),
         task: task_info(task),
         statistics: statistics_info(&basis.stats),
-        reference_metrics: eval::metrics(task, &reference.records, &basis.stats),
+        reference_metrics: accuracy::metrics(task, &reference.records, &basis.stats),
         targets,
         gate,
         notes: basis.notes.clone(),
@@ -209,14 +209,14 @@ fn target_row(
     let answered = !records.is_empty();
     let mut comparisons = Vec::new();
     if answered {
-        comparisons.push(eval::compare(task, records, &reference.records, "reference", stats));
+        comparisons.push(accuracy::compare(task, records, &reference.records, "reference", stats));
         if let Some(b) = baseline.filter(|b| b.id != run.id) {
-            comparisons.push(eval::compare(task, records, &b.records, &b.id, stats));
+            comparisons.push(accuracy::compare(task, records, &b.records, &b.id, stats));
         }
     }
     let confusion = match &task.kind {
         TaskKind::Classify { .. } | TaskKind::Agree if class_count(records) <= MAX_CONFUSION_CLASSES => {
-            eval::confusion(records)
+            accuracy::confusion(records)
         }
         _ => Vec::new(),
     };
@@ -243,12 +243,12 @@ fn target_row(
         runtime: run.runtime.clone(),
         intra_op_threads: run.intra_op_threads,
         samples_run: records.len(),
-        metrics: answered.then(|| eval::metrics(task, records, stats)),
+        metrics: answered.then(|| accuracy::metrics(task, records, stats)),
         comparisons,
-        median_sqnr_db: eval::median_sqnr(records),
-        flips: eval::flips(records, &reference.records),
-        worst: eval::worst(records, WORST),
-        sqnr_histogram: eval::sqnr_histogram(records),
+        median_sqnr_db: accuracy::median_sqnr(records),
+        flips: accuracy::flips(records, &reference.records),
+        worst: accuracy::worst(records, WORST),
+        sqnr_histogram: accuracy::sqnr_histogram(records),
         confusion,
         explanation: None,
         run_ms_median: median_run_ms(run),
@@ -270,8 +270,8 @@ fn samples_needed(task: &Task, c: &Comparison, limit_points: f64) -> Option<Samp
         limit_points: Num(limit_points),
         broken_rate: Num(broken),
         fixed_rate: Num(fixed),
-        even_odds: eval::paired::samples_needed(broken, fixed, limit, 0.5),
-        power_80: eval::paired::samples_needed(broken, fixed, limit, 0.8),
+        even_odds: accuracy::paired::samples_needed(broken, fixed, limit, 0.5),
+        power_80: accuracy::paired::samples_needed(broken, fixed, limit, 0.8),
     })
 }
 
@@ -280,7 +280,7 @@ fn class_count(records: &[Record]) -> usize {
     records
         .iter()
         .filter_map(|r| match &r.truth {
-            eval::task::Truth::Class(c) => Some(c + 1),
+            accuracy::task::Truth::Class(c) => Some(c + 1),
             _ => None,
         })
         .max()
@@ -290,7 +290,7 @@ fn class_count(records: &[Record]) -> usize {
 /// The median of every session's run times.
 fn median_run_ms(run: &RunSummary) -> Option<f64> {
     let mut all = run.run_ms.clone();
-    (!all.is_empty()).then(|| eval::stats::percentile(&mut all, 50.0))
+    (!all.is_empty()).then(|| accuracy::stats::percentile(&mut all, 50.0))
 }
 
 fn task_info(task: &Task) -> TaskInfo {
@@ -331,8 +331,8 @@ fn statistics_info(stats: &StatOptions) -> StatisticsInfo {
         margin_points: stats.margin_points,
         sequential: stats.sequential.map(|s| SequentialInfo {
             order_seed: s.order_seed,
-            alpha: eval::decide::ALPHA,
-            guarantee: eval::decide::GUARANTEE.into(),
+            alpha: accuracy::decide::ALPHA,
+            guarantee: accuracy::decide::GUARANTEE.into(),
         }),
         methods: methods(stats),
     }
@@ -418,7 +418,7 @@ fn accuracy_bound(t: &EvalTarget, limit: f64) -> (f64, bool) {
         let lower = t
             .metrics
             .as_ref()
-            .map_or(f64::NAN, |m| eval::stats::wilson_lower(m.accuracy.k, m.accuracy.n));
+            .map_or(f64::NAN, |m| accuracy::stats::wilson_lower(m.accuracy.k, m.accuracy.n));
         (lower, lower >= limit)
     })
 }

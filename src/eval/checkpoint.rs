@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::RunEnd;
+use crate::accuracy::Record;
 use crate::error::bad_output;
-use crate::eval::Record;
 use crate::exec::RunStatus;
 use crate::tensor::Tensor;
 
@@ -439,7 +439,7 @@ fn resume(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::task::{Judged, Prediction, Truth};
+    use crate::accuracy::task::{Judged, Prediction, Truth};
 
     fn record(index: usize) -> Record {
         Record {

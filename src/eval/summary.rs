@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::stream::RunRecords;
 use super::RunEnd;
-use crate::eval::Record;
+use crate::accuracy::Record;
 use crate::exec::{PlannedTarget, RunStatus};
 use crate::report::model::RuntimeInfo;
 
@@ -45,7 +45,7 @@ fn runtime_info(planned: &PlannedTarget, run: &RunRecords) -> Option<RuntimeInfo
         wall_ms: 0.0,
         log: std::path::PathBuf::new(),
     });
-    Some(crate::audit::facts::target_runtime_info(
+    Some(crate::compare::facts::target_runtime_info(
         rt,
         outcome.as_ref(),
         &mut |r| r.sha256.clone(),

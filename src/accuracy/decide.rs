@@ -287,7 +287,7 @@ pub fn replay(limits: Limits, target: &[Record], reference: &[Record]) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::task::{Judged, Prediction, Truth};
+    use crate::accuracy::task::{Judged, Prediction, Truth};
 
     fn record(index: usize, correct: bool) -> Record {
         Record {

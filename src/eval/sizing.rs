@@ -1,11 +1,11 @@
 //! `npu-audit sample-size`: how many samples an eval needs for the one-sided 95% bound of a
 //! target's drop to show a limit, at flip rates the user expects or at those an earlier eval
 //! observed (with that eval's time per sample, what the samples would cost), so a set is sized
-//! before hours of simulation. The figures are [`crate::eval::paired::samples_needed`]'s.
+//! before hours of simulation. The figures are [`crate::accuracy::paired::samples_needed`]'s.
 
 use serde::Serialize;
 
-use crate::eval::paired::samples_needed;
+use crate::accuracy::paired::samples_needed;
 use crate::report::eval::EvalReport;
 
 /// One line of the answer: a target (or the expected rates) and the samples it needs.

@@ -8,14 +8,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::{EvalOptions, RunEnd};
-use crate::audit::reference::{self, ReferencePlan};
-use crate::compare::ClassAxisPolicy;
+use crate::compare::reference::{self, ReferencePlan};
 use crate::dataset::{Dataset, Sample};
 use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
-use crate::exec::plan::{self as targets};
+use crate::exec::selection::{self as targets};
 use crate::exec::serve::{ServeSession, Stopped};
 use crate::exec::{Executor, PlannedTarget, RunStatus};
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
+use crate::metrics::ClassAxisPolicy;
 use crate::model::{load_model, LoadedModel, Signature};
 use crate::runtime::Provisioner;
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::error::{bad_flag, bad_model};
 use crate::exec::executor::{cpu_runtime, model_for_workers, target_job};
-use crate::exec::plan;
+use crate::exec::selection;
 use crate::exec::{ExecOptions, Executor, Job, PlannedTarget, RunStatus};
 use crate::inputs::{prepare, InputOptions};
 use crate::model::rewrite::write_model;
@@ -325,7 +325,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     if opts.targets.is_empty() {
         return Err(bad_flag("explain-failure needs at least one --target"));
     }
-    let requested = plan::targets(
+    let requested = selection::targets(
         Some(&opts.targets),
         &[crate::target::TargetPattern::all()],
         false,
@@ -335,7 +335,7 @@ pub fn run(opts: &ExplainOptions) -> Result<Vec<Explanation>> {
     let model = load_model(&opts.model)?;
     let signature = Signature::of(&model)?;
     let inputs = prepare(&signature, &opts.inputs)?;
-    let planned = plan::provision(requested, &provisioner)?;
+    let planned = selection::provision(requested, &provisioner)?;
     let executor = Executor::new(&opts.exec)?;
     let work = executor.work();
     let input_files = inputs.write(&work.join("inputs"))?;

@@ -1,4 +1,4 @@
-//! `plan`'s output: an eval or a compare split into cluster jobs, as a table (each shard's units
+//! The cluster jobs `plan` prints: an eval or a compare split into jobs, as a table (each shard's units
 //! and share of the cost), a GitHub Actions matrix (JSON) or workflow, an sbatch array script, or
 //! a Kubernetes Indexed Job. Every command printed runs as printed: the user's arguments are
 //! shell-quoted (in the Kubernetes manifest, one list item each, `$(` kept from expansion; in the
@@ -6,7 +6,7 @@
 
 use serde_json::json;
 
-use crate::audit::shard::Unit;
+use crate::compare::shard::Unit;
 
 /// A split as `plan` made it: what every job runs and each shard's share. The renderers' input.
 #[derive(Debug, Clone)]

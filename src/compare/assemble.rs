@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::analyze::Analysis;
 use super::execute::Executed;
 use super::plan::AuditPlan;
-use crate::exec::plan::BASELINE_ID;
+use crate::exec::selection::BASELINE_ID;
 use crate::exec::PlannedTarget;
 use crate::gate::tolerance::tolerances;
 use crate::gate::Judgement;
