@@ -217,12 +217,12 @@ pub fn eval_shards(data: &[u8]) {
             (std::path::PathBuf::from(format!("shard{index}.json")), part)
         })
         .collect();
-    let opts = crate::eval::merge::EvalMergeOptions {
+    let opts = crate::merge::eval::EvalMergeOptions {
         parts,
         allow_other_threads: false,
         allow_other_hosts: false,
     };
-    if let Ok(report) = crate::eval::merge::merge(&opts) {
+    if let Ok(report) = crate::merge::eval::merge(&opts) {
         let _ = render::eval::table_text(&report);
         let _ = render::eval::markdown(&report);
         let _ = render::html::eval::render(&report);

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::compare::shard::{Costs, ShardFlag};
 use crate::inputs::sequence::ChunkSpec;
 use crate::inputs::{GenChoice, NamedFile, ShapePin};
 use crate::matrix::Variant;
@@ -12,6 +11,7 @@ use crate::merge::ShardOutputs;
 use crate::metrics::ClassAxisFlag;
 use crate::pattern::Pattern;
 use crate::runtime::provision::RuntimeOverride;
+use crate::shard::{Costs, ShardFlag};
 use crate::stream::{Decision, Feeds};
 use crate::target::{TargetList, TargetPattern};
 

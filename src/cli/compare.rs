@@ -12,7 +12,6 @@ use super::args::{
 use super::shared::{
     emit_report, exec_options, gate_policy, golden_source, input_options, report_outputs, report_paths,
 };
-use crate::compare::shard::{Shard, ShardFlag};
 use crate::compare::{run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs};
 use crate::drift::FingerprintMode;
 use crate::error::{bad_flag, ExitCode};
@@ -22,6 +21,7 @@ use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
 use crate::render::outputs::OutputPaths;
 use crate::report::model::DivergenceRules;
+use crate::shard::{Shard, ShardFlag};
 use crate::stream::StreamSpec;
 use crate::target::distinct;
 use crate::userfile::is_stdio;

@@ -11,11 +11,11 @@ use super::shared::{
 };
 use crate::accuracy::task::TaskSpec;
 use crate::accuracy::StatOptions;
-use crate::compare::shard::ShardFlag;
 use crate::error::{bad_flag, ExitCode};
 use crate::eval::{DatasetOptions, EvalOptions};
 use crate::policy::Thresholds;
 use crate::report::eval::EvalReport;
+use crate::shard::ShardFlag;
 use crate::target::distinct;
 use crate::userfile::Outputs;
 
@@ -285,7 +285,7 @@ pub(super) fn say_missing_targets(report: &EvalReport) {
 
 /// Runs one shard of the eval and writes its file (`--out`) for `merge`; a shard whose file is
 /// already complete runs nothing and leaves it as it is.
-fn run_shard(cmd: &EvalCommand, shard: crate::compare::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
+fn run_shard(cmd: &EvalCommand, shard: crate::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
     use crate::eval::shard::ShardRun;
     let out = cmd
         .files
@@ -391,7 +391,7 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
 }
 
 /// An eval's JSON report named with `flag`, read and parsed.
-fn read_eval_report(flag: &str, path: &Path) -> Result<EvalReport> {
+pub(super) fn read_eval_report(flag: &str, path: &Path) -> Result<EvalReport> {
     let shown = path.display();
     let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {shown}: {e}")))?;
     serde_json::from_slice(&bytes).map_err(|e| {

@@ -9,14 +9,13 @@ use anyhow::Result;
 use clap::FromArgMatches;
 
 use super::args::{Cli, Command, CompareArgs, EvalArgs, PlanArgs, PlanFormat};
-use crate::compare::shard::{default_cost, split, Costs, Shard, Unit};
 use crate::error::{bad_flag, bad_report, ExitCode};
 use crate::exec::selection::Requested;
-use crate::render::jobs::JobPlan;
-use crate::target::{distinct, TargetList, TargetRole};
+use crate::shard::jobs::{compare_jobs, eval_jobs, JobPlan};
+use crate::target::{distinct, TargetList};
 
 /// The most shards a plan makes.
-const MAX_SHARDS: u64 = crate::compare::shard::MAX_SHARDS as u64;
+const MAX_SHARDS: u64 = crate::shard::MAX_SHARDS as u64;
 
 /// The most jobs GitHub Actions runs from one matrix.
 const GITHUB_MAX_JOBS: usize = 256;
@@ -29,24 +28,29 @@ enum Planned {
 
 /// Runs `plan`: parses the command, splits it, prints the jobs.
 pub fn run(a: PlanArgs) -> Result<ExitCode> {
-    if a.shards == 0 || a.shards > MAX_SHARDS {
+    let PlanArgs {
+        shards,
+        format,
+        costs_from,
+        command,
+    } = a;
+    if shards == 0 || shards > MAX_SHARDS {
         return Err(bad_flag(format!(
-            "--shards {}: give a number of jobs from 1 to {MAX_SHARDS}",
-            a.shards
+            "--shards {shards}: give a number of jobs from 1 to {MAX_SHARDS}"
         )));
     }
-    let count = a.shards as usize;
-    if a.format == PlanFormat::Github && count > GITHUB_MAX_JOBS {
+    let count = shards as usize;
+    if format == PlanFormat::Github && count > GITHUB_MAX_JOBS {
         return Err(bad_flag(format!(
             "--shards {count} --format github: GitHub Actions runs at most {GITHUB_MAX_JOBS} jobs of a matrix"
         )));
     }
-    let measured = a.costs_from.as_deref().map(measured_costs).transpose()?;
-    let plan = match parse_command(&a.command)? {
-        Planned::Eval(e) => eval_plan(a.command.clone(), &e, measured.as_ref(), count)?,
-        Planned::Compare(c) => compare_plan(a.command.clone(), &c, measured.as_ref(), count)?,
+    let measured = costs_from.as_deref().map(measured_costs).transpose()?;
+    let plan = match parse_command(&command)? {
+        Planned::Eval(e) => eval_plan(command.clone(), &e, measured.as_ref(), count)?,
+        Planned::Compare(c) => compare_plan(command.clone(), &c, measured.as_ref(), count)?,
     };
-    let text = match a.format {
+    let text = match format {
         PlanFormat::Table => crate::render::jobs::table(&plan),
         PlanFormat::Json => crate::render::jobs::matrix_json(&plan),
         PlanFormat::Github => crate::render::jobs::github(&plan),
@@ -118,57 +122,23 @@ fn parse_command(words: &[String]) -> Result<Planned> {
     }
 }
 
-/// Each target's median time per sample in a previous eval's JSON report (`run_ms_median`).
+/// Each target's median time per sample in a previous eval's JSON report (`run_ms_median`), read
+/// as the typed report.
 fn measured_costs(path: &Path) -> Result<BTreeMap<String, f64>> {
-    let shown = path.display();
-    let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("--costs-from {shown}: {e}")))?;
-    let report: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| bad_report(format!("--costs-from {shown}: not a JSON report: {e}")))?;
-    let times: BTreeMap<String, f64> = report["targets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| Some((t["id"].as_str()?.to_string(), t["run_ms_median"].as_f64()?)))
+    let report = super::eval::read_eval_report("--costs-from", path)?;
+    let times: BTreeMap<String, f64> = report
+        .targets
+        .iter()
+        .filter_map(|t| Some((t.id.clone(), t.run_ms_median?)))
         .filter(|(_, ms)| ms.is_finite() && *ms > 0.0)
         .collect();
     if times.is_empty() {
         return Err(bad_report(format!(
-            "--costs-from {shown}: no target with a run_ms_median (an eval's JSON report of targets that ran)"
+            "--costs-from {}: no target with a run_ms_median (an eval's JSON report of targets that ran)",
+            path.display()
         )));
     }
     Ok(times)
-}
-
-/// Every run's weight: measured times over the cheapest measured one (so it weighs 1), else the
-/// default of its backend; and a note of where they come from.
-fn weights(runs: &[Requested], measured: Option<&BTreeMap<String, f64>>) -> (Vec<(String, u64)>, String) {
-    let Some(times) = measured else {
-        let list = runs
-            .iter()
-            .map(|r| (r.spec.id.clone(), default_cost(&r.spec)))
-            .collect();
-        return (list, "a sample's cost; defaults per backend, docs/scale.md".into());
-    };
-    let cheapest = times.values().copied().fold(f64::INFINITY, f64::min);
-    let mut defaulted = Vec::new();
-    let list = runs
-        .iter()
-        .map(|r| {
-            let weight = match times.get(&r.spec.id) {
-                Some(ms) => (ms / cheapest).round().clamp(1.0, 1e9) as u64,
-                None => {
-                    defaulted.push(r.spec.id.clone());
-                    default_cost(&r.spec)
-                }
-            };
-            (r.spec.id.clone(), weight)
-        })
-        .collect();
-    let mut from = "a sample's cost; measured: median time per sample over the cheapest's".to_string();
-    if !defaulted.is_empty() {
-        from += &format!("; not in the report, default per backend: {}", defaulted.join(", "));
-    }
-    (list, from)
 }
 
 /// The runs of a command: the targets asked for (else the policy's, else every target this
@@ -179,7 +149,7 @@ fn requested(asked: &[TargetList], policy: &crate::policy::Policy, baseline: boo
     crate::exec::selection::targets(specs.as_deref(), &policy.allow_failure, baseline, &policy.releases)
 }
 
-/// An eval's plan: every run over the set's samples, cut by cost into `count` shards.
+/// An eval's plan: its runs as `eval` selects them, over the set's samples.
 fn eval_plan(
     args: Vec<String>,
     e: &EvalArgs,
@@ -194,35 +164,10 @@ fn eval_plan(
         e.task_args.labels.as_deref(),
         e.task_args.limit.map(|n| n as usize),
     )?;
-    let (weights, weights_from) = weights(&runs, measured);
-    if let Some((id, _)) = weights.iter().find(|(id, _)| id.contains(';')) {
-        return Err(bad_flag(format!(
-            "target {id}: an id with ';' cannot be given its cost in --costs (';' separates them); rename its option"
-        )));
-    }
-    let costs = Costs(weights.iter().cloned().collect());
-    let shards = split(&weights, set.len(), count);
-    refuse_idle(
-        shards.iter().filter(|s| s.is_empty()).count(),
-        count,
-        format!(
-            "{} samples x {} runs: a slow run's sample costs more than an even share",
-            set.len(),
-            weights.len()
-        ),
-    )?;
-    Ok(JobPlan {
-        args,
-        samples: Some(set.len()),
-        shards,
-        weights,
-        weights_from,
-        costs: Some(costs.to_flag()),
-    })
+    eval_jobs(args, &runs, (set.len(), count), measured)
 }
 
-/// A compare's plan: its targets dealt to `count` shards as `compare --shard i/n` deals them
-/// (the baseline in every shard), each target's weight its cost.
+/// A compare's plan: its targets as `compare` selects them.
 fn compare_plan(
     args: Vec<String>,
     c: &CompareArgs,
@@ -231,44 +176,5 @@ fn compare_plan(
 ) -> Result<JobPlan> {
     let policy = super::shared::gate_policy(&c.gate, &c.targets.allow_failure)?;
     let runs = requested(&c.targets.targets, &policy, !c.targets.no_baseline)?;
-    let (weights, weights_from) = weights(&runs, measured);
-    let parts: Vec<Vec<Requested>> = (1..=count)
-        .map(|index| Shard { index, count }.split(runs.clone()).0)
-        .collect();
-    let idle = parts
-        .iter()
-        .filter(|p| p.iter().all(|r| r.role == TargetRole::Baseline))
-        .count();
-    let targets = runs.iter().filter(|r| r.role == TargetRole::Target).count();
-    refuse_idle(idle, count, format!("compare deals out its {targets} targets"))?;
-    let shards = parts
-        .iter()
-        .map(|mine| {
-            mine.iter()
-                .map(|r| Unit {
-                    run: r.spec.id.clone(),
-                    start: 0,
-                    end: 1,
-                })
-                .collect()
-        })
-        .collect();
-    Ok(JobPlan {
-        args,
-        samples: None,
-        weights,
-        weights_from,
-        costs: None,
-        shards,
-    })
-}
-
-/// Refuses a split where `empty` of the shards would get no work.
-fn refuse_idle(empty: usize, count: usize, what: String) -> Result<()> {
-    if empty == 0 {
-        return Ok(());
-    }
-    Err(bad_flag(format!(
-        "--shards {count}: {empty} of the {count} shards would get no work ({what}); give fewer shards"
-    )))
+    compare_jobs(args, &runs, count, measured)
 }

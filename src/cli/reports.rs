@@ -8,11 +8,10 @@ use anyhow::Result;
 use super::args::{MergeArgs, RenderArgs, ReportFiles, ReportFormat};
 use super::shared::{emit_findings, emit_report, findings_outputs, report_outputs, report_paths};
 use crate::error::{bad_flag, ExitCode};
-use crate::eval::merge::EvalMergeOptions;
-use crate::merge::MergeOptions;
+use crate::merge::{EvalMergeOptions, MergeOptions, PartKind};
 use crate::userfile::{InputFiles, Reads};
 
-/// `merge`: the shard reports read and joined into one report, written in every format asked for;
+/// `merge`: the parts read once, by kind, and joined into one report, written in every format asked for;
 /// no file it writes may replace a shard report or the outputs it reads.
 pub fn merge(a: MergeArgs) -> Result<ExitCode> {
     let MergeArgs {
@@ -23,22 +22,15 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         format,
         files,
     } = a;
-    // Every part is read once, here (a part may be a pipe), then parsed as its kind.
-    let read = reports
-        .iter()
-        .map(|p| {
-            let bytes = crate::userfile::read_user_file(p)
-                .map_err(|e| crate::error::bad_report(format!("{}: cannot read: {e}", crate::userfile::shown(p))))?;
-            Ok((p.clone(), bytes))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if read.first().is_some_and(|(_, b)| crate::eval::shard::is_shard_file(b)) {
+    let parts = crate::merge::read(&reports)?;
+    if parts.kind == PartKind::EvalShard {
         return merge_eval(
-            &read,
+            &parts.read,
             (allow_other_threads, allow_other_hosts),
             (outputs, format, files),
         );
     }
+    let read = parts.read;
     let files = report_paths(files);
     // The reports are read first: where each shard's saved outputs are is in its report.
     let options = MergeOptions {
@@ -46,7 +38,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         ..MergeOptions::new(&read, &outputs, allow_other_threads)?
     };
     let outputs = report_outputs(&options, &files)?;
-    let report = crate::merge::merge(&options)?;
+    let report = crate::merge::compare::merge(&options)?;
     emit_report(&report, format, &files, outputs)?;
     Ok(report.exit_code)
 }
@@ -73,7 +65,7 @@ fn merge_eval(
     let options = EvalMergeOptions::read(parts, allow_other_threads, allow_other_hosts)?;
     let files = super::eval::report_files(out, markdown, html);
     let guarded = findings_outputs(&options, &files)?;
-    let report = crate::eval::merge::merge(&options)?;
+    let report = crate::merge::eval::merge(&options)?;
     emit_findings(&report, &files, guarded, |r, json| {
         super::eval::stdout_text(format, r, json)
     })?;

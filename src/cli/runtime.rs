@@ -12,29 +12,29 @@ use crate::bisect::ReleaseBisectOptions;
 use crate::compare::Audited;
 use crate::error::{bad_flag, ExitCode};
 use crate::layers::LayerOptions;
-use crate::listing;
 use crate::runtime::Provisioner;
+use crate::runtime_cache;
 
 /// Runs one `runtime` subcommand.
 pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
     match command {
         RuntimeCommand::List { all, format } => {
-            let rows = listing::runtime_rows(all)?;
+            let rows = runtime_cache::runtime_rows(all)?;
             match format {
                 Format::Json => print_json(&rows)?,
-                Format::Table => print_stdout(&(crate::render::listing::runtime_table(&rows, all) + "\n"))?,
+                Format::Table => print_stdout(&(crate::render::runtime_cache::runtime_table(&rows, all) + "\n"))?,
             }
         }
         RuntimeCommand::Install { keys, runtime_env } => {
             let p = Provisioner::new(&runtime_choice(Vec::new(), &runtime_env))?;
-            for b in listing::install_keys(&keys)? {
+            for b in runtime_cache::install_keys(&keys)? {
                 let rt = p.get(b)?;
                 print_stdout(&format!("{} {} {}\n", b.key, b.label(), rt.library.display()))?;
             }
         }
         RuntimeCommand::Path { key, runtime_env } => {
             let p = Provisioner::new(&runtime_choice(Vec::new(), &runtime_env))?;
-            let build = listing::install_keys(std::slice::from_ref(&key))?;
+            let build = runtime_cache::install_keys(std::slice::from_ref(&key))?;
             // A plugin release brings its host: the path asked for is the first.
             if let Some(b) = build.first() {
                 print_stdout(&format!("{}\n", p.get(b)?.library.display()))?;
@@ -48,10 +48,10 @@ pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
             if !(keep_days.is_finite() && keep_days >= 0.0) {
                 return Err(bad_flag("--keep-days must be a number of days, 0 or more"));
             }
-            let rows = listing::gc(keep_days, dry_run)?;
+            let rows = runtime_cache::gc(keep_days, dry_run)?;
             match format {
                 Format::Json => print_json(&rows)?,
-                Format::Table => print_stdout(&(crate::render::listing::gc_table(&rows, dry_run) + "\n"))?,
+                Format::Table => print_stdout(&(crate::render::runtime_cache::gc_table(&rows, dry_run) + "\n"))?,
             }
         }
         RuntimeCommand::Bisect(a) => return bisect(*a),

@@ -174,10 +174,10 @@ pub fn targets(a: TargetsArgs) -> Result<ExitCode> {
         runtime,
         runtime_env,
     } = a;
-    let rows = crate::listing::availability(&runtime_choice(runtime, &runtime_env))?;
+    let rows = crate::targets::availability(&runtime_choice(runtime, &runtime_env))?;
     match format {
         Format::Json => print_json(&rows)?,
-        Format::Table => print_stdout(&(crate::render::listing::targets_table(&rows) + "\n"))?,
+        Format::Table => print_stdout(&(crate::render::targets::targets_table(&rows) + "\n"))?,
     }
     Ok(ExitCode::Success)
 }

@@ -17,7 +17,6 @@ pub mod files;
 pub mod golden;
 pub mod plan;
 pub mod reference;
-pub mod shard;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -96,7 +95,7 @@ pub struct Execution {
     /// Add the `cpu:noopt` baseline (unless a target already).
     pub baseline: bool,
     /// With `--shard i/n`: run the i-th of n parts of the targets.
-    pub shard: Option<shard::Shard>,
+    pub shard: Option<crate::shard::Shard>,
     pub exec: ExecOptions,
     /// Runs of every sample on every target (runs after the first are checked bit for bit).
     pub repeat: usize,

@@ -216,7 +216,7 @@ fn requested_targets(opts: &CompareOptions, notes: &mut Vec<String>) -> Result<(
     notes.extend(all.iter().filter_map(|r| targets::release_note(&r.spec)));
     let (requested, shard) = match &e.shard {
         Some(s) => {
-            let (mine, info) = s.split(all);
+            let (mine, info) = s.deal(all);
             (mine, Some(info))
         }
         None => (all, None),

@@ -4,15 +4,14 @@
 //! answer is reduced at once to a per-sample [`Record`] (kept in a checkpoint, so an interrupted
 //! run resumes without counting a sample twice), and every figure is computed from the records.
 
-mod assemble;
+pub mod assemble;
 mod broken_layers;
 mod checkpoint;
-pub mod merge;
 mod sessions;
 pub mod shard;
 pub mod sizing;
-mod stream;
-mod summary;
+pub mod stream;
+pub mod summary;
 
 use std::path::PathBuf;
 
@@ -20,7 +19,6 @@ use anyhow::Result;
 
 use crate::accuracy::task::{Task, TaskSpec};
 use crate::accuracy::StatOptions;
-use crate::compare::shard::{Costs, Shard};
 use crate::compare::GoldenSource;
 use crate::dataset::Dataset;
 use crate::error::{bad_flag, bad_input};
@@ -28,6 +26,7 @@ use crate::exec::{ExecOptions, RunStatus};
 use crate::metrics::{ClassAxisFlag, ClassAxisPolicy};
 use crate::policy::Policy;
 use crate::report::eval::EvalReport;
+use crate::shard::{Costs, Shard};
 use crate::target::{TargetPattern, TargetSpec};
 use crate::userfile::{InputFiles, Outputs, Reads};
 

@@ -15,9 +15,9 @@ use super::assemble::Basis;
 use super::summary::{summary, RunSummary};
 use super::{open_set, sessions, stream, EvalOptions};
 use crate::accuracy::Record;
-use crate::compare::shard::{split, Shard, Unit};
 use crate::error::bad_output;
 use crate::host::HostInfo;
+use crate::shard::{units, Shard, Unit};
 use crate::userfile::{InputFiles, Outputs};
 
 /// What an eval shard's file says it is.
@@ -83,7 +83,7 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
     let mut plan = sessions::plan(opts, &dataset)?;
     outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
     let weights = weights(opts, &plan);
-    let units = split(&weights, dataset.len(), shard.count)
+    let units = units(&weights, dataset.len(), shard.count)
         .into_iter()
         .nth(shard.index - 1)
         .unwrap_or_default();

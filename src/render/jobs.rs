@@ -6,24 +6,8 @@
 
 use serde_json::json;
 
-use crate::compare::shard::Unit;
-
-/// A split as `plan` made it: what every job runs and each shard's share. The renderers' input.
-#[derive(Debug, Clone)]
-pub struct JobPlan {
-    /// The user's command as given after `--`, its name (`eval`, `compare`) first.
-    pub args: Vec<String>,
-    /// Samples per run (eval); `None` for compare, whose units are whole targets.
-    pub samples: Option<usize>,
-    /// Every run with its cost of one sample, in the order the jobs lay them out.
-    pub weights: Vec<(String, u64)>,
-    /// Where the weights come from, said in the table.
-    pub weights_from: String,
-    /// The `--costs` every job gets (eval only: compare splits its targets without weights).
-    pub costs: Option<String>,
-    /// Each shard's units (compare: one per target, samples `0..1`).
-    pub shards: Vec<Vec<Unit>>,
-}
+use crate::shard::jobs::JobPlan;
+use crate::shard::Unit;
 
 /// The merge of the shard files every recipe ends with (`DIR/` before the files, or nothing).
 fn merge_line(dir: &str) -> String {
@@ -41,69 +25,34 @@ pub fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''").replace("${{", "$''{{"))
 }
 
-impl JobPlan {
-    /// The command's name: `eval` or `compare`.
-    pub fn command(&self) -> &str {
-        self.args.first().map_or("", String::as_str)
+/// One job's command line: the command's name, `--shard`, `--costs` and `--out` (with `shard`
+/// and `out` as given: the caller's shell text, a variable, a placeholder), then the user's
+/// arguments quoted. The job's own flags come first, so a `--` among the user's arguments
+/// cannot make them positional.
+pub fn job_line(p: &JobPlan, shard: &str, out: &str) -> String {
+    let mut words: Vec<String> = vec!["npu-audit".into()];
+    words.extend(p.args.first().map(|a| shell_quote(a)));
+    words.extend(["--shard".into(), shard.to_string()]);
+    if let Some(costs) = &p.costs {
+        words.extend(["--costs".into(), shell_quote(costs)]);
     }
+    words.extend(["--out".into(), out.to_string()]);
+    words.extend(p.args.iter().skip(1).map(|a| shell_quote(a)));
+    words.join(" ")
+}
 
-    fn weight(&self, run: &str) -> u64 {
-        self.weights.iter().find(|(r, _)| r == run).map_or(0, |(_, w)| *w)
-    }
-
-    /// A shard's cost: its units' samples times their runs' weights.
-    pub fn cost(&self, units: &[Unit]) -> u64 {
-        units
-            .iter()
-            .map(|u| self.weight(&u.run) * (u.end - u.start) as u64)
-            .sum()
-    }
-
-    /// The cost of the whole work (compare's baseline counted in every shard that runs it).
-    pub fn total(&self) -> u64 {
-        self.shards.iter().map(|s| self.cost(s)).sum()
-    }
-
-    /// The costliest shard's cost over the mean: 1.00 is an even split.
-    pub fn max_over_mean(&self) -> f64 {
-        let max = self.shards.iter().map(|s| self.cost(s)).max().unwrap_or(0);
-        let mean = self.total() as f64 / self.shards.len().max(1) as f64;
-        if mean > 0.0 {
-            max as f64 / mean
-        } else {
-            1.0
-        }
-    }
-
-    /// One job's command line: the command's name, `--shard`, `--costs` and `--out` (with `shard`
-    /// and `out` as given: the caller's shell text, a variable, a placeholder), then the user's
-    /// arguments quoted. The job's own flags come first, so a `--` among the user's arguments
-    /// cannot make them positional.
-    pub fn job_line(&self, shard: &str, out: &str) -> String {
-        let mut words: Vec<String> = vec!["npu-audit".into()];
-        words.extend(self.args.first().map(|a| shell_quote(a)));
-        words.extend(["--shard".into(), shard.to_string()]);
-        if let Some(costs) = &self.costs {
-            words.extend(["--costs".into(), shell_quote(costs)]);
-        }
-        words.extend(["--out".into(), out.to_string()]);
-        words.extend(self.args.iter().skip(1).map(|a| shell_quote(a)));
-        words.join(" ")
-    }
-
-    /// The units of a shard as text: `cpu 0-7, qnn:sm8650 0-3` (samples inclusive), or the
-    /// targets alone for compare.
-    pub fn units_text(&self, units: &[Unit]) -> String {
-        units
-            .iter()
-            .map(|u| match self.samples {
-                Some(_) if u.end == u.start + 1 => format!("{} {}", u.run, u.start),
-                Some(_) => format!("{} {}-{}", u.run, u.start, u.end.saturating_sub(1)),
-                None => u.run.clone(),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+/// The units of a shard as text: `cpu 0-7, qnn:sm8650 0-3` (samples inclusive), or the
+/// targets alone for compare.
+pub fn units_text(p: &JobPlan, units: &[Unit]) -> String {
+    units
+        .iter()
+        .map(|u| match p.samples {
+            Some(_) if u.end == u.start + 1 => format!("{} {}", u.run, u.start),
+            Some(_) => format!("{} {}-{}", u.run, u.start, u.end.saturating_sub(1)),
+            None => u.run.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The split for a person: the weights, each shard's cost, share and units, the balance, and
@@ -140,12 +89,12 @@ pub fn table(p: &JobPlan) -> String {
             "{:<width$}  {cost:>cost_width$}  {:>5.1}%  {}\n",
             format!("{}/{n}", i + 1),
             cost as f64 * 100.0 / total as f64,
-            p.units_text(units)
+            units_text(p, units)
         );
     }
     out += &format!("max/mean cost {:.2} (1.00: an even split)\n\njobs\n", p.max_over_mean());
     for i in 1..=n {
-        out += &format!("  {}\n", p.job_line(&format!("{i}/{n}"), &format!("shard-{i}.json")));
+        out += &format!("  {}\n", job_line(p, &format!("{i}/{n}"), &format!("shard-{i}.json")));
     }
     out += &format!("then\n  {}\n", merge_line(""));
     out
@@ -167,7 +116,7 @@ pub fn matrix_json(p: &JobPlan) -> String {
                 "index": i + 1,
                 "cost": cost,
                 "share": cost as f64 / total as f64,
-                "command": p.job_line(&format!("{}/{n}", i + 1), &format!("shard-{}.json", i + 1)),
+                "command": job_line(p, &format!("{}/{n}", i + 1), &format!("shard-{}.json", i + 1)),
             });
             entry["units"] = match p.samples {
                 Some(_) => json!(units),
@@ -255,7 +204,7 @@ pub fn slurm(p: &JobPlan) -> String {
         "#SBATCH --job-name=npu-audit\n#SBATCH --array=0-{}\n#SBATCH --output=npu-audit-shard-%a.out\n\
          set -euo pipefail\nmkdir -p shards\n{}\n",
         n - 1,
-        p.job_line("auto", "\"shards/shard-${SLURM_ARRAY_TASK_ID}.json\"")
+        job_line(p, "auto", "\"shards/shard-${SLURM_ARRAY_TASK_ID}.json\"")
     );
     out
 }

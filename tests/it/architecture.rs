@@ -43,12 +43,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "commands",
         &[
+            "shard",
             "compare",
             "explain_failure",
             "eval",
             "matrix",
             "merge",
-            "listing",
+            "targets",
+            "runtime_cache",
             "pipeline",
             "bisect",
             "triage",

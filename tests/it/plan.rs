@@ -51,6 +51,26 @@ fn eval_words(set: &Path) -> Vec<String> {
     .to_vec()
 }
 
+/// The JSON report of a real eval of the classifier on `set` (cpu and the baseline, cpu:noopt).
+fn eval_report(dir: &Path, set: &Path) -> Value {
+    let out = dir.join("eval-for-costs.json");
+    let run = bin()
+        .args([
+            "eval",
+            &real("ppocr_cls_qdq_u8.onnx"),
+            "--reference",
+            &real("ppocr_cls_fp32.onnx"),
+        ])
+        .arg("--dataset")
+        .arg(set)
+        .args(["--task", "agree", "-t", "cpu", "--no-config", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
 /// `plan` with `args`, then `--` and `command`; must succeed; its stdout.
 fn plan(args: &[&str], command: &[String]) -> String {
     let out = bin().arg("plan").args(args).arg("--").args(command).output().unwrap();
@@ -146,13 +166,23 @@ fn eval_units_cover_every_sample_of_every_run_once_at_even_cost() {
 fn measured_costs_come_from_a_previous_eval_report() {
     let dir = tempdir();
     let set = set(dir.path(), 4);
-    let report = dir.path().join("eval.json");
-    let targets = serde_json::json!({"targets": [
-        {"id": "cpu", "run_ms_median": 0.5},
-        {"id": "qnn:sm8650", "run_ms_median": 180.2},
-        {"id": "cpu:noopt", "run_ms_median": 0.8},
-    ]});
-    std::fs::write(&report, targets.to_string()).unwrap();
+    // A real eval's report (cpu and the baseline, cpu:noopt, on the same set), its measured times
+    // replaced by known ones and a qnn run added as a copy of cpu's.
+    let mut measured = eval_report(dir.path(), &set);
+    let cpu = measured["targets"][0].clone();
+    let mut qnn = cpu.clone();
+    qnn["id"] = "qnn:sm8650".into();
+    measured["targets"].as_array_mut().unwrap().push(qnn);
+    for t in measured["targets"].as_array_mut().unwrap() {
+        let ms = match t["id"].as_str().unwrap() {
+            "cpu" => 0.5,
+            "cpu:noopt" => 0.8,
+            _ => 180.2,
+        };
+        t["run_ms_median"] = ms.into();
+    }
+    let report = dir.path().join("measured.json");
+    std::fs::write(&report, measured.to_string()).unwrap();
     let mut words = eval_words(&set);
     words.truncate(words.len() - 3); // without openvino: every run measured
     words.push("--no-config".into());
@@ -521,8 +551,8 @@ fn words_a_recipe_cannot_carry_are_refused() {
 #[test]
 fn bad_requests_are_refused_in_one_line() {
     let dir = tempdir();
-    let set = set(dir.path(), 2);
-    let set = set.to_str().unwrap();
+    let set_dir = set(dir.path(), 2);
+    let set = set_dir.to_str().unwrap();
     let model = real("ppocr_cls_qdq_u8.onnx");
     let eval = ["eval", &model, "--dataset", set, "--task", "agree", "--no-config"];
     let with = |head: &[&str], tail: &[&str]| {
@@ -581,6 +611,19 @@ fn bad_requests_are_refused_in_one_line() {
     std::fs::write(&not_json, "{\"targets\": []}").unwrap();
     fails(
         with(&["--shards", "2", "--costs-from", not_json.to_str().unwrap()], &eval),
+        "not an eval's JSON report",
+    );
+    let mut unmeasured = eval_report(dir.path(), &set_dir);
+    for t in unmeasured["targets"].as_array_mut().unwrap() {
+        t["run_ms_median"] = Value::Null;
+    }
+    let unmeasured_path = dir.path().join("unmeasured.json");
+    std::fs::write(&unmeasured_path, unmeasured.to_string()).unwrap();
+    fails(
+        with(
+            &["--shards", "2", "--costs-from", unmeasured_path.to_str().unwrap()],
+            &eval,
+        ),
         "no target with a run_ms_median",
     );
     fails(

@@ -1,26 +1,10 @@
-//! The terminal tables of `targets` and `runtime list`.
+//! The terminal tables of `runtime list` and `runtime gc`.
 
 use tabled::builder::Builder;
 
 use super::grid::{prose, table_with, Frame, Look};
 
-use crate::listing::{version_span, CachedBuild, RuntimeRow, TargetAvailability};
-
-/// Renders `targets` as a table.
-pub fn targets_table(rows: &[TargetAvailability]) -> String {
-    let mut b = Builder::default();
-    b.push_record(["target", "can run", "runtime", "what", "why not / where"]);
-    for r in rows {
-        b.push_record([
-            r.target.clone(),
-            if r.available { "yes".into() } else { "no".into() },
-            r.runtime.clone().unwrap_or_else(|| "-".into()),
-            r.description.clone(),
-            r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
-        ]);
-    }
-    table_with(b, &Look::plain(Frame::Rounded))
-}
+use crate::runtime_cache::{version_span, CachedBuild, RuntimeRow};
 
 /// Renders `runtime list` as a table; with `all`, what the catalogue records about each plugin
 /// release follows it (the cores it runs on, where it fails and the runtime's words).

@@ -1,4 +1,4 @@
-//! `merge` of eval shards: every shard's file checked to be a part of one eval (same basis,
+//! `merge` of eval shards' files: every shard's file checked to be a part of one eval (same basis,
 //! costs, tool, host class and thread counts, runtimes per target; its units exactly the ones the
 //! split gives its index, so no sample is missing or counted twice), the records joined in sample
 //! order, and the report built by the same [`build`] one machine runs.
@@ -8,14 +8,14 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::assemble::{build, Basis};
-use super::shard::{from_bytes, ShardFile, UnitRun};
-use super::summary::RunSummary;
 use crate::accuracy::Record;
-use crate::compare::shard::split;
 use crate::error::bad_report;
+use crate::eval::assemble::{build, Basis};
+use crate::eval::shard::{from_bytes, ShardFile, UnitRun};
+use crate::eval::summary::RunSummary;
 use crate::report::eval::EvalReport;
 use crate::report::model::RuntimeInfo;
+use crate::shard::units;
 
 /// What `merge` joins when its parts are eval shards.
 #[derive(Debug, Clone)]
@@ -183,7 +183,7 @@ const MAX_WEIGHT: u64 = 1_000_000_000;
 fn check_sizes(path: &std::path::Path, f: &ShardFile) -> Result<()> {
     let samples = f.basis.as_ref().map_or(0, |b| b.dataset.samples);
     let bad_costs = f.costs.values().any(|w| !(1..=MAX_WEIGHT).contains(w));
-    let count = f.shard.count > crate::compare::shard::MAX_SHARDS;
+    let count = f.shard.count > crate::shard::MAX_SHARDS;
     if f.shard.index == 0 || f.shard.index > f.shard.count || count || bad_costs || samples > MAX_SAMPLES {
         return Err(bad_report(format!(
             "{}: its shard, costs or sample count are not ones an eval writes",
@@ -352,7 +352,7 @@ fn check_set(parts: &[&(PathBuf, ShardFile)], basis: &Basis, reference: &[Record
         }
     }
     let truths: Vec<Option<crate::accuracy::task::Truth>> = reference.iter().map(|r| Some(r.truth.clone())).collect();
-    if first.truths_sha256.is_some() && super::stream::truths_sha256(&ids, &truths) != first.truths_sha256 {
+    if first.truths_sha256.is_some() && crate::eval::stream::truths_sha256(&ids, &truths) != first.truths_sha256 {
         return Err(bad_report(
             "the shards' records hold other labels than the ones the shards read from the set: the files were edited",
         ));
@@ -368,7 +368,7 @@ fn check_units(parts: &[&(PathBuf, ShardFile)], basis: &Basis) -> Result<()> {
         .iter()
         .map(|t| (t.id.clone(), costs.get(&t.id).copied().unwrap_or(0)))
         .collect();
-    let expected = split(&weights, basis.dataset.samples, parts.len());
+    let expected = units(&weights, basis.dataset.samples, parts.len());
     for ((path, part), want) in parts.iter().zip(&expected) {
         let units: Vec<_> = part.units.iter().map(|u| u.unit.clone()).collect();
         if units != *want {

@@ -1,0 +1,23 @@
+//! The terminal table of `targets`.
+
+use tabled::builder::Builder;
+
+use super::grid::{table_with, Frame, Look};
+
+use crate::targets::TargetAvailability;
+
+/// Renders `targets` as a table.
+pub fn targets_table(rows: &[TargetAvailability]) -> String {
+    let mut b = Builder::default();
+    b.push_record(["target", "can run", "runtime", "what", "why not / where"]);
+    for r in rows {
+        b.push_record([
+            r.target.clone(),
+            if r.available { "yes".into() } else { "no".into() },
+            r.runtime.clone().unwrap_or_else(|| "-".into()),
+            r.description.clone(),
+            r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
+        ]);
+    }
+    table_with(b, &Look::plain(Frame::Rounded))
+}

@@ -1,0 +1,88 @@
+//! `npu-audit targets`: what this machine can run, with which builds, and why not.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::error::bad_flag;
+use crate::runtime::{builds_for, platform_obstacle, Build, Provisioner, RuntimeChoice};
+use crate::target::TargetSpec;
+
+/// One row of `npu-audit targets`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetAvailability {
+    pub target: String,
+    pub ep: String,
+    pub available: bool,
+    /// `onnxruntime 1.31.1` (and the plugin), when available.
+    pub runtime: Option<String>,
+    /// Where the runtime was found, or that it will be fetched on first use.
+    pub runtime_state: Option<String>,
+    /// The libraries that would be loaded, when they are on the machine.
+    pub libraries: Vec<String>,
+    pub reason: Option<String>,
+    pub description: String,
+}
+
+fn describe(spec: &TargetSpec) -> String {
+    match (&spec.backend, spec.id.as_str()) {
+        (_, "cpu") => "CPU EP, default graph optimizations (fusions such as QDQ -> QLinear kernels)".into(),
+        (_, "cpu:noopt") => "CPU EP, graph optimizations off: the plain QDQ simulation".into(),
+        (crate::target::Backend::Qnn(c), _) => format!("QNN HTP, {}", c.describe()),
+        (crate::target::Backend::OpenVino { device }, _) => format!("OpenVINO EP on {device}"),
+        (crate::target::Backend::DirectMl, _) => "DirectML EP (Windows GPUs/NPUs)".into(),
+        (crate::target::Backend::Cuda, _) => "CUDA EP (NVIDIA GPU)".into(),
+        (crate::target::Backend::TensorRt, _) => "TensorRT EP (NVIDIA GPU)".into(),
+        _ => String::new(),
+    }
+}
+
+/// Where a build is (words, and the library path when present).
+fn runtime_state(p: &Provisioner, b: &'static Build) -> Result<(String, Option<String>)> {
+    Ok(match p.find(b)? {
+        Some(rt) => (
+            format!("{}: {}", b.key, rt.source.describe()),
+            Some(rt.library.display().to_string()),
+        ),
+        None => (
+            format!("{}: fetched from the Python package index on first use", b.key),
+            None,
+        ),
+    })
+}
+
+/// Availability of every known target on this machine (no runtime is downloaded).
+pub fn availability(runtimes: &RuntimeChoice) -> Result<Vec<TargetAvailability>> {
+    let p = Provisioner::new(runtimes)?;
+    let mut rows = Vec::new();
+    for spec in crate::target::all_known() {
+        let (host, plugin) = builds_for(&spec).map_err(bad_flag)?;
+        let obstacle = platform_obstacle(&spec.backend);
+        let runtime = match plugin {
+            Some(pl) => format!("{} on {}", pl.label(), host.label()),
+            None => host.label(),
+        };
+        let mut libraries = Vec::new();
+        let state = if obstacle.is_none() {
+            let mut parts = Vec::new();
+            for b in [Some(host), plugin].into_iter().flatten() {
+                let (words, lib) = runtime_state(&p, b)?;
+                parts.push(words);
+                libraries.extend(lib);
+            }
+            Some(parts.join("; "))
+        } else {
+            None
+        };
+        rows.push(TargetAvailability {
+            target: spec.id.clone(),
+            ep: spec.backend.ep_name().into(),
+            available: obstacle.is_none(),
+            runtime: obstacle.is_none().then_some(runtime),
+            runtime_state: state,
+            libraries,
+            reason: obstacle,
+            description: describe(&spec),
+        });
+    }
+    Ok(rows)
+}
