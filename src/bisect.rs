@@ -14,9 +14,10 @@ use serde::Serialize;
 
 use crate::compare::{run_compare, Audited, CompareOptions, Measured};
 use crate::error::bad_flag;
-use crate::exec::{ExecOptions, RunStatus};
+use crate::exec::ExecOptions;
 use crate::layers::LayerOptions;
 use crate::report::model::{LayerPointer, Num, Report};
+use crate::report::RunStatus;
 use crate::runtime::catalog::{catalogue, version_order};
 use crate::target::{ReleaseSpec, TargetSpec};
 use crate::userfile::{InputFiles, Outputs, Reads};

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::exec::{Executor, Outcome, PlannedTarget, RunStatus};
+use crate::exec::{Executor, Outcome, PlannedTarget};
 use crate::fingerprint::result::TargetFingerprint;
 use crate::fingerprint::rounding::Rounding;
 use crate::fingerprint::{cache, probes, run, FingerprintOptions};
@@ -14,6 +14,7 @@ use crate::outcome::TargetEnd;
 use crate::report::model::{
     AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, Num, ThreadDifference, ThreadProbe,
 };
+use crate::report::RunStatus;
 use crate::tensor::Tensor;
 
 /// Whether `compare` shows fingerprints.
@@ -106,7 +107,7 @@ pub fn determinism(end: &TargetEnd<'_>, repeat: usize, probe: Option<ThreadProbe
     (repeat > 1 && end.status == RunStatus::Ok).then(|| Determinism {
         repeats: repeat,
         bit_identical: result.repeat_differences.is_empty(),
-        differences: result.repeat_differences.clone(),
+        differences: result.repeat_differences.iter().cloned().map(Into::into).collect(),
         thread_probe: probe,
     })
 }

@@ -13,13 +13,14 @@ use serde::Serialize;
 use crate::error::{bad_flag, bad_model};
 use crate::exec::executor::{cpu_runtime, model_for_workers, target_job};
 use crate::exec::selection;
-use crate::exec::{ExecOptions, Executor, Job, PlannedTarget, RunStatus};
+use crate::exec::{ExecOptions, Executor, Job, PlannedTarget};
 use crate::inputs::{prepare, InputOptions};
 use crate::model::rewrite::write_model;
 use crate::model::slice::{sub_model, MeasuredType};
 use crate::model::topology::Topology;
 use crate::model::{load_model, LoadedModel, Signature};
 use crate::placement::targets::{measure, Probe};
+use crate::report::RunStatus;
 use crate::runtime::Provisioner;
 
 /// What `explain-failure` was asked to do.
@@ -169,7 +170,7 @@ impl Bisector<'_> {
         if let Some(e) = error.as_mut() {
             crate::exec::log::add_logged_reason(e, &o.log);
         }
-        Ok((o.status, error))
+        Ok((o.status.into(), error))
     }
 }
 

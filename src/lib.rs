@@ -24,6 +24,7 @@ pub mod hash;
 pub mod host;
 pub mod inputs;
 pub mod interrupt;
+pub mod into_report;
 pub mod layers;
 pub mod matrix;
 pub mod merge;

@@ -2,8 +2,9 @@
 //! no node (a silent fallback to the CPU is a failure of the target, not a result for it), with
 //! the reason the runtime logged added to a generic failure.
 
-use crate::exec::{Outcome, PlannedTarget, RunStatus};
+use crate::exec::{Outcome, PlannedTarget};
 use crate::report::model::PlacementSummary;
+use crate::report::RunStatus;
 
 /// How one target ended, after checking that its EP really ran the graph.
 #[derive(Clone)]
@@ -31,7 +32,7 @@ pub fn ends<'o>(
             let ep = t.spec.backend.ep_name();
             let (mut status, mut error) = match (&t.runtime, outcome) {
                 (Err(reason), _) => (RunStatus::Unavailable, Some(reason.clone())),
-                (Ok(_), Some(o)) => (o.status, o.error.clone()),
+                (Ok(_), Some(o)) => (o.status.into(), o.error.clone()),
                 (Ok(_), None) => (RunStatus::Unavailable, Some("not run".into())),
             };
             let log = outcome.map(|o| o.log.clone()).unwrap_or_default();

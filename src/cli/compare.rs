@@ -15,12 +15,12 @@ use super::shared::{
 use crate::compare::{run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs};
 use crate::drift::FingerprintMode;
 use crate::error::{bad_flag, ExitCode};
-use crate::exec::RunStatus;
 use crate::inputs::InputOptions;
 use crate::layers::select::Selection;
 use crate::layers::{LayerMode, LayerOptions};
 use crate::render::outputs::OutputPaths;
 use crate::report::model::DivergenceRules;
+use crate::report::RunStatus;
 use crate::shard::{Shard, ShardFlag};
 use crate::stream::StreamSpec;
 use crate::target::distinct;

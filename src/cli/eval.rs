@@ -34,97 +34,160 @@ fn read_text(flag: &str, path: &Path) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| bad_flag(format!("{flag} {}: not UTF-8 text", path.display())))
 }
 
-/// The task and the files it was read from.
-pub(super) fn task(choice: TaskChoice, a: &TaskArgs) -> Result<(TaskSpec, Vec<PathBuf>)> {
-    let misplaced = |flag: &str, given: bool, task: &str| -> Result<()> {
-        if given {
-            return Err(bad_flag(format!("{flag} belongs to --task {task}")));
-        }
-        Ok(())
-    };
-    misplaced(
-        "--classes",
-        a.classes.is_some() && choice != TaskChoice::Classify,
-        "classify",
-    )?;
-    misplaced("--vocab", a.vocab.is_some() && choice != TaskChoice::Ctc, "ctc")?;
-    misplaced(
-        "--decision",
-        a.decision.is_some() && choice != TaskChoice::Decide,
-        "decide",
-    )?;
-    let files: Vec<PathBuf> = a.classes.iter().chain(&a.vocab).cloned().collect();
-    let spec = match choice {
-        TaskChoice::Classify => TaskSpec::Classify {
-            output: a.output.clone(),
-            top_k: a.top_k as usize,
-            classes: a
-                .classes
-                .as_deref()
-                .map(|p| read_text("--classes", p).map(|t| t.lines().map(str::to_string).collect()))
-                .transpose()?,
-        },
-        TaskChoice::Decide => TaskSpec::Decide {
-            decision: a
-                .decision
-                .clone()
-                .ok_or_else(|| bad_flag("--task decide needs --decision OUTPUT>THRESHOLD"))?,
-        },
-        TaskChoice::Ctc => TaskSpec::Ctc {
-            output: a.output.clone(),
-            vocabulary: read_text(
-                "--vocab",
-                a.vocab
+/// What the task flags say, read once: [`TaskFlags::read`] destructures every field of
+/// [`TaskArgs`], so a flag added there does not compile until it is read.
+pub(super) struct TaskFlags {
+    labels: Option<PathBuf>,
+    limit: Option<u64>,
+    output: Option<String>,
+    top_k: u64,
+    classes: Option<PathBuf>,
+    decision: Option<crate::stream::Decision>,
+    vocab: Option<PathBuf>,
+    resamples: u64,
+    stat_seed: u64,
+    margin: Option<f64>,
+    /// The limits, checked.
+    pub thresholds: Thresholds,
+    /// The flags given that mean something only with a labelled set (`matrix` refuses them
+    /// without one).
+    pub set_only: Vec<&'static str>,
+}
+
+impl TaskFlags {
+    /// The flags read and the limits checked.
+    pub(super) fn read(a: TaskArgs) -> Result<TaskFlags> {
+        let TaskArgs {
+            labels,
+            limit,
+            output,
+            top_k,
+            classes,
+            decision,
+            vocab,
+            margin,
+            resamples,
+            stat_seed,
+            min_accuracy,
+            max_accuracy_drop,
+        } = a;
+        let thresholds = thresholds(min_accuracy, max_accuracy_drop, margin)?;
+        let set_only = [
+            ("--labels", labels.is_some()),
+            ("--limit", limit.is_some()),
+            ("--output", output.is_some()),
+            ("--classes", classes.is_some()),
+            ("--decision", decision.is_some()),
+            ("--vocab", vocab.is_some()),
+            ("--margin", margin.is_some()),
+            ("--min-accuracy", min_accuracy.is_some()),
+            ("--max-accuracy-drop", max_accuracy_drop.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        Ok(TaskFlags {
+            labels,
+            limit,
+            output,
+            top_k,
+            classes,
+            decision,
+            vocab,
+            resamples,
+            stat_seed,
+            margin,
+            thresholds,
+            set_only,
+        })
+    }
+
+    /// The task and the files it was read from.
+    pub(super) fn task(&self, choice: TaskChoice) -> Result<(TaskSpec, Vec<PathBuf>)> {
+        self.refuse_misplaced(choice)?;
+        let files: Vec<PathBuf> = self.classes.iter().chain(&self.vocab).cloned().collect();
+        let output = self.output.clone();
+        let spec = match choice {
+            TaskChoice::Classify => TaskSpec::Classify {
+                output,
+                top_k: self.top_k as usize,
+                classes: self
+                    .classes
                     .as_deref()
-                    .ok_or_else(|| bad_flag("--task ctc needs --vocab FILE"))?,
-            )?,
-        },
-        TaskChoice::Agree => TaskSpec::Agree {
-            output: a.output.clone(),
-        },
-    };
-    Ok((spec, files))
+                    .map(|p| read_text("--classes", p).map(|t| t.lines().map(str::to_string).collect()))
+                    .transpose()?,
+            },
+            TaskChoice::Decide => TaskSpec::Decide {
+                decision: self
+                    .decision
+                    .clone()
+                    .ok_or_else(|| bad_flag("--task decide needs --decision OUTPUT>THRESHOLD"))?,
+            },
+            TaskChoice::Ctc => TaskSpec::Ctc {
+                output,
+                vocabulary: read_text(
+                    "--vocab",
+                    self.vocab
+                        .as_deref()
+                        .ok_or_else(|| bad_flag("--task ctc needs --vocab FILE"))?,
+                )?,
+            },
+            TaskChoice::Agree => TaskSpec::Agree { output },
+        };
+        Ok((spec, files))
+    }
+
+    /// A task's own flag given with another task is refused, naming the task it belongs to.
+    fn refuse_misplaced(&self, choice: TaskChoice) -> Result<()> {
+        let misplaced = [
+            ("--classes", self.classes.is_some(), TaskChoice::Classify, "classify"),
+            ("--vocab", self.vocab.is_some(), TaskChoice::Ctc, "ctc"),
+            ("--decision", self.decision.is_some(), TaskChoice::Decide, "decide"),
+        ];
+        match misplaced.iter().find(|(_, given, own, _)| *given && *own != choice) {
+            Some((flag, _, _, task)) => Err(bad_flag(format!("{flag} belongs to --task {task}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// How the statistics are drawn, as the flags say (`sequential`: eval's `--until-decided`).
+    pub(super) fn stats(&self, sequential: Option<crate::accuracy::Sequential>) -> StatOptions {
+        StatOptions {
+            seed: self.stat_seed,
+            resamples: self.resamples as usize,
+            margin_points: self.margin,
+            sequential,
+        }
+    }
+
+    /// The set as the flags name it.
+    pub(super) fn dataset(&self, dataset: PathBuf) -> DatasetOptions {
+        DatasetOptions {
+            path: dataset,
+            labels: self.labels.clone(),
+            limit: self.limit.map(|n| n as usize),
+        }
+    }
 }
 
 /// The limits given as flags, checked.
-pub(super) fn thresholds(a: &TaskArgs) -> Result<Thresholds> {
-    if a.min_accuracy.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+fn thresholds(min_accuracy: Option<f64>, max_accuracy_drop: Option<f64>, margin: Option<f64>) -> Result<Thresholds> {
+    if min_accuracy.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(bad_flag("--min-accuracy must be a fraction between 0 and 1"));
     }
-    if a.max_accuracy_drop
-        .is_some_and(|v| !(v.is_finite() && (0.0..=100.0).contains(&v)))
-    {
+    if max_accuracy_drop.is_some_and(|v| !(v.is_finite() && (0.0..=100.0).contains(&v))) {
         return Err(bad_flag(
             "--max-accuracy-drop must be a number of points between 0 and 100",
         ));
     }
-    if a.margin.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+    if margin.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
         return Err(bad_flag("--margin must be a non-negative number of points"));
     }
     Ok(Thresholds {
-        min_accuracy: a.min_accuracy,
-        max_accuracy_drop: a.max_accuracy_drop,
+        min_accuracy,
+        max_accuracy_drop,
         ..Thresholds::default()
     })
-}
-
-/// How the statistics are drawn, as the flags say (`sequential`: eval's `--until-decided`).
-pub(super) fn stat_options(a: &TaskArgs, sequential: Option<crate::accuracy::Sequential>) -> StatOptions {
-    StatOptions {
-        seed: a.stat_seed,
-        resamples: a.resamples as usize,
-        margin_points: a.margin,
-        sequential,
-    }
-}
-
-/// The set as the flags name it.
-pub(super) fn dataset_options(dataset: PathBuf, a: &TaskArgs) -> DatasetOptions {
-    DatasetOptions {
-        path: dataset,
-        labels: a.labels.clone(),
-        limit: a.limit.map(|n| n as usize),
-    }
 }
 
 /// A shard writes its records to `--out` for `merge`; the report's other files and the per-layer
@@ -150,21 +213,18 @@ fn check_shard_flags(out: Option<&Path>, (report_files, explain): (bool, u64)) -
 
 /// Converts `eval`'s flags, once, into the command.
 fn command(a: EvalArgs) -> Result<EvalCommand> {
-    let (task, task_files) = task(a.task, &a.task_args)?;
-    let flags = thresholds(&a.task_args)?;
-    let policy = policy_with(a.config.as_deref(), a.no_config, &flags, &a.allow_failure)?;
     let EvalArgs {
         model,
         reference,
         dataset,
-        task: _,
+        task: choice,
         class_axis,
         targets,
-        allow_failure: _,
+        allow_failure,
         no_baseline,
         task_args,
-        config: _,
-        no_config: _,
+        config,
+        no_config,
         explain,
         records,
         shard,
@@ -177,6 +237,9 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         markdown,
         html,
     } = a;
+    let task_flags = TaskFlags::read(task_args)?;
+    let (task, task_files) = task_flags.task(choice)?;
+    let policy = policy_with(config.as_deref(), no_config, &task_flags.thresholds, &allow_failure)?;
     let sequential = until_decided.then_some(crate::accuracy::Sequential { order_seed });
     let shard = shard.map(ShardFlag::resolve).transpose()?;
     if shard.is_some() {
@@ -192,14 +255,14 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
     let options = EvalOptions {
         model,
         golden: golden_source(reference),
-        dataset: dataset_options(dataset, &task_args),
+        dataset: task_flags.dataset(dataset),
         task,
         class_axis,
         targets: (!asked.is_empty()).then(|| distinct(asked)),
         allow_failure: policy.allow_failure.clone(),
         baseline: !no_baseline,
         exec: exec_options(exec)?,
-        stats: stat_options(&task_args, sequential),
+        stats: task_flags.stats(sequential),
         policy,
         explain: explain as usize,
         records,

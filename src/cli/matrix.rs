@@ -72,12 +72,12 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         }
     }
     let kinds = remedy_kinds(&search);
-    let task = matrix_task(dataset, task, &task_args)?;
+    let task_flags = super::eval::TaskFlags::read(task_args)?;
+    let task = matrix_task(dataset, task, &task_flags)?;
     if task.is_some() {
         refuse_signal_flags(&inputs, &gate, !kinds.is_empty())?;
     }
-    let flags = super::eval::thresholds(&task_args)?;
-    let policy = gate_policy(&gate, &[])?.with_flags(&flags, &[], None)?;
+    let policy = gate_policy(&gate, &[])?.with_flags(&task_flags.thresholds, &[], None)?;
     // As `compare`: the targets named, else the policy file's, else every runnable one.
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let options = MatrixOptions {
@@ -124,20 +124,10 @@ fn refuse_signal_flags(inputs: &super::args::InputArgs, gate: &super::args::Gate
             "{flag} chooses the inputs of a matrix in signal terms; on a labelled set the samples of --dataset are the inputs"
         )));
     }
-    let gate_flags = [
-        ("--min-sqnr", gate.min_sqnr.is_some()),
-        ("--max-abs", gate.max_abs.is_some()),
-        ("--min-top1", gate.min_top1.is_some()),
-        ("--require-bit-exact", gate.require_bit_exact),
-        ("--max-fallback-nodes", gate.max_fallback_nodes.is_some()),
-        ("--max-partitions", gate.max_partitions.is_some()),
-        ("--fail-on-fallback", gate.fail_on_fallback),
-        ("--min-decision-agreement", gate.min_decision_agreement.is_some()),
-        ("--max-divergence-step", gate.max_divergence_step.is_some()),
-        ("--search", search),
-    ];
-    match gate_flags.iter().find(|(_, set)| *set) {
-        Some((flag, _)) => Err(bad_flag(format!(
+    let mut gate_flags = super::shared::signal_limits_given(gate);
+    gate_flags.extend(search.then_some("--search"));
+    match gate_flags.first() {
+        Some(flag) => Err(bad_flag(format!(
             "{flag} judges a matrix in signal terms; on a labelled set (--task) the cells are judged by --min-accuracy and --max-accuracy-drop"
         ))),
         None => Ok(()),
@@ -148,33 +138,22 @@ fn refuse_signal_flags(inputs: &super::args::InputArgs, gate: &super::args::Gate
 fn matrix_task(
     dataset: Option<std::path::PathBuf>,
     task: Option<super::args::TaskChoice>,
-    a: &super::args::TaskArgs,
+    flags: &super::eval::TaskFlags,
 ) -> Result<Option<crate::matrix::MatrixTaskOptions>> {
     let (Some(dataset), Some(choice)) = (dataset, task) else {
-        let given = [
-            ("--labels", a.labels.is_some()),
-            ("--limit", a.limit.is_some()),
-            ("--output", a.output.is_some()),
-            ("--classes", a.classes.is_some()),
-            ("--decision", a.decision.is_some()),
-            ("--vocab", a.vocab.is_some()),
-            ("--margin", a.margin.is_some()),
-            ("--min-accuracy", a.min_accuracy.is_some()),
-            ("--max-accuracy-drop", a.max_accuracy_drop.is_some()),
-        ];
-        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+        if let Some(flag) = flags.set_only.first() {
             return Err(bad_flag(format!(
                 "{flag} belongs to a matrix on a labelled set (--dataset, --task)"
             )));
         }
         return Ok(None);
     };
-    let (spec, task_files) = super::eval::task(choice, a)?;
+    let (spec, task_files) = flags.task(choice)?;
     Ok(Some(crate::matrix::MatrixTaskOptions {
-        dataset: super::eval::dataset_options(dataset, a),
+        dataset: flags.dataset(dataset),
         task: spec,
         task_files,
-        stats: super::eval::stat_options(a, None),
+        stats: flags.stats(None),
     }))
 }
 

@@ -156,14 +156,12 @@ fn eval_plan(
     measured: Option<&BTreeMap<String, f64>>,
     count: usize,
 ) -> Result<JobPlan> {
-    let flags = super::eval::thresholds(&e.task_args)?;
-    let policy = super::shared::policy_with(e.config.as_deref(), e.no_config, &flags, &e.allow_failure)?;
+    // Read as `eval` reads them: the limits checked, the set as the flags name it.
+    let flags = super::eval::TaskFlags::read(e.task_args.clone())?;
+    let policy = super::shared::policy_with(e.config.as_deref(), e.no_config, &flags.thresholds, &e.allow_failure)?;
     let runs = requested(&e.targets, &policy, !e.no_baseline)?;
-    let set = crate::dataset::Dataset::open(
-        &e.dataset,
-        e.task_args.labels.as_deref(),
-        e.task_args.limit.map(|n| n as usize),
-    )?;
+    let named = flags.dataset(e.dataset.clone());
+    let set = crate::dataset::Dataset::open(&named.path, named.labels.as_deref(), named.limit)?;
     eval_jobs(args, &runs, (set.len(), count), measured)
 }
 

@@ -109,37 +109,90 @@ pub fn golden_source(r: ReferenceArgs) -> GoldenSource {
     }
 }
 
-/// The limits given as flags, checked.
+/// The limits given as flags, checked. Every field of [`GateArgs`] is named here, so a flag added
+/// there does not compile until it is read (the policy file's and the baseline report's flags
+/// are read by [`gate_policy`]).
 pub fn thresholds(g: &GateArgs) -> Result<Thresholds> {
-    if let Some(v) = g.min_sqnr.filter(|v| v.is_nan()) {
+    let GateArgs {
+        min_sqnr,
+        max_abs,
+        min_top1,
+        require_bit_exact,
+        max_fallback_nodes,
+        max_partitions,
+        fail_on_fallback,
+        max_layer_sqnr_loss,
+        min_decision_agreement,
+        max_divergence_step,
+        config: _,
+        no_config: _,
+        baseline_report: _,
+    } = g;
+    if let Some(v) = min_sqnr.filter(|v| v.is_nan()) {
         return Err(bad_flag(format!("--min-sqnr {v} is not a number")));
     }
-    if g.max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
+    if max_abs.is_some_and(|v| v.is_nan() || v < 0.0) {
         return Err(bad_flag("--max-abs must be a non-negative number"));
     }
-    if g.min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+    if min_top1.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(bad_flag("--min-top1 must be a fraction between 0 and 1"));
     }
-    if g.min_decision_agreement.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+    if min_decision_agreement.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
         return Err(bad_flag("--min-decision-agreement must be a fraction between 0 and 1"));
     }
-    if g.max_layer_sqnr_loss.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+    if max_layer_sqnr_loss.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
         return Err(bad_flag("--max-layer-sqnr-loss must be a non-negative number of dB"));
     }
     Ok(Thresholds {
-        min_sqnr_db: g.min_sqnr,
-        max_abs: g.max_abs,
-        min_top1: g.min_top1,
-        require_bit_exact: g.require_bit_exact,
-        max_fallback_nodes: g.max_fallback_nodes,
-        max_partitions: g.max_partitions,
-        fail_on_fallback: g.fail_on_fallback,
-        max_layer_sqnr_loss_db: g.max_layer_sqnr_loss,
-        min_decision_agreement: g.min_decision_agreement,
-        max_divergence_step: g.max_divergence_step,
+        min_sqnr_db: *min_sqnr,
+        max_abs: *max_abs,
+        min_top1: *min_top1,
+        require_bit_exact: *require_bit_exact,
+        max_fallback_nodes: *max_fallback_nodes,
+        max_partitions: *max_partitions,
+        fail_on_fallback: *fail_on_fallback,
+        max_layer_sqnr_loss_db: *max_layer_sqnr_loss,
+        min_decision_agreement: *min_decision_agreement,
+        max_divergence_step: *max_divergence_step,
         min_accuracy: None,
         max_accuracy_drop: None,
     })
+}
+
+/// The signal limits given as flags (`--min-sqnr`, ...), by name: what `matrix` refuses on a
+/// labelled set. Every field of [`GateArgs`] is named, as in [`thresholds`].
+pub fn signal_limits_given(g: &GateArgs) -> Vec<&'static str> {
+    let GateArgs {
+        min_sqnr,
+        max_abs,
+        min_top1,
+        require_bit_exact,
+        max_fallback_nodes,
+        max_partitions,
+        fail_on_fallback,
+        max_layer_sqnr_loss,
+        min_decision_agreement,
+        max_divergence_step,
+        config: _,
+        no_config: _,
+        baseline_report,
+    } = g;
+    [
+        ("--min-sqnr", min_sqnr.is_some()),
+        ("--max-abs", max_abs.is_some()),
+        ("--min-top1", min_top1.is_some()),
+        ("--require-bit-exact", *require_bit_exact),
+        ("--max-fallback-nodes", max_fallback_nodes.is_some()),
+        ("--max-partitions", max_partitions.is_some()),
+        ("--fail-on-fallback", *fail_on_fallback),
+        ("--max-layer-sqnr-loss", max_layer_sqnr_loss.is_some()),
+        ("--min-decision-agreement", min_decision_agreement.is_some()),
+        ("--max-divergence-step", max_divergence_step.is_some()),
+        ("--baseline-report", baseline_report.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect()
 }
 
 /// The release policy of the gate flags: the policy file (`--config`, `NPU_AUDIT_CONFIG`, else

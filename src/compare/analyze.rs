@@ -14,7 +14,7 @@ use crate::drift::TargetDrift;
 use crate::error::{bad_model, run_error};
 use crate::exec::job::Phase;
 use crate::exec::selection::BASELINE_ID;
-use crate::exec::{Executor, JobResult, Outcome, OutputFile, RunStatus};
+use crate::exec::{Executor, JobResult, Outcome, OutputFile};
 use crate::hash::sha256_hex;
 use crate::layers::LayerResults;
 use crate::metrics::{compare as compare_outputs, Comparison, RunOutputs};
@@ -22,6 +22,7 @@ use crate::model::load_model;
 use crate::outcome::TargetEnd;
 use crate::placement::targets::{self as placement, Probe};
 use crate::report::model::{BaselineDelta, Num, OutputMetrics, ReferenceInfo, TargetStream};
+use crate::report::RunStatus;
 use crate::runtime::{Runtime, TargetRuntime};
 use crate::tensor::Tensor;
 
@@ -158,7 +159,7 @@ fn stream_figures(
         let free = crate::stream::measure(golden, &result.outputs, spec, &decisions)?;
         let forced = executed.teacher_forced.get(i).and_then(Option::as_ref);
         let (teacher_forced, teacher_forced_error) = match forced {
-            Some(o) if o.status == RunStatus::Ok => match &o.result {
+            Some(o) if o.status == crate::exec::RunStatus::Ok => match &o.result {
                 Some(r) => (
                     Some(crate::stream::measure(golden, &r.outputs, spec, &decisions)?),
                     None,
@@ -336,8 +337,8 @@ fn layer_audit(
 /// a run on these inputs) is a problem of the input (exit 2); a crash or a timeout is not.
 pub fn golden_result(outcome: &Outcome) -> Result<&JobResult> {
     match (&outcome.status, &outcome.result) {
-        (RunStatus::Ok, Some(r)) => Ok(r),
-        (RunStatus::Failed, Some(r)) if matches!(r.phase, Phase::CreateSession | Phase::Run) => {
+        (crate::exec::RunStatus::Ok, Some(r)) => Ok(r),
+        (crate::exec::RunStatus::Failed, Some(r)) if matches!(r.phase, Phase::CreateSession | Phase::Run) => {
             Err(bad_model(format!(
                 "ONNX Runtime {} cannot run the reference model: {}",
                 r.ort_version.clone().unwrap_or_default(),

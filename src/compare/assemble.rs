@@ -16,13 +16,13 @@ use crate::gate::Judgement;
 use crate::hash::sha256_file;
 
 use super::facts::{target_runtime_info, timing};
-use crate::exec::RunStatus;
 use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
 use crate::report::model::{
     AuditTimings, ChipsetInfo, InputsInfo, ModelInfo, Num, PhaseTiming, Report, ShardInfo, StreamInfo, TargetReport,
     ToolInfo, WorkerTiming, SCHEMA_VERSION,
 };
+use crate::report::RunStatus;
 use crate::runtime::Runtime;
 
 /// The report's description of the audited model.
@@ -99,7 +99,7 @@ pub fn target_rows(
                 .outcome
                 .and_then(|o| o.result.as_ref())
                 .filter(|r| !r.ok)
-                .map(|r| r.phase),
+                .map(|r| r.phase.into()),
             timing: end.outcome.and_then(timing),
             placement: end.placement.clone(),
             log: logs.get(&t.spec.id).map(|p| p.display().to_string()),

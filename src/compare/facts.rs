@@ -85,7 +85,9 @@ pub fn target_runtime_info(
         .and_then(|o| o.result.as_ref())
         .and_then(|r| r.ort_version.as_deref());
     let mut info = runtime_info(&rt.host, reported, hash(&rt.host));
-    info.qnn_context = outcome.and_then(|o| o.result.as_ref()).and_then(|r| r.context);
+    info.qnn_context = outcome
+        .and_then(|o| o.result.as_ref())
+        .and_then(|r| r.context.map(Into::into));
     if let Some(p) = &rt.plugin {
         info.plugin = Some(Box::new(runtime_info(p, None, hash(p))));
     }

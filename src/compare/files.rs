@@ -13,8 +13,9 @@ use super::execute::Executed;
 use super::plan::{AuditPlan, LOGS_MARKER, LOGS_MARKER_TEXT};
 use super::CompareOptions;
 use crate::exec::executor::sanitize;
-use crate::exec::{Executor, OutputFile, RunStatus};
+use crate::exec::{Executor, OutputFile};
 use crate::hash::sha256_hex;
+use crate::report::RunStatus;
 use crate::tensor::{npz_bytes, Tensor};
 use crate::userfile::Outputs;
 

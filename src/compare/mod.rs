@@ -23,12 +23,13 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::exec::{ExecOptions, Executor, RunStatus};
+use crate::exec::{ExecOptions, Executor};
 use crate::gate::Previous;
 use crate::inputs::InputOptions;
 use crate::metrics::ClassAxisFlag;
 use crate::policy::Policy;
 use crate::report::model::Report;
+use crate::report::RunStatus;
 use crate::target::{TargetPattern, TargetSpec};
 use crate::tensor::Tensor;
 use crate::timings;

@@ -310,7 +310,7 @@ fn check_threads(previous: &Report, label: &str, now: Threads, allow: bool) -> R
     for t in previous
         .targets
         .iter()
-        .filter(|t| t.status == crate::exec::RunStatus::Ok)
+        .filter(|t| t.status == crate::report::RunStatus::Ok)
     {
         if t.intra_op_threads != Some(now.targets) {
             differences.push(format!(
@@ -352,7 +352,7 @@ fn check_hosts(previous: &Report, label: &str, now: &[Requested], allow: bool) -
     let conflicts: Vec<String> = previous
         .targets
         .iter()
-        .filter(|t| t.status == crate::exec::RunStatus::Ok)
+        .filter(|t| t.status == crate::report::RunStatus::Ok)
         .filter_map(|t| {
             let then = t.host.as_ref()?;
             let now = now.iter().find(|r| r.spec.id == t.id)?;

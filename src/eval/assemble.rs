@@ -16,13 +16,13 @@ use crate::compare::reference::ReferencePlan;
 use crate::dataset::Dataset;
 use crate::error::ExitCode;
 use crate::exec::selection::BASELINE_ID;
-use crate::exec::RunStatus;
 use crate::host::HostInfo;
 use crate::report::eval::{
     Comparison, DatasetInfo, EvalGate, EvalReport, EvalTarget, SamplesNeeded, SequentialInfo, StatisticsInfo, TaskInfo,
     EVAL_SCHEMA_VERSION,
 };
 use crate::report::model::{Num, Rule, RuleResult, Verdict};
+use crate::report::RunStatus;
 use crate::target::TargetRole;
 
 /// Worst samples listed per target.

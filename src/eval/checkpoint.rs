@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::RunEnd;
 use crate::accuracy::Record;
 use crate::error::bad_output;
-use crate::exec::RunStatus;
+use crate::report::RunStatus;
 use crate::tensor::Tensor;
 
 /// The file that says what a records directory holds.

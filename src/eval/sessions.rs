@@ -13,10 +13,11 @@ use crate::dataset::{Dataset, Sample};
 use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
 use crate::exec::selection::{self as targets};
 use crate::exec::serve::{ServeSession, Stopped};
-use crate::exec::{Executor, PlannedTarget, RunStatus};
+use crate::exec::{Executor, PlannedTarget};
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
 use crate::metrics::ClassAxisPolicy;
 use crate::model::{load_model, LoadedModel, Signature};
+use crate::report::RunStatus;
 use crate::runtime::Provisioner;
 
 /// What an eval runs on, decided and checked before any session starts.
@@ -201,7 +202,7 @@ fn ready(session: ServeSession) -> Result<ServeSession, RunEnd> {
 }
 
 fn stopped(s: Stopped) -> RunEnd {
-    ended(s.status, s.error)
+    ended(s.status.into(), s.error)
 }
 
 /// How a run ended.

@@ -20,9 +20,9 @@ use crate::dataset::{Dataset, Sample};
 use crate::error::{bad_input, run_error};
 use crate::exec::job::JobResult;
 use crate::exec::serve::{Answer, ServeSession};
-use crate::exec::RunStatus;
 use crate::metrics::ErrorStats;
 use crate::report::model::Num;
+use crate::report::RunStatus;
 use crate::tensor::Tensor;
 
 /// Samples in flight per session.
@@ -786,7 +786,7 @@ fn answer(live: &mut Live, index: usize) -> Option<Answer> {
     match live.sessions[k].receive() {
         Ok(a) => Some(a),
         Err(s) => {
-            live.stop(s.status, s.error);
+            live.stop(s.status.into(), s.error);
             None
         }
     }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::stream::RunRecords;
 use super::RunEnd;
 use crate::accuracy::Record;
-use crate::exec::{PlannedTarget, RunStatus};
+use crate::exec::PlannedTarget;
 use crate::report::model::RuntimeInfo;
 
 /// One run as the report reads it: its records (in sample order), how it ended, and what its
@@ -39,7 +39,7 @@ pub fn summary(planned: Option<&PlannedTarget>, run: RunRecords) -> RunSummary {
 fn runtime_info(planned: &PlannedTarget, run: &RunRecords) -> Option<RuntimeInfo> {
     let rt = planned.runtime.as_ref().ok()?;
     let outcome = run.results.first().map(|r| crate::exec::Outcome {
-        status: RunStatus::Ok,
+        status: crate::exec::RunStatus::Ok,
         error: None,
         result: Some(r.clone()),
         wall_ms: 0.0,

@@ -6,11 +6,11 @@ pub mod releases;
 pub mod tolerance;
 
 use crate::error::ExitCode;
-use crate::exec::RunStatus;
 use crate::policy::{Limit, Policy};
 use crate::report::model::{
     GateReport, Num, OutputMetrics, PolicyInfo, Report, Rule, RuleResult, TargetReport, Verdict,
 };
+use crate::report::RunStatus;
 
 /// The `output` of rules about a target's placement rather than one of its outputs.
 pub const PLACEMENT_SCOPE: &str = "(placement)";

@@ -3,9 +3,9 @@
 //! (`qnn:sm8650@2.6.0`, `qnn:sm8650@2.7.0`) are taken in release order, each against the one
 //! before it.
 
-use crate::exec::RunStatus;
 use crate::policy::ReleaseLimits;
 use crate::report::model::{AgreementEntry, Num, ReleaseLimit, Rule, RuleResult, TargetReport};
+use crate::report::RunStatus;
 use crate::runtime::catalog::version_order;
 
 /// The limits as the report keeps them.

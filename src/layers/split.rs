@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::state::{result_of, State};
-use crate::exec::{JobResult, Outcome, RunStatus};
+use crate::exec::RunStatus;
+use crate::exec::{JobResult, Outcome};
 use crate::inputs::InputFile;
 
 /// A model over a subset of items, and the samples it takes.

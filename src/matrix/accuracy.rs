@@ -9,9 +9,9 @@ use anyhow::Result;
 
 use super::{MatrixOptions, MatrixTaskOptions, Variant};
 use crate::eval::EvalOptions;
-use crate::exec::RunStatus;
 use crate::report::eval::{EvalReport, EvalTarget};
 use crate::report::matrix::{Cell, CellTask, MatrixTask};
+use crate::report::RunStatus;
 use crate::target::{TargetPattern, TargetSpec};
 use crate::userfile::Outputs;
 

@@ -7,7 +7,7 @@ use crate::report::model::{Num, Report, TargetReport};
 /// The cell of `variant` on `target` from the report row `row` of `report`.
 pub fn cell(report: &Report, row: &TargetReport, variant: &str, target: &str, model_bytes: u64) -> Cell {
     let rules: Vec<_> = report.gate.rules.iter().filter(|r| r.target == row.id).collect();
-    let ran = row.status == crate::exec::RunStatus::Ok;
+    let ran = row.status == crate::report::RunStatus::Ok;
     let failed_rules = rules
         .iter()
         .filter(|r| !r.pass)
@@ -64,8 +64,8 @@ pub fn runtime_text(r: &crate::report::model::RuntimeInfo) -> String {
 /// the points it did not lose against the reference (minus its drop); −∞ when it did not run.
 pub fn rank_figure(c: &Cell) -> f64 {
     match (c.status, &c.task, c.sqnr_db) {
-        (crate::exec::RunStatus::Ok, Some(t), _) if !t.drop.value.0.is_nan() => -t.drop.value.0,
-        (crate::exec::RunStatus::Ok, None, Some(s)) if !s.0.is_nan() => s.0,
+        (crate::report::RunStatus::Ok, Some(t), _) if !t.drop.value.0.is_nan() => -t.drop.value.0,
+        (crate::report::RunStatus::Ok, None, Some(s)) if !s.0.is_nan() => s.0,
         _ => f64::NEG_INFINITY,
     }
 }

@@ -3,9 +3,9 @@
 //! when none does; and the dispatch table an app loads.
 
 use super::cells::rank_figure;
-use crate::exec::RunStatus;
 use crate::report::matrix::{Cell, VariantInfo};
 pub use crate::report::matrix::{Closest, Dispatch, DispatchEntry, Recommendation};
+use crate::report::RunStatus;
 
 /// How a variant computes, read off its graph and options: the default cost order is
 /// `int8 < a16w8 < fp16 < fp32` (then the order given on the command line).

@@ -11,13 +11,13 @@ use anyhow::Result;
 
 use super::cells::rank_figure;
 use super::{audit_cells, MatrixRun, Variant};
-use crate::exec::RunStatus;
 use crate::layers::LayerOptions;
 use crate::model::pb::ModelProto;
 use crate::model::precision::{can_rewrite, leave_in_float, widen_to_16_bits};
 use crate::report::matrix::Cell;
 pub use crate::report::matrix::{RankedLayer, RemedyKind, RemedySearch, RemedyStep, StepPlacement};
 use crate::report::model::{Num, Report};
+use crate::report::RunStatus;
 use crate::target::TargetSpec;
 use crate::userfile::Outputs;
 

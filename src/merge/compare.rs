@@ -10,10 +10,11 @@ use anyhow::{Context, Result};
 
 use crate::error::{bad_flag, bad_report};
 use crate::exec::executor::sanitize;
-use crate::exec::{OutputFile, RunStatus};
+use crate::exec::OutputFile;
 use crate::gate::tolerance::tolerances;
 use crate::metrics::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
 use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, Rule, TargetReport, Verdict};
+use crate::report::RunStatus;
 use crate::target::TargetRole;
 use crate::tensor::read_npz_bytes;
 

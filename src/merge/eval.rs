@@ -400,7 +400,7 @@ fn check_unit_records(path: &std::path::Path, u: &UnitRun) -> Result<()> {
     if u.run
         .end
         .as_ref()
-        .is_some_and(|e| e.status == crate::exec::RunStatus::Ok)
+        .is_some_and(|e| e.status == crate::report::RunStatus::Ok)
     {
         return Err(bad_report(format!(
             "{}: {} says it stopped with status ok, which no eval writes: the file was edited",

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table};
+use super::grid::{bold, prose, table, Kind};
 use super::present::{db, divergence_at, num};
 use crate::bisect::{ReleaseBisection, ReleaseStep};
 
@@ -57,7 +57,8 @@ pub fn render(found: &ReleaseBisection) -> String {
             },
         ]);
     }
-    let _ = writeln!(s, "{}", table(b));
+    use Kind::{Figure, Key, Text};
+    let _ = writeln!(s, "{}", table(b, &[Key, Text, Key, Figure, Text, Key]));
     for st in found.steps.iter().filter(|st| st.error.is_some()) {
         let _ = writeln!(
             s,

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table_with, Look};
+use super::grid::{bold, prose, table_with, Kind, Look};
 use super::present::rule_values;
 use crate::report::eval::{Comparison, Estimate, EvalReport, EvalTarget, FlipExplanation, Metrics, Proportion};
 use crate::report::model::Verdict;
@@ -118,9 +118,12 @@ fn targets_table(report: &EvalReport) -> String {
         row.push(vs_ref.map_or("-", margin_word).to_string());
         b.push_record(row);
     }
-    // The margin's verdict is a status, never shortened.
-    let margin = b.count_columns().saturating_sub(1);
-    table_with(b, &Look::grid().keeping(&[margin]))
+    // Every cell is a key or figures; the margin's verdict is a status, never shortened.
+    use Kind::{Figure, Key};
+    let mut kinds = vec![Key, Key, Figure, Figure, Figure, Figure, Figure];
+    kinds.extend(baseline.map(|_| Figure));
+    kinds.push(Key);
+    table_with(b, &Look::grid(&kinds))
 }
 
 fn header(s: &mut String, report: &EvalReport) {
@@ -467,7 +470,15 @@ pub fn sizing_text(sizing: &crate::eval::sizing::Sizing) -> String {
         points(sizing.limit_points),
         sizing.source
     );
-    let _ = writeln!(s, "{}", table_with(b, &Look::grid()));
+    let kinds = [
+        Kind::Key,
+        Kind::Figure,
+        Kind::Figure,
+        Kind::Figure,
+        Kind::Figure,
+        Kind::Figure,
+    ];
+    let _ = writeln!(s, "{}", table_with(b, &Look::grid(&kinds)));
     if sizing.rows.iter().any(|r| r.even_odds.is_none()) {
         let _ = writeln!(s, "never: at these rates the expected drop is at or beyond the limit");
     }

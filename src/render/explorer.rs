@@ -67,8 +67,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::exec::RunStatus;
 use crate::report::model::{LayerReport, Num, Report};
+use crate::report::RunStatus;
 use crate::target::TargetRole;
 
 /// SQNR values are clamped to ±this many dB (JSON has no infinity; an exact match is +inf dB).

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{paragraph, prose, table_with, Frame, Look};
+use super::grid::{paragraph, prose, table_with, Frame, Kind, Look};
 
 use super::present::{exact_num, shorten};
 use crate::fingerprint::result::{FingerprintReport, ProbeResult};
@@ -84,7 +84,9 @@ fn verdict_table(r: &FingerprintReport) -> String {
         }
     }));
     b.push_record(status);
-    table_with(b, &Look::plain(Frame::Psql))
+    // Probe ids, op types and each target's verdict words: read whole.
+    let kinds = vec![Kind::Key; 2 + r.targets.len()];
+    table_with(b, &Look::plain(Frame::Psql, &kinds))
 }
 
 /// Targets that could not be fingerprinted, and controls that came out wrong.
@@ -163,7 +165,8 @@ fn evidence(r: &FingerprintReport) -> String {
                 row.push(exact_num(e.observed));
                 b.push_record(row);
             }
-            let table = table_with(b, &Look::plain(Frame::Blank).indented(4));
+            let kinds = vec![Kind::Figure; 3 + p.evidence[0].predicted.len()];
+            let table = table_with(b, &Look::plain(Frame::Blank, &kinds).indented(4));
             for line in table.lines() {
                 let _ = writeln!(evidence, "    {line}");
             }

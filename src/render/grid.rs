@@ -28,8 +28,21 @@ pub fn bold(text: &str) -> String {
 /// A text cell is never shortened below this many columns.
 const MIN_TEXT: usize = 12;
 
-/// A cell that is one word of at most this many columns (a status, a keyword, an id) is kept whole.
-const WORD_KEPT: usize = 16;
+/// What a column holds, declared where the renderer builds the table: it decides how the column
+/// may be shortened to fit, so a figure is never cut whatever it looks like and a text that holds
+/// digits is still text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// What tells rows apart (a target id, a stage name), or a word that must be read whole (a
+    /// status, a verdict): never shortened.
+    Key,
+    /// A number or a few (`36.38`, `58/61`, `99.00% (96.43–99.72)`): never shortened.
+    Figure,
+    /// Words: cut with `…` at the end, never inside a number.
+    Text,
+    /// A file path: cut from its start (`…/fleet/a_s24`), where the rows differ.
+    Path,
+}
 
 /// The lines a table's frame draws: the renderers' tables differ only in this.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,34 +56,34 @@ pub enum Frame {
 }
 
 /// How a terminal table is drawn and fitted: its frame, whether the cells below the header are
-/// right-aligned, how far in it is printed, and the columns (besides the first, the row's key)
-/// that are never shortened.
+/// right-aligned, how far in it is printed, and what each column holds (columns past the
+/// declared ones are [`Kind::Text`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Look {
     frame: Frame,
     right_aligned: bool,
     indent: usize,
-    whole: Vec<usize>,
+    kinds: Vec<Kind>,
 }
 
 impl Look {
-    /// Rounded, figures right-aligned: the look of the report tables.
-    pub fn grid() -> Self {
+    /// Rounded, figures right-aligned: the look of the report tables, its columns of `kinds`.
+    pub fn grid(kinds: &[Kind]) -> Self {
         Look {
             frame: Frame::Rounded,
             right_aligned: true,
             indent: 0,
-            whole: Vec::new(),
+            kinds: kinds.to_vec(),
         }
     }
 
-    /// `frame` with every cell left-aligned: listings and probe tables.
-    pub fn plain(frame: Frame) -> Self {
+    /// `frame` with every cell left-aligned, its columns of `kinds`: listings and probe tables.
+    pub fn plain(frame: Frame, kinds: &[Kind]) -> Self {
         Look {
             frame,
             right_aligned: false,
             indent: 0,
-            whole: Vec::new(),
+            kinds: kinds.to_vec(),
         }
     }
 
@@ -80,21 +93,21 @@ impl Look {
         self
     }
 
-    /// The same table with the cells of `columns` never shortened (statuses, verdict words).
-    pub fn keeping(mut self, columns: &[usize]) -> Self {
-        self.whole.extend_from_slice(columns);
-        self
+    /// What column `c` holds.
+    fn kind(&self, c: usize) -> Kind {
+        self.kinds.get(c).copied().unwrap_or(Kind::Text)
     }
 }
 
-/// A rounded table with right-aligned cells below the header, fitted to the terminal.
-pub fn table(builder: Builder) -> String {
-    table_with(builder, &Look::grid())
+/// A rounded table with right-aligned cells below the header, its columns of `kinds`, fitted to
+/// the terminal.
+pub fn table(builder: Builder, kinds: &[Kind]) -> String {
+    table_with(builder, &Look::grid(kinds))
 }
 
 /// [`table`] for a table printed `indent` columns in.
-pub fn table_indented(builder: Builder, indent: usize) -> String {
-    table_with(builder, &Look::grid().indented(indent))
+pub fn table_indented(builder: Builder, indent: usize, kinds: &[Kind]) -> String {
+    table_with(builder, &Look::grid(kinds).indented(indent))
 }
 
 /// A table drawn as `look` says, fitted to the terminal (never when piped).
@@ -141,7 +154,7 @@ fn terminal_width() -> Option<usize> {
 
 /// The one fitting routine of every terminal table. `rows[0]` is the header. Without a width the
 /// table is drawn as it is; with one, it is drawn whole if it fits, else with its text cells
-/// shortened (figures, statuses and the first column never), else one block per row.
+/// shortened (keys and figures never), else one block per row.
 pub fn fit(rows: &[Vec<String>], look: &Look, width: Option<usize>) -> String {
     let natural = draw(rows, look);
     let Some(width) = width.map(|w| w.saturating_sub(look.indent)) else {
@@ -151,7 +164,7 @@ pub fn fit(rows: &[Vec<String>], look: &Look, width: Option<usize>) -> String {
         return natural;
     }
     let rows = square(rows);
-    let overhead = get_text_width(&natural).saturating_sub(columns(&rows, &look.whole).iter().map(|c| c.natural).sum());
+    let overhead = get_text_width(&natural).saturating_sub(columns(&rows, look).iter().map(|c| c.natural).sum());
     shrunk(&rows, look, width, overhead).unwrap_or_else(|| blocks(&rows, width))
 }
 
@@ -188,9 +201,9 @@ struct Column {
     floor: usize,
 }
 
-/// Per column: its natural width, and its floor: the header's longest unbreakable piece, every
-/// cell kept whole at its width, every text cell at [`text_floor`].
-fn columns(rows: &[Vec<String>], whole: &[usize]) -> Vec<Column> {
+/// Per column: its natural width, and its floor: the header's longest unbreakable piece, a key's
+/// or a figure's cells at their width, a text's or a path's at [`text_floor`].
+fn columns(rows: &[Vec<String>], look: &Look) -> Vec<Column> {
     let n = rows.first().map_or(0, Vec::len);
     (0..n)
         .map(|c| {
@@ -203,27 +216,14 @@ fn columns(rows: &[Vec<String>], whole: &[usize]) -> Vec<Column> {
                 .max()
                 .unwrap_or(0);
             let floor = cells
-                .map(|cell| {
-                    if c == 0 || whole.contains(&c) || kept_whole(cell) {
-                        get_text_width(cell)
-                    } else {
-                        text_floor(cell)
-                    }
+                .map(|cell| match look.kind(c) {
+                    Kind::Key | Kind::Figure => get_text_width(cell),
+                    Kind::Text | Kind::Path => text_floor(cell),
                 })
                 .fold(head_floor, usize::max);
             Column { natural, floor }
         })
         .collect()
-}
-
-/// Whether a cell is never shortened: a figure (more than half of its words hold a digit: `36.38`,
-/// `0/10`, `100.0%`, `99.00% (96.43–99.72)`), or one short word (a status, a keyword). Cells of at
-/// most [`MIN_TEXT`] columns (`+6.10 dB`) are never shortened anyway.
-fn kept_whole(cell: &str) -> bool {
-    let plain = strip_ansi(cell);
-    let words: Vec<&str> = plain.split_whitespace().collect();
-    let figures = words.iter().filter(|w| w.chars().any(|c| c.is_ascii_digit())).count();
-    words.is_empty() || 2 * figures > words.len() || (words.len() == 1 && get_text_width(words[0]) <= WORD_KEPT)
 }
 
 /// The narrowest a text cell is shortened to: a third of it, at least [`MIN_TEXT`] columns.
@@ -234,7 +234,7 @@ fn text_floor(cell: &str) -> usize {
 
 /// The table with its text cells shortened to fit `width`, if the floors allow.
 fn shrunk(rows: &[Vec<String>], look: &Look, width: usize, overhead: usize) -> Option<String> {
-    let cols = columns(rows, &look.whole);
+    let cols = columns(rows, look);
     let widths = column_widths(&cols, width.checked_sub(overhead)?)?;
     let cut: Vec<Vec<String>> = rows
         .iter()
@@ -242,11 +242,12 @@ fn shrunk(rows: &[Vec<String>], look: &Look, width: usize, overhead: usize) -> O
         .map(|(r, row)| {
             row.iter()
                 .zip(&widths)
-                .map(|(cell, &w)| {
+                .enumerate()
+                .map(|(c, (cell, &w))| {
                     if r == 0 {
                         fill(&header_pieces(cell), w, w).join("\n")
                     } else {
-                        shorten(cell, w)
+                        shorten(cell, w, look.kind(c))
                     }
                 })
                 .collect()
@@ -278,17 +279,20 @@ fn column_widths(cols: &[Column], budget: usize) -> Option<Vec<usize>> {
     Some(widths)
 }
 
-/// A cell shortened to `width` columns: each longer line cut with `…`, never inside a number.
-fn shorten(cell: &str, width: usize) -> String {
+/// A cell of `kind` shortened to `width` columns: each longer line of a text cut with `…` at its
+/// end (never inside a number), of a path at its start; keys and figures as they are.
+fn shorten(cell: &str, width: usize, kind: Kind) -> String {
     if get_text_width(cell) <= width {
         return cell.to_string();
     }
     cell.lines()
         .map(|line| {
-            if get_text_width(line) <= width {
-                line.to_string()
-            } else {
-                cut(&strip_ansi(line), width)
+            let plain = strip_ansi(line);
+            match kind {
+                _ if get_text_width(line) <= width => line.to_string(),
+                Kind::Key | Kind::Figure => line.to_string(),
+                Kind::Text => cut(&plain, width),
+                Kind::Path => cut_path(&plain.chars().collect::<Vec<_>>(), width),
             }
         })
         .collect::<Vec<_>>()
@@ -299,9 +303,6 @@ fn shorten(cell: &str, width: usize) -> String {
 /// number it would split, and to the first word when nothing would be left.
 fn cut(line: &str, width: usize) -> String {
     let chars: Vec<char> = line.chars().collect();
-    if line.contains('/') && !line.contains(char::is_whitespace) {
-        return cut_path(&chars, width);
-    }
     let numeric = number_marks(&chars);
     let (mut end, mut used) = (0, 0);
     while end < chars.len() && used + get_char_width(chars[end]) < width {
@@ -586,6 +587,18 @@ mod tests {
         data.iter().map(|r| r.iter().map(|c| c.to_string()).collect()).collect()
     }
 
+    /// What the columns of [`targets`] hold.
+    const TARGET_KINDS: &[Kind] = &[
+        Kind::Key,
+        Kind::Key,
+        Kind::Key,
+        Kind::Figure,
+        Kind::Text,
+        Kind::Figure,
+        Kind::Figure,
+        Kind::Text,
+    ];
+
     /// The compare TARGETS table of the issue: ids, statuses, runtimes, timings, fingerprints.
     fn targets() -> Vec<Vec<String>> {
         rows(&[
@@ -646,9 +659,9 @@ mod tests {
     #[test]
     fn without_a_width_or_within_it_the_table_is_drawn_as_it_is() {
         let t = targets();
-        let natural = draw(&t, &Look::grid());
-        assert_eq!(fit(&t, &Look::grid(), None), natural);
-        assert_eq!(fit(&t, &Look::grid(), Some(widest(&natural))), natural);
+        let natural = draw(&t, &Look::grid(TARGET_KINDS));
+        assert_eq!(fit(&t, &Look::grid(TARGET_KINDS), None), natural);
+        assert_eq!(fit(&t, &Look::grid(TARGET_KINDS), Some(widest(&natural))), natural);
         assert!(
             natural.contains("│ requant half-even, conv half-even, float fp32 │"),
             "{natural}"
@@ -658,7 +671,7 @@ mod tests {
     #[test]
     fn text_cells_are_cut_with_an_ellipsis_and_figures_statuses_and_keys_kept_whole() {
         let t = targets();
-        let out = fit(&t, &Look::grid(), Some(110));
+        let out = fit(&t, &Look::grid(TARGET_KINDS), Some(110));
         assert!(widest(&out) <= 110, "{out}");
         assert!(out.contains('…') && !out.contains("-["), "{out}");
         for figure in ["53/53", "58/61", "8.9", "0.32", "401.2", "28.85"] {
@@ -679,7 +692,7 @@ mod tests {
     #[test]
     fn at_40_columns_every_row_becomes_a_block_with_every_value_whole() {
         let t = targets();
-        let out = fit(&t, &Look::grid(), Some(40));
+        let out = fit(&t, &Look::grid(TARGET_KINDS), Some(40));
         assert!(widest(&out) <= 40, "{out}");
         assert!(!out.contains('…'), "{out}");
         let lines: Vec<&str> = out.lines().collect();
@@ -704,11 +717,15 @@ mod tests {
             &["cpu", "0.1222", "975117568", "36.38", "100.0%"],
             &["qnn:sm8650", "0.1316", "2082928", "36.85", "100.0%"],
         ]);
-        let out = fit(&t, &Look::grid(), Some(40));
+        let figures = Look::grid(&[Kind::Key, Kind::Figure, Kind::Figure, Kind::Figure, Kind::Figure]);
+        let out = fit(&t, &figures, Some(40));
         assert!(out.starts_with("-[ target cpu ]-"), "{out}");
         assert!(out.contains("\nmax ULP │ 975117568\n"), "{out}");
-        let natural = draw(&t, &Look::grid());
-        assert_eq!(fit(&t, &Look::grid().indented(4), Some(widest(&natural) + 4)), natural);
+        let natural = draw(&t, &figures);
+        assert_eq!(
+            fit(&t, &figures.clone().indented(4), Some(widest(&natural) + 4)),
+            natural
+        );
     }
 
     #[test]
@@ -717,14 +734,15 @@ mod tests {
         assert_eq!(cut("requant half-even, conv half-even", 20), "requant half-even…");
         assert_eq!(cut("qnn:sm8650@2.3.0+ort1.31.1", 14), "qnn:sm8650@…");
         assert_eq!(cut("1957463 differ", 5), "1957463…");
-        assert!(kept_whole("36.38") && kept_whole("0/10") && kept_whole("99.00% (96.43–99.72)"));
-        assert!(kept_whole("3 (±1 2, ±2 0, more 1; max 4)") && !kept_whole("onnxruntime 1.31.1"));
-        assert!(kept_whole("unavailable") && kept_whole("\u{1b}[32mok\u{1b}[0m") && kept_whole(""));
-        assert!(!kept_whole("onnxruntime-qnn 2.7.0 on onnxruntime 1.31.1"));
         // A sign stays with its number; a path keeps its end, whole components first.
         assert_eq!(cut("drift ±12 steps", 8), "drift…");
-        assert_eq!(cut("fixtures/device_reports/fleet/a_s24", 14), "…/fleet/a_s24");
-        assert_eq!(cut("fixtures/device_reports/fleet/b_s24_round", 8), "…4_round");
+        let path = |p: &str, w| shorten(p, w, Kind::Path);
+        assert_eq!(path("fixtures/device_reports/fleet/a_s24", 14), "…/fleet/a_s24");
+        assert_eq!(path("fixtures/device_reports/fleet/b_s24_round", 8), "…4_round");
+        // Keys and figures are never cut, whatever they look like; text with digits is text.
+        assert_eq!(shorten("unavailable", 4, Kind::Key), "unavailable");
+        assert_eq!(shorten("99.00% (96.43–99.72)", 6, Kind::Figure), "99.00% (96.43–99.72)");
+        assert_eq!(shorten("onnxruntime 1.31.1 of 2025", 16, Kind::Text), "onnxruntime…");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table_indented};
+use super::grid::{bold, table_indented, Kind};
 use super::present::{self, db_opt, num};
 use crate::report::model::{
     CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, Report, TapEffects, TargetReport,
@@ -70,7 +70,12 @@ fn layer_table(layers: &[&LayerReport]) -> String {
             codes_cell(l.introduced_vs_baseline.as_ref(), l.quantized),
         ]);
     }
-    table_indented(b, 4)
+    use Kind::{Figure, Key, Text};
+    table_indented(
+        b,
+        4,
+        &[Key, Key, Text, Text, Figure, Figure, Figure, Figure, Figure, Figure],
+    )
 }
 
 fn target_section(s: &mut String, t: &TargetReport, info: &LayerAuditInfo, baseline: Option<&str>) {

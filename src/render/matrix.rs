@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table as grid_text};
+use super::grid::{bold, table as grid_text, Kind};
 use super::present::{bytes, db, db_opt, pct};
 use crate::console::printable;
-use crate::exec::RunStatus;
 use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
+use crate::report::RunStatus;
 
 /// A cell's text: SQNR (with `--task`: the primary metric and its drop against the reference in
 /// points) with `✓` when it meets the policy, else its status.
@@ -52,6 +52,26 @@ fn variant_rows(m: &Matrix) -> impl Iterator<Item = (&String, Vec<String>)> {
         cells.extend(m.targets.iter().map(|t| cell_text(find(m, name, t))));
         (name, cells)
     })
+}
+
+/// The matrix's columns: the variant, its size, then one cell of figures per target.
+fn grid_kinds(targets: usize) -> Vec<Kind> {
+    let mut kinds = vec![Kind::Key, Kind::Figure];
+    kinds.extend(vec![Kind::Figure; targets]);
+    kinds
+}
+
+/// What the columns of [`recommendation_rows`] hold.
+const RECOMMENDATION_KINDS: [Kind; 6] = [Kind::Key, Kind::Key, Kind::Text, Kind::Figure, Kind::Text, Kind::Text];
+
+/// What the columns of [`remedy_rows`] hold: the step, the layer's tensor and op, figures and the
+/// kept word, each failing target's figures, then where it runs.
+fn remedy_kinds(failing_targets: usize) -> Vec<Kind> {
+    use Kind::{Figure, Key, Text};
+    let mut kinds = vec![Key, Text, Key, Figure, Key];
+    kinds.extend(vec![Figure; failing_targets]);
+    kinds.push(Text);
+    kinds
 }
 
 fn grid(m: &Matrix) -> Builder {
@@ -161,11 +181,11 @@ pub const STEP_RUNS_ON_LEGEND: &str = "runs on: where the changed layer ran on e
 pub fn table(m: &Matrix) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", bold(&format!("MATRIX ({})", measured_text(m))));
-    let _ = writeln!(out, "{}", grid_text(grid(m)));
+    let _ = writeln!(out, "{}", grid_text(grid(m), &grid_kinds(m.targets.len())));
     let _ = writeln!(out, "policy: {}", policy_text(m));
     let _ = writeln!(out, "cost order: {}\n", m.cost_order.join(" < "));
     let _ = writeln!(out, "{}", bold("RECOMMENDATION"));
-    let _ = writeln!(out, "{}", grid_text(recommendation_rows(m)));
+    let _ = writeln!(out, "{}", grid_text(recommendation_rows(m), &RECOMMENDATION_KINDS));
     let _ = writeln!(out, "{SHIP_RUNS_ON_LEGEND}");
     for s in &m.remedies {
         let _ = writeln!(
@@ -174,7 +194,11 @@ pub fn table(m: &Matrix) -> String {
             bold(&format!("REMEDY: {} for {}", kind_name(s.kind), s.variant))
         );
         if !s.steps.is_empty() {
-            let _ = writeln!(out, "{}", grid_text(remedy_rows(s)));
+            let _ = writeln!(
+                out,
+                "{}",
+                grid_text(remedy_rows(s), &remedy_kinds(s.failing_targets.len()))
+            );
             let _ = writeln!(out, "{STEP_RUNS_ON_LEGEND}");
         }
         for (i, st) in s.steps.iter().enumerate() {

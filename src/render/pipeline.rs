@@ -6,8 +6,20 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
+use super::grid::Kind;
 use super::present::{db, num};
 use crate::report::pipeline::{PipelineReport, PipelineTarget};
+
+/// What the columns of [`HEADER`] hold.
+const HEADER_KINDS: [Kind; 7] = [
+    Kind::Key,
+    Kind::Key,
+    Kind::Key,
+    Kind::Figure,
+    Kind::Figure,
+    Kind::Figure,
+    Kind::Figure,
+];
 
 const HEADER: [&str; 7] = [
     "target",
@@ -93,7 +105,7 @@ pub fn table(r: &PipelineReport) -> String {
             b.push_record(row);
         }
     }
-    let _ = writeln!(s, "{}", super::grid::table(b));
+    let _ = writeln!(s, "{}", super::grid::table(b, &HEADER_KINDS));
     for t in &r.targets {
         let _ = writeln!(s, "  {}", verdict_line(t));
     }

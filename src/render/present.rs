@@ -3,7 +3,7 @@
 //! significant digits, dB with two decimals, percentages with one, counts with their noun, and
 //! the wording of a first divergence, a runtime, a placement summary.
 
-use crate::device::{Identity, IdentityStatus};
+use crate::report::device::{Identity, IdentityStatus};
 use crate::report::model::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
 use crate::report::triage::{FleetKind, Triage, VerdictKind};
 use crate::target::TargetRole;
@@ -430,7 +430,7 @@ pub fn verdict_keyword(kind: VerdictKind) -> String {
 /// were spelled otherwise than Qualcomm's converters spell them, and `device.json` keys outside
 /// the schema (kept, not read).
 pub fn how_read(e: &crate::report::triage::ReportEntry) -> Vec<String> {
-    use crate::device::spelling::Spelling;
+    use crate::report::device::Spelling;
     let mut out: Vec<String> = e
         .output_files
         .iter()

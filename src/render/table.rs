@@ -8,14 +8,14 @@ use std::fmt::Write as _;
 use anstyle::{AnsiColor, Style};
 use tabled::builder::Builder;
 
-use super::grid::paint;
 pub use super::grid::{bold, table};
+use super::grid::{paint, Kind};
 
 use super::present::{
     bytes, cosine, db, ep_short, num, pct, placement_line, printable, signed_db, thread_probe_sentence,
 };
-use crate::exec::RunStatus;
 use crate::report::model::{OutputMetrics, Report, TargetReport, Verdict};
+use crate::report::RunStatus;
 use crate::target::TargetRole;
 
 fn status_style(s: RunStatus) -> Style {
@@ -91,7 +91,8 @@ fn targets_table(report: &Report) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
-    table(b)
+    use Kind::{Figure, Key, Text};
+    table(b, &[Key, Key, Key, Figure, Text, Figure, Figure, Figure, Text])
 }
 
 /// Repeated runs that were not bit-identical, and each target's code differences from the
@@ -167,7 +168,10 @@ fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
         }
         b.push_record(metric_row(t, o, baseline.is_some()));
     }
-    (table(b), shape)
+    // The target, then figures only (a row whose output failed holds the runtime's words).
+    let mut kinds = vec![Kind::Key];
+    kinds.extend(vec![Kind::Figure; if baseline.is_some() { 11 } else { 10 }]);
+    (table(b, &kinds), shape)
 }
 
 fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<String> {
@@ -242,7 +246,10 @@ fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
         }
         b.push_record(row);
     }
-    Some(table(b))
+    // Row keys down the side and counts of differing elements.
+    let mut kinds = vec![Kind::Key];
+    kinds.extend(vec![Kind::Figure; ids.len()]);
+    Some(table(b, &kinds))
 }
 
 /// A runtime's multi-line error, shown whole: continuation lines indented under the target,
@@ -332,7 +339,9 @@ fn stream(s: &mut String, report: &Report) {
             row.last_db,
         ]);
     }
-    let _ = writeln!(s, "{}", table(b));
+    use Kind::{Figure, Key, Text};
+    let kinds = [Key, Figure, Text, Figure, Figure, Figure, Figure, Figure];
+    let _ = writeln!(s, "{}", table(b, &kinds));
 }
 
 /// Model, golden run and inputs, one line each.
@@ -476,7 +485,7 @@ fn failures(s: &mut String, report: &Report) {
         );
         if t.status != RunStatus::Unavailable
             && t.ep != crate::placement::CPU_EP
-            && t.failed_at == Some(crate::exec::job::Phase::CreateSession)
+            && t.failed_at == Some(crate::report::run::Phase::CreateSession)
         {
             let _ = writeln!(
                 s,

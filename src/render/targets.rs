@@ -2,7 +2,7 @@
 
 use tabled::builder::Builder;
 
-use super::grid::{table_with, Frame, Look};
+use super::grid::{table_with, Frame, Kind, Look};
 
 use crate::targets::TargetAvailability;
 
@@ -19,5 +19,6 @@ pub fn targets_table(rows: &[TargetAvailability]) -> String {
             r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
         ]);
     }
-    table_with(b, &Look::plain(Frame::Rounded))
+    use Kind::{Key, Text};
+    table_with(b, &Look::plain(Frame::Rounded, &[Key, Key, Text, Text, Text]))
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table};
+use super::grid::{bold, prose, table, Kind};
 use crate::report::model::AuditTimings;
 
 fn ms(v: f64) -> String {
@@ -38,7 +38,8 @@ pub fn render(t: &AuditTimings) -> String {
             p.count.to_string(),
         ]);
     }
-    s.push_str(&table(b));
+    use Kind::{Figure, Key};
+    s.push_str(&table(b, &[Key, Key, Figure, Figure, Figure]));
     s.push('\n');
     if !t.workers.is_empty() {
         let _ = writeln!(
@@ -64,7 +65,9 @@ pub fn render(t: &AuditTimings) -> String {
                 ms(w.peak_rss_mb),
             ]);
         }
-        s.push_str(&table(b));
+        let mut kinds = vec![Key, Key];
+        kinds.extend([Figure; 9]);
+        s.push_str(&table(b, &kinds));
         s.push('\n');
     }
     prose(&s)

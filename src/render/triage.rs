@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table_with, Look};
+use super::grid::{bold, prose, table_with, Kind, Look};
 use super::present::{chipset_label, db, fleet_keyword, signed_db, verdict_keyword};
 use crate::console::printable;
 use crate::report::triage::{Fleet, GroupFigures, ReportEntry, Triage};
@@ -34,8 +34,9 @@ fn reports_table(t: &Triage) -> String {
             keyword(e) + if e.duplicate_of.is_some() { " (copy)" } else { "" },
         ]);
     }
-    // The verdict is the row's status, never shortened.
-    table_with(b, &Look::grid().keeping(&[6]))
+    // The path is cut from its start, where reports differ; the verdict is the row's status.
+    use Kind::{Figure, Key, Path, Text};
+    table_with(b, &Look::grid(&[Key, Path, Text, Figure, Figure, Figure, Key]))
 }
 
 /// One table of the fleet's groups; `label` names a group as people read it. The figure against
@@ -62,8 +63,8 @@ fn groups_table(title: &str, groups: &[GroupFigures], label: fn(&str) -> String)
             verdicts.join(", "),
         ]);
     }
-    // The verdict counts are figures, never shortened.
-    table_with(b, &Look::grid().keeping(&[5]))
+    use Kind::{Figure, Key};
+    table_with(b, &Look::grid(&[Key, Figure, Figure, Figure, Figure, Figure]))
 }
 
 /// The fleet's conclusion under its keyword as the JSON writes it (`npu`, `quantization`, ...).

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::model::{LayerPointer, Num, RuleResult, RuntimeInfo};
+use super::run::RunStatus;
 use crate::error::ExitCode;
-use crate::exec::RunStatus;
 
 /// The eval output's layout version (2: drops of accuracy bounded by Tango's score interval,
 /// bounds a sample cannot give said so, sample sizes, sequential decisions).

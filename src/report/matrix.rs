@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::model::Num;
+use super::run::RunStatus;
 use crate::error::ExitCode;
-use crate::exec::RunStatus;
 
 /// The matrix output's layout version.
 pub const MATRIX_SCHEMA_VERSION: u32 = 1;

@@ -3,14 +3,18 @@
 //! ([`model`], also `layers` and `merge`), and those of `triage`, `matrix` and `pipeline`. They
 //! depend on nothing above the execution layer, so analyses build their parts directly.
 
+pub mod device;
 pub mod eval;
 pub mod json;
 pub mod matrix;
 pub mod model;
 pub mod pipeline;
 pub mod repro;
+pub mod run;
 pub mod schema;
 pub mod triage;
+
+pub use run::RunStatus;
 
 use std::collections::BTreeMap;
 

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::run::Phase;
+use super::run::RunStatus;
 use crate::error::ExitCode;
-use crate::exec::job::Phase;
-use crate::exec::RunStatus;
 use crate::model::signature::TensorSummary;
 use crate::target::TargetRole;
 
@@ -578,7 +578,7 @@ pub struct RuntimeInfo {
     /// the cache turned off (`--no-context-cache`, `NPU_AUDIT_CONTEXT_CACHE=0`). Outputs are
     /// bit-identical whichever it was. Absent for other targets and in older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qnn_context: Option<crate::exec::job::ContextUse>,
+    pub qnn_context: Option<super::run::ContextUse>,
 }
 
 impl RuntimeInfo {
@@ -798,7 +798,7 @@ pub struct Determinism {
     /// Whether every run of every sample returned the bits of its first run.
     pub bit_identical: bool,
     /// Every (sample, run, output) that differed from the sample's first run.
-    pub differences: Vec<crate::exec::job::RepeatDifference>,
+    pub differences: Vec<super::run::RepeatDifference>,
     /// The same model and inputs run once more with another intra-op thread count, against the
     /// target's run: which outputs depend on the thread count.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::device::{DeviceInfo, Identity, ReportFormat};
 use super::model::{CodeDiffs, Num};
-use crate::device::{DeviceInfo, Identity, ReportFormat};
-use crate::exec::RunStatus;
+use super::run::RunStatus;
 
 /// Version of the triage JSON layout (`docs/device-reports.md`).
 pub const TRIAGE_SCHEMA_VERSION: u32 = 1;
@@ -78,12 +78,12 @@ pub struct ReportEntry {
     /// What the report's logs say (QNN errors, fallback, versions, contradictions with
     /// `device.json`); absent when it sent no logs.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub logs: Option<crate::device::LogFindings>,
+    pub logs: Option<super::device::LogFindings>,
     pub verdict: Verdict,
     /// For a `qnn-net-run`/`snpe-net-run` directory: the file each output was read from and how
     /// its name was spelled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub output_files: Vec<crate::device::spelling::OutputFile>,
+    pub output_files: Vec<super::device::OutputFile>,
     /// The earlier report with the same contents, when this one is a copy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duplicate_of: Option<String>,

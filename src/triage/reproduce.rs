@@ -292,7 +292,7 @@ fn keep_runs(cache: &RunCache, group: &Group) -> Result<()> {
         let run = CandidateRun {
             target: "golden".into(),
             inputs: group.key.clone(),
-            status: crate::exec::RunStatus::Ok,
+            status: crate::report::RunStatus::Ok,
             runtime: None,
             error: None,
             sqnr_db: Vec::new(),

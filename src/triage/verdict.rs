@@ -10,12 +10,12 @@ use std::path::PathBuf;
 
 use super::reproduce::{input_key, release_target, report_target_ids, Group};
 use crate::device::{identify_device, DeviceReport, Identity, IdentityStatus, LogFindings};
-use crate::exec::RunStatus;
 use crate::metrics::{Agreement, ErrorStats};
 use crate::report::model::{CodeDiffs, Num};
 use crate::report::triage::{
     CandidateDistance, CandidateRun, OutputFigures, ReportEntry, Thresholds, Verdict, VerdictKind,
 };
+use crate::report::RunStatus;
 use crate::runtime::catalog::Build;
 use crate::tensor::Tensor;
 
@@ -366,16 +366,17 @@ fn entry(
 ) -> ReportEntry {
     let identity = identify_device(&report.device);
     let mut e = malformed(&report.path, String::new());
-    e.format = Some(report.format);
+    e.format = Some(report.format.into());
     e.content_sha256 = Some(report.content_sha256.clone());
-    e.device = Some(report.device.clone());
-    e.output_files = report.output_files.clone();
+    e.device = Some(report.device.clone().into());
+    e.output_files = report.output_files.iter().cloned().map(Into::into).collect();
     e.inputs = Some(group.key.clone());
     e.samples = report.outputs.len();
     e.garbage = garbage(report);
-    e.logs = read_logs(report);
-    e.log_evidence = e.logs.as_ref().map_or_else(Vec::new, |l| l.evidence.clone());
-    e.identity = Some(identity.clone());
+    let logs = read_logs(report);
+    e.logs = logs.clone().map(Into::into);
+    e.log_evidence = logs.as_ref().map_or_else(Vec::new, |l| l.evidence.clone());
+    e.identity = Some(identity.clone().into());
     let golden = group.tensors.get("golden");
     e.verdict = match (&group.error, golden) {
         (Some(err), _) => verdict(
@@ -419,15 +420,7 @@ fn entry(
                 // Refused or crashed: a timeout or a missing runtime says nothing of the model.
                 .filter(|r| matches!(r.status, RunStatus::Failed | RunStatus::Crashed) && wanted.contains(&r.target))
                 .collect();
-            decide(
-                report,
-                &identity,
-                &e.candidates,
-                &failed,
-                &e.garbage,
-                e.logs.as_ref(),
-                t,
-            )
+            decide(report, &identity, &e.candidates, &failed, &e.garbage, logs.as_ref(), t)
         }
     };
     e

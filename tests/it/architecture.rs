@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Every top-level module, lowest first. A module may use only modules listed before it. The
-/// layers (docs/ARCHITECTURE.md): foundation, data, execution, report model, analyses, judge,
+/// layers (docs/ARCHITECTURE.md): foundation, data, execution, report model, report boundary
+/// (where the execution layer's and the device parser's types become the reports'), analyses, judge,
 /// commands, renderers, command line, and the fuzz harnesses (which reach every parser).
 const LAYERS: &[(&str, &[&str])] = &[
     (
@@ -26,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("data", &["tensor", "model", "target", "inputs", "dataset", "device"]),
     ("execution", &["runtime", "exec", "golden"]),
     ("report model", &["report"]),
+    ("report boundary", &["into_report"]),
     (
         "analyses",
         &[
@@ -290,6 +292,36 @@ fn modules_import_only_modules_below_them() {
         violations.join("\n")
     );
     assert!(graph.len() > 20, "the scan found too few modules: {graph:?}");
+}
+
+/// What the report contracts may use: their own types and what every layer shares (errors, file
+/// reading, hashes) and the data they state (hosts, models, inputs, targets, timings), never the
+/// execution layer's wire types or the device parser's.
+const REPORT_MAY_USE: &[&str] = &[
+    "error", "userfile", "hash", "host", "model", "inputs", "target", "timings",
+];
+
+#[test]
+fn the_report_contracts_own_their_types() {
+    let mut files = Vec::new();
+    rust_files(&src().join("report"), &mut files);
+    assert!(files.len() >= 8, "the scan found too few report files: {files:?}");
+    let mut used_anything = false;
+    for file in &files {
+        let code = code_only(&std::fs::read_to_string(file).expect("read"));
+        for (used, line) in uses(&code) {
+            if matches!(used.as_str(), "report" | "self" | "super") {
+                continue;
+            }
+            used_anything = true;
+            assert!(
+                REPORT_MAY_USE.contains(&used.as_str()),
+                "{}:{line}: the report model uses crate::{used}; convert at the boundary (src/into_report.rs)",
+                file.display()
+            );
+        }
+    }
+    assert!(used_anything, "the scanner saw no use of another module in report/");
 }
 
 #[test]

@@ -451,7 +451,10 @@ fn the_triage_tables_fit_and_keep_each_verdict() {
         .expect("triage");
     assert!(piped.status.success(), "{}", String::from_utf8_lossy(&piped.stderr));
     let triage: Value = serde_json::from_slice(&piped.stdout).expect("json");
-    for cols in WIDTHS {
+    // At 72 columns the report paths are cut from their start, a table still.
+    let narrow = pty(&args, 72);
+    assert!(narrow.contains("│ …/fleet/a_s24 │"), "{narrow}");
+    for cols in WIDTHS.into_iter().chain([72]) {
         let shown = pty(&args, cols);
         for (i, e) in triage["reports"].as_array().expect("reports").iter().enumerate() {
             let row = (i + 1).to_string();
@@ -472,6 +475,10 @@ fn the_triage_tables_fit_and_keep_each_verdict() {
                 sqnr,
                 "report {row} at {cols}"
             );
+            // A path is cut from its start: the report's own name, where rows differ, stays.
+            let name = reports[i].rsplit('/').next().expect("name");
+            let path = lookup(&shown, "TRIAGE", &row, "report");
+            assert!(path.ends_with(&format!("/{name}")), "report {row} at {cols}: {path:?}");
         }
     }
 }

@@ -189,7 +189,7 @@ fn confusion(cells: &[ConfusionCell]) -> Markup {
 
 fn target_section(report: &EvalReport, t: &EvalTarget) -> Markup {
     html! {
-        h2 { code { (t.id) } " " span class=(if t.status == crate::exec::RunStatus::Ok { "ok" } else { "bad" }) { (t.status.as_str()) } }
+        h2 { code { (t.id) } " " span class=(if t.status == crate::report::RunStatus::Ok { "ok" } else { "bad" }) { (t.status.as_str()) } }
         @if let Some(e) = &t.error { pre { (e) } }
         @if let Some(m) = &t.metrics {
             p { "primary " (primary(report, m)) " on " (t.samples_run) " samples"

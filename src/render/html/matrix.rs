@@ -10,10 +10,10 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{SELF_CHECK_JS, STYLE};
-use crate::exec::RunStatus;
 use crate::render::matrix::{cell_text, find, kind_name, SHIP_RUNS_ON_LEGEND};
 use crate::render::present::{bytes, db, db_opt, pct};
 use crate::report::matrix::Matrix;
+use crate::report::RunStatus;
 
 const CELL_W: f64 = 118.0;
 const CELL_H: f64 = 40.0;

@@ -53,8 +53,8 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::present::{
     count, db, divergence_sentence, ep_short, num, pct, rule_values, signed_db, thread_probe_sentence,
 };
-use crate::exec::RunStatus;
 use crate::report::model::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
+use crate::report::RunStatus;
 use crate::target::TargetRole;
 use plot::target_colour;
 

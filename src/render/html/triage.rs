@@ -26,13 +26,13 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::sqnr_plot::{rows, sqnr_plot, verdict_colour};
 use super::{SELF_CHECK_JS, STYLE};
-use crate::exec::RunStatus;
 use crate::render::present::{
     chipset_label, copies, count, db, db_opt, fleet_keyword, identity_status, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
 use crate::report::model::Num;
 use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Triage};
+use crate::report::RunStatus;
 use crate::triage::fleet::chipset_group_label;
 
 /// Renders the triage as one self-contained HTML page.
