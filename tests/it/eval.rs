@@ -1367,6 +1367,10 @@ fn check_bad_merges(work: &Path, p: &[String]) {
         assert!(!out.exists());
     };
     refused(&[&p[0], &p[1]], "shard 3/3 missing");
+    // A compare report among eval shards (either first): each part's kind is its own.
+    let compare = repo("tests/data/small_report.json").display().to_string();
+    refused(&[&p[0], &compare, &p[2]], "every part of a merge is of one kind");
+    refused(&[&compare, &p[0], &p[1], &p[2]], "every part of a merge is of one kind");
     refused(&[&p[0], &p[1], &p[1], &p[2]], "are both shard 2/3");
     // A shard of another eval (another set), one whose records were cut, one of another split.
     let edited = |name: &str, edit: &dyn Fn(&mut Value)| -> String {
