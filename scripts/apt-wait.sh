@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/test and .ci/run (after `cd` to the repository root, with SUDO set).
 # apt-get that waits (up to 10 minutes) for another apt or dpkg process instead of failing at
 # once: dpkg's lock through apt's own DPkg::Lock::Timeout; the package lists' lock, which

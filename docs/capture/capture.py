@@ -108,7 +108,7 @@ def qnn_plugin_path(given):
             raise CaptureError(f"--qnn-plugin {given}: no such file")
         return os.path.abspath(given)
     try:
-        import onnxruntime_qnn  # noqa: F401  (the onnxruntime-qnn wheel's package)
+        import onnxruntime_qnn  # the onnxruntime-qnn wheel's package
     except ImportError as e:
         raise CaptureError("--ep qnn needs --qnn-plugin PATH or `pip install onnxruntime-qnn`") from e
     pkg = os.path.dirname(onnxruntime_qnn.__file__)
@@ -233,7 +233,7 @@ def run(ort, np, args, log_path):
 
 def getprop(name):
     try:
-        out = subprocess.run(["getprop", name], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["getprop", name], capture_output=True, text=True, timeout=5, check=False)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -251,7 +251,9 @@ def processor_name():
             return platform.processor() or None
     if sys.platform == "darwin":
         try:
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5)
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5, check=False
+            )
             return out.stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
             return None

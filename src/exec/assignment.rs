@@ -44,14 +44,14 @@ pub fn read_layout_dump(dir: &std::path::Path) -> Option<crate::model::topology:
 }
 
 /// One node as placed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssignedNode {
     pub name: String,
     pub op_type: String,
 }
 
 /// A run of nodes ONNX Runtime handed to one EP, in execution order.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssignedSubgraph {
     pub ep: String,
     pub nodes: Vec<AssignedNode>,

@@ -25,7 +25,9 @@ import struct
 import sys
 import time
 
-# What the result holds differently from the Rust worker's:
+# What the result holds differently from the Rust worker's (tests/it/worker_protocol.rs runs
+# both workers on the corpus of tests/data/worker_conformance/ and masks exactly these; anything
+# else that differs fails it):
 # - register_ms is 0.0 (no plugin library is ever registered);
 # - ort_version is `onnxruntime.__version__`, load_ms the time to import numpy and onnxruntime;
 # - runtime_graph is always null (the CPU EP asks for no layout change, so the Rust worker
@@ -349,6 +351,50 @@ def check_array(a, where):
 
 
 DELTA_MAGIC = b"\x93NPU-AUDIT-DELTA"  # tensor/delta.rs: a stream state kept as what a step added
+NPY_MAGIC = b"\x93NUMPY"
+
+
+def check_npy_start(head, where):
+    """The first bytes of a `.npy` checked as tensor/npy.rs `read_header` checks them (its magic
+    and version read first, in its words), before numpy reads the rest."""
+    if len(head) < 8:
+        raise WorkerError(
+            "%snot a valid .npy file: cannot read its magic and version: failed to fill whole buffer" % where
+        )
+    if head[:6] != NPY_MAGIC:
+        raise WorkerError("%snot a valid .npy file: it does not start with the magic \\x93NUMPY" % where)
+
+
+def read_array(stream, room):
+    """A `.npy` array from `stream` (its magic checked), read as tensor/npy.rs reads it: its
+    element type checked before its data, no more data read than the header's shape needs, and a
+    shortfall said in its words. `room`: the size of the whole file, which the data must fit (None
+    for a frame's tensor). Raises ValueError, which the caller prefixes with what it read."""
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    if dtype.names is not None or dtype.subdtype is not None or dtype.str[1:] not in DTYPE_OF_CODE:
+        raise ValueError("unsupported .npy dtype '%s'" % dtype.str)
+    count = 1
+    for d in shape:
+        count *= d
+    nbytes = count * dtype.itemsize
+    name = DTYPE_OF_CODE[dtype.str[1:]]
+    dims = "[%s]" % ", ".join(str(d) for d in shape)
+    if room is not None and nbytes > room:
+        raise ValueError(
+            "truncated .npy data: shape %s of %s needs %d bytes but the file or archive entry holds %d"
+            % (dims, name, nbytes, room)
+        )
+    data = stream.read(nbytes) if nbytes else b""
+    if len(data) != nbytes:
+        raise ValueError("truncated .npy data: %d bytes for shape %s of %s, expected %d" % (len(data), dims, name, nbytes))
+    a = np.frombuffer(data, dtype=dtype, count=count)
+    if fortran:
+        return a.reshape(shape[::-1]).transpose()
+    return a.reshape(shape)
 
 
 def read_npy(path):
@@ -359,10 +405,17 @@ def read_npy(path):
         raise WorkerError("cannot open %s: %s" % (path, io_text(e)))
     with f:
         try:
-            if f.read(len(DELTA_MAGIC)) == DELTA_MAGIC:
-                raise WorkerError("%s: a delta file, which only the Rust worker reads" % path)
+            head = f.read(len(DELTA_MAGIC))
+            if head == DELTA_MAGIC:
+                # This worker reads no delta file (it refuses jobs with delta_root), so every one
+                # is outside the roots it registered: tensor/delta.rs `read` in its words.
+                raise WorkerError(
+                    "%s is a delta file of an audit's work directory, readable only while that audit runs" % path
+                )
+            check_npy_start(head, "%s: " % path)
             f.seek(0)
-            a = np.lib.format.read_array(f, allow_pickle=False)
+            # The file's length bounds the data, as in `Tensor::read_npy`.
+            a = read_array(f, os.fstat(f.fileno()).st_size)
         except WorkerError:
             raise
         except OSError as e:
@@ -691,10 +744,33 @@ class Frames:
             pass
 
 
+class Limited:
+    """At most `left` bytes of a stream (Rust's `Read::take`), with bytes put back in front."""
+
+    def __init__(self, stream, left):
+        self.stream = stream
+        self.left = left
+        self.front = b""
+
+    def unread(self, data):
+        self.front = data + self.front
+        self.left += len(data)
+
+    def read(self, k=-1):
+        if k is None or k < 0 or k > self.left:
+            k = self.left
+        data, self.front = self.front[:k], self.front[k:]
+        if len(data) < k:
+            data += self.stream.read(k - len(data)) or b""
+        self.left -= len(data)
+        return data
+
+
 def read_exact(stream, n):
     data = stream.read(n)
     if data is None or len(data) != n:
-        raise WorkerError("a frame ends early")
+        # wire.rs: the context over `read_exact`'s own words.
+        raise WorkerError("a frame ends early: failed to fill whole buffer")
     return data
 
 
@@ -727,14 +803,18 @@ def read_request(stream):
         n = read_u64(stream)
         if n > MAX_NPY:
             raise WorkerError("a frame claims a tensor of %d bytes" % n)
-        body = io.BytesIO(read_exact(stream, n))
+        # As wire.rs: the array read from at most `n` bytes of the stream, and what it left of
+        # them counted after (a stream that ends inside those bytes is noticed by the array only).
+        body = Limited(stream, n)
+        head = body.read(8)
+        check_npy_start(head, "tensor '%s': " % name)
+        body.unread(head)
         try:
-            a = np.lib.format.read_array(body, allow_pickle=False)
+            a = read_array(body, None)
         except Exception as e:
             raise WorkerError("tensor '%s': %s" % (name, e))
-        left = n - body.tell()
-        if left:
-            raise WorkerError("tensor '%s': %d bytes after its data" % (name, left))
+        if body.left:
+            raise WorkerError("tensor '%s': %d bytes after its data" % (name, body.left))
         inputs.append((name, check_array(a, "tensor '%s': " % name)))
     return inputs
 
@@ -812,16 +892,16 @@ def main(argv):
     inject_fault(job["target_id"])
     result = new_result(job)
     frames = None
-    session = None  # kept alive until the result is written
+    _session = None  # kept alive until the result is written
     try:
         if serve:
             try:
                 frames = Frames()
             except OSError as e:
                 raise WorkerError("cannot set up the worker's frames: %s" % io_text(e))
-            session = serve_samples(job, result, frames)
+            _session = serve_samples(job, result, frames)
         else:
-            session = execute(job, result)
+            _session = execute(job, result)
         result["ok"] = True
         result["phase"] = DONE
     except Exception as e:

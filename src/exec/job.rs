@@ -13,7 +13,7 @@ use crate::tensor::DType;
 pub const QNN_EP: &str = "QNNExecutionProvider";
 
 /// How the worker attaches the target's execution provider.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EpSetup {
     /// CPU execution provider only, with its options (without the `CPUExecutionProvider.`
@@ -43,7 +43,7 @@ pub enum EpSetup {
 }
 
 /// A complete description of one target run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Job {
     pub target_id: String,
     /// `libonnxruntime` to load.
@@ -93,7 +93,7 @@ pub struct Job {
 }
 
 /// One output fed back as an input on the next step of a stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Feedback {
     pub output: String,
     pub input: String,
@@ -161,7 +161,7 @@ impl Phase {
 }
 
 /// One output tensor a worker wrote.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputFile {
     pub name: String,
     pub dtype: DType,
@@ -170,7 +170,7 @@ pub struct OutputFile {
 }
 
 /// What a worker reports back (written to `result.json` in its output directory).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobResult {
     /// `true` when every sample ran.
     pub ok: bool,
@@ -285,7 +285,7 @@ impl JobResult {
 
 /// A session output's inferred element type and shape (`-1` for a dimension inference left
 /// open); `elem_type` is the ONNX data type code, 0 when the output is not a tensor.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputType {
     pub name: String,
     pub elem_type: i32,

@@ -11,6 +11,7 @@ pub mod executor;
 pub mod job;
 pub mod log;
 pub mod pool;
+pub mod schema;
 pub mod selection;
 pub mod serve;
 pub mod wire;

@@ -18,7 +18,7 @@ use crate::model::{Dim, Signature, TensorInfo};
 use crate::tensor::{checked_len, read_npz_bytes_checked, read_npz_checked, DType, Tensor, MAX_ELEMENTS};
 
 /// One input tensor of one sample, stored as `.npy`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InputFile {
     pub name: String,
     pub path: PathBuf,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::pb::{tensor_shape_proto, type_proto, GraphProto, ModelProto, ValueInfoProto};
 
 /// One node of the graph.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphNode {
     pub name: String,
     pub op_type: String,
@@ -22,7 +22,7 @@ pub struct GraphNode {
 
 /// A graph's nodes in the file's order (ONNX requires topological order), its inputs, outputs
 /// and constant tensors.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Topology {
     pub nodes: Vec<GraphNode>,
     /// Graph inputs that are fed at run time (initializers listed as inputs excluded).
@@ -74,7 +74,7 @@ fn outer_reads(g: &GraphProto) -> Vec<String> {
     reads
 }
 /// A tensor type as a file declares it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeclaredType {
     /// ONNX `TensorProto.DataType` code.
     pub elem_type: i32,

@@ -43,7 +43,7 @@ fn ort_version() -> String {
 }
 
 /// A provisioned emulation: where its parts are and what they are.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Emulation {
     pub qemu: PathBuf,
     pub sysroot: PathBuf,

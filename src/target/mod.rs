@@ -53,7 +53,7 @@ impl Backend {
 }
 
 /// ONNX Runtime graph optimization level of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OptLevel {
     /// No graph rewrites: QDQ models execute op by op, the plain simulation of quantization.

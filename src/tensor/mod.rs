@@ -33,7 +33,7 @@ pub fn checked_len(shape: &[usize]) -> Option<usize> {
 }
 
 /// Element types an audit can feed to or read from a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     Float32,

@@ -30,12 +30,12 @@ import sys
 
 import numpy as np
 import onnxruntime as ort
+from scipy.stats import norm
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
-from scipy.stats import norm
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-import tango_check  # noqa: E402
+import tango_check
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)
 CHECKED = []

@@ -58,7 +58,7 @@ def preprocess(rgb, height, width):
     """PaddleOCR's resize_norm_img: height fixed, width by the ratio (at most `width`), [-1, 1],
     zeros on the right."""
     h, w = rgb.shape[:2]
-    resized_w = min(width, int(math.ceil(height * w / h)))
+    resized_w = min(width, math.ceil(height * w / h))
     resized = Image.fromarray(rgb).resize((resized_w, height), Image.BILINEAR)
     chw = np.asarray(resized, dtype=np.float32).transpose(2, 0, 1) / 255.0
     chw = (chw - 0.5) / 0.5

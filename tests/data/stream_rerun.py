@@ -177,7 +177,7 @@ def block(ref: list[dict], run: list[dict], feeds, dec: tuple[str, float], div_d
     divergence = next((k + 1 for k, v in enumerate(lowest) if v < div_db), None)
     out = {"sqnr_db": sq}
     if with_decisions:
-        flat = lambda d: d[0] if len(d) == 1 else d  # noqa: E731
+        flat = lambda d: d[0] if len(d) == 1 else d
         out["decisions"] = {"reference": [flat(d) for d in dref], "model": [flat(d) for d in drun]}
     out["disagreements"] = disagreements
     out["divergence_step"] = divergence

@@ -66,7 +66,7 @@ def power(n, broken, fixed, limit):
     z90 = norm.ppf(0.95)
     total = 0.0
     top = min(n, int(n * broken + 12 * math.sqrt(n * broken + 1) + 20))
-    for b in range(0, top + 1):
+    for b in range(top + 1):
         pb = binom.pmf(b, n, broken)
         if pb < 1e-15:
             continue

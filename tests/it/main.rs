@@ -46,3 +46,4 @@ mod triage_outputs;
 mod triage_store;
 mod wheel;
 mod wording;
+mod worker_protocol;
