@@ -72,20 +72,6 @@ pub struct TargetHost {
     pub why: String,
 }
 
-impl TargetHost {
-    /// Why figures of `id` made here and figures made as `other` describes may not be joined
-    /// (two kernel classes for a target that depends on the host), or `None` when they may.
-    pub fn conflict(&self, id: &str, other: &TargetHost) -> Option<String> {
-        let depends = self.dependence != Dependence::Independent || other.dependence != Dependence::Independent;
-        (depends && self.isa_class != other.isa_class).then(|| {
-            format!(
-                "{id} was measured on {} and on {} kernels, and its figures depend on the host: {}",
-                other.isa_class, self.isa_class, self.why
-            )
-        })
-    }
-}
-
 /// The x86-64 kernel classes, least capable first (what an `isa=` cap may name).
 pub const X86_CLASSES: &[&str] = &["sse4", "avx2", "avx2-vnni", "avx512", "avx512-vnni", "amx"];
 

@@ -1,11 +1,15 @@
 //! The boundary between the layers that run and read things and the reports that state them:
-//! each wire type of the execution layer (`crate::exec`) and each type of the device-report parser
-//! (`crate::device`) becomes its report twin (`crate::report::run`, `crate::report::device`) here,
+//! each wire type of the execution layer (`crate::exec`), each type of the device-report parser
+//! (`crate::device`) and each fact of the layers below (host, model, inputs, target, timings)
+//! becomes its report twin (`crate::report::{run, device, facts}`) here,
 //! field by field, so a field added on either side does not compile until this says where it goes.
 
 use crate::report::device::{
     DeviceInfo, Fallback, Identity, IdentityStatus, LogFindings, OutputFile, Placement, QnnError, ReportFormat,
     Spelling, UnsupportedNode,
+};
+use crate::report::facts::{
+    AuditPhase, Dependence, ExternalFile, HostInfo, InputProvenance, TargetHost, TargetRole, TensorSummary,
 };
 use crate::report::run::{ContextUse, Phase, RepeatDifference, RunStatus};
 
@@ -251,6 +255,112 @@ impl From<crate::device::spelling::OutputFile> for OutputFile {
             output,
             file,
             spelling: spelling.into(),
+        }
+    }
+}
+
+impl From<crate::host::HostInfo> for HostInfo {
+    fn from(v: crate::host::HostInfo) -> HostInfo {
+        let crate::host::HostInfo {
+            cpu,
+            isa,
+            isa_class,
+            os,
+            arch,
+        } = v;
+        HostInfo {
+            cpu,
+            isa,
+            isa_class,
+            os,
+            arch,
+        }
+    }
+}
+
+impl From<crate::host::Dependence> for Dependence {
+    fn from(v: crate::host::Dependence) -> Dependence {
+        match v {
+            crate::host::Dependence::Measured => Dependence::Measured,
+            crate::host::Dependence::Possible => Dependence::Possible,
+            crate::host::Dependence::Independent => Dependence::Independent,
+        }
+    }
+}
+
+impl From<crate::host::TargetHost> for TargetHost {
+    fn from(v: crate::host::TargetHost) -> TargetHost {
+        let crate::host::TargetHost {
+            dependence,
+            isa_class,
+            isa_cap,
+            why,
+        } = v;
+        TargetHost {
+            dependence: dependence.into(),
+            isa_class,
+            isa_cap,
+            why,
+        }
+    }
+}
+
+impl From<crate::model::signature::TensorSummary> for TensorSummary {
+    fn from(v: crate::model::signature::TensorSummary) -> TensorSummary {
+        let crate::model::signature::TensorSummary { name, dtype, shape } = v;
+        TensorSummary { name, dtype, shape }
+    }
+}
+
+impl From<crate::model::load::ExternalFile> for ExternalFile {
+    fn from(v: crate::model::load::ExternalFile) -> ExternalFile {
+        let crate::model::load::ExternalFile { file, sha256 } = v;
+        ExternalFile { file, sha256 }
+    }
+}
+
+impl From<crate::inputs::InputProvenance> for InputProvenance {
+    fn from(v: crate::inputs::InputProvenance) -> InputProvenance {
+        let crate::inputs::InputProvenance {
+            source,
+            samples,
+            generators,
+            seed,
+            files,
+        } = v;
+        InputProvenance {
+            source,
+            samples,
+            generators,
+            seed,
+            files,
+        }
+    }
+}
+
+impl From<crate::target::TargetRole> for TargetRole {
+    fn from(v: crate::target::TargetRole) -> TargetRole {
+        match v {
+            crate::target::TargetRole::Target => TargetRole::Target,
+            crate::target::TargetRole::Baseline => TargetRole::Baseline,
+        }
+    }
+}
+
+impl From<crate::timings::Phase> for AuditPhase {
+    fn from(v: crate::timings::Phase) -> AuditPhase {
+        match v {
+            crate::timings::Phase::Provision => AuditPhase::Provision,
+            crate::timings::Phase::Prepare => AuditPhase::Prepare,
+            crate::timings::Phase::Rewrite => AuditPhase::Rewrite,
+            crate::timings::Phase::WriteModels => AuditPhase::WriteModels,
+            crate::timings::Phase::Sessions => AuditPhase::Sessions,
+            crate::timings::Phase::ReadTensors => AuditPhase::ReadTensors,
+            crate::timings::Phase::Matching => AuditPhase::Matching,
+            crate::timings::Phase::Compare => AuditPhase::Compare,
+            crate::timings::Phase::Persist => AuditPhase::Persist,
+            crate::timings::Phase::Render => AuditPhase::Render,
+            crate::timings::Phase::Other => AuditPhase::Other,
         }
     }
 }

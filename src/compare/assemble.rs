@@ -36,12 +36,16 @@ pub fn model_info(model: &LoadedModel, signature: &Signature) -> Result<ModelInf
         path: model.path.display().to_string(),
         sha256: model.sha256.clone(),
         size_bytes: model.size,
-        external_data: model.external_data_hashes()?,
+        external_data: model.external_data_hashes()?.into_iter().map(Into::into).collect(),
         ir_version: model.proto.ir_version.unwrap_or(0),
         opset: model.opset(),
         producer: producer.trim().to_string(),
-        inputs: signature.inputs.iter().map(TensorSummary::from).collect(),
-        outputs: signature.outputs.iter().map(TensorSummary::from).collect(),
+        inputs: signature.inputs.iter().map(|t| TensorSummary::from(t).into()).collect(),
+        outputs: signature
+            .outputs
+            .iter()
+            .map(|t| TensorSummary::from(t).into())
+            .collect(),
     })
 }
 
@@ -79,8 +83,8 @@ pub fn target_rows(
         rows.push(TargetReport {
             id: t.spec.id.clone(),
             ep: t.spec.backend.ep_name().into(),
-            role: t.role,
-            host: Some(t.spec.host_dependence(&crate::host::this_host())),
+            role: t.role.into(),
+            host: Some(t.spec.host_dependence(&crate::host::this_host()).into()),
             required: t.required,
             chipset: t.spec.chipset().map(chipset_info),
             options: target_options(t),
@@ -161,11 +165,11 @@ pub fn report(
             name: "npu-audit".into(),
             version: env!("CARGO_PKG_VERSION").into(),
         },
-        host: Some(crate::host::this_host()),
+        host: Some(crate::host::this_host().into()),
         model: model_info(&plan.model, &plan.signature)?,
         reference: analysis.reference_info,
         inputs: InputsInfo {
-            provenance: plan.inputs.provenance.clone(),
+            provenance: plan.inputs.provenance.clone().into(),
             tensors: plan.input_info,
         },
         baseline: analysis.has_baseline.then(|| BASELINE_ID.to_string()),
@@ -216,7 +220,7 @@ pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
         .iter()
         .map(|((stage, phase), p)| PhaseTiming {
             stage: stage.to_string(),
-            phase: *phase,
+            phase: (*phase).into(),
             ms: ms(p.elapsed),
             count: p.count,
         })
@@ -225,7 +229,7 @@ pub fn audit_timings(t: &crate::timings::Totals) -> AuditTimings {
     let staged: f64 = phases.iter().map(|p| p.ms).sum();
     phases.push(PhaseTiming {
         stage: "audit".into(),
-        phase: crate::timings::Phase::Other,
+        phase: crate::timings::Phase::Other.into(),
         ms: (wall_ms - staged).max(0.0),
         count: 1,
     });

@@ -356,7 +356,7 @@ fn check_hosts(previous: &Report, label: &str, now: &[Requested], allow: bool) -
         .filter_map(|t| {
             let then = t.host.as_ref()?;
             let now = now.iter().find(|r| r.spec.id == t.id)?;
-            now.spec.host_dependence(&here).conflict(&t.id, then)
+            crate::report::facts::TargetHost::from(now.spec.host_dependence(&here)).conflict(&t.id, then)
         })
         .collect();
     if conflicts.is_empty() {

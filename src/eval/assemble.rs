@@ -181,7 +181,7 @@ pub fn build(basis: &Basis, host: Option<HostInfo>, reference: &RunSummary, runs
     EvalReport {
         schema_version: EVAL_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        host,
+        host: host.map(Into::into),
         model: basis.model.clone(),
         model_sha256: basis.model_sha256.clone(),
         reference: basis.reference.clone(),

@@ -323,7 +323,7 @@ pub fn evaluate(
     let active = policy.is_active();
     for target in targets
         .iter()
-        .filter(|t| active && t.role == crate::target::TargetRole::Target)
+        .filter(|t| active && t.role == crate::report::facts::TargetRole::Target)
     {
         let mut r = Rules {
             target: &target.id,
@@ -338,7 +338,9 @@ pub fn evaluate(
             }
         }
         if ok {
-            let baseline = targets.iter().find(|t| t.role == crate::target::TargetRole::Baseline);
+            let baseline = targets
+                .iter()
+                .find(|t| t.role == crate::report::facts::TargetRole::Baseline);
             ran_rules(policy, target, baseline, previous, &mut r, &mut notes);
         }
         rules.extend(r.rules);

@@ -412,7 +412,7 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     Ok(Matrix {
         schema_version: MATRIX_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        host: Some(crate::host::this_host()),
+        host: Some(crate::host::this_host().into()),
         reference: measured.reference,
         policy,
         cost_order: order,

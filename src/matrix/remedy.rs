@@ -258,7 +258,7 @@ impl Search<'_> {
         let rows = report
             .targets
             .iter()
-            .filter(|t| t.role == crate::target::TargetRole::Target);
+            .filter(|t| t.role == crate::report::facts::TargetRole::Target);
         for layer in rows.flat_map(|t| &t.layers).filter(|l| l.quantized) {
             let Some(s) = layer.introduced_sqnr_db else {
                 continue;

@@ -13,9 +13,9 @@ use crate::exec::executor::sanitize;
 use crate::exec::OutputFile;
 use crate::gate::tolerance::tolerances;
 use crate::metrics::{bit_exact_groups, compare, ClassAxisPolicy, RunOutputs};
+use crate::report::facts::TargetRole;
 use crate::report::model::{AgreementEntry, BitExactGroups, GateReport, Report, Rule, TargetReport, Verdict};
 use crate::report::RunStatus;
-use crate::target::TargetRole;
 use crate::tensor::read_npz_bytes;
 
 /// One shard report, where it was read from, and where its saved outputs are.
@@ -242,7 +242,7 @@ fn check_same_hosts(parts: &[Part], allow: bool) -> Result<Vec<String>> {
         .filter(|t| {
             t.host
                 .as_ref()
-                .is_some_and(|h| h.dependence != crate::host::Dependence::Independent)
+                .is_some_and(|h| h.dependence != crate::report::facts::Dependence::Independent)
         })
         .map(|t| format!("{} ({})", t.id, t.host.as_ref().map_or("", |h| h.why.as_str())))
         .collect();

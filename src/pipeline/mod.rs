@@ -100,7 +100,7 @@ pub fn run(opts: &PipelineOptions, outputs: &mut Outputs) -> Result<PipelineRepo
         for row in report
             .targets
             .iter()
-            .filter(|t| t.role == crate::target::TargetRole::Target)
+            .filter(|t| t.role == crate::report::facts::TargetRole::Target)
         {
             if k == 0 {
                 chains.push((row.id.clone(), Chain::starting(row)));
@@ -347,7 +347,7 @@ fn report(
         });
     PipelineReport {
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        host: Some(crate::host::this_host()),
+        host: Some(crate::host::this_host().into()),
         file: opts.file.display().to_string(),
         stages,
         samples,

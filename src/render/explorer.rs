@@ -67,9 +67,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::report::facts::TargetRole;
 use crate::report::model::{LayerReport, Num, Report};
 use crate::report::RunStatus;
-use crate::target::TargetRole;
 
 /// SQNR values are clamped to ±this many dB (JSON has no infinity; an exact match is +inf dB).
 pub const SQNR_CAP_DB: f64 = 200.0;

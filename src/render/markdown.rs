@@ -13,9 +13,9 @@
 use std::fmt::Write as _;
 
 use super::present::{db, divergence_cell, num, pct, plural_s, rule_value, rule_values, shorten, signed_db};
+use crate::report::facts::TargetRole;
 use crate::report::model::{Report, RuleResult, TargetReport, Verdict};
 use crate::report::RunStatus;
-use crate::target::TargetRole;
 
 /// The most bytes the rendering takes (GitHub's comment limit is 65536 characters).
 pub const MAX_CHARS: usize = 60_000;

@@ -4,9 +4,9 @@
 //! the wording of a first divergence, a runtime, a placement summary.
 
 use crate::report::device::{Identity, IdentityStatus};
+use crate::report::facts::TargetRole;
 use crate::report::model::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
 use crate::report::triage::{FleetKind, Triage, VerdictKind};
-use crate::target::TargetRole;
 
 /// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
 pub fn num(v: f64) -> String {
@@ -411,7 +411,7 @@ pub fn placement_line(p: &PlacementSummary, target_ep: &str) -> String {
 /// The host a report was made on, in one line: CPU, kernel class and the features that select
 /// kernels (`AMD EPYC · x86-64-avx512-vnni kernels (avx2 fma avx512f ...)`), or that it is not
 /// recorded.
-pub fn host_line(host: Option<&crate::host::HostInfo>) -> String {
+pub fn host_line(host: Option<&crate::report::facts::HostInfo>) -> String {
     match host {
         Some(h) => format!("{} · {} kernels ({}) · {}", h.cpu, h.isa_class, h.isa.join(" "), h.os),
         None => "not recorded".into(),

@@ -14,9 +14,9 @@ use super::grid::{paint, Kind};
 use super::present::{
     bytes, cosine, db, ep_short, num, pct, placement_line, printable, signed_db, thread_probe_sentence,
 };
+use crate::report::facts::TargetRole;
 use crate::report::model::{OutputMetrics, Report, TargetReport, Verdict};
 use crate::report::RunStatus;
-use crate::target::TargetRole;
 
 fn status_style(s: RunStatus) -> Style {
     match s {

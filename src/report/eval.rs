@@ -21,7 +21,7 @@ pub struct EvalReport {
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<crate::host::HostInfo>,
+    pub host: Option<super::facts::HostInfo>,
     /// The audited model and its SHA-256.
     pub model: String,
     pub model_sha256: String,

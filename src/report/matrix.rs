@@ -38,7 +38,7 @@ pub struct Matrix {
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<crate::host::HostInfo>,
+    pub host: Option<super::facts::HostInfo>,
     /// The golden directory or reference model every cell is measured against.
     pub reference: String,
     /// The limits of the policy, one `rule limit` each.

@@ -5,6 +5,7 @@
 
 pub mod device;
 pub mod eval;
+pub mod facts;
 pub mod json;
 pub mod matrix;
 pub mod model;

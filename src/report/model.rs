@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::facts::TargetRole;
+use super::facts::TensorSummary;
 use super::run::Phase;
 use super::run::RunStatus;
 use crate::error::ExitCode;
-use crate::model::signature::TensorSummary;
-use crate::target::TargetRole;
 
 /// Version of the JSON layout; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -96,7 +96,7 @@ pub struct Report {
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<crate::host::HostInfo>,
+    pub host: Option<super::facts::HostInfo>,
     /// The audited model.
     pub model: ModelInfo,
     /// The golden run.
@@ -162,7 +162,7 @@ pub struct PhaseTiming {
     /// The part of the audit (`plan`, `golden and outputs`, `layers: tapped runs`...).
     pub stage: String,
     /// The kind of work (provisioning, sessions, comparing...).
-    pub phase: crate::timings::Phase,
+    pub phase: super::facts::AuditPhase,
     /// Milliseconds spent in the phase, nested phases excluded.
     pub ms: f64,
     /// How many times the phase was entered.
@@ -487,7 +487,7 @@ pub struct ModelInfo {
     pub size_bytes: u64,
     /// External data files with their SHA-256 (the model file's hash does not cover them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub external_data: Vec<crate::model::load::ExternalFile>,
+    pub external_data: Vec<super::facts::ExternalFile>,
     /// The ONNX IR version.
     pub ir_version: i64,
     /// The default-domain opset.
@@ -530,7 +530,7 @@ pub struct ReferenceInfo {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct InputsInfo {
     #[serde(flatten)]
-    pub provenance: crate::inputs::InputProvenance,
+    pub provenance: super::facts::InputProvenance,
     /// Every input tensor of every sample, with the hash of its encoding.
     pub tensors: Vec<InputTensorInfo>,
 }
@@ -643,7 +643,7 @@ pub struct TargetReport {
     pub role: TargetRole,
     /// Whether its figures depend on the host, and on which kernel class they were made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<crate::host::TargetHost>,
+    pub host: Option<super::facts::TargetHost>,
     /// A required target that does not end `ok` makes the audit exit with code 3.
     pub required: bool,
     /// For a QNN target: the HTP chipset.

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::facts::HostInfo;
 use super::model::{Num, RuntimeInfo};
 use crate::error::ExitCode;
-use crate::host::HostInfo;
 
 /// The repro output's layout version.
 pub const REPRO_SCHEMA_VERSION: u32 = 1;

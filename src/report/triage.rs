@@ -97,7 +97,7 @@ pub struct Triage {
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<crate::host::HostInfo>,
+    pub host: Option<super::facts::HostInfo>,
     pub model: String,
     pub model_sha256: String,
     /// The golden directory or reference model the reports are measured against.

@@ -56,7 +56,7 @@ fn empty_report(opts: &ReproOptions, plan: &AuditPlan, status: ReproStatus) -> R
         minimality: Vec::new(),
         closest: None,
         bundle: None,
-        host: crate::host::this_host(),
+        host: crate::host::this_host().into(),
         notes: plan.notes.iter().cloned().chain(derived_note(plan)).collect(),
         exit_code: ExitCode::DriftExceeded,
     }

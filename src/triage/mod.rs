@@ -237,7 +237,7 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
     Ok(Triage {
         schema_version: TRIAGE_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        host: Some(crate::host::this_host()),
+        host: Some(crate::host::this_host().into()),
         model: opts.audited.model.display().to_string(),
         model_sha256,
         reference,

@@ -53,9 +53,9 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::present::{
     count, db, divergence_sentence, ep_short, num, pct, rule_values, signed_db, thread_probe_sentence,
 };
+use crate::report::facts::TargetRole;
 use crate::report::model::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
 use crate::report::RunStatus;
-use crate::target::TargetRole;
 use plot::target_colour;
 
 /// Renders the report as one self-contained HTML page.
