@@ -305,10 +305,23 @@ impl From<crate::host::TargetHost> for TargetHost {
     }
 }
 
-impl From<crate::model::signature::TensorSummary> for TensorSummary {
-    fn from(v: crate::model::signature::TensorSummary) -> TensorSummary {
-        let crate::model::signature::TensorSummary { name, dtype, shape } = v;
-        TensorSummary { name, dtype, shape }
+impl From<&crate::model::signature::TensorInfo> for TensorSummary {
+    /// A tensor as the report states it: fixed dimensions as numbers, dynamic ones by their symbol.
+    fn from(t: &crate::model::signature::TensorInfo) -> TensorSummary {
+        use crate::model::signature::Dim;
+        let shape = t.dims.as_ref().map(|dims| {
+            dims.iter()
+                .map(|d| match d {
+                    Dim::Fixed(n) => serde_json::Value::from(*n),
+                    other => serde_json::Value::from(other.to_string()),
+                })
+                .collect()
+        });
+        TensorSummary {
+            name: t.name.clone(),
+            dtype: t.dtype.name().to_string(),
+            shape,
+        }
     }
 }
 

@@ -59,25 +59,6 @@ pub enum Phase {
     Other,
 }
 
-impl Phase {
-    /// The name the report uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Provision => "provision",
-            Phase::Prepare => "prepare",
-            Phase::Rewrite => "rewrite_models",
-            Phase::WriteModels => "write_models",
-            Phase::Sessions => "sessions",
-            Phase::ReadTensors => "read_tensors",
-            Phase::Matching => "matching",
-            Phase::Compare => "compare",
-            Phase::Persist => "persist",
-            Phase::Render => "render",
-            Phase::Other => "other",
-        }
-    }
-}
-
 /// What one worker session reported about its own time, in milliseconds.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WorkerTime {

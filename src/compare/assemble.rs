@@ -16,8 +16,8 @@ use crate::gate::Judgement;
 use crate::hash::sha256_file;
 
 use super::facts::{target_runtime_info, timing};
-use crate::model::signature::TensorSummary;
 use crate::model::{LoadedModel, Signature};
+use crate::report::facts::TensorSummary;
 use crate::report::model::{
     AuditTimings, ChipsetInfo, InputsInfo, ModelInfo, Num, PhaseTiming, Report, ShardInfo, StreamInfo, TargetReport,
     ToolInfo, WorkerTiming, SCHEMA_VERSION,
@@ -40,12 +40,8 @@ pub fn model_info(model: &LoadedModel, signature: &Signature) -> Result<ModelInf
         ir_version: model.proto.ir_version.unwrap_or(0),
         opset: model.opset(),
         producer: producer.trim().to_string(),
-        inputs: signature.inputs.iter().map(|t| TensorSummary::from(t).into()).collect(),
-        outputs: signature
-            .outputs
-            .iter()
-            .map(|t| TensorSummary::from(t).into())
-            .collect(),
+        inputs: signature.inputs.iter().map(TensorSummary::from).collect(),
+        outputs: signature.outputs.iter().map(TensorSummary::from).collect(),
     })
 }
 

@@ -146,20 +146,6 @@ pub enum Phase {
     Done,
 }
 
-impl Phase {
-    /// The name used in reports (`create_session`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::LoadRuntime => "load_runtime",
-            Phase::RegisterEp => "register_ep",
-            Phase::CreateSession => "create_session",
-            Phase::Run => "run",
-            Phase::WriteOutputs => "write_outputs",
-            Phase::Done => "done",
-        }
-    }
-}
-
 /// One output tensor a worker wrote.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputFile {

@@ -29,12 +29,6 @@ pub enum RunStatus {
     Unavailable,
 }
 
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl RunStatus {
     /// The word used in tables and JSON.
     pub fn as_str(self) -> &'static str {

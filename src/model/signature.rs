@@ -5,7 +5,6 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use anyhow::Result;
-use serde::Serialize;
 
 use super::pb::{tensor_shape_proto::dimension::Value as DimValue, type_proto, GraphProto, ValueInfoProto};
 use super::LoadedModel;
@@ -68,36 +67,6 @@ impl TensorInfo {
         self.dims
             .as_ref()
             .is_some_and(|d| d.iter().all(|x| matches!(x, Dim::Fixed(_))))
-    }
-}
-
-/// Serialisable summary of a tensor for reports.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct TensorSummary {
-    /// The tensor.
-    pub name: String,
-    /// Its element type.
-    pub dtype: String,
-    /// Declared dimensions: a number when fixed, the symbol (or `"?"`) when dynamic; `null` when
-    /// the model declares no shape.
-    pub shape: Option<Vec<serde_json::Value>>,
-}
-
-impl From<&TensorInfo> for TensorSummary {
-    fn from(t: &TensorInfo) -> Self {
-        let shape = t.dims.as_ref().map(|dims| {
-            dims.iter()
-                .map(|d| match d {
-                    Dim::Fixed(n) => serde_json::Value::from(*n),
-                    other => serde_json::Value::from(other.to_string()),
-                })
-                .collect()
-        });
-        TensorSummary {
-            name: t.name.clone(),
-            dtype: t.dtype.name().to_string(),
-            shape,
-        }
     }
 }
 

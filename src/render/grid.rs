@@ -286,14 +286,11 @@ fn shorten(cell: &str, width: usize, kind: Kind) -> String {
         return cell.to_string();
     }
     cell.lines()
-        .map(|line| {
-            let plain = strip_ansi(line);
-            match kind {
-                _ if get_text_width(line) <= width => line.to_string(),
-                Kind::Key | Kind::Figure => line.to_string(),
-                Kind::Text => cut(&plain, width),
-                Kind::Path => cut_path(&plain.chars().collect::<Vec<_>>(), width),
-            }
+        .map(|line| match kind {
+            _ if get_text_width(line) <= width => line.to_string(),
+            Kind::Key | Kind::Figure => line.to_string(),
+            Kind::Text => cut(&strip_ansi(line), width),
+            Kind::Path => cut_path(&strip_ansi(line), width),
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -322,7 +319,8 @@ fn cut(line: &str, width: usize) -> String {
 
 /// A path cut to `width` columns from its start (`…/fleet/a_s24`): its end is what tells rows
 /// apart, and whole components are kept when they fit.
-fn cut_path(chars: &[char], width: usize) -> String {
+fn cut_path(line: &str, width: usize) -> String {
+    let chars: Vec<char> = line.chars().collect();
     let (mut start, mut used) = (chars.len(), 0);
     while start > 0 && used + get_char_width(chars[start - 1]) < width {
         used += get_char_width(chars[start - 1]);
