@@ -21,6 +21,20 @@ pub struct TargetAvailability {
     pub libraries: Vec<String>,
     pub reason: Option<String>,
     pub description: String,
+    /// For an emulated Arm core: the class of kernels ONNX Runtime picks on it (`dotprod`,
+    /// `i8mm`, `i8mm+sve2-128`, `i8mm+sve-256`), which decides its bits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub isa_class: Option<String>,
+    /// For an emulated Arm core: the chipsets whose CPU cores it stands for (triage tries it for
+    /// their reports).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stands_for: Vec<String>,
+    /// For an emulated Arm core: whether the emulation is provisioned on this machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisioned: Option<bool>,
+    /// For an emulated Arm core not yet provisioned: what its first use fetches and costs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_use: Option<String>,
 }
 
 fn describe(spec: &TargetSpec) -> String {
@@ -82,7 +96,67 @@ pub fn availability(runtimes: &RuntimeChoice) -> Result<Vec<TargetAvailability>>
             libraries,
             reason: obstacle,
             description: describe(&spec),
+            isa_class: None,
+            stands_for: Vec::new(),
+            provisioned: None,
+            first_use: None,
         });
     }
+    rows.extend(arm64_rows());
     Ok(rows)
+}
+
+/// One row per emulated Arm core (`cpu-arm64:<core>`): its class of kernels, the chipsets it
+/// stands for, and whether the emulation is here or what its first use costs. Nothing is
+/// provisioned.
+fn arm64_rows() -> Vec<TargetAvailability> {
+    use crate::runtime::emulation::{self, State};
+    let state = emulation::state();
+    let runtime = format!(
+        "onnxruntime {} aarch64 wheel under qemu",
+        Build::get("cpu").map_or("?", |b| b.version.as_str())
+    );
+    crate::target::ARM_CORES
+        .iter()
+        .map(|core| {
+            let (available, where_, reason, provisioned, first_use) = match &state {
+                State::Ready(dir) => (
+                    true,
+                    Some(format!("emulation: {}", dir.display())),
+                    None,
+                    Some(true),
+                    None,
+                ),
+                State::NotYet(dir) => (
+                    true,
+                    Some(format!(
+                        "emulation: provisioned into {} on first use ({})",
+                        dir.display(),
+                        emulation::FIRST_USE
+                    )),
+                    None,
+                    Some(false),
+                    Some(emulation::FIRST_USE.to_string()),
+                ),
+                State::Unavailable(why) => (false, None, Some(why.clone()), None, None),
+            };
+            TargetAvailability {
+                target: format!("cpu-arm64:{}", core.id),
+                ep: "CPUExecutionProvider".into(),
+                available,
+                runtime: available.then(|| format!("{runtime} (-cpu {})", core.qemu_cpu)),
+                runtime_state: where_,
+                libraries: Vec::new(),
+                reason,
+                description: format!("ARM64 CPU EP, {} kernels: {}", core.isa_class, core.description),
+                isa_class: Some(core.isa_class.to_string()),
+                stands_for: crate::target::arm_cores::chipsets_of(core.id)
+                    .into_iter()
+                    .map(str::to_uppercase)
+                    .collect(),
+                provisioned,
+                first_use,
+            }
+        })
+        .collect()
 }

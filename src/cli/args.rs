@@ -537,10 +537,14 @@ pub struct ReferenceArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Targets")]
 pub struct TargetArgs {
-    /// Target to run (repeatable); default: every target this machine can run.
+    /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
+    /// tensorrt, and the phone's own CPU emulated as cpu-arm64:<core> (cortex-a76, neoverse-n1,
+    /// cortex-a710-nosve, cortex-a710, neoverse-n2, neoverse-v1); default: every target this
+    /// machine can run but the emulated cores.
     ///
-    /// cpu, cpu:noopt, qnn:<chipset>, qnn:all, cpu-arm64[:core], openvino, dml, cuda, tensorrt;
-    /// a release after @, extra options as ,key=value (`npu-audit targets` lists them).
+    /// A release after @, extra options as ,key=value; `npu-audit targets` lists every target,
+    /// each emulated core with its class of kernels, the chipsets it stands for and its first
+    /// use's cost.
     #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// Targets whose failure does not fail the audit (id, prefix*, or all).
@@ -1258,6 +1262,12 @@ pub struct TriageArgs {
     /// its `device.json` names, else the catalogue's default.
     #[arg(long = "target", short = 't', alias = "candidate", value_name = "TARGET", default_values = ["cpu:noopt", "cpu", "qnn:all"], value_parser = TargetList::parse)]
     pub candidates: Vec<TargetList>,
+    /// Do not run the phone's own CPU. By default a report that its chipset's simulation does
+    /// not reproduce and that is nearest a CPU EP is also compared with the ARM64 CPU EP, emulated
+    /// on the cores its chipset ships with (docs/device-reports.md; provisioned on first use, an
+    /// emulated run costs about 100-200x the x86 CPU EP's).
+    #[arg(long)]
+    pub no_arm64: bool,
     /// A device within this many quantization steps of its chipset's simulation differs from it
     /// only in rounding.
     #[arg(long, value_name = "N", default_value_t = 2)]

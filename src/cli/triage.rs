@@ -82,6 +82,7 @@ fn command(a: TriageArgs) -> Result<Asked> {
         summary,
         chipset,
         candidates,
+        no_arm64,
         rounding_steps: _,
         excess_db: _,
         outlier_db: _,
@@ -133,6 +134,7 @@ fn command(a: TriageArgs) -> Result<Asked> {
         },
         candidates,
         thresholds,
+        phone_cpu: !no_arm64,
         db,
     };
     Ok(Asked::Triage(Box::new(TriageCommand {

@@ -550,7 +550,11 @@ pub fn target_job(
         delta_root: None,
         environment: t.spec.environment(),
         emulated: match (&rt.emulation, &t.spec.backend) {
-            (Some(e), Backend::Arm64 { core }) => Some((e.clone(), core.to_string())),
+            (Some(e), Backend::Arm64 { core }) => {
+                // The job carries qemu's `-cpu` value: a core may be a model with features off.
+                let qemu_cpu = crate::target::arm_core(core).map_or(*core, |c| c.qemu_cpu);
+                Some((e.clone(), qemu_cpu.to_string()))
+            }
             _ => None,
         },
     };

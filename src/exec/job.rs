@@ -87,7 +87,7 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environment: Vec<(String, String)>,
     /// Run the session in the emulated ARM64 interpreter (`runtime::emulation`) instead of this
-    /// binary: the emulation and the Arm core.
+    /// binary: the emulation and qemu's `-cpu` value for the Arm core (`cortex-a710,sve=off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<(crate::runtime::emulation::Emulation, String)>,
 }

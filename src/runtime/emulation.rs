@@ -104,6 +104,55 @@ fn root() -> PathBuf {
     super::provision::cache_root().join(format!("arm64-{tag}"))
 }
 
+/// What the first use of the emulation fetches and costs (measured on a 2-core x86-64 machine;
+/// docs/hosts.md).
+pub const FIRST_USE: &str = "about 50 s: 10 MB of Debian packages and 38 MB of wheels, 216 MB on disk";
+
+/// Where the emulation stands on this machine, found without provisioning anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Provisioned in this directory.
+    Ready(PathBuf),
+    /// Provisioned into this directory on first use.
+    NotYet(PathBuf),
+    /// It cannot run here, and why.
+    Unavailable(String),
+}
+
+/// Where the emulation stands: what `targets` says of every `cpu-arm64` core.
+pub fn state() -> State {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        return State::Unavailable("the ARM64 emulation runs on x86-64 Linux only".into());
+    }
+    let missing: Vec<&str> = ["apt-get", "dpkg-deb", "gpgv", "tar"]
+        .into_iter()
+        .filter(|tool| !on_path(tool))
+        .collect();
+    if !missing.is_empty() {
+        return State::Unavailable(format!(
+            "provisioning the ARM64 emulation needs {} (Debian's base tools)",
+            missing.join(", ")
+        ));
+    }
+    let keyring = Path::new("/usr/share/keyrings/debian-archive-keyring.gpg");
+    if !keyring.is_file() {
+        return State::Unavailable(format!(
+            "provisioning the ARM64 emulation needs Debian's archive keyring ({})",
+            keyring.display()
+        ));
+    }
+    let dir = root();
+    match dir.join("manifest.txt").is_file() && dir.join("tree.json").is_file() {
+        true => State::Ready(dir),
+        false => State::NotYet(dir),
+    }
+}
+
+/// Whether an executable of that name is on `PATH`.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(name).is_file()))
+}
+
 /// The emulation, provisioned once per process (the script's own stamps make a second process's
 /// call cheap); `Err` says why it cannot run here.
 pub fn provision() -> Result<Emulation, String> {

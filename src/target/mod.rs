@@ -1,6 +1,7 @@
 //! Target specifications: which execution provider, on which chipset, with which options. A target
 //! is one configuration of one ONNX Runtime build that a model is audited on.
 
+pub mod arm_cores;
 pub mod chipset;
 
 use crate::error::bad_flag;
@@ -9,6 +10,7 @@ use std::fmt;
 
 use anyhow::Result;
 
+pub use arm_cores::{arm_core, ArmCore, ARM_CORES, DEFAULT_ARM_CORE};
 pub use chipset::{Chipset, CHIPSETS};
 
 /// Why a target is in the audit.
@@ -105,25 +107,6 @@ impl fmt::Display for TargetSpec {
     }
 }
 
-/// The Arm cores a target may emulate: qemu's model name, what it has, and which phones' cores it
-/// stands for.
-pub const ARM_CORES: &[(&str, &str)] = &[
-    (
-        "cortex-a76",
-        "Armv8.2 with dot product, no i8mm (the big cores of SM8250/SM8350-era phones)",
-    ),
-    (
-        "neoverse-n1",
-        "Armv8.2 with dot product, no i8mm (Cortex-A76's server twin)",
-    ),
-    (
-        "cortex-a710",
-        "Armv9 with i8mm, bf16, SVE2 at 128 bits (SM8450-era phones; SM8550/SM8650 cores compute alike)",
-    ),
-    ("neoverse-n2", "Armv9 with i8mm, bf16, SVE2 at 128 bits"),
-    ("neoverse-v1", "Armv8.4 with i8mm, bf16, SVE at 256 bits"),
-];
-
 /// The target option that caps a runtime's kernels to an instruction-set class.
 pub const ISA_OPTION: &str = "isa";
 
@@ -144,7 +127,7 @@ pub fn ignored_isa_cap() -> Option<String> {
 }
 
 /// The syntax every error message about a target spec repeats.
-pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, cpu-arm64[:cortex-a76|neoverse-n1|cortex-a710|neoverse-n2|neoverse-v1], qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu][,isa=avx2|...], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
+pub const TARGET_SYNTAX: &str = "cpu, cpu:noopt, cpu:basic, cpu:extended, cpu-arm64[:cortex-a76|neoverse-n1|cortex-a710-nosve|cortex-a710|neoverse-n2|neoverse-v1], qnn:<chipset>, qnn:all, openvino[:cpu|gpu|npu][,isa=avx2|...], dml, cuda, tensorrt; a release as @VERSION, @all or (QNN) @PLUGIN+ortCORE; options as ,key=value";
 
 impl TargetSpec {
     /// Parses `KIND[:VARIANT][@RELEASE][,KEY=VALUE]*`; `qnn:all` expands to every known chipset
@@ -584,15 +567,15 @@ impl Parsed<'_> {
     }
 
     /// `cpu-arm64[:CORE]`: the ARM64 CPU EP under emulation of one Arm core (default
-    /// `cortex-a710`, the i8mm core of the supported phones).
+    /// `cortex-a710`: i8mm and SVE2 at 128 bits; `docs/hosts.md` says which core stands for which phones).
     fn arm64(&self) -> Result<Vec<TargetSpec>> {
         let asked = self
             .variant
             .filter(|v| !v.is_empty())
-            .unwrap_or("cortex-a710")
+            .unwrap_or(DEFAULT_ARM_CORE)
             .to_ascii_lowercase();
-        let Some((core, _)) = ARM_CORES.iter().find(|(c, _)| *c == asked) else {
-            let known: Vec<&str> = ARM_CORES.iter().map(|(c, _)| *c).collect();
+        let Some(core) = arm_core(&asked) else {
+            let known: Vec<&str> = ARM_CORES.iter().map(|c| c.id).collect();
             return Err(bad_flag(format!(
                 "target '{}': unknown Arm core '{asked}' (known: {})",
                 self.text,
@@ -600,9 +583,9 @@ impl Parsed<'_> {
             )));
         };
         Ok(vec![self.make(
-            Backend::Arm64 { core },
+            Backend::Arm64 { core: core.id },
             OptLevel::All,
-            Some(core.to_string()),
+            Some(core.id.to_string()),
         )])
     }
 

@@ -10,6 +10,7 @@
 //! their inputs and every group is one audit of every candidate.
 
 pub mod fleet;
+pub mod phone_cpu;
 pub mod reproduce;
 pub mod store;
 pub mod verdict;
@@ -40,6 +41,9 @@ pub struct TriageOptions {
     /// Targets every report is compared with besides its own chipset.
     pub candidates: Vec<TargetList>,
     pub thresholds: Thresholds,
+    /// Whether a report nearest a CPU EP is also compared with the phone's own ARM64 CPU EP, on
+    /// the cores of its chipset (`--no-arm64` turns it off).
+    pub phone_cpu: bool,
     /// The store that makes triage incremental (`None`: `--no-db`).
     pub db: Option<PathBuf>,
 }
@@ -53,6 +57,7 @@ impl Reads for TriageOptions {
             defaults: _,
             candidates: _,
             thresholds: _,
+            phone_cpu: _,
             db,
         } = self;
         set.with(audited).with(exec).add_all(db);
@@ -183,8 +188,18 @@ fn triage_entries(
         store: s,
         context: run_ctx,
     });
-    let (groups, counts) = reproduce::run_groups(opts, &todo_reports, cache.as_ref())?;
-    let mut fresh = verdict::entries(&todo, &groups, steps, &opts.thresholds, &opts.candidates).into_iter();
+    let (mut groups, mut counts) = reproduce::run_groups(opts, &todo_reports, cache.as_ref())?;
+    let mut fresh = verdict::entries(&todo, &groups, steps, &opts.thresholds, &opts.candidates);
+    if opts.phone_cpu {
+        phone_cpu::follow_up(
+            opts,
+            &todo,
+            &mut groups,
+            &mut fresh,
+            (steps, cache.as_ref(), &mut counts),
+        )?;
+    }
+    let mut fresh = fresh.into_iter();
     let triaged_now: Vec<bool> = known.iter().map(Option::is_none).collect();
     let from_store = triaged_now.iter().filter(|now| !**now).count();
     let entries: Vec<ReportEntry> = known.into_iter().filter_map(|k| k.or_else(|| fresh.next())).collect();

@@ -286,6 +286,56 @@ fn cached_group(
     Ok(kept)
 }
 
+/// Adds runs of `targets` to an input group that has its first runs: read back from the store
+/// when it keeps them, else audited now (and kept). The group's golden run stays the one its
+/// verdicts were measured against.
+pub fn extend_group(
+    opts: &TriageOptions,
+    group: &mut Group,
+    members: &[&DeviceReport],
+    targets: Vec<TargetSpec>,
+    cache: Option<&RunCache>,
+    counts: &mut RunCounts,
+) -> Result<()> {
+    let mut missing = Vec::new();
+    let new: Vec<TargetSpec> = targets
+        .into_iter()
+        .filter(|t| !group.tensors.contains_key(&t.id))
+        .collect();
+    for t in new {
+        match cache
+            .map(|c| c.store.reproduction(c.context, &t.id, &group.key))
+            .transpose()?
+            .flatten()
+        {
+            Some(stored) => {
+                group.runs.push(stored.run);
+                group.tensors.insert(t.id.clone(), stored.samples);
+                counts.reused += 1;
+            }
+            None => missing.push(t),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    counts.made += missing.len();
+    let fresh = audit_group(opts, &group.key, members, missing)?;
+    if let Some(c) = cache {
+        keep_runs(c, &fresh)?;
+    }
+    group.runs.extend(fresh.runs);
+    for (id, samples) in fresh.tensors.into_iter().filter(|(id, _)| id != "golden") {
+        group.tensors.entry(id).or_insert(samples);
+    }
+    for note in fresh.notes {
+        if !group.notes.contains(&note) {
+            group.notes.push(note);
+        }
+    }
+    Ok(())
+}
+
 /// Keeps the golden run and every run that succeeded (failures are tried again next time).
 fn keep_runs(cache: &RunCache, group: &Group) -> Result<()> {
     if let Some(golden) = group.tensors.get("golden") {

@@ -536,6 +536,12 @@ pub fn entry_context(opts: &TriageOptions, run_context: &str) -> Result<String> 
     h.update(serde_json::to_string(&opts.thresholds)?.as_bytes());
     h.update(serde_json::to_string(&candidate_texts(opts))?.as_bytes());
     h.update(format!("{:?}", opts.defaults).as_bytes());
+    // Whether the phone's own CPU is tried (and on which cores) changes verdicts: entries made
+    // otherwise are not read back.
+    match opts.phone_cpu {
+        true => h.update(format!("{:?}", crate::target::arm_cores::CHIPSET_CPUS).as_bytes()),
+        false => h.update(b"no-arm64"),
+    }
     h.update(super::TRIAGE_SCHEMA_VERSION.to_le_bytes());
     Ok(crate::hash::hex(&h.finalize()))
 }

@@ -183,7 +183,7 @@ fn steps_text(d: &CandidateDistance) -> String {
 
 /// The candidate closest to the report: fewest differing elements, then smallest largest
 /// difference.
-fn nearest(cands: &[CandidateDistance]) -> Option<&CandidateDistance> {
+pub(super) fn nearest(cands: &[CandidateDistance]) -> Option<&CandidateDistance> {
     cands.iter().filter(|c| c.differing.is_some()).min_by(|a, b| {
         (a.differing, a.max_abs.0)
             .partial_cmp(&(b.differing, b.max_abs.0))
@@ -209,16 +209,35 @@ fn own_ids(report: &DeviceReport, identity: &Identity) -> Vec<String> {
 
 /// A CPU EP candidate: the x86 build (`cpu`, `cpu:noopt`, ...) or the phone's own ARM64 CPU EP,
 /// emulated (`cpu-arm64:<core>`).
-fn is_cpu(id: &str) -> bool {
+pub(super) fn is_cpu(id: &str) -> bool {
     id == "cpu" || id.starts_with("cpu:") || id.starts_with("cpu@") || id.starts_with("cpu-arm64")
+}
+
+/// Which CPU EPs the report was compared with, for a verdict that none of them explains.
+fn cpus_tried(cands: &[CandidateDistance]) -> String {
+    let ids: Vec<&str> = cands
+        .iter()
+        .filter(|c| is_cpu(&c.target) && c.differing.is_some())
+        .map(|c| c.target.as_str())
+        .collect();
+    match ids.as_slice() {
+        [] => "no CPU EP ran".into(),
+        _ => format!("CPU EPs tried: {}", ids.join(", ")),
+    }
 }
 
 /// Identical to a CPU EP: the x86 build, or the phone's own ARM64 build as emulated here.
 fn cpu_fallback(c: &CandidateDistance, logs: Option<&LogFindings>) -> Verdict {
-    let which = if c.target.starts_with("cpu-arm64") {
-        ", on the phone's own ARM64 CPU EP as emulated here"
-    } else {
-        ""
+    let core = c.target.strip_prefix("cpu-arm64:").and_then(|rest| {
+        let id = rest.split(['@', ',']).next().unwrap_or(rest);
+        crate::target::arm_core(id)
+    });
+    let which = match core {
+        Some(core) => format!(
+            ", on the phone's own ARM64 CPU EP as emulated here: {} kernels",
+            core.isa_class
+        ),
+        None => String::new(),
     };
     verdict(
         VerdictKind::CpuFallback,
@@ -311,7 +330,10 @@ fn decide(
     let lead = log_says(logs.filter(|l| l.shows_problem()));
     verdict(
         VerdictKind::Unexplained,
-        format!("nothing here reproduces it ({near}): device-, driver- or firmware-specific{lead}"),
+        format!(
+            "nothing here reproduces it ({near}; {}): device-, driver- or firmware-specific{lead}",
+            cpus_tried(cands)
+        ),
     )
 }
 
@@ -357,7 +379,7 @@ fn worst_sqnr(run: &[Vec<(String, Tensor)>], golden: &[Vec<(String, Tensor)>], n
         .map(Num)
 }
 
-fn entry(
+pub(super) fn entry(
     report: &DeviceReport,
     group: &Group,
     steps: &[Option<f64>],
@@ -408,11 +430,11 @@ fn entry(
                 .min_by(|a, b| a.total_cmp(b))
                 .map(Num);
             e.cpu_sqnr_db = group.tensors.get("cpu:noopt").and_then(|c| worst_sqnr(c, g, &names));
-            e.candidates = group
-                .tensors
+            // In the order asked: of two identical candidates, the verdict names the first (for
+            // the phone's own CPU, the class its chipset's phones show).
+            e.candidates = wanted
                 .iter()
-                .filter(|(id, _)| wanted.contains(id))
-                .map(|(id, run)| distance(id, report, run, steps))
+                .filter_map(|id| group.tensors.get(id).map(|run| distance(id, report, run, steps)))
                 .collect();
             let failed: Vec<&CandidateRun> = group
                 .runs

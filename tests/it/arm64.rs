@@ -215,38 +215,84 @@ fn an_emulated_cores_integer_kernels_compute_what_the_onnx_spec_says() {
     }
 }
 
-/// A device whose outputs are the ARM64 CPU EP's (not the x86 build's): its silent CPU
-/// fallback, named as the phone's own.
+/// Writes a device report of one sample's `output` (the tensor as the model gives it) whose
+/// `device.json` names `soc`.
+fn phone_report(dir: &Path, output: &str, t: &Tensor, soc: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut shape = vec![1];
+    shape.extend(&t.shape);
+    let stacked = Tensor::new(shape, t.data.clone()).unwrap();
+    write_npz(&dir.join("outputs.npz"), &[(output.to_string(), &stacked)]).unwrap();
+    std::fs::write(dir.join("device.json"), format!(r#"{{"soc_model": "{soc}"}}"#)).unwrap();
+    dir.to_path_buf()
+}
+
+/// The triage's JSON of `reports` with the default candidates (and `extra` flags).
+fn triage_json(model: &Path, common: &[&str], reports: &Path, extra: &[&str]) -> Value {
+    let out = run(&[
+        &["triage", model.to_str().unwrap(), reports.to_str().unwrap()][..],
+        common,
+        &["--format", "json"],
+        extra,
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn entry_of<'a>(t: &'a Value, dir: &str) -> &'a Value {
+    let reports = t["reports"].as_array().unwrap();
+    reports
+        .iter()
+        .find(|r| r["path"].as_str().unwrap().ends_with(dir))
+        .unwrap_or_else(|| panic!("no report {dir} in {reports:?}"))
+}
+
+fn candidate_ids(entry: &Value) -> Vec<String> {
+    entry["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["target"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A device whose outputs are the ARM64 CPU EP's (not the x86 build's), triaged without being
+/// told to try the phone's CPU: its silent CPU fallback is found, named as the phone's own class
+/// of kernels (SM8650's phones hide SVE, so the i8mm core is tried first); with `--no-arm64` it is
+/// unexplained, as before, and says which CPU EPs were tried; a report one bit away from the
+/// ARM64 outputs stays unexplained after the phone's cores were tried, and says so.
 #[test]
-fn triage_calls_a_report_with_the_arm64_cpu_eps_outputs_a_cpu_fallback() {
+fn triage_finds_a_silent_fallback_to_the_phones_own_arm64_cpu_by_itself() {
     let dir = tempdir();
     let saved = dir.path().join("saved");
     let model = repo("fixtures/real/ppocr_cls_qdq_a16w8.onnx");
     let reference = repo("fixtures/real/ppocr_cls_fp32.onnx");
     let inputs = repo("fixtures/inputs/ppocr_seed3.npz");
+    let db = dir.path().join("triage.db");
     let common_args = [
         "--reference",
         reference.to_str().unwrap(),
         "--inputs",
         inputs.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
     ];
-    let (code, _, stderr) = compare_json(
-        &[
-            &[model.to_str().unwrap()][..],
-            &common_args,
-            &[
-                "-t",
-                "cpu",
-                "-t",
-                "cpu-arm64",
-                "--fingerprint",
-                "off",
-                "--save-outputs",
-                saved.to_str().unwrap(),
-            ],
-        ]
-        .concat(),
-    );
+    let (code, _, stderr) = compare_json(&[
+        model.to_str().unwrap(),
+        "--reference",
+        reference.to_str().unwrap(),
+        "--inputs",
+        inputs.to_str().unwrap(),
+        "-t",
+        "cpu",
+        "-t",
+        "cpu-arm64",
+        "--fingerprint",
+        "off",
+        "--save-outputs",
+        saved.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{stderr}");
     let output = "save_infer_model/scale_0.tmp_1";
     let arm = npz_array(&saved.join("cpu-arm64_cortex-a710/s0.npz"), output);
@@ -255,33 +301,65 @@ fn triage_calls_a_report_with_the_arm64_cpu_eps_outputs_a_cpu_fallback() {
         differing_bits(&arm, &x86) > 0,
         "the a16w8 classifier's ARM64 outputs should differ from x86's"
     );
-    let report = dir.path().join("phone");
-    std::fs::create_dir_all(&report).unwrap();
-    let mut shape = vec![1];
-    shape.extend(&arm.shape);
-    let stacked = Tensor::new(shape, arm.data.clone()).unwrap();
-    write_npz(&report.join("outputs.npz"), &[(output.to_string(), &stacked)]).unwrap();
-    std::fs::write(report.join("device.json"), r#"{"soc_model": "SM8650"}"#).unwrap();
-    let out = run(&[
-        &["triage", report.to_str().unwrap(), "--model", model.to_str().unwrap()][..],
-        &common_args,
-        &[
-            "--candidate",
-            "cpu",
-            "--candidate",
-            "cpu-arm64",
-            "--candidate",
-            "qnn:sm8650",
-        ],
-        &["--no-db", "--format", "json"],
-    ]
-    .concat());
-    let t: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-    let verdict = &t["reports"][0]["verdict"];
-    assert_eq!(verdict["kind"], "cpu_fallback", "{verdict}");
+    let fleet = dir.path().join("fleet");
+    phone_report(&fleet.join("fallback"), output, &arm, "SM8650");
+    // One element one unit in the last place away: no CPU EP gives it.
+    let mut nudged = arm.clone();
+    if let TensorData::Float32(v) = &mut nudged.data {
+        v[0] = f32::from_bits(v[0].to_bits() + 1);
+    }
+    phone_report(&fleet.join("other"), output, &nudged, "SM8650");
+
+    let t = triage_json(&model, &common_args, &fleet, &[]);
+    let found = entry_of(&t, "fallback");
+    assert_eq!(found["verdict"]["kind"], "cpu_fallback", "{found}");
+    let sentence = found["verdict"]["sentence"].as_str().unwrap();
     assert!(
-        verdict["sentence"].as_str().unwrap().contains("cpu-arm64:cortex-a710"),
-        "{verdict}"
+        sentence.starts_with("identical to cpu-arm64:cortex-a710-nosve:"),
+        "{sentence}"
     );
+    assert!(sentence.contains("i8mm kernels"), "{sentence}");
+    // Both classes SM8650's phones were seen with ran, and agree bit for bit on this model.
+    for c in found["candidates"].as_array().unwrap() {
+        if c["target"].as_str().unwrap().starts_with("cpu-arm64:") {
+            assert_eq!(c["differing"], 0, "{c}");
+        }
+    }
+    let ids = candidate_ids(found);
+    let tail: Vec<&str> = ids.iter().rev().take(2).rev().map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        ["cpu-arm64:cortex-a710-nosve", "cpu-arm64:cortex-a710"],
+        "{ids:?}"
+    );
+    let other = entry_of(&t, "other");
+    assert_eq!(other["verdict"]["kind"], "unexplained", "{other}");
+    let sentence = other["verdict"]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.contains("CPU EPs tried: cpu:noopt, cpu, cpu-arm64:cortex-a710-nosve, cpu-arm64:cortex-a710)"),
+        "{sentence}"
+    );
+    let notes = t["notes"].to_string();
+    assert!(
+        notes.contains("2 reports on these inputs matched no simulation and were nearest a CPU EP"),
+        "{notes}"
+    );
+
+    // Turned off: the symptom the issue reported, now with the CPU EPs it tried named.
+    let off = triage_json(&model, &common_args, &fleet, &["--no-arm64"]);
+    let missed = entry_of(&off, "fallback");
+    assert_eq!(missed["verdict"]["kind"], "unexplained", "{missed}");
+    let sentence = missed["verdict"]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.starts_with("nothing here reproduces it (nearest cpu"),
+        "{sentence}"
+    );
+    assert!(sentence.contains("; CPU EPs tried: cpu:noopt, cpu)"), "{sentence}");
+    assert!(!candidate_ids(missed).iter().any(|id| id.starts_with("cpu-arm64")));
+    assert!(!off["notes"].to_string().contains("phone's own ARM64"));
+
+    // The store keeps the emulated runs: the same triage again makes no run.
+    let again = triage_json(&model, &common_args, &fleet, &[]);
+    assert_eq!(entry_of(&again, "fallback")["verdict"], found["verdict"]);
+    assert_eq!(again["store"]["reports_from_store"], 2, "{}", again["store"]);
 }

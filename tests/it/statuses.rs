@@ -202,6 +202,88 @@ fn targets_lists_what_this_machine_can_and_cannot_run() {
     assert!(String::from_utf8_lossy(&text.stdout).contains("qnn:sm8850"));
 }
 
+/// Every emulated Arm core is a row of `targets`, with its class of kernels, the chipsets it
+/// stands for, and whether the emulation is here or what its first use costs (an empty cache:
+/// not provisioned; nothing is fetched by asking).
+#[test]
+fn targets_lists_every_emulated_arm_core_with_its_class_and_first_use() {
+    let cache = tempdir();
+    let out = run(&[
+        "targets",
+        "--format",
+        "json",
+        "--cache-dir",
+        cache.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let arm: Vec<&serde_json::Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["target"].as_str().unwrap().starts_with("cpu-arm64:"))
+        .collect();
+    let ids: Vec<&str> = arm.iter().map(|r| r["target"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "cpu-arm64:cortex-a76",
+            "cpu-arm64:neoverse-n1",
+            "cpu-arm64:cortex-a710-nosve",
+            "cpu-arm64:cortex-a710",
+            "cpu-arm64:neoverse-n2",
+            "cpu-arm64:neoverse-v1"
+        ]
+    );
+    let classes: Vec<&str> = arm.iter().map(|r| r["isa_class"].as_str().unwrap()).collect();
+    assert_eq!(
+        classes,
+        [
+            "dotprod",
+            "dotprod",
+            "i8mm",
+            "i8mm+sve2-128",
+            "i8mm+sve2-128",
+            "i8mm+sve-256"
+        ]
+    );
+    let nosve = arm[2];
+    assert!(
+        nosve["stands_for"].as_array().unwrap().contains(&"SM8650".into()),
+        "{nosve}"
+    );
+    assert!(
+        nosve["runtime"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("(-cpu cortex-a710,sve=off)")
+            || nosve["available"] == false,
+        "{nosve}"
+    );
+    assert_eq!(arm[0]["stands_for"], serde_json::json!(["SM8350"]));
+    for r in &arm {
+        if r["available"] == true {
+            assert_eq!(r["provisioned"], false, "{r}");
+            assert!(r["first_use"].as_str().unwrap().contains("216 MB on disk"), "{r}");
+            assert!(
+                r["runtime_state"]
+                    .as_str()
+                    .unwrap()
+                    .contains(cache.path().to_str().unwrap()),
+                "{r}"
+            );
+        } else {
+            assert!(r["reason"].as_str().unwrap().contains("ARM64 emulation"), "{r}");
+        }
+    }
+    // Asking provisioned nothing.
+    let made: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!made.iter().any(|name| name.starts_with("arm64-")), "{made:?}");
+}
+
 #[test]
 fn runtime_path_prints_an_existing_library() {
     let out = run(&["runtime", "path", "cpu"]);
