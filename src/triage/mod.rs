@@ -190,15 +190,16 @@ fn triage_entries(
     });
     let (mut groups, mut counts) = reproduce::run_groups(opts, &todo_reports, cache.as_ref())?;
     let mut fresh = verdict::entries(&todo, &groups, steps, &opts.thresholds, &opts.candidates);
-    if opts.phone_cpu {
-        phone_cpu::follow_up(
+    let not_to_keep = match opts.phone_cpu {
+        true => phone_cpu::follow_up(
             opts,
             &todo,
             &mut groups,
             &mut fresh,
             (steps, cache.as_ref(), &mut counts),
-        )?;
-    }
+        )?,
+        false => Vec::new(),
+    };
     let mut fresh = fresh.into_iter();
     let triaged_now: Vec<bool> = known.iter().map(Option::is_none).collect();
     let from_store = triaged_now.iter().filter(|now| !**now).count();
@@ -209,6 +210,7 @@ fn triage_entries(
                 .iter()
                 .zip(&triaged_now)
                 .filter(|(e, now)| **now && e.verdict.kind != VerdictKind::NotReproduced)
+                .filter(|(e, _)| !e.content_sha256.as_ref().is_some_and(|h| not_to_keep.contains(h)))
                 .map(|(e, _)| e)
                 .collect();
             s.put_entries(ctx, &new)?;

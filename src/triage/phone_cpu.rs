@@ -93,14 +93,17 @@ fn followups<'a>(
 }
 
 /// Runs the phone's own CPU for every entry that wants it and decides those entries again; the
-/// groups gain the runs, and each group's notes say what was run and what it cost.
+/// groups gain the runs, and each group's notes say what was run and what it cost. Returns the
+/// content hashes of the reports whose phone's CPU could not run: their entries are not kept, so a
+/// later triage tries again.
 pub fn follow_up(
     opts: &TriageOptions,
     todo: &[&(PathBuf, Result<DeviceReport, String>)],
     groups: &mut [Group],
     entries: &mut [ReportEntry],
     (steps, cache, counts): (&[Option<f64>], Option<&RunCache>, &mut RunCounts),
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    let mut not_to_keep = Vec::new();
     for f in followups(opts, todo, entries) {
         let Some(group) = groups.iter_mut().find(|g| g.key == f.key && g.error.is_none()) else {
             continue;
@@ -110,25 +113,53 @@ pub fn follow_up(
         let started = Instant::now();
         extend_group(opts, group, &members, f.targets.clone(), cache, counts)?;
         let ids: Vec<String> = f.targets.iter().map(|t| t.id.clone()).collect();
-        let made = counts.made - before.made;
-        if made > 0 {
+        let unable = why_not_run(group, &ids);
+        if counts.made > before.made && unable.is_none() {
             crate::console::note(format!(
                 "the phone's own CPU: {} emulated in {:.1} s (--no-arm64 turns this off)",
                 ids.join(", "),
                 started.elapsed().as_secs_f64()
             ));
         }
-        let reports = match f.reports.len() {
-            1 => "1 report on these inputs matched no simulation and was".to_string(),
-            n => format!("{n} reports on these inputs matched no simulation and were"),
-        };
-        group.notes.push(format!(
-            "{reports} nearest a CPU EP, so the phone's own ARM64 CPU EP ran, emulated as {} (an emulated run costs about 100-200x the x86 CPU EP's; --no-arm64 turns this off)",
-            ids.join(", "),
-        ));
+        group.notes.push(note(f.reports.len(), &ids, unable.as_deref()));
         for (i, report, wanted) in &f.reports {
-            entries[*i] = entry(report, group, steps, &opts.thresholds, wanted);
+            let mut e = entry(report, group, steps, &opts.thresholds, wanted);
+            if let Some(why) = unable.as_deref().filter(|_| e.verdict.kind != VerdictKind::CpuFallback) {
+                e.verdict.sentence += &format!("; the phone's own CPU EP could not run here: {why}");
+                not_to_keep.push(report.content_sha256.clone());
+            }
+            entries[*i] = e;
         }
     }
-    Ok(())
+    Ok(not_to_keep)
+}
+
+/// Why some of the phone's cores did not run (the first such run's status and error line), or
+/// `None` when every one gave outputs.
+fn why_not_run(group: &Group, ids: &[String]) -> Option<String> {
+    let failed = group
+        .runs
+        .iter()
+        .find(|r| ids.contains(&r.target) && !group.tensors.contains_key(&r.target))?;
+    let line = failed
+        .error
+        .as_deref()
+        .and_then(|e| e.lines().next())
+        .unwrap_or("no error text");
+    Some(format!("{} {}: {line}", failed.target, failed.status))
+}
+
+/// The group's note: how many reports wanted the phone's CPU, which cores ran, and what it costs.
+fn note(reports: usize, ids: &[String], unable: Option<&str>) -> String {
+    let reports = match reports {
+        1 => "1 report on these inputs matched no simulation and was".to_string(),
+        n => format!("{n} reports on these inputs matched no simulation and were"),
+    };
+    let ran = match unable {
+        None => format!("ran, emulated as {}", ids.join(", ")),
+        Some(why) => format!("was to run, emulated as {}, and could not: {why}", ids.join(", ")),
+    };
+    format!(
+        "{reports} nearest a CPU EP, so the phone's own ARM64 CPU EP {ran} (an emulated run costs about 100-200x the x86 CPU EP's; --no-arm64 turns this off)"
+    )
 }
