@@ -141,6 +141,11 @@ pub(super) fn worker_command(job: &Job, dir: &Path, log: &Path) -> Result<Comman
     if let Some((emulation, core)) = &job.emulated {
         let mut cmd = emulation.worker_command(core, &job_path);
         cmd.envs(job.environment.iter().map(|(k, v)| (k, v)));
+        // The emulated worker injects the tests' faults as the native one does; its environment
+        // is otherwise clean.
+        if let Ok(spec) = std::env::var(FAULT_INJECTION_ENV) {
+            cmd.env(FAULT_INJECTION_ENV, spec);
+        }
         crate::process::die_with_parent(&mut cmd).stderr(Stdio::from(log_file));
         return Ok(cmd);
     }

@@ -229,13 +229,25 @@ fn phone_report(dir: &Path, output: &str, t: &Tensor, soc: &str) -> PathBuf {
 
 /// The triage's JSON of `reports` with the default candidates (and `extra` flags).
 fn triage_json(model: &Path, common: &[&str], reports: &Path, extra: &[&str]) -> Value {
-    let out = run(&[
-        &["triage", model.to_str().unwrap(), reports.to_str().unwrap()][..],
-        common,
-        &["--format", "json"],
-        extra,
-    ]
-    .concat());
+    triage_json_with(model, common, reports, extra, None)
+}
+
+/// As [`triage_json`], with `NPU_AUDIT_FAULT_INJECT` set to `faults`.
+fn triage_json_with(model: &Path, common: &[&str], reports: &Path, extra: &[&str], faults: Option<&str>) -> Value {
+    let mut cmd = bin();
+    cmd.args(
+        [
+            &["triage", model.to_str().unwrap(), reports.to_str().unwrap()][..],
+            common,
+            &["--format", "json"],
+            extra,
+        ]
+        .concat(),
+    );
+    if let Some(f) = faults {
+        cmd.env("NPU_AUDIT_FAULT_INJECT", f);
+    }
+    let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -310,7 +322,28 @@ fn triage_finds_a_silent_fallback_to_the_phones_own_arm64_cpu_by_itself() {
     }
     phone_report(&fleet.join("other"), output, &nudged, "SM8650");
 
+    // The phone's cores crash here: said, and the entries are not kept, so the next triage
+    // (below, on the same store) runs them again.
+    let crashed = triage_json_with(
+        &model,
+        &common_args,
+        &fleet,
+        &[],
+        Some("cpu-arm64:cortex-a710-nosve=crash;cpu-arm64:cortex-a710=crash"),
+    );
+    let missed = entry_of(&crashed, "fallback");
+    assert_eq!(missed["verdict"]["kind"], "unexplained", "{missed}");
+    let sentence = missed["verdict"]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.contains("; the phone's own CPU EP could not run here: cpu-arm64:cortex-a710-nosve crashed"),
+        "{sentence}"
+    );
+    assert!(crashed["notes"]
+        .to_string()
+        .contains("and could not: cpu-arm64:cortex-a710-nosve crashed"));
+
     let t = triage_json(&model, &common_args, &fleet, &[]);
+    assert_eq!(t["store"]["reports_from_store"], 0, "{}", t["store"]);
     let found = entry_of(&t, "fallback");
     assert_eq!(found["verdict"]["kind"], "cpu_fallback", "{found}");
     let sentence = found["verdict"]["sentence"].as_str().unwrap();
