@@ -227,7 +227,8 @@ fn cpus_tried(cands: &[CandidateDistance]) -> String {
 }
 
 /// Identical to a CPU EP: the x86 build, or the phone's own ARM64 build as emulated here.
-fn cpu_fallback(c: &CandidateDistance, logs: Option<&LogFindings>) -> Verdict {
+/// `also` names the other CPU EPs that give the same bits: these inputs do not tell them apart.
+fn cpu_fallback(c: &CandidateDistance, also: &[&str], logs: Option<&LogFindings>) -> Verdict {
     let core = c.target.strip_prefix("cpu-arm64:").and_then(|rest| {
         let id = rest.split(['@', ',']).next().unwrap_or(rest);
         crate::target::arm_core(id)
@@ -239,10 +240,14 @@ fn cpu_fallback(c: &CandidateDistance, logs: Option<&LogFindings>) -> Verdict {
         ),
         None => String::new(),
     };
+    let also = match also {
+        [] => String::new(),
+        _ => format!(" (as are {}: these inputs do not tell them apart)", also.join(", ")),
+    };
     verdict(
         VerdictKind::CpuFallback,
         format!(
-            "identical to {}: the NPU did not run this model on that device (silent CPU fallback{which}){}",
+            "identical to {}{also}: the NPU did not run this model on that device (silent CPU fallback{which}){}",
             c.target,
             log_says(logs)
         ),
@@ -286,8 +291,10 @@ fn decide(
             c.target, c.target
         ));
     }
-    if let Some(c) = cands.iter().find(|c| is_cpu(&c.target) && c.identical()) {
-        return cpu_fallback(c, logs);
+    let identical_cpus: Vec<&CandidateDistance> = cands.iter().filter(|c| is_cpu(&c.target) && c.identical()).collect();
+    if let Some((c, rest)) = identical_cpus.split_first() {
+        let also: Vec<&str> = rest.iter().map(|o| o.target.as_str()).collect();
+        return cpu_fallback(c, &also, logs);
     }
     if let Some(c) = cands
         .iter()
