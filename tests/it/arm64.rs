@@ -348,7 +348,9 @@ fn triage_finds_a_silent_fallback_to_the_phones_own_arm64_cpu_by_itself() {
     assert_eq!(found["verdict"]["kind"], "cpu_fallback", "{found}");
     let sentence = found["verdict"]["sentence"].as_str().unwrap();
     assert!(
-        sentence.starts_with("identical to cpu-arm64:cortex-a710-nosve:"),
+        sentence.starts_with(
+            "identical to cpu-arm64:cortex-a710-nosve (as are cpu-arm64:cortex-a710: these inputs do not tell them apart):"
+        ),
         "{sentence}"
     );
     assert!(sentence.contains("i8mm kernels"), "{sentence}");
