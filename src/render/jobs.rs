@@ -218,7 +218,7 @@ pub fn github(p: &JobPlan) -> String {
          # README \"Install\") and the model and the set in the checkout.\n",
         p.command()
     );
-    out += &format!("{}jobs:\n", resource_comment(p, "timeout-minutes"));
+    out += &format!("{}jobs:\n", resource_comment(p, "job", "timeout-minutes"));
     out += &format!(
         "  npu-audit-shard:\n    runs-on: ubuntu-latest\n    timeout-minutes: {}\n    strategy:\n      \
          fail-fast: false\n      matrix:\n        include:\n",
@@ -247,19 +247,36 @@ pub fn github(p: &JobPlan) -> String {
     out
 }
 
-/// The comment lines that say what every job asks for and where it comes from; `limit` names
-/// the recipe's field of the time limit. GitHub is not asked for CPUs or memory: its runner is
-/// chosen by label.
-fn resource_comment(p: &JobPlan, limit: &str) -> String {
-    let mut out = format!("# Each job asks for {} ({}).\n", request_words(p), origin_words(p));
-    if limit == "timeout-minutes" {
-        out += "# GitHub is not asked for CPUs or memory: runs-on must name a runner that has them\n\
-                # (a larger runner's label, or a self-hosted runner's).\n";
+/// The comment lines that say what every job asks for and where it comes from: `who` names a job
+/// as its engine does (task, pod, job); `limit` is the recipe's field of the time limit. GitHub is
+/// not asked for CPUs or memory: its runner is chosen by label.
+fn resource_comment(p: &JobPlan, who: &str, limit: &str) -> String {
+    let github = limit == "timeout-minutes";
+    let verb = if github { "needs" } else { "asks for" };
+    let mut text = format!("Each {who} {verb} {} ({}).", request_words(p), origin_words(p));
+    if github {
+        text += " GitHub is not asked for CPUs or memory: runs-on must name a runner that has them (a larger runner's label, or a self-hosted runner's).";
     }
     if let Some(origin) = time_origin(p) {
-        out += &format!("# {limit}: {origin}.\n");
+        text += &format!(" {limit}: {origin}.");
     }
-    out
+    comment(&text)
+}
+
+/// `text` as shell and YAML comment lines of at most 100 columns, broken between words.
+fn comment(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() > 1 && line.len() + 1 + word.len() > 100 {
+            out += &line;
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out + &line + "\n"
 }
 
 /// The command's name, `--costs` and the user's words (everything a job runs but `--shard` and
@@ -307,7 +324,7 @@ pub fn slurm(p: &JobPlan) -> String {
          # Submitted again, the array runs what is left: an eval shard whose file is complete runs\n\
          # nothing, a killed one resumes from its records.\n",
         p.command(),
-        resource_comment(p, "--time"),
+        resource_comment(p, "task", "--time"),
         merge("afterok", "npu-audit-merge"),
         merge("afternotok", "npu-audit-merge-partial"),
     );
@@ -364,7 +381,7 @@ pub fn k8s(p: &JobPlan) -> String {
          command: [{command}]\n          volumeMounts:\n            - name: work\n              mountPath: /work\n      \
          volumes:\n        - name: work\n          persistentVolumeClaim:\n            claimName: npu-audit-work\n",
         cmd = p.command(),
-        resources = resource_comment(p, "activeDeadlineSeconds (each pod's)"),
+        resources = resource_comment(p, "pod", "activeDeadlineSeconds (each pod's)"),
         seconds = r.seconds,
         cpus = r.cpus,
         mem = k8s_mem(r.mem_mib),

@@ -26,8 +26,11 @@ pub struct Resources {
 /// `plan --cpus`, `--mem`, `--time`: the figures the user sets instead of the estimates.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Overrides {
+    /// `--cpus N`.
     pub cpus: Option<u32>,
+    /// `--mem SIZE`, in MiB.
     pub mem_mib: Option<u64>,
+    /// `--time TIME`, in seconds.
     pub seconds: Option<u64>,
 }
 
@@ -35,13 +38,16 @@ pub struct Overrides {
 /// one session or more; `compare` runs its golden run and targets as one batch of workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
+    /// Windows of units one after the other, each run's sessions side by side in a window.
     Eval,
+    /// One batch of workers: the golden run and every target.
     Compare,
 }
 
 /// What the jobs of a split run, as far as sizing them goes; built by `plan` from the command.
 #[derive(Debug, Clone)]
 pub struct Workload {
+    /// How the command runs its workers.
     pub layout: Layout,
     /// Bytes of the audited model: its file and external data.
     pub model_bytes: u64,
@@ -96,9 +102,13 @@ const GOLDEN: (f64, f64) = (64.0, 1.5);
 /// model (the 0.7 MiB PP-OCR classifier): time follows a model's arithmetic, not its size.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Profile {
+    /// MiB of a worker with a model of no size: the runtime, its libraries, the interpreter.
     pub base_mib: f64,
+    /// MiB per MiB of the worker's model.
     pub per_model_mib: f64,
+    /// CPUs one worker keeps busy at one intra-op thread.
     pub cpus: u32,
+    /// Milliseconds per sample when nothing was measured (a small model's).
     pub ms_per_sample: f64,
 }
 

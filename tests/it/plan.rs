@@ -94,7 +94,7 @@ fn shell_words(line: &str) -> Vec<String> {
 
 /// The arguments a job runs with: the command's name, the job's `flags`, then the rest of the
 /// user's `words` (the job's own flags first, so a `--` among the user's cannot swallow them).
-pub(crate) fn job_args(words: &[String], flags: &[&str]) -> Vec<String> {
+fn job_args(words: &[String], flags: &[&str]) -> Vec<String> {
     let mut args = vec![words[0].clone()];
     args.extend(flags.iter().map(|f| f.to_string()));
     args.extend(words[1..].iter().cloned());
@@ -376,7 +376,7 @@ fn the_kubernetes_and_github_recipes_carry_what_their_engines_read() {
 }
 
 /// A stand-in `npu-audit` in `dir/stub` that writes its arguments, one per line, to `dir/args.txt`.
-pub(crate) fn stub(dir: &Path) -> PathBuf {
+fn stub(dir: &Path) -> PathBuf {
     let stub = dir.join("stub");
     std::fs::create_dir_all(&stub).unwrap();
     let script = format!(
