@@ -258,6 +258,18 @@ pub struct PlanArgs {
     /// (default: a cost per backend, docs/scale.md).
     #[arg(long, value_name = "EVAL_REPORT.json")]
     pub costs_from: Option<PathBuf>,
+    /// CPUs each job asks for, instead of the estimate (the workers one job runs at once,
+    /// docs/scale.md "Resources").
+    #[arg(long, value_name = "N", value_parser = crate::shard::limits::parse_cpus)]
+    pub cpus: Option<u32>,
+    /// Memory each job asks for, as Slurm writes it (4G, 4096M, 4096), instead of the estimate
+    /// from the models' sizes and the backends.
+    #[arg(long, value_name = "SIZE", value_parser = crate::shard::limits::parse_mem)]
+    pub mem: Option<u64>,
+    /// Time limit of each job, as Slurm writes it (MINUTES, HH:MM:SS, D-HH:MM:SS), instead of
+    /// the estimate from the costs (setup + 2 x the costliest shard's samples).
+    #[arg(long, value_name = "TIME", value_parser = crate::shard::limits::parse_time)]
+    pub time: Option<u64>,
     /// The command every job runs, after `--`: `eval MODEL --dataset D ...` or `compare MODEL ...`
     /// (without --shard and --out, which each job gets).
     #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -273,7 +285,8 @@ pub enum PlanFormat {
     Json,
     /// A GitHub Actions workflow: a matrix job per shard and a merge job.
     Github,
-    /// An sbatch script of a job array, with the merge as a dependent job.
+    /// An sbatch script of a job array with its CPUs, memory and time, and the merge as a job
+    /// that waits for it.
     Slurm,
     /// A Kubernetes Indexed Job manifest.
     K8s,

@@ -12,6 +12,7 @@ use super::args::{Cli, Command, CompareArgs, EvalArgs, PlanArgs, PlanFormat};
 use crate::error::{bad_flag, bad_report, ExitCode};
 use crate::exec::selection::Requested;
 use crate::shard::jobs::{compare_jobs, eval_jobs, JobPlan};
+use crate::shard::resources::{Layout, Overrides, Workload};
 use crate::target::{distinct, TargetList};
 
 /// The most shards a plan makes.
@@ -19,6 +20,15 @@ const MAX_SHARDS: u64 = crate::shard::MAX_SHARDS as u64;
 
 /// The most jobs GitHub Actions runs from one matrix.
 const GITHUB_MAX_JOBS: usize = 256;
+
+/// How the work is split and sized: the measured times per sample, the number of jobs, the
+/// resources the user set.
+#[derive(Clone, Copy)]
+struct Split<'a> {
+    measured: Option<&'a BTreeMap<String, f64>>,
+    count: usize,
+    given: Overrides,
+}
 
 /// The command a plan splits.
 enum Planned {
@@ -32,8 +42,16 @@ pub fn run(a: PlanArgs) -> Result<ExitCode> {
         shards,
         format,
         costs_from,
+        cpus,
+        mem,
+        time,
         command,
     } = a;
+    let given = Overrides {
+        cpus,
+        mem_mib: mem,
+        seconds: time,
+    };
     if shards == 0 || shards > MAX_SHARDS {
         return Err(bad_flag(format!(
             "--shards {shards}: give a number of jobs from 1 to {MAX_SHARDS}"
@@ -46,9 +64,14 @@ pub fn run(a: PlanArgs) -> Result<ExitCode> {
         )));
     }
     let measured = costs_from.as_deref().map(measured_costs).transpose()?;
+    let split = Split {
+        measured: measured.as_ref(),
+        count,
+        given,
+    };
     let plan = match parse_command(&command)? {
-        Planned::Eval(e) => eval_plan(command.clone(), &e, measured.as_ref(), count)?,
-        Planned::Compare(c) => compare_plan(command.clone(), &c, measured.as_ref(), count)?,
+        Planned::Eval(e) => eval_plan(command.clone(), &e, split)?,
+        Planned::Compare(c) => compare_plan(command.clone(), &c, split)?,
     };
     let text = match format {
         PlanFormat::Table => crate::render::jobs::table(&plan),
@@ -150,29 +173,84 @@ fn requested(asked: &[TargetList], policy: &crate::policy::Policy, baseline: boo
 }
 
 /// An eval's plan: its runs as `eval` selects them, over the set's samples.
-fn eval_plan(
-    args: Vec<String>,
-    e: &EvalArgs,
-    measured: Option<&BTreeMap<String, f64>>,
-    count: usize,
-) -> Result<JobPlan> {
+fn eval_plan(args: Vec<String>, e: &EvalArgs, split: Split) -> Result<JobPlan> {
     // Read as `eval` reads them: the limits checked, the set as the flags name it.
     let flags = super::eval::TaskFlags::read(e.task_args.clone())?;
     let policy = super::shared::policy_with(e.config.as_deref(), e.no_config, &flags.thresholds, &e.allow_failure)?;
     let runs = requested(&e.targets, &policy, !e.no_baseline)?;
     let named = flags.dataset(e.dataset.clone());
     let set = crate::dataset::Dataset::open(&named.path, named.labels.as_deref(), named.limit)?;
-    eval_jobs(args, &runs, (set.len(), count), measured)
+    let work = workload(
+        Layout::Eval,
+        (&e.model, &e.reference),
+        &e.exec,
+        (&runs, split.measured),
+        1,
+    )?;
+    eval_jobs(
+        args,
+        &runs,
+        (set.len(), split.count),
+        split.measured,
+        (&work, split.given),
+    )
 }
 
 /// A compare's plan: its targets as `compare` selects them.
-fn compare_plan(
-    args: Vec<String>,
-    c: &CompareArgs,
-    measured: Option<&BTreeMap<String, f64>>,
-    count: usize,
-) -> Result<JobPlan> {
+fn compare_plan(args: Vec<String>, c: &CompareArgs, split: Split) -> Result<JobPlan> {
     let policy = super::shared::gate_policy(&c.gate, &c.targets.allow_failure)?;
     let runs = requested(&c.targets.targets, &policy, !c.targets.no_baseline)?;
-    compare_jobs(args, &runs, count, measured)
+    let work = workload(
+        Layout::Compare,
+        (&c.model, &c.reference),
+        &c.exec,
+        (&runs, split.measured),
+        compare_runs_per_sample(c),
+    )?;
+    compare_jobs(args, &runs, split.count, split.measured, (&work, split.given))
+}
+
+/// How many times a compare runs each target's model: its samples (one per `--npz` file, one for
+/// `--npy`, else `--samples`) times `--steps` of a stream, once more per `--repeat` and once with
+/// the thread probe that a repeat adds.
+fn compare_runs_per_sample(c: &CompareArgs) -> u64 {
+    let samples = match (c.inputs.npz.len(), c.inputs.npy.is_empty()) {
+        (0, true) => c.inputs.samples,
+        (0, false) => 1,
+        (n, _) => n as u64,
+    };
+    let repeats = if c.targets.repeat > 1 { c.targets.repeat + 1 } else { 1 };
+    samples * c.stream.steps.unwrap_or(1) * repeats
+}
+
+/// What the jobs run, for sizing them: the model's and the golden run's bytes (a stored golden
+/// run runs no model; without `--reference` the float reference is derived from the model with
+/// its weights, about its size), the threads and `--jobs` of the command, each run's backend.
+fn workload(
+    layout: Layout,
+    (model, reference): (&Path, &super::args::ReferenceArgs),
+    exec: &super::args::ExecArgs,
+    (runs, measured): (&[Requested], Option<&BTreeMap<String, f64>>),
+    runs_per_sample: u64,
+) -> Result<Workload> {
+    let bytes = |path: &Path| crate::model::load_model(path).map(|m| m.total_bytes());
+    let model_bytes = bytes(model)?;
+    let reference_bytes = match (&reference.golden_dir, &reference.reference) {
+        (Some(_), _) => None,
+        (None, Some(path)) => Some(bytes(path)?),
+        (None, None) => Some(model_bytes),
+    };
+    Ok(Workload {
+        layout,
+        model_bytes,
+        reference_bytes,
+        threads: exec.threads.unwrap_or(crate::exec::executor::DEFAULT_INTRA_OP_THREADS),
+        jobs: exec.jobs,
+        runs_per_sample,
+        backends: runs
+            .iter()
+            .map(|r| (r.spec.id.clone(), r.spec.backend.clone()))
+            .collect(),
+        measured_ms: measured.cloned().unwrap_or_default(),
+    })
 }

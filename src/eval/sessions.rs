@@ -10,7 +10,7 @@ use anyhow::Result;
 use super::{EvalOptions, RunEnd};
 use crate::compare::reference::{self, ReferencePlan};
 use crate::dataset::{Dataset, Sample};
-use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
+use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job, GOLDEN_INTRA_OP_THREADS};
 use crate::exec::selection::{self as targets};
 use crate::exec::serve::{ServeSession, Stopped};
 use crate::exec::{Executor, PlannedTarget};
@@ -90,13 +90,14 @@ pub struct Started {
     pub results: Vec<Vec<PathBuf>>,
 }
 
-/// How many sessions each run gets: the cores shared by the runs, at least one each.
-fn sessions_per_run(opts: &EvalOptions, runs: usize) -> usize {
-    let cores = opts
-        .exec
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    (cores / runs.max(1)).max(1)
+/// How many sessions each run gets: `--jobs` shared by the runs, else the cores this process sees
+/// (a cluster job's CPUs, when its engine confines it) shared by the threads one session of every
+/// run keeps busy (the golden run's and `threads` per target); at least one each. The rule `plan`
+/// sizes a job's memory with ([`crate::shard::resources::sessions_per_run`]).
+fn sessions_per_run(opts: &EvalOptions, (golden_runs, targets): (usize, usize), threads: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let set_threads = golden_runs * GOLDEN_INTRA_OP_THREADS + targets * threads;
+    crate::shard::resources::sessions_per_run(opts.exec.jobs, cores, golden_runs + targets, set_threads)
 }
 
 /// Starts every session, pinning the models' inputs to the shapes of `first` (the set's first
@@ -125,9 +126,9 @@ pub fn start(opts: &EvalOptions, plan: &EvalPlan, first: &Sample) -> Result<Star
     let model = model_for_workers(&plan.model, &shapes, &work, "model.onnx", &mut notes)?;
     let running = plan.targets.iter().filter(|t| t.runtime.is_ok()).count();
     let golden_runs = usize::from(matches!(plan.reference, ReferencePlan::Model { .. }));
-    let per_run = sessions_per_run(opts, running + golden_runs);
-    let timeout = opts.exec.timeout;
     let threads = executor.threads();
+    let per_run = sessions_per_run(opts, (golden_runs, running), threads);
+    let timeout = opts.exec.timeout;
     let mut results = Vec::new();
     let mut jobs: Vec<Vec<(crate::exec::Job, PathBuf)>> = Vec::new();
     if let ReferencePlan::Model { model: reference, .. } = &plan.reference {

@@ -5,7 +5,6 @@
 //! for them); each range keeps its own records directory, so a killed shard resumes.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::path::Path;
 
 use anyhow::Result;
@@ -17,7 +16,7 @@ use super::{open_set, sessions, stream, EvalOptions};
 use crate::accuracy::Record;
 use crate::error::bad_output;
 use crate::host::HostInfo;
-use crate::shard::{units, Shard, Unit};
+use crate::shard::{units, windows, Shard, Unit};
 use crate::userfile::{InputFiles, Outputs};
 
 /// What an eval shard's file says it is.
@@ -256,18 +255,6 @@ fn claim_records(dir: &Path, identity: &serde_json::Value) -> Result<()> {
             "--records {shown} holds files that are not an eval shard's records; give a new or empty directory"
         ))),
     }
-}
-
-/// The shard's units grouped by sample range, in the order the ranges first appear.
-fn windows(units: &[Unit]) -> Vec<(Range<usize>, Vec<&Unit>)> {
-    let mut groups: Vec<(Range<usize>, Vec<&Unit>)> = Vec::new();
-    for u in units {
-        match groups.iter_mut().find(|(w, _)| *w == (u.start..u.end)) {
-            Some((_, members)) => members.push(u),
-            None => groups.push((u.start..u.end, vec![u])),
-        }
-    }
-    groups
 }
 
 /// Reads a shard file (a stranger's until parsed: size-capped, its format and version checked).

@@ -31,8 +31,7 @@ pub fn read(paths: &[PathBuf]) -> Result<Parts> {
     let read = paths
         .iter()
         .map(|p| {
-            let bytes = crate::userfile::read_user_file(p)
-                .map_err(|e| crate::error::bad_report(format!("{}: cannot read: {e}", crate::userfile::shown(p))))?;
+            let bytes = crate::userfile::read_user_file(p).map_err(|e| unreadable(p, &e))?;
             Ok((p.clone(), bytes))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -47,6 +46,20 @@ pub fn read(paths: &[PathBuf]) -> Result<Parts> {
         )));
     }
     Ok(Parts { read, kind })
+}
+
+/// Why a part cannot be read. A name with a shell pattern's `*`, `?` or `[` that is no file is a
+/// pattern that matched nothing (a shell passes it on as it is): no part it stands for was written,
+/// as when every task of an array job failed before writing its file.
+fn unreadable(path: &std::path::Path, e: &dyn std::fmt::Display) -> anyhow::Error {
+    let shown = crate::userfile::shown(path);
+    let pattern = path.to_string_lossy().contains(['*', '?', '[']);
+    if pattern && std::fs::symlink_metadata(path).is_err() {
+        return crate::error::bad_report(format!(
+            "{shown}: no file matches this pattern: none of the parts it stands for was written"
+        ));
+    }
+    crate::error::bad_report(format!("{shown}: cannot read: {e}"))
 }
 
 impl PartKind {

@@ -1,17 +1,77 @@
 //! The cluster jobs `plan` prints: an eval or a compare split into jobs, as a table (each shard's units
 //! and share of the cost), a GitHub Actions matrix (JSON) or workflow, an sbatch array script, or
-//! a Kubernetes Indexed Job. Every command printed runs as printed: the user's arguments are
+//! a Kubernetes Indexed Job, every job with the CPUs, memory and time the plan sizes (Slurm's
+//! `#SBATCH` lines, the container's requests and limits and the pod's deadline, GitHub's
+//! `timeout-minutes`). Every command printed runs as printed: the user's arguments are
 //! shell-quoted (in the Kubernetes manifest, one list item each, `$(` kept from expansion; in the
 //! GitHub workflow, encoded data the script decodes, out of reach of the runner's expressions).
 
 use serde_json::json;
 
+use super::present::duration;
 use crate::shard::jobs::JobPlan;
+use crate::shard::limits::{k8s_mem, minutes, slurm_mem, slurm_time};
+use crate::shard::resources::{TimesFrom, SAFETY, SETUP_SECONDS};
 use crate::shard::Unit;
+
+/// The time limit of a merge job, minutes: `merge` reads the shards' files (0.04 s for 2000
+/// samples' records in docs/scale.md's benchmark); this covers fetching them and a large set.
+const MERGE_MINUTES: u64 = 10;
 
 /// The merge of the shard files every recipe ends with (`DIR/` before the files, or nothing).
 fn merge_line(dir: &str) -> String {
     format!("npu-audit merge {dir}shard-*.json --out merged.json")
+}
+
+/// What every job asks for, for a person: `4 CPUs, 768M of memory and 0:06:00`.
+fn request_words(p: &JobPlan) -> String {
+    let r = p.sizing.request;
+    format!(
+        "{} CPU{}, {} of memory and {}",
+        r.cpus,
+        if r.cpus == 1 { "" } else { "s" },
+        slurm_mem(r.mem_mib),
+        slurm_time(r.seconds)
+    )
+}
+
+/// Which of the request's figures the user gave and which were estimated.
+fn origin_words(p: &JobPlan) -> String {
+    let (cpus, mem, time) = p.sizing.given;
+    let names = |want: bool| {
+        [(cpus, "CPUs"), (mem, "memory"), (time, "time")]
+            .iter()
+            .filter(|(given, _)| *given == want)
+            .map(|(_, name)| *name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (names(true), names(false)) {
+        (given, estimated) if given.is_empty() => format!("{estimated} estimated: docs/scale.md, \"Resources\""),
+        (given, estimated) if estimated.is_empty() => format!("{given} as given"),
+        (given, estimated) => format!("{given} as given; {estimated} estimated: docs/scale.md, \"Resources\""),
+    }
+}
+
+/// Where an estimated time limit comes from, and how to get a measured one; `None` when the
+/// user gave it.
+fn time_origin(p: &JobPlan) -> Option<String> {
+    if p.sizing.given.2 {
+        return None;
+    }
+    let costliest = p.sizing.shard_seconds.iter().copied().fold(0.0, f64::max);
+    let times = match p.sizing.times {
+        TimesFrom::Defaults => {
+            "default times per sample of each backend, for a small model (--costs-from EVAL.json measures them)"
+        }
+        TimesFrom::Measured => "the times per sample measured in --costs-from",
+        TimesFrom::Mixed => "the times per sample measured in --costs-from, defaults for the runs it lacks",
+    };
+    Some(format!(
+        "{} min setup + {SAFETY} x the costliest shard's {} of samples at {times}",
+        SETUP_SECONDS / 60,
+        duration(costliest)
+    ))
 }
 
 /// `text` quoted for a POSIX shell when it needs it. A `${{` inside is written `$''{{` (the same
@@ -82,17 +142,26 @@ pub fn table(p: &JobPlan) -> String {
         .max()
         .unwrap_or(4)
         .max(4);
-    out += &format!("{:<width$}  {:>cost_width$}  {:>6}  units\n", "shard", "cost", "share");
+    out += &format!(
+        "{:<width$}  {:>cost_width$}  {:>6}  {:>8}  units\n",
+        "shard", "cost", "share", "time"
+    );
     for (i, units) in p.shards.iter().enumerate() {
         let cost = p.cost(units);
         out += &format!(
-            "{:<width$}  {cost:>cost_width$}  {:>5.1}%  {}\n",
+            "{:<width$}  {cost:>cost_width$}  {:>5.1}%  {:>8}  {}\n",
             format!("{}/{n}", i + 1),
             cost as f64 * 100.0 / total as f64,
+            duration(p.sizing.shard_seconds.get(i).copied().unwrap_or(0.0)),
             units_text(p, units)
         );
     }
-    out += &format!("max/mean cost {:.2} (1.00: an even split)\n\njobs\n", p.max_over_mean());
+    out += &format!("max/mean cost {:.2} (1.00: an even split)\n", p.max_over_mean());
+    out += &format!("resources {} for each job ({})\n", request_words(p), origin_words(p));
+    if let Some(origin) = time_origin(p) {
+        out += &format!("time      {origin}\n");
+    }
+    out += "\njobs\n";
     for i in 1..=n {
         out += &format!("  {}\n", job_line(p, &format!("{i}/{n}"), &format!("shard-{i}.json")));
     }
@@ -101,7 +170,8 @@ pub fn table(p: &JobPlan) -> String {
 }
 
 /// A GitHub Actions matrix (`strategy.matrix: ${{ fromJSON(...) }}`): one entry per shard with
-/// its part, index, units, cost, share of the total and the exact command.
+/// its part, index, units, cost, share of the total, expected seconds of samples, the exact
+/// command and what every job asks for (`cpus`, `mem_mib`, `minutes`).
 pub fn matrix_json(p: &JobPlan) -> String {
     let n = p.shards.len();
     let total = p.total().max(1);
@@ -117,6 +187,10 @@ pub fn matrix_json(p: &JobPlan) -> String {
                 "cost": cost,
                 "share": cost as f64 / total as f64,
                 "command": job_line(p, &format!("{}/{n}", i + 1), &format!("shard-{}.json", i + 1)),
+                "estimated_seconds": p.sizing.shard_seconds.get(i).map(|s| s.ceil()),
+                "cpus": p.sizing.request.cpus,
+                "mem_mib": p.sizing.request.mem_mib,
+                "minutes": minutes(p.sizing.request.seconds),
             });
             entry["units"] = match p.samples {
                 Some(_) => json!(units),
@@ -141,9 +215,14 @@ pub fn github(p: &JobPlan) -> String {
     let mut out = format!(
         "# {n} shards of `npu-audit {}` (npu-audit plan --format github; `--format table` prints each\n\
          # job's command). Each job needs npu-audit on PATH (e.g. `pipx install npu_audit-*.whl`,\n\
-         # README \"Install\") and the model and the set in the checkout.\n\
-         jobs:\n  npu-audit-shard:\n    runs-on: ubuntu-latest\n    strategy:\n      fail-fast: false\n      matrix:\n        include:\n",
+         # README \"Install\") and the model and the set in the checkout.\n",
         p.command()
+    );
+    out += &format!("{}jobs:\n", resource_comment(p, "job", "timeout-minutes"));
+    out += &format!(
+        "  npu-audit-shard:\n    runs-on: ubuntu-latest\n    timeout-minutes: {}\n    strategy:\n      \
+         fail-fast: false\n      matrix:\n        include:\n",
+        minutes(p.sizing.request.seconds)
     );
     for i in 1..=n {
         out += &format!("          - shard: \"{i}/{n}\"\n            index: {i}\n");
@@ -157,12 +236,47 @@ pub fn github(p: &JobPlan) -> String {
             npu-audit \"${args[0]}\" --shard \"$NPU_AUDIT_SHARD\" --out \"$NPU_AUDIT_OUT\" \"${args[@]:1}\"\n";
     out += "      - uses: actions/upload-artifact@v4\n        if: always()\n        with:\n          \
             name: npu-audit-shard-${{ matrix.index }}\n          path: shard-${{ matrix.index }}.json\n";
-    out += "  npu-audit-merge:\n    needs: npu-audit-shard\n    if: always()\n    runs-on: ubuntu-latest\n    steps:\n      \
-            - uses: actions/checkout@v4\n      - uses: actions/download-artifact@v4\n        with:\n          \
-            pattern: npu-audit-shard-*\n          merge-multiple: true\n";
+    out += &format!(
+        "  npu-audit-merge:\n    needs: npu-audit-shard\n    if: always()\n    runs-on: ubuntu-latest\n    \
+         timeout-minutes: {MERGE_MINUTES}\n    steps:\n      - uses: actions/checkout@v4\n      \
+         - uses: actions/download-artifact@v4\n        with:\n          pattern: npu-audit-shard-*\n          \
+         merge-multiple: true\n"
+    );
     out += &format!("      - run: {}\n", merge_line(""));
     out += "      - uses: actions/upload-artifact@v4\n        with:\n          name: npu-audit-merged\n          path: merged.json\n";
     out
+}
+
+/// The comment lines that say what every job asks for and where it comes from: `who` names a job
+/// as its engine does (task, pod, job); `limit` is the recipe's field of the time limit. GitHub is
+/// not asked for CPUs or memory: its runner is chosen by label.
+fn resource_comment(p: &JobPlan, who: &str, limit: &str) -> String {
+    let github = limit == "timeout-minutes";
+    let verb = if github { "needs" } else { "asks for" };
+    let mut text = format!("Each {who} {verb} {} ({}).", request_words(p), origin_words(p));
+    if github {
+        text += " GitHub is not asked for CPUs or memory: runs-on must name a runner that has them (a larger runner's label, or a self-hosted runner's).";
+    }
+    if let Some(origin) = time_origin(p) {
+        text += &format!(" {limit}: {origin}.");
+    }
+    comment(&text)
+}
+
+/// `text` as shell and YAML comment lines of at most 100 columns, broken between words.
+fn comment(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() > 1 && line.len() + 1 + word.len() > 100 {
+            out += &line;
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out + &line + "\n"
 }
 
 /// The command's name, `--costs` and the user's words (everything a job runs but `--shard` and
@@ -185,25 +299,44 @@ fn encoded_words(p: &JobPlan) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// An sbatch script: a job array of N tasks, each running its part with `--shard auto`, and how
-/// to submit it with the merge as a job that waits for every task.
+/// An sbatch script: a job array of N tasks (numbered from 1, as the shards and their files are),
+/// each asking for the plan's CPUs, memory and time and running its part with `--shard auto`;
+/// and how to submit it with the merge as a job that waits for every task. The merge that runs
+/// when every task succeeded (`afterok`) has a twin for when one failed (`afternotok`), so a
+/// merge always runs and says which shards are missing; each is cancelled once its condition
+/// cannot be met (`--kill-on-invalid-dep`), instead of waiting in the queue for ever.
 pub fn slurm(p: &JobPlan) -> String {
     let n = p.shards.len();
+    let r = p.sizing.request;
+    let merge = |dependency: &str, name: &str| {
+        format!(
+            "#   sbatch --dependency={dependency}:$jobid --kill-on-invalid-dep=yes --time={MERGE_MINUTES} \
+             --job-name={name} --output=npu-audit-merge.out --wrap='{}'\n",
+            merge_line("shards/")
+        )
+    };
     let mut out = format!(
-        "#!/bin/bash\n# {n} shards of `npu-audit {}` (npu-audit plan --format slurm).\n\
+        "#!/bin/bash\n# {n} shards of `npu-audit {}` (npu-audit plan --format slurm).\n{}\
          # Submit from the directory the command's paths are relative to, with npu-audit on PATH:\n\
-         #   jobid=$(sbatch --parsable npu-audit.sbatch)\n\
-         #   sbatch --dependency=afterany:$jobid --job-name=npu-audit-merge --output=npu-audit-merge.out --wrap='{}'\n",
+         #   jobid=$(sbatch --parsable npu-audit.sbatch)\n{}{}\
+         # One of the two merges runs: the first when every task succeeded, the second when one\n\
+         # failed (merge then names the shards whose files are missing, in npu-audit-merge.out).\n\
+         # Submitted again, the array runs what is left: an eval shard whose file is complete runs\n\
+         # nothing, a killed one resumes from its records.\n",
         p.command(),
-        merge_line("shards/")
+        resource_comment(p, "task", "--time"),
+        merge("afterok", "npu-audit-merge"),
+        merge("afternotok", "npu-audit-merge-partial"),
     );
     if n > 1000 {
         out += "# Slurm's default MaxArraySize is 1001: raise it in slurm.conf for this array.\n";
     }
     out += &format!(
-        "#SBATCH --job-name=npu-audit\n#SBATCH --array=0-{}\n#SBATCH --output=npu-audit-shard-%a.out\n\
-         set -euo pipefail\nmkdir -p shards\n{}\n",
-        n - 1,
+        "#SBATCH --job-name=npu-audit\n#SBATCH --array=1-{n}\n#SBATCH --cpus-per-task={}\n#SBATCH --mem={}\n\
+         #SBATCH --time={}\n#SBATCH --output=npu-audit-shard-%a.out\nset -euo pipefail\nmkdir -p shards\n{}\n",
+        r.cpus,
+        slurm_mem(r.mem_mib),
+        slurm_time(r.seconds),
         job_line(p, "auto", "\"shards/shard-${SLURM_ARRAY_TASK_ID}.json\"")
     );
     out
@@ -211,8 +344,14 @@ pub fn slurm(p: &JobPlan) -> String {
 
 /// A Kubernetes Indexed Job: N completions run at once, each with `--shard auto` (the index from
 /// `JOB_COMPLETION_INDEX`, the count from `NPU_AUDIT_SHARD_COUNT`), writing into a shared volume.
+/// The container's requests are its limits: npu-audit starts as many sessions as the CPUs it sees,
+/// and a CPU limit is what bounds those (with no limit it would see the node's every core, and
+/// outgrow its memory). The deadline is each pod's (`activeDeadlineSeconds` of the pod
+/// template), counted from its start: a deadline of the Job would count the time its pods wait
+/// for room in the cluster too.
 pub fn k8s(p: &JobPlan) -> String {
     let n = p.shards.len();
+    let r = p.sizing.request;
     // Kubernetes expands `$(VAR)` in a command and reads `$$` as `$`: every `$` of the user's
     // text is written `$$`, so none of it is expanded.
     let item = |s: &str| serde_json::to_string(&s.replace('$', "$$")).unwrap_or_default();
@@ -225,19 +364,27 @@ pub fn k8s(p: &JobPlan) -> String {
     command.extend(["\"--out\"".into(), "\"shard-$(JOB_COMPLETION_INDEX).json\"".into()]);
     command.extend(p.args.iter().skip(1).map(|a| item(a)));
     format!(
-        "# {n} shards of `npu-audit {cmd}` (npu-audit plan --format k8s).\n\
+        "# {n} shards of `npu-audit {cmd}` (npu-audit plan --format k8s).\n{resources}\
+         # Requests are limits: npu-audit starts as many sessions as the CPUs its limit gives it.\n\
          # IMAGE: an image with npu-audit, python3 and pip. The volume npu-audit-work holds the model\n\
          # and the set; every index writes shard-INDEX.json there. Once the Job completes, in /work:\n\
          #   {merge}\n\
          apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: npu-audit-{cmd}\nspec:\n  completionMode: Indexed\n  \
          completions: {n}\n  parallelism: {n}\n  backoffLimit: {n}\n  template:\n    spec:\n      restartPolicy: Never\n      \
-         containers:\n        - name: npu-audit\n          image: IMAGE\n          workingDir: /work\n          env:\n            \
+         activeDeadlineSeconds: {seconds}\n      \
+         containers:\n        - name: npu-audit\n          image: IMAGE\n          workingDir: /work\n          \
+         resources:\n            requests:\n              cpu: \"{cpus}\"\n              memory: {mem}\n            \
+         limits:\n              cpu: \"{cpus}\"\n              memory: {mem}\n          env:\n            \
          - name: NPU_AUDIT_SHARD_COUNT\n              value: \"{n}\"\n            - name: JOB_COMPLETION_INDEX\n              \
          valueFrom:\n                fieldRef:\n                  \
          fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']\n          \
          command: [{command}]\n          volumeMounts:\n            - name: work\n              mountPath: /work\n      \
          volumes:\n        - name: work\n          persistentVolumeClaim:\n            claimName: npu-audit-work\n",
         cmd = p.command(),
+        resources = resource_comment(p, "pod", "activeDeadlineSeconds (each pod's)"),
+        seconds = r.seconds,
+        cpus = r.cpus,
+        mem = k8s_mem(r.mem_mib),
         merge = merge_line(""),
         command = command.join(", "),
     )

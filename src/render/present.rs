@@ -193,6 +193,18 @@ pub fn bytes(b: u64) -> String {
     }
 }
 
+/// A span of time for a person: `16 s` below 100 seconds, `4.5 min` below 100 minutes, else
+/// `2.3 h`.
+pub fn duration(seconds: f64) -> String {
+    if seconds < 99.5 {
+        format!("{seconds:.0} s")
+    } else if seconds < 5970.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{:.1} h", seconds / 3600.0)
+    }
+}
+
 /// A number in evidence tables in full: codes as integers, ideals to six decimals, floats as the
 /// shortest f32 text (a last-bit difference must stay visible).
 pub fn exact_num(v: f64) -> String {

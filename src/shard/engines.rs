@@ -62,7 +62,7 @@ pub(super) fn engine_shards(get: &dyn Fn(&str) -> Option<String>) -> Result<Vec<
             })?;
             if get("SLURM_ARRAY_TASK_STEP").is_some_and(|s| s.trim() != "1") {
                 return Err(bad_flag(
-                    "--shard auto: the Slurm array's step is not 1; submit it as --array=0-(N-1)",
+                    "--shard auto: the Slurm array's step is not 1; submit it as plan prints it (--array=1-N)",
                 ));
             }
         }

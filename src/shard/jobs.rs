@@ -1,12 +1,13 @@
 //! The jobs a split makes, as `plan` prints them: what every job runs and each shard's share of
 //! the cost. `eval`'s parts are the ones its own `--shard` run takes ([`super::units`]),
 //! `compare`'s the deal of its targets ([`super::Shard::deal`]); `render::jobs` writes them for
-//! each cluster engine.
+//! each cluster engine, each job with the CPUs, memory and time [`super::resources`] sizes.
 
 use std::collections::BTreeMap;
 
 use anyhow::Result;
 
+use super::resources::{size, Overrides, Sizing, Workload};
 use super::{default_cost, units, Costs, Shard, Unit};
 use crate::error::bad_flag;
 use crate::exec::selection::Requested;
@@ -27,6 +28,8 @@ pub struct JobPlan {
     pub costs: Option<String>,
     /// Each shard's units (compare: one per target, samples `0..1`).
     pub shards: Vec<Vec<Unit>>,
+    /// What every job asks its engine for, and each shard's expected time.
+    pub sizing: Sizing,
 }
 
 impl JobPlan {
@@ -104,6 +107,7 @@ pub fn eval_jobs(
     runs: &[Requested],
     (samples, count): (usize, usize),
     measured: Option<&BTreeMap<String, f64>>,
+    (work, given): (&Workload, Overrides),
 ) -> Result<JobPlan> {
     let (weights, weights_from) = weights(runs, measured);
     if let Some((id, _)) = weights.iter().find(|(id, _)| id.contains(';')) {
@@ -124,6 +128,7 @@ pub fn eval_jobs(
     Ok(JobPlan {
         args,
         samples: Some(samples),
+        sizing: size(work, &shards, given),
         shards,
         weights,
         weights_from,
@@ -138,6 +143,7 @@ pub fn compare_jobs(
     runs: &[Requested],
     count: usize,
     measured: Option<&BTreeMap<String, f64>>,
+    (work, given): (&Workload, Overrides),
 ) -> Result<JobPlan> {
     let (weights, weights_from) = weights(runs, measured);
     let parts: Vec<Vec<Requested>> = (1..=count)
@@ -149,7 +155,7 @@ pub fn compare_jobs(
         .count();
     let targets = runs.iter().filter(|r| r.role == TargetRole::Target).count();
     refuse_idle(idle, count, format!("compare deals out its {targets} targets"))?;
-    let shards = parts
+    let shards: Vec<Vec<Unit>> = parts
         .iter()
         .map(|mine| {
             mine.iter()
@@ -167,6 +173,7 @@ pub fn compare_jobs(
         weights,
         weights_from,
         costs: None,
+        sizing: size(work, &shards, given),
         shards,
     })
 }

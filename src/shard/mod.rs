@@ -2,12 +2,15 @@
 //! the part (`auto`: from the cluster engine's variables, `engines`); `compare` deals out its
 //! targets; `eval` cuts work units of (target, sample range) by each target's cost per sample
 //! (`costs`, `units`), so every shard gets an even share of the time whatever mix of fast and slow
-//! targets the audit has; `plan` prints the jobs of a split (`jobs`). One job's part is run by its
-//! command (`compare`, `eval`); the parts are joined by `merge`.
+//! targets the audit has; `plan` prints the jobs of a split (`jobs`), each with the CPUs, memory
+//! and time it asks for (`resources`, in the engines' units: `limits`). One job's part is run by
+//! its command (`compare`, `eval`); the parts are joined by `merge`.
 
 pub mod costs;
 mod engines;
 pub mod jobs;
+pub mod limits;
+pub mod resources;
 pub mod units;
 
 use anyhow::Result;
@@ -19,7 +22,7 @@ use crate::target::TargetRole;
 
 pub use costs::{default_cost, Costs};
 pub use engines::COUNT_VAR;
-pub use units::{units, Unit};
+pub use units::{units, windows, Unit};
 
 /// `--shard i/n`: the i-th (1-based) of n parts of an audit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,8 @@
 //! Work units: one run over a range of samples. `eval`'s work is cut into them by cost, and every
 //! part (`eval --shard`, `plan`, `merge`'s check of a part) takes them from [`units`].
 
+use std::ops::Range;
+
 use serde::{Deserialize, Serialize};
 
 /// A piece of work: one run over the samples `start..end` of the set.
@@ -50,6 +52,21 @@ pub fn units(runs: &[(String, u64)], samples: usize, count: usize) -> Vec<Vec<Un
         offset += w * samples as u128;
     }
     shards
+}
+
+/// A shard's units grouped by sample range, in the order the ranges first appear: each group is
+/// what the shard streams at once (its runs' sessions side by side, with the reference), the groups
+/// one after the other. `eval --shard` runs them so, and `plan` sizes a job's CPUs, memory and
+/// time from them.
+pub fn windows(units: &[Unit]) -> Vec<(Range<usize>, Vec<&Unit>)> {
+    let mut groups: Vec<(Range<usize>, Vec<&Unit>)> = Vec::new();
+    for u in units {
+        match groups.iter_mut().find(|(w, _)| *w == (u.start..u.end)) {
+            Some((_, members)) => members.push(u),
+            None => groups.push((u.start..u.end, vec![u])),
+        }
+    }
+    groups
 }
 
 #[cfg(test)]

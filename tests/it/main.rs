@@ -28,6 +28,7 @@ mod matrix;
 mod output_guard;
 mod placement;
 mod plan;
+mod plan_resources;
 mod progress;
 mod render_snapshots;
 mod report_formats;

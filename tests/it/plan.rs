@@ -13,12 +13,12 @@ use common::*;
 use npu_audit::tensor::{write_npz, Tensor, TensorData};
 use serde_json::Value;
 
-fn real(name: &str) -> String {
+pub(crate) fn real(name: &str) -> String {
     repo(&format!("fixtures/real/{name}")).display().to_string()
 }
 
 /// An eval set of `n` samples for the PP-OCR classifier (zeros: `plan` reads the set's size only).
-fn set(dir: &Path, n: usize) -> PathBuf {
+pub(crate) fn set(dir: &Path, n: usize) -> PathBuf {
     let set = dir.join("set");
     std::fs::create_dir_all(&set).unwrap();
     let x = Tensor::new(vec![1, 3, 48, 192], TensorData::Float32(vec![0.0; 3 * 48 * 192])).unwrap();
@@ -29,7 +29,7 @@ fn set(dir: &Path, n: usize) -> PathBuf {
 }
 
 /// The eval command the tests split: three targets (one named with spaces) and the baseline.
-fn eval_words(set: &Path) -> Vec<String> {
+pub(crate) fn eval_words(set: &Path) -> Vec<String> {
     [
         "eval",
         &real("ppocr_cls_qdq_u8.onnx"),
@@ -52,7 +52,7 @@ fn eval_words(set: &Path) -> Vec<String> {
 }
 
 /// The JSON report of a real eval of the classifier on `set` (cpu and the baseline, cpu:noopt).
-fn eval_report(dir: &Path, set: &Path) -> Value {
+pub(crate) fn eval_report(dir: &Path, set: &Path) -> Value {
     let out = dir.join("eval-for-costs.json");
     let run = bin()
         .args([
@@ -72,7 +72,7 @@ fn eval_report(dir: &Path, set: &Path) -> Value {
 }
 
 /// `plan` with `args`, then `--` and `command`; must succeed; its stdout.
-fn plan(args: &[&str], command: &[String]) -> String {
+pub(crate) fn plan(args: &[&str], command: &[String]) -> String {
     let out = bin().arg("plan").args(args).arg("--").args(command).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
@@ -270,10 +270,17 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
     assert_eq!(lines[0], "#!/bin/bash");
     let first_code = lines.iter().position(|l| !l.starts_with('#')).unwrap();
     let directives: Vec<&str> = lines.iter().filter(|l| l.starts_with("#SBATCH")).copied().collect();
-    assert!(directives.contains(&"#SBATCH --array=0-2"), "{script}");
+    assert!(directives.contains(&"#SBATCH --array=1-3"), "{script}");
     assert!(lines[..first_code].iter().filter(|l| l.starts_with("#SBATCH")).count() == directives.len());
-    assert!(script.contains("--dependency=afterany:$jobid") && script.contains("npu-audit merge shards/shard-*.json"));
-    // Run it as task 1 of the array with a stand-in npu-audit that keeps its arguments.
+    for dependency in ["afterok", "afternotok"] {
+        assert!(
+            script.contains(&format!("--dependency={dependency}:$jobid --kill-on-invalid-dep=yes")),
+            "{script}"
+        );
+    }
+    assert!(script.contains("npu-audit merge shards/shard-*.json"));
+    // Run it as task 2 of the array (1-based, as its shard) with a stand-in npu-audit that keeps
+    // its arguments.
     let stub = dir.path().join("stub");
     std::fs::create_dir(&stub).unwrap();
     std::fs::write(stub.join("npu-audit"), "#!/bin/sh\nprintf '%s\\n' \"$@\" > args.txt\n").unwrap();
@@ -287,7 +294,8 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
         .arg("job.sbatch")
         .current_dir(dir.path())
         .env("PATH", format!("{}:/usr/bin:/bin", stub.display()))
-        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_ID", "2")
+        .env("SLURM_ARRAY_TASK_MIN", "1")
         .env("SLURM_ARRAY_TASK_COUNT", "3")
         .output()
         .unwrap();
@@ -302,7 +310,7 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
             "--costs",
             "cpu=1,cpu:noopt=1,openvino=2,qnn:sm8650=700",
             "--out",
-            "shards/shard-1.json",
+            "shards/shard-2.json",
         ],
     );
     assert_eq!(args.lines().collect::<Vec<_>>(), want);
@@ -466,7 +474,7 @@ fn untrusted_words_reach_every_engine_as_data() {
     let model = words.remove(1);
     words.extend(["--".into(), model]);
     let costs_of = |text: &str| -> String {
-        let line = text.lines().find(|l| l.contains("--costs")).unwrap().to_string();
+        let line = text.lines().find(|l| l.contains(" --costs ")).unwrap().to_string();
         let w = shell_words(line.trim().trim_start_matches("# ").trim());
         w[w.iter().position(|a| a == "--costs").unwrap() + 1].clone()
     };
@@ -493,7 +501,7 @@ fn untrusted_words_reach_every_engine_as_data() {
     );
     let want_gh = job_args(&words, &["--shard", "2/2", "--out", "shard-2.json", "--costs", &costs]);
     assert_eq!(run_github_job(dir.path(), &github, "2/2", 2), want_gh);
-    // Slurm: the script run as task 0.
+    // Slurm: the script run as task 1.
     let slurm = plan(&["--shards", "2", "--format", "slurm"], &words);
     std::fs::write(dir.path().join("job.sbatch"), &slurm).unwrap();
     let stub = stub(dir.path());
@@ -501,14 +509,14 @@ fn untrusted_words_reach_every_engine_as_data() {
         .arg("job.sbatch")
         .current_dir(dir.path())
         .env("PATH", format!("{}:/usr/bin:/bin", stub.display()))
-        .env("SLURM_ARRAY_TASK_ID", "0")
+        .env("SLURM_ARRAY_TASK_ID", "1")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
     let want_slurm = job_args(
         &words,
-        &["--shard", "auto", "--costs", &costs, "--out", "shards/shard-0.json"],
+        &["--shard", "auto", "--costs", &costs, "--out", "shards/shard-1.json"],
     );
     assert_eq!(args.lines().collect::<Vec<_>>(), want_slurm);
     assert!(!dir.path().join("pwned").exists());
