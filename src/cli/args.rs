@@ -507,8 +507,10 @@ pub struct StreamArgs {
     /// Every step's inputs: each member holds one input stacked over the steps on axis 0.
     #[arg(long, value_name = "FILE.npz", requires = "stream")]
     pub sequence: Option<PathBuf>,
-    /// What a step decides: OUTPUT>THRESHOLD or OUTPUT<THRESHOLD (repeatable); default: the
-    /// top-1 class of each output with a class axis.
+    /// A step's decision, OUTPUT>THRESHOLD or OUTPUT<THRESHOLD (repeatable); default: each
+    /// output's top-1 class.
+    ///
+    /// The default decides on the outputs with a class axis only.
     #[arg(long, value_name = "OUTPUT>THRESHOLD", requires = "stream", value_parser = Decision::parse_threshold)]
     pub decision: Vec<Decision>,
     /// The state has diverged at the first step where a fed-back output's SQNR against the
@@ -537,7 +539,7 @@ pub struct ReferenceArgs {
     /// model.
     #[arg(long)]
     pub reference: Option<PathBuf>,
-    /// A stored golden run (from `npu-audit golden create`) to compare against.
+    /// A stored golden run to compare against (`npu-audit golden create`).
     #[arg(long = "golden", value_name = "DIR")]
     pub golden_dir: Option<PathBuf>,
     /// With --golden and --reference: compare even when the reference is not the model the
@@ -550,10 +552,9 @@ pub struct ReferenceArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Targets")]
 pub struct TargetArgs {
-    /// Target to run (repeatable): cpu, cpu:noopt, qnn:<chipset>, qnn:all, openvino, dml, cuda,
-    /// tensorrt, and the phone's own CPU emulated as cpu-arm64:<core> (cortex-a76, neoverse-n1,
-    /// cortex-a710-nosve, cortex-a710, neoverse-n2, neoverse-v1); default: every target this
-    /// machine can run but the emulated cores.
+    /// Target (repeatable; default: all this machine runs but cpu-arm64): cpu, cpu:noopt,
+    /// qnn:<chipset>, openvino, dml, cuda, tensorrt, cpu-arm64:<core> (cortex-a76, neoverse-n1,
+    /// cortex-a710-nosve, cortex-a710, neoverse-n2, neoverse-v1: the phone's CPU, emulated).
     ///
     /// A release after @, extra options as ,key=value; `npu-audit targets` lists every target,
     /// each emulated core with its class of kernels, the chipsets it stands for and its first

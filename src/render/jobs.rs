@@ -300,7 +300,9 @@ fn encoded_words(p: &JobPlan) -> String {
 }
 
 /// An sbatch script: a job array of N tasks (numbered from 1, as the shards and their files are),
-/// each asking for the plan's CPUs, memory and time and running its part with `--shard auto`;
+/// each asking for the plan's CPUs, memory and time and running part `$SLURM_ARRAY_TASK_ID/N` (the
+/// task's own number, not `--shard auto`: a task submitted again alone, `--array=K`, is an array of
+/// one to Slurm, yet still part K);
 /// and how to submit it with the merge as a job that waits for every task. The merge that runs
 /// when every task succeeded (`afterok`) has a twin for when one failed (`afternotok`), so a
 /// merge always runs and says which shards are missing; each is cancelled once its condition
@@ -322,7 +324,7 @@ pub fn slurm(p: &JobPlan) -> String {
          # One of the two merges runs: the first when every task succeeded, the second when one\n\
          # failed (merge then names the shards whose files are missing, in npu-audit-merge.out).\n\
          # Submitted again, the array runs what is left: an eval shard whose file is complete runs\n\
-         # nothing, a killed one resumes from its records.\n",
+         # nothing, a killed one resumes from its records; one task alone: sbatch --array=K.\n",
         p.command(),
         resource_comment(p, "task", "--time"),
         merge("afterok", "npu-audit-merge"),
@@ -337,7 +339,11 @@ pub fn slurm(p: &JobPlan) -> String {
         r.cpus,
         slurm_mem(r.mem_mib),
         slurm_time(r.seconds),
-        job_line(p, "auto", "\"shards/shard-${SLURM_ARRAY_TASK_ID}.json\"")
+        job_line(
+            p,
+            &format!("\"${{SLURM_ARRAY_TASK_ID}}/{n}\""),
+            "\"shards/shard-${SLURM_ARRAY_TASK_ID}.json\""
+        )
     );
     out
 }

@@ -122,7 +122,14 @@ impl ShardFlag {
                     .join(", ")
             ))),
             (ShardFlag::Fixed(shard), found) => {
-                if let Some((engine, other)) = found.iter().find(|(_, s)| s != &shard) {
+                // A Slurm task's own number names its part when it is the part's index: plan's
+                // script runs task K of `--array=1-N` as K/N, also when K is submitted again alone
+                // (then Slurm's variables say an array of one).
+                let slurm_task = get("SLURM_ARRAY_TASK_ID").and_then(|t| t.trim().parse::<usize>().ok());
+                let agrees = |engine: &str, s: &Shard| {
+                    s == &shard || (engine.starts_with("Slurm") && slurm_task == Some(shard.index))
+                };
+                if let Some((engine, other)) = found.iter().find(|(e, s)| !agrees(e, s)) {
                     return Err(bad_flag(format!(
                         "--shard {}/{} disagrees with the {engine}'s variables, which say {}/{}; give --shard auto, or the part the engine started",
                         shard.index, shard.count, other.index, other.count
@@ -196,6 +203,17 @@ mod tests {
         assert!(refused(ShardFlag::Auto, &[("CI_NODE_INDEX", "x"), ("CI_NODE_TOTAL", "2")]).contains("not a number"));
         let fixed = ShardFlag::Fixed(Shard { index: 1, count: 2 });
         assert!(refused(fixed, &[("CI_NODE_INDEX", "2"), ("CI_NODE_TOTAL", "2")]).contains("disagrees"));
+        // Task 2 of plan's `--array=1-3` submitted again alone: an array of one to Slurm, part 2/3
+        // by its own number; another part is still refused.
+        let alone = [
+            ("SLURM_ARRAY_TASK_ID", "2"),
+            ("SLURM_ARRAY_TASK_MIN", "2"),
+            ("SLURM_ARRAY_TASK_COUNT", "1"),
+        ];
+        let second = Shard { index: 2, count: 3 };
+        assert_eq!(ShardFlag::Fixed(second).resolve_in(&env(&alone)).unwrap(), second);
+        let third = ShardFlag::Fixed(Shard { index: 3, count: 3 });
+        assert!(refused(third, &alone).contains("disagrees"));
         assert_eq!(
             fixed
                 .resolve_in(&env(&[("CI_NODE_INDEX", "1"), ("CI_NODE_TOTAL", "2")]))

@@ -294,9 +294,10 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
         .arg("job.sbatch")
         .current_dir(dir.path())
         .env("PATH", format!("{}:/usr/bin:/bin", stub.display()))
+        // Task 2 submitted again alone: Slurm calls it an array of one, and it is still part 2/3.
         .env("SLURM_ARRAY_TASK_ID", "2")
-        .env("SLURM_ARRAY_TASK_MIN", "1")
-        .env("SLURM_ARRAY_TASK_COUNT", "3")
+        .env("SLURM_ARRAY_TASK_MIN", "2")
+        .env("SLURM_ARRAY_TASK_COUNT", "1")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -306,7 +307,7 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
         &words,
         &[
             "--shard",
-            "auto",
+            "2/3",
             "--costs",
             "cpu=1,cpu:noopt=1,openvino=2,qnn:sm8650=700",
             "--out",
@@ -516,7 +517,7 @@ fn untrusted_words_reach_every_engine_as_data() {
     let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
     let want_slurm = job_args(
         &words,
-        &["--shard", "auto", "--costs", &costs, "--out", "shards/shard-1.json"],
+        &["--shard", "1/2", "--costs", &costs, "--out", "shards/shard-1.json"],
     );
     assert_eq!(args.lines().collect::<Vec<_>>(), want_slurm);
     assert!(!dir.path().join("pwned").exists());
