@@ -1094,7 +1094,7 @@ pub struct TaskArgs {
     /// Evaluate the first N samples of the set.
     #[arg(long, value_name = "N", help_heading = "Set", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
-    /// The output the task reads (default: the model's only output).
+    /// The output the task reads; required when the model has several.
     #[arg(long, value_name = "NAME", help_heading = "Task")]
     pub output: Option<String>,
     /// classify: the k of top-k accuracy.

@@ -28,6 +28,7 @@ const COMMON_FLAGS: &[&str] = &[
     // eval and matrix (and the flags a task requires)
     "dataset",
     "task",
+    "output",
     "labels",
     "decision",
     "vocab",

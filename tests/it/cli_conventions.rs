@@ -233,3 +233,34 @@ fn quiet_verbose_and_colour() {
         "--color never does not"
     );
 }
+
+/// A flag an error asks for is in `-h`: `eval` on a model with two outputs asks for `--output`
+/// (exit 2), and `eval -h` lists it.
+#[test]
+fn the_flag_evals_error_asks_for_is_in_its_short_help() {
+    let dir = tempdir();
+    std::fs::copy(repo("fixtures/inputs/minilm_seed7.npz"), dir.path().join("s000.npz")).expect("copy");
+    let out = bin()
+        .args([
+            "eval",
+            repo("fixtures/real/minilm_l2_qdq_u8.onnx").to_str().expect("utf-8"),
+            "--reference",
+            repo("fixtures/real/minilm_l2_fp32.onnx").to_str().expect("utf-8"),
+            "--dataset",
+            dir.path().to_str().expect("utf-8"),
+            "--task",
+            "agree",
+            "-t",
+            "cpu",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("name the one the task reads with --output"), "{stderr}");
+    let short = stdout_of(&["eval", "-h"]);
+    assert!(
+        short.contains("--output <NAME>") && short.contains("required when the model has several"),
+        "{short}"
+    );
+}
