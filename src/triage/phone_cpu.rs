@@ -124,6 +124,10 @@ pub fn follow_up(
         group.notes.push(note(f.reports.len(), &ids, unable.as_deref()));
         for (i, report, wanted) in &f.reports {
             let mut e = entry(report, group, steps, &opts.thresholds, wanted);
+            // Only the cores tried for this report are its reason (others of its inputs' reports
+            // may have other chipsets).
+            let own: Vec<String> = ids.iter().filter(|id| wanted.contains(id)).cloned().collect();
+            let unable = why_not_run(group, &own);
             if let Some(why) = unable.as_deref().filter(|_| e.verdict.kind != VerdictKind::CpuFallback) {
                 e.verdict.sentence += &format!("; the phone's own CPU EP could not run here: {why}");
                 not_to_keep.push(report.content_sha256.clone());
@@ -134,19 +138,22 @@ pub fn follow_up(
     Ok(not_to_keep)
 }
 
-/// Why some of the phone's cores did not run (the first such run's status and error line), or
-/// `None` when every one gave outputs.
+/// Why some of the phone's cores did not run: every such core with its status, and the first
+/// one's error line; `None` when every one gave outputs.
 fn why_not_run(group: &Group, ids: &[String]) -> Option<String> {
-    let failed = group
+    let failed: Vec<_> = group
         .runs
         .iter()
-        .find(|r| ids.contains(&r.target) && !group.tensors.contains_key(&r.target))?;
-    let line = failed
+        .filter(|r| ids.contains(&r.target) && !group.tensors.contains_key(&r.target))
+        .collect();
+    let first = failed.first()?;
+    let line = first
         .error
         .as_deref()
         .and_then(|e| e.lines().next())
         .unwrap_or("no error text");
-    Some(format!("{} {}: {line}", failed.target, failed.status))
+    let which: Vec<String> = failed.iter().map(|r| format!("{} {}", r.target, r.status)).collect();
+    Some(format!("{}: {line}", which.join(", ")))
 }
 
 /// The group's note: how many reports wanted the phone's CPU, which cores ran, and what it costs.
