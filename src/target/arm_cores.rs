@@ -79,6 +79,10 @@ pub struct ChipsetCpus {
     pub emulated: &'static [&'static str],
 }
 
+/// The cores tried for Arm's Cortex-X2 to X4 generations: the class their phones' firmware shows
+/// (SVE hidden) first, then the SVE2 the cores have, which some firmware shows.
+const HIDDEN_SVE: &[&str] = &["cortex-a710-nosve", "cortex-a710"];
+
 /// From chipset to CPU cores and the emulated cores that stand for them. Where phones of one
 /// chipset were seen both with and without SVE (the firmware decides), both classes are tried.
 /// Read off `/proc/cpuinfo` of shipping phones (arm-socs-table): SM8450 without SVE (RedMagic 7)
@@ -93,27 +97,27 @@ pub const CHIPSET_CPUS: &[ChipsetCpus] = &[
     ChipsetCpus {
         sm: "sm8450",
         cores: "Cortex-X2, A710, A510: dot product, i8mm, bf16; SVE2 shown by some phones' firmware",
-        emulated: &["cortex-a710-nosve", "cortex-a710"],
+        emulated: HIDDEN_SVE,
     },
     ChipsetCpus {
         sm: "sm8475",
         cores: "Cortex-X2, A710, A510: dot product, i8mm, bf16; SVE2 shown by some phones' firmware",
-        emulated: &["cortex-a710-nosve", "cortex-a710"],
+        emulated: HIDDEN_SVE,
     },
     ChipsetCpus {
         sm: "sm8550",
         cores: "Cortex-X3, A715, A710, A510: dot product, i8mm, bf16; SVE2 hidden by the firmware",
-        emulated: &["cortex-a710-nosve", "cortex-a710"],
+        emulated: HIDDEN_SVE,
     },
     ChipsetCpus {
         sm: "sm8635",
         cores: "Cortex-X4, A720, A520: dot product, i8mm, bf16; SVE2 hidden by the firmware",
-        emulated: &["cortex-a710-nosve", "cortex-a710"],
+        emulated: HIDDEN_SVE,
     },
     ChipsetCpus {
         sm: "sm8650",
         cores: "Cortex-X4, A720, A520: dot product, i8mm, bf16; SVE2 hidden by the firmware",
-        emulated: &["cortex-a710-nosve", "cortex-a710"],
+        emulated: HIDDEN_SVE,
     },
     ChipsetCpus {
         sm: "sm8750",
@@ -123,7 +127,7 @@ pub const CHIPSET_CPUS: &[ChipsetCpus] = &[
     ChipsetCpus {
         sm: "sm8735",
         cores: "Cortex-X4, A720: dot product, i8mm, bf16; SVE2 hidden by the firmware",
-        emulated: &["cortex-a710-nosve", "cortex-a710"],
+        emulated: HIDDEN_SVE,
     },
     ChipsetCpus {
         sm: "sm8850",
