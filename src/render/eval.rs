@@ -118,12 +118,14 @@ fn targets_table(report: &EvalReport) -> String {
         row.push(vs_ref.map_or("-", margin_word).to_string());
         b.push_record(row);
     }
-    // Every cell is a key or figures; the margin's verdict is a status, never shortened.
-    use Kind::{Figure, Key};
+    // Every cell is a key or figures; the margin's verdict is words, wrapped but never cut.
+    use Kind::{Figure, Key, Words};
     let mut kinds = vec![Key, Key, Figure, Figure, Figure, Figure, Figure];
-    kinds.extend(baseline.map(|_| Figure));
-    kinds.push(Key);
-    table_with(b, &Look::grid(&kinds))
+    kinds.extend(baseline.as_ref().map(|_| Figure));
+    kinds.push(Words);
+    // Too wide, the flips, McNemar's p and the drop against the baseline go to a second table.
+    let secondary: Vec<usize> = (5..7).chain(baseline.map(|_| 7)).collect();
+    table_with(b, &Look::grid(&kinds).splittable(1, &secondary))
 }
 
 fn header(s: &mut String, report: &EvalReport) {

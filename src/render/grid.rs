@@ -12,7 +12,7 @@
 use anstyle::Style;
 use tabled::builder::Builder;
 use tabled::grid::util::string::{get_char_width, get_text_width};
-use tabled::settings::object::Rows;
+use tabled::settings::object::{Columns, Object, Rows};
 use tabled::settings::{Alignment, Modify, Style as TableStyle};
 
 /// `text` in `style`.
@@ -28,6 +28,9 @@ pub fn bold(text: &str) -> String {
 /// A text cell is never shortened below this many columns.
 const MIN_TEXT: usize = 12;
 
+/// A word of a phrase wider than this (a path) may be broken across the cell's lines.
+const MAX_WORD: usize = 16;
+
 /// What a column holds, declared where the renderer builds the table: it decides how the column
 /// may be shortened to fit, so a figure is never cut whatever it looks like and a text that holds
 /// digits is still text.
@@ -42,6 +45,11 @@ pub enum Kind {
     Text,
     /// A file path: cut from its start (`…/fleet/a_s24`), where the rows differ.
     Path,
+    /// A phrase read whole (a verdict in words): wrapped inside the cell at spaces, never cut.
+    Words,
+    /// A `, `-separated list that is read whole (verdict counts): wrapped inside the cell
+    /// between its items, never cut, so the row grows taller instead.
+    Wrapped,
 }
 
 /// The lines a table's frame draws: the renderers' tables differ only in this.
@@ -64,7 +72,22 @@ pub struct Look {
     right_aligned: bool,
     indent: usize,
     kinds: Vec<Kind>,
+    split: Option<Split>,
 }
+
+/// How a table too wide for the terminal may become several tables of the same rows, each with
+/// the rows' key columns and some of the others: lossless, so it is tried before any text is
+/// cut.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Split {
+    /// The leading columns that tell rows apart, repeated in every part.
+    keys: usize,
+    /// Columns that go to the later parts: the first part holds the figures that decide.
+    secondary: Vec<usize>,
+}
+
+/// The most parts a lossless split may make before cutting text is preferred.
+const MAX_PARTS: usize = 3;
 
 impl Look {
     /// Rounded, figures right-aligned: the look of the report tables, its columns of `kinds`.
@@ -74,6 +97,7 @@ impl Look {
             right_aligned: true,
             indent: 0,
             kinds: kinds.to_vec(),
+            split: None,
         }
     }
 
@@ -84,7 +108,19 @@ impl Look {
             right_aligned: false,
             indent: 0,
             kinds: kinds.to_vec(),
+            split: None,
         }
+    }
+
+    /// The same table, allowed to become several tables when it is too wide: each repeats the
+    /// first `keys` columns, the first holds the other columns but `secondary`, which follow in
+    /// the next ones (in their order). Piped output is never split.
+    pub fn splittable(mut self, keys: usize, secondary: &[usize]) -> Self {
+        self.split = Some(Split {
+            keys,
+            secondary: secondary.to_vec(),
+        });
+        self
     }
 
     /// The same table printed `indent` columns in (the indentation is the caller's).
@@ -122,6 +158,52 @@ pub fn prose(text: &str) -> String {
     wrap_lines(text, terminal_width())
 }
 
+/// A shell command of quoted `words`, printed `indent` columns in: one line off a terminal; on a
+/// terminal, wrapped between words with ` \` continuations four columns further in, so it still
+/// pastes into a shell as one command.
+pub fn command(words: &[String], indent: usize) -> String {
+    command_at(words, indent, terminal_width())
+}
+
+/// [`command`] at `width` (one line without one).
+fn command_at(words: &[String], indent: usize, width: Option<usize>) -> String {
+    let lead = " ".repeat(indent);
+    let Some(width) = width else {
+        return format!("{lead}{}", words.join(" "));
+    };
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = lead.clone();
+    for word in &flag_pairs(words) {
+        let fresh = line.trim().is_empty();
+        // Room for the word and, should another line follow, its ` \`.
+        if !fresh && get_text_width(&line) + 1 + get_text_width(word) + 2 > width {
+            lines.push(format!("{line} \\"));
+            line = format!("{lead}    ");
+        } else if !fresh {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines.join("\n")
+}
+
+/// `words` with each flag joined to the value after it (`-t cpu`), so no line ends on a flag.
+fn flag_pairs(words: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut words = words.iter().peekable();
+    while let Some(word) = words.next() {
+        match words.peek() {
+            Some(value) if word.starts_with('-') && !value.starts_with('-') => {
+                out.push(format!("{word} {value}"));
+                words.next();
+            }
+            _ => out.push(word.clone()),
+        }
+    }
+    out
+}
+
 /// A paragraph whose line breaks are for piped output only: on a terminal it is joined into one
 /// line and wrapped to the terminal's width under the first line's hanging indent.
 pub fn paragraph(text: &str) -> String {
@@ -141,20 +223,40 @@ fn reflow(text: &str, width: Option<usize>) -> String {
     wrap_lines(&joined.join(" "), width)
 }
 
-/// The width to fit to: `COLUMNS`, else the terminal's, when stdout is a terminal. Piped output
-/// (files, CI logs, tests) is never fitted.
+/// The width to fit to: `COLUMNS`, else the terminal's column count, when stdout is a terminal.
+/// Piped output (files, CI logs, tests) is never fitted.
 fn terminal_width() -> Option<usize> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         return None;
     }
     let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok());
-    columns.or_else(|| terminal_size::terminal_size().map(|(w, _)| w.0 as usize))
+    columns.filter(|&c| c > 0).or_else(window_columns)
+}
+
+/// The terminal's column count from its window size. A terminal may set its columns and not its
+/// rows (`stty cols 100` under `script` leaves 0 rows), which `terminal_size` takes for no size
+/// at all: only the columns are asked for here.
+#[cfg(unix)]
+fn window_columns() -> Option<usize> {
+    // SAFETY: TIOCGWINSZ fills the `winsize` it is given and touches nothing else; a descriptor
+    // that is not a terminal makes it fail, which is checked.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let status = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (status == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// The terminal's column count where there is no `TIOCGWINSZ`.
+#[cfg(not(unix))]
+fn window_columns() -> Option<usize> {
+    terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
 }
 
 /// The one fitting routine of every terminal table. `rows[0]` is the header. Without a width the
-/// table is drawn as it is; with one, it is drawn whole if it fits, else with its text cells
-/// shortened (keys and figures never), else one block per row.
+/// table is drawn as it is; with one, it is drawn whole if it fits, else with its headers
+/// wrapped, else (when the look allows) split into a few tables of the same rows, else with its
+/// text cells shortened (keys and figures never), else split with its text cells shortened,
+/// else one block per row.
 pub fn fit(rows: &[Vec<String>], look: &Look, width: Option<usize>) -> String {
     let natural = draw(rows, look);
     let Some(width) = width.map(|w| w.saturating_sub(look.indent)) else {
@@ -164,8 +266,84 @@ pub fn fit(rows: &[Vec<String>], look: &Look, width: Option<usize>) -> String {
         return natural;
     }
     let rows = square(rows);
-    let overhead = get_text_width(&natural).saturating_sub(columns(&rows, look).iter().map(|c| c.natural).sum());
-    shrunk(&rows, look, width, overhead).unwrap_or_else(|| blocks(&rows, width))
+    shrunk(&rows, look, width, Cuts::Lossless)
+        .map(|t| vec![t])
+        .or_else(|| split(&rows, look, width, Cuts::Lossless).filter(|parts| parts.len() <= MAX_PARTS))
+        .or_else(|| shrunk(&rows, look, width, Cuts::Cells).map(|t| vec![t]))
+        .or_else(|| split(&rows, look, width, Cuts::Cells))
+        .map(|parts| parts.join("\n"))
+        .unwrap_or_else(|| blocks(&rows, width))
+}
+
+/// What fitting a table may change: nothing a reader loses (headers, phrases and lists wrapped
+/// in their cells), or text too (cut with `…`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cuts {
+    Lossless,
+    Cells,
+}
+
+/// The table drawn within `width`: as it is, else fitted as `cuts` allows.
+fn within(rows: &[Vec<String>], look: &Look, width: usize, cuts: Cuts) -> Option<String> {
+    let natural = draw(rows, look);
+    if get_text_width(&natural) <= width {
+        return Some(natural);
+    }
+    shrunk(rows, look, width, cuts)
+}
+
+/// The table as several tables within `width`, each the key columns and a run of the others:
+/// the primary columns first, then the secondary ones, each run packed in its order and each part
+/// fitted as `cuts` allows.
+fn split(rows: &[Vec<String>], look: &Look, width: usize, cuts: Cuts) -> Option<Vec<String>> {
+    let plan = look.split.as_ref()?;
+    let n = rows[0].len();
+    let keys: Vec<usize> = (0..plan.keys.min(n)).collect();
+    let (secondary, primary): (Vec<usize>, Vec<usize>) =
+        (plan.keys.min(n)..n).partition(|c| plan.secondary.contains(c));
+    let mut groups = pack(rows, look, &keys, &primary, width);
+    groups.extend(pack(rows, look, &keys, &secondary, width));
+    let parts = groups
+        .iter()
+        .map(|group| {
+            let (part_rows, part_look) = project(rows, look, &[keys.as_slice(), group].concat());
+            within(&part_rows, &part_look, width, cuts)
+        })
+        .collect::<Option<Vec<String>>>()?;
+    (parts.len() > 1).then_some(parts)
+}
+
+/// `columns` in consecutive groups, each as many as fit `width` beside the key columns with at
+/// most their headers wrapped (a column too wide alone is a group of its own).
+fn pack(rows: &[Vec<String>], look: &Look, keys: &[usize], columns: &[usize], width: usize) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group: Vec<usize> = Vec::new();
+    for &c in columns {
+        group.push(c);
+        let (part_rows, part_look) = project(rows, look, &[keys, &group].concat());
+        if group.len() > 1 && within(&part_rows, &part_look, width, Cuts::Lossless).is_none() {
+            group.pop();
+            groups.push(std::mem::replace(&mut group, vec![c]));
+        }
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    groups
+}
+
+/// The rows' `columns` and the look of a table of them.
+fn project(rows: &[Vec<String>], look: &Look, columns: &[usize]) -> (Vec<Vec<String>>, Look) {
+    let part_rows = rows
+        .iter()
+        .map(|r| columns.iter().map(|&c| r[c].clone()).collect())
+        .collect();
+    let part_look = Look {
+        kinds: columns.iter().map(|&c| look.kind(c)).collect(),
+        split: None,
+        ..look.clone()
+    };
+    (part_rows, part_look)
 }
 
 /// The table in its frame, at its natural width.
@@ -178,6 +356,11 @@ fn draw(rows: &[Vec<String>], look: &Look) -> String {
     };
     if look.right_aligned {
         t.with(Modify::new(Rows::new(1..)).with(Alignment::right()));
+        // Words read from their start: text and paths stay left-aligned among the figures.
+        let words = |c: &usize| matches!(look.kind(*c), Kind::Text | Kind::Path | Kind::Wrapped | Kind::Words);
+        for c in (0..rows.first().map_or(0, Vec::len)).filter(words) {
+            t.with(Modify::new(Columns::one(c).not(Rows::first())).with(Alignment::left()));
+        }
     }
     t.to_string()
 }
@@ -194,34 +377,85 @@ fn square(rows: &[Vec<String>]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A column's natural width and the narrowest it may be drawn.
+/// A column's natural width, its width with only its header wrapped, and the narrowest it may
+/// be drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Column {
     natural: usize,
+    body: usize,
     floor: usize,
+    /// The narrowest without cutting text: a phrase's or a list's floor, else its body.
+    lossless: usize,
 }
 
-/// Per column: its natural width, and its floor: the header's longest unbreakable piece, a key's
-/// or a figure's cells at their width, a text's or a path's at [`text_floor`].
+/// Per column: its natural width, its body's (cells whole, the header wrapped), and its floor: the
+/// header's longest unbreakable piece, a key's or a figure's cells at their width, a text's or a
+/// path's at [`text_floor`], a wrapped cell's longest item.
 fn columns(rows: &[Vec<String>], look: &Look) -> Vec<Column> {
     let n = rows.first().map_or(0, Vec::len);
     (0..n)
         .map(|c| {
             let cells = rows.iter().skip(1).map(|r| r[c].as_str());
             let head = &rows[0][c];
-            let natural = cells.clone().map(get_text_width).fold(get_text_width(head), usize::max);
             let head_floor = header_pieces(head)
                 .iter()
                 .map(|(_, p)| get_text_width(p))
                 .max()
                 .unwrap_or(0);
+            let body = cells.clone().map(get_text_width).fold(head_floor, usize::max);
+            let natural = body.max(get_text_width(head));
             let floor = cells
                 .map(|cell| match look.kind(c) {
                     Kind::Key | Kind::Figure => get_text_width(cell),
                     Kind::Text | Kind::Path => text_floor(cell),
+                    Kind::Wrapped => longest_item(cell),
+                    Kind::Words => words_floor(cell),
                 })
                 .fold(head_floor, usize::max);
-            Column { natural, floor }
+            let lossless = match look.kind(c) {
+                Kind::Words | Kind::Wrapped => floor,
+                _ => body,
+            };
+            Column {
+                natural,
+                body,
+                floor,
+                lossless,
+            }
+        })
+        .collect()
+}
+
+/// The narrowest a phrase is wrapped to: its widest word, or [`MAX_WORD`] when a word (a path)
+/// is wider, broken after a `/`, `_`, `:` or `.` then.
+fn words_floor(cell: &str) -> usize {
+    cell.split_whitespace()
+        .map(get_text_width)
+        .max()
+        .unwrap_or(0)
+        .min(MAX_WORD)
+}
+
+/// The widest item of a wrapped cell: the narrowest it can be.
+fn longest_item(cell: &str) -> usize {
+    cell.lines()
+        .flat_map(|l| list_items(l).into_iter().map(|(_, item)| get_text_width(&item)))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The items of a `, `-separated list, each with its comma and the space before it: a wrapped
+/// cell breaks between items (`cpu_fallback 1,` | `reproduced 3`), never inside one.
+fn list_items(line: &str) -> Vec<(String, String)> {
+    let items: Vec<&str> = line.split(", ").collect();
+    let last = items.len() - 1;
+    items
+        .iter()
+        .enumerate()
+        .map(|(k, item)| {
+            let sep = if k == 0 { "" } else { " " };
+            let comma = if k < last { "," } else { "" };
+            (sep.to_string(), format!("{item}{comma}"))
         })
         .collect()
 }
@@ -232,10 +466,13 @@ fn text_floor(cell: &str) -> usize {
     w.min(MIN_TEXT.max(w.div_ceil(3)))
 }
 
-/// The table with its text cells shortened to fit `width`, if the floors allow.
-fn shrunk(rows: &[Vec<String>], look: &Look, width: usize, overhead: usize) -> Option<String> {
+/// The table with its headers wrapped and, as `cuts` allows, its cells shortened to fit `width`,
+/// if the floors allow.
+fn shrunk(rows: &[Vec<String>], look: &Look, width: usize, cuts: Cuts) -> Option<String> {
     let cols = columns(rows, look);
-    let widths = column_widths(&cols, width.checked_sub(overhead)?)?;
+    let natural = get_text_width(&draw(rows, look));
+    let overhead = natural.saturating_sub(cols.iter().map(|c| c.natural).sum());
+    let widths = column_widths(&cols, width.checked_sub(overhead)?, cuts)?;
     let cut: Vec<Vec<String>> = rows
         .iter()
         .enumerate()
@@ -257,17 +494,32 @@ fn shrunk(rows: &[Vec<String>], look: &Look, width: usize, overhead: usize) -> O
     (get_text_width(&drawn) <= width).then_some(drawn)
 }
 
-/// Column widths within `budget`: the widest columns narrowed to one cap, none below its floor,
-/// what the cap leaves given back to the narrowed columns; `None` when even the floors do not fit.
-fn column_widths(cols: &[Column], budget: usize) -> Option<Vec<usize>> {
-    let at = |cap: usize| -> Vec<usize> { cols.iter().map(|c| c.natural.min(cap).max(c.floor)).collect() };
-    let top = cols.iter().map(|c| c.natural).max().unwrap_or(0);
-    let mut widths = (0..=top).rev().map(at).find(|w| w.iter().sum::<usize>() <= budget)?;
-    let mut left = budget - widths.iter().sum::<usize>();
+/// Column widths within `budget`: first only the headers wrap (every column as wide as its
+/// cells), the room left given back to them; if that is still too wide, the widest columns are
+/// narrowed to one cap, none below its floor (with [`Cuts::Lossless`], text columns not at all),
+/// what the cap leaves given back to the narrowed columns. `None` when even the floors do not
+/// fit.
+fn column_widths(cols: &[Column], budget: usize, cuts: Cuts) -> Option<Vec<usize>> {
+    let body: Vec<usize> = cols.iter().map(|c| c.body).collect();
+    if body.iter().sum::<usize>() <= budget {
+        let natural: Vec<usize> = cols.iter().map(|c| c.natural).collect();
+        return Some(give_back(body, &natural, budget));
+    }
+    let floor = |c: &Column| if cuts == Cuts::Lossless { c.lossless } else { c.floor };
+    let at = |cap: usize| -> Vec<usize> { cols.iter().map(|c| c.body.min(cap).max(floor(c))).collect() };
+    let top = body.iter().copied().max().unwrap_or(0);
+    let widths = (0..=top).rev().map(at).find(|w| w.iter().sum::<usize>() <= budget)?;
+    Some(give_back(widths, &body, budget))
+}
+
+/// `widths` widened a column at a time, in turn, toward `wanted` while the sum stays within
+/// `budget`.
+fn give_back(mut widths: Vec<usize>, wanted: &[usize], budget: usize) -> Vec<usize> {
+    let mut left = budget.saturating_sub(widths.iter().sum::<usize>());
     while left > 0 {
         let before = left;
-        for (w, c) in widths.iter_mut().zip(cols) {
-            if left > 0 && *w < c.natural {
+        for (w, &want) in widths.iter_mut().zip(wanted) {
+            if left > 0 && *w < want {
                 *w += 1;
                 left -= 1;
             }
@@ -276,11 +528,12 @@ fn column_widths(cols: &[Column], budget: usize) -> Option<Vec<usize>> {
             break;
         }
     }
-    Some(widths)
+    widths
 }
 
 /// A cell of `kind` shortened to `width` columns: each longer line of a text cut with `…` at its
-/// end (never inside a number), of a path at its start; keys and figures as they are.
+/// end (never inside a number), of a path at its start, of a list wrapped between items; keys
+/// and figures as they are.
 fn shorten(cell: &str, width: usize, kind: Kind) -> String {
     if get_text_width(cell) <= width {
         return cell.to_string();
@@ -291,6 +544,8 @@ fn shorten(cell: &str, width: usize, kind: Kind) -> String {
             Kind::Key | Kind::Figure => line.to_string(),
             Kind::Text => cut(&strip_ansi(line), width),
             Kind::Path => cut_path(&strip_ansi(line), width),
+            Kind::Wrapped => fill(&list_items(line), width, width).join("\n"),
+            Kind::Words => fill(&spaced_pieces(line), width, width).join("\n"),
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -458,8 +713,8 @@ fn spaced_pieces(text: &str) -> Vec<(String, String)> {
     pieces
 }
 
-/// A header's pieces: its words, split again after a `-` or `/` outside a number
-/// (`bit-identical`, `NaN/Inf`; `top-1` stays whole).
+/// A header's pieces: its words, split again after a `-`, `/`, `:` or `@` outside a number
+/// (`bit-identical`, `NaN/Inf`, `qnn:sm8650`; `top-1` stays whole).
 fn header_pieces(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (sep, word) in spaced_pieces(&strip_ansi(text).replace('\n', " ")) {
@@ -467,7 +722,7 @@ fn header_pieces(text: &str) -> Vec<(String, String)> {
         let numeric = number_marks(&chars);
         let mut start = 0;
         for i in 1..chars.len() {
-            if matches!(chars[i - 1], '-' | '/') && !(numeric[i - 1] && numeric[i]) {
+            if matches!(chars[i - 1], '-' | '/' | ':' | '@') && !(numeric[i - 1] && numeric[i]) {
                 let sep = if start == 0 { sep.clone() } else { String::new() };
                 out.push((sep, chars[start..i].iter().collect()));
                 start = i;
@@ -780,5 +1035,159 @@ mod tests {
         assert!(!parts.iter().any(|p| p.ends_with('7')), "{parts:?}");
         assert_eq!(break_word("12345678901234", 5), ["12345678901234"]);
         assert_eq!(header_pieces("bit-identical top-1 NaN/Inf").len(), 5);
+    }
+
+    /// An OUTPUT table of four targets: eleven columns, 126 wide.
+    fn outputs() -> Vec<Vec<String>> {
+        rows(&[
+            &[
+                "target",
+                "bit-identical",
+                "max abs",
+                "mean abs",
+                "RMSE",
+                "max ULP",
+                "cosine",
+                "SQNR dB",
+                "excess dB",
+                "top-1",
+                "top-5",
+                "NaN/Inf",
+            ],
+            &[
+                "cpu", "0/10", "0.1222", "0.06345", "0.07183", "1957463", "0.999901", "36.38", "+0.97", "100.0%",
+                "100.0%", "0/0",
+            ],
+            &[
+                "qnn:sm8650",
+                "0/10",
+                "0.1316",
+                "0.05393",
+                "0.06808",
+                "2082928",
+                "0.999897",
+                "36.85",
+                "+0.50",
+                "100.0%",
+                "100.0%",
+                "0/0",
+            ],
+            &[
+                "cpu:noopt",
+                "0/10",
+                "0.1222",
+                "0.05697",
+                "0.06425",
+                "1957463",
+                "0.999917",
+                "37.35",
+                "(baseline)",
+                "100.0%",
+                "100.0%",
+                "0/0",
+            ],
+        ])
+    }
+
+    fn output_look() -> Look {
+        let mut kinds = vec![Kind::Key];
+        kinds.extend([Kind::Figure; 11]);
+        Look::grid(&kinds).splittable(1, &[3, 4, 5, 6, 10])
+    }
+
+    #[test]
+    fn a_splittable_table_too_wide_becomes_two_tables_with_the_deciding_figures_first() {
+        let t = outputs();
+        let out = fit(&t, &output_look(), Some(100));
+        assert!(
+            widest(&out) <= 100 && !out.contains("-[") && !out.contains('…'),
+            "{out}"
+        );
+        let parts: Vec<&str> = out.split('╭').filter(|p| !p.is_empty()).collect();
+        assert_eq!(parts.len(), 2, "{out}");
+        let header = |part: &str| part.lines().nth(1).unwrap_or_default().to_string();
+        for column in ["bit-identical", "max abs", "SQNR dB", "excess dB", "top-1", "NaN/Inf"] {
+            assert!(header(parts[0]).contains(column), "{column}: {out}");
+        }
+        for column in ["mean abs", "RMSE", "max ULP", "cosine", "top-5"] {
+            assert!(header(parts[1]).contains(column), "{column}: {out}");
+        }
+        // Every row's key is repeated in each part, every figure whole.
+        for part in &parts {
+            for id in ["cpu", "qnn:sm8650", "cpu:noopt"] {
+                assert!(
+                    part.lines()
+                        .any(|l| l.contains(&format!("│ {id} │")) || l.contains(&format!(" {id} │"))),
+                    "{id}: {part}"
+                );
+            }
+        }
+        for figure in ["1957463", "2082928", "0.999917", "36.85", "+0.97", "(baseline)"] {
+            assert!(whole(&out, figure), "{figure}: {out}");
+        }
+        // Piped, and wide enough, the table is one table as it is; not splittable, blocks.
+        assert_eq!(fit(&t, &output_look(), None), draw(&t, &output_look()));
+        let mut kinds = vec![Kind::Key];
+        kinds.extend([Kind::Figure; 11]);
+        assert!(fit(&t, &Look::grid(&kinds), Some(100)).starts_with("-[ target cpu ]"));
+    }
+
+    #[test]
+    fn headers_wrap_before_anything_is_split_or_cut() {
+        let t = rows(&[
+            &["target", "points lost vs reference", "median vs CPU EP dB"],
+            &["cpu", "+1.00", "-17.65"],
+        ]);
+        let look = Look::grid(&[Kind::Key, Kind::Figure, Kind::Figure]).splittable(1, &[2]);
+        let out = fit(&t, &look, Some(40));
+        assert!(widest(&out) <= 40 && out.matches('╭').count() == 1, "{out}");
+        assert!(out.contains("+1.00") && out.contains("-17.65"), "{out}");
+    }
+
+    #[test]
+    fn lists_wrap_between_items_and_phrases_between_words_never_cut() {
+        let t = rows(&[
+            &["chipset", "reports", "verdicts", "why"],
+            &[
+                "SM8650",
+                "6",
+                "garbage 1, reproduced 3, rounding 1, unexplained 1",
+                "the cheapest variant that meets the policy on qnn:sm8650",
+            ],
+        ]);
+        let look = Look::grid(&[Kind::Key, Kind::Figure, Kind::Wrapped, Kind::Words]);
+        let out = fit(&t, &look, Some(60));
+        assert!(widest(&out) <= 60 && !out.contains('…') && !out.contains("-["), "{out}");
+        for item in ["garbage 1,", "reproduced 3,", "rounding 1,", "unexplained 1"] {
+            assert!(out.contains(item), "{item} split in\n{out}");
+        }
+        let words: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.split('│').nth(4))
+            .flat_map(str::split_whitespace)
+            .collect();
+        assert_eq!(
+            words.join(" "),
+            "why the cheapest variant that meets the policy on qnn:sm8650"
+        );
+        assert_eq!(
+            list_items("a 1, b 2"),
+            [("".into(), "a 1,".into()), (" ".into(), "b 2".into())]
+        );
+    }
+
+    #[test]
+    fn a_command_wraps_between_flags_and_values_with_continuations() {
+        let words: Vec<String> = "npu-audit eval --shard 1/3 --out shard-1.json model.onnx -t cpu -t qnn:sm8650"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        assert_eq!(command_at(&words, 2, None), format!("  {}", words.join(" ")));
+        let out = command_at(&words, 2, Some(40));
+        assert_eq!(
+            out,
+            "  npu-audit eval --shard 1/3 \\\n      --out shard-1.json model.onnx \\\n      -t cpu -t qnn:sm8650"
+        );
+        assert!(widest(&out) <= 40, "{out}");
     }
 }

@@ -90,6 +90,11 @@ pub fn shell_quote(text: &str) -> String {
 /// arguments quoted. The job's own flags come first, so a `--` among the user's arguments
 /// cannot make them positional.
 pub fn job_line(p: &JobPlan, shard: &str, out: &str) -> String {
+    job_words(p, shard, out).join(" ")
+}
+
+/// The shell words of [`job_line`], each quoted.
+fn job_words(p: &JobPlan, shard: &str, out: &str) -> Vec<String> {
     let mut words: Vec<String> = vec!["npu-audit".into()];
     words.extend(p.args.first().map(|a| shell_quote(a)));
     words.extend(["--shard".into(), shard.to_string()]);
@@ -98,7 +103,7 @@ pub fn job_line(p: &JobPlan, shard: &str, out: &str) -> String {
     }
     words.extend(["--out".into(), out.to_string()]);
     words.extend(p.args.iter().skip(1).map(|a| shell_quote(a)));
-    words.join(" ")
+    words
 }
 
 /// The units of a shard as text: `cpu 0-7, qnn:sm8650 0-3` (samples inclusive), or the
@@ -161,9 +166,12 @@ pub fn table(p: &JobPlan) -> String {
     if let Some(origin) = time_origin(p) {
         out += &format!("time      {origin}\n");
     }
+    // The figures wrap to the terminal; a command wraps with ` \` continuations, still one command.
+    let mut out = super::grid::prose(&out);
     out += "\njobs\n";
     for i in 1..=n {
-        out += &format!("  {}\n", job_line(p, &format!("{i}/{n}"), &format!("shard-{i}.json")));
+        let words = job_words(p, &format!("{i}/{n}"), &format!("shard-{i}.json"));
+        out += &format!("{}\n", super::grid::command(&words, 2));
     }
     out += &format!("then\n  {}\n", merge_line(""));
     out

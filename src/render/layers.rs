@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table_indented, Kind};
+use super::grid::{bold, table_with, Kind, Look};
 use super::present::{self, db_opt, num};
 use crate::report::model::{
     CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, Report, TapEffects, TargetReport,
@@ -70,12 +70,11 @@ fn layer_table(layers: &[&LayerReport]) -> String {
             codes_cell(l.introduced_vs_baseline.as_ref(), l.quantized),
         ]);
     }
-    use Kind::{Figure, Key, Text};
-    table_indented(
-        b,
-        4,
-        &[Key, Key, Text, Text, Figure, Figure, Figure, Figure, Figure, Figure],
-    )
+    use Kind::{Figure, Key, Text, Wrapped};
+    let kinds = [Key, Key, Text, Text, Figure, Figure, Figure, Wrapped, Figure, Wrapped];
+    // Too wide, the tensor, max abs and the codes the layer introduces go to a second table.
+    let look = Look::grid(&kinds).indented(4).splittable(1, &[3, 6, 9]);
+    table_with(b, &look)
 }
 
 fn target_section(s: &mut String, t: &TargetReport, info: &LayerAuditInfo, baseline: Option<&str>) {

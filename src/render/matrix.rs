@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table as grid_text, Kind};
+use super::grid::{bold, table as grid_text, table_with, Kind, Look};
 use super::present::{bytes, db, db_opt, pct};
 use crate::console::printable;
 use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
@@ -62,7 +62,8 @@ fn grid_kinds(targets: usize) -> Vec<Kind> {
 }
 
 /// What the columns of [`recommendation_rows`] hold.
-const RECOMMENDATION_KINDS: [Kind; 6] = [Kind::Key, Kind::Key, Kind::Text, Kind::Figure, Kind::Text, Kind::Text];
+/// The reasons are sentences read whole: wrapped in their cells, never cut.
+const RECOMMENDATION_KINDS: [Kind; 6] = [Kind::Key, Kind::Key, Kind::Text, Kind::Figure, Kind::Words, Kind::Words];
 
 /// What the columns of [`remedy_rows`] hold: the step, the layer's tensor and op, figures and the
 /// kept word, each failing target's figures, then where it runs.
@@ -181,7 +182,9 @@ pub const STEP_RUNS_ON_LEGEND: &str = "runs on: where the changed layer ran on e
 pub fn table(m: &Matrix) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", bold(&format!("MATRIX ({})", measured_text(m))));
-    let _ = writeln!(out, "{}", grid_text(grid(m), &grid_kinds(m.targets.len())));
+    // Too many targets for the terminal, the targets' columns continue in another table.
+    let look = Look::grid(&grid_kinds(m.targets.len())).splittable(1, &[]);
+    let _ = writeln!(out, "{}", table_with(grid(m), &look));
     let _ = writeln!(out, "policy: {}", policy_text(m));
     let _ = writeln!(out, "cost order: {}\n", m.cost_order.join(" < "));
     let _ = writeln!(out, "{}", bold("RECOMMENDATION"));
@@ -194,11 +197,11 @@ pub fn table(m: &Matrix) -> String {
             bold(&format!("REMEDY: {} for {}", kind_name(s.kind), s.variant))
         );
         if !s.steps.is_empty() {
-            let _ = writeln!(
-                out,
-                "{}",
-                grid_text(remedy_rows(s), &remedy_kinds(s.failing_targets.len()))
-            );
+            // Too wide, the step and its layer keep the failing targets' figures and the rest
+            // (the layer alone, kept, where it ran) follows in a second table.
+            let n = s.failing_targets.len();
+            let look = Look::grid(&remedy_kinds(n)).splittable(2, &[3, 4, 5 + n]);
+            let _ = writeln!(out, "{}", table_with(remedy_rows(s), &look));
             let _ = writeln!(out, "{STEP_RUNS_ON_LEGEND}");
         }
         for (i, st) in s.steps.iter().enumerate() {

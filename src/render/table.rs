@@ -9,7 +9,7 @@ use anstyle::{AnsiColor, Style};
 use tabled::builder::Builder;
 
 pub use super::grid::{bold, table};
-use super::grid::{paint, Kind};
+use super::grid::{paint, table_with, Kind, Look};
 
 use super::present::{
     bytes, cosine, db, ep_short, num, pct, placement_line, printable, signed_db, thread_probe_sentence,
@@ -30,6 +30,7 @@ fn targets_table(report: &Report) -> String {
     let mut b = Builder::default();
     b.push_record([
         "target",
+        "chipset",
         "status",
         "EP",
         "nodes on EP",
@@ -69,15 +70,13 @@ fn targets_table(report: &Report) -> String {
         if t.role == TargetRole::Baseline {
             id.push_str(" (baseline)");
         }
-        if let Some(c) = &t.chipset {
-            id.push_str(&format!(
-                "  {} v{}",
-                c.name.trim_start_matches("Snapdragon "),
-                c.htp_arch
-            ));
-        }
+        let chipset = t.chipset.as_ref().map_or_else(
+            || "-".into(),
+            |c| format!("{} v{}", c.name.trim_start_matches("Snapdragon "), c.htp_arch),
+        );
         b.push_record([
             id,
+            chipset,
             paint(t.status.as_str(), status_style(t.status)),
             t.ep.replace("ExecutionProvider", ""),
             nodes,
@@ -92,7 +91,9 @@ fn targets_table(report: &Report) -> String {
         ]);
     }
     use Kind::{Figure, Key, Text};
-    table(b, &[Key, Key, Key, Figure, Text, Figure, Figure, Figure, Text])
+    let kinds = [Key, Text, Key, Key, Figure, Text, Figure, Figure, Figure, Text];
+    // Too wide, the chipsets, runtimes and fingerprints follow the statuses and timings.
+    table_with(b, &Look::grid(&kinds).splittable(1, &[1, 5, 9]))
 }
 
 /// Repeated runs that were not bit-identical, and each target's code differences from the
@@ -171,7 +172,11 @@ fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
     // The target, then figures only (a row whose output failed holds the runtime's words).
     let mut kinds = vec![Kind::Key];
     kinds.extend(vec![Kind::Figure; if baseline.is_some() { 11 } else { 10 }]);
-    (table(b, &kinds), shape)
+    // Too wide, the figures that decide stay in the first table (bit-identical, max abs, SQNR,
+    // excess, top-1, NaN/Inf) and mean abs, RMSE, max ULP, cosine and top-5 go to a second.
+    let top5 = if baseline.is_some() { 10 } else { 9 };
+    let look = Look::grid(&kinds).splittable(1, &[3, 4, 5, 6, top5]);
+    (table_with(b, &look), shape)
 }
 
 fn metric_row(t: &TargetReport, o: &OutputMetrics, with_baseline: bool) -> Vec<String> {

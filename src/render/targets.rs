@@ -19,6 +19,7 @@ pub fn targets_table(rows: &[TargetAvailability]) -> String {
             r.reason.clone().or_else(|| r.runtime_state.clone()).unwrap_or_default(),
         ]);
     }
-    use Kind::{Key, Text};
-    table_with(b, &Look::plain(Frame::Rounded, &[Key, Key, Text, Text, Text]))
+    // Descriptions and reasons are read whole: wrapped in their cells, never cut.
+    use Kind::{Key, Words};
+    table_with(b, &Look::plain(Frame::Rounded, &[Key, Key, Words, Words, Words]))
 }

@@ -63,8 +63,8 @@ fn groups_table(title: &str, groups: &[GroupFigures], label: fn(&str) -> String)
             verdicts.join(", "),
         ]);
     }
-    use Kind::{Figure, Key};
-    table_with(b, &Look::grid(&[Key, Figure, Figure, Figure, Figure, Figure]))
+    use Kind::{Figure, Key, Wrapped};
+    table_with(b, &Look::grid(&[Key, Figure, Figure, Figure, Figure, Wrapped]))
 }
 
 /// The fleet's conclusion under its keyword as the JSON writes it (`npu`, `quantization`, ...).

@@ -23,6 +23,12 @@ fn quote(text: &str) -> String {
 /// stderr (progress) kept apart; returns what the terminal showed, without ANSI styles and
 /// carriage returns. The run must exit with 0.
 fn pty(args: &[&str], cols: usize) -> String {
+    pty_sized(args, cols, 50)
+}
+
+/// [`pty`] on a terminal of `rows` rows: 0 is a terminal that sets its columns alone
+/// (`stty cols 100` under `script`), which some libraries take for no size at all.
+fn pty_sized(args: &[&str], cols: usize, rows: usize) -> String {
     let script = Path::new("/usr/bin/script");
     assert!(
         script.is_file(),
@@ -36,7 +42,7 @@ fn pty(args: &[&str], cols: usize) -> String {
         .map(|a| quote(&a))
         .collect();
     let shell = format!(
-        "stty cols {cols} rows 50 && exec {} 2>{}",
+        "stty cols {cols} rows {rows} && exec {} 2>{}",
         command.join(" "),
         quote(&stderr.display().to_string())
     );
@@ -153,27 +159,72 @@ fn block_value(lines: &[&str], row: &str, column: &str) -> Option<String> {
     value
 }
 
+/// The value of `column` in `row` of whichever table among `lines` has that column: a table too
+/// wide for the terminal continues in further tables that repeat its key column.
 fn table_value(lines: &[&str], row: &str, column: &str) -> Option<String> {
-    let rows: Vec<Vec<String>> = lines.iter().map(|l| cells(l)).filter(|c| !c.is_empty()).collect();
+    tables(lines).iter().find_map(|t| one_table_value(t, row, column))
+}
+
+/// `lines` cut into tables, each from its top border (`╭`) on; lines without one are one table.
+fn tables<'a>(lines: &[&'a str]) -> Vec<Vec<&'a str>> {
+    if !lines.iter().any(|l| l.trim_start().starts_with('╭')) {
+        return vec![lines.to_vec()];
+    }
+    let mut out: Vec<Vec<&str>> = Vec::new();
+    for line in lines {
+        if line.trim_start().starts_with('╭') {
+            out.push(Vec::new());
+        }
+        if let Some(t) = out.last_mut() {
+            t.push(line);
+        }
+    }
+    out
+}
+
+/// `a` continued by `b` (a header or a cell wrapped over two lines): no space after a `-` or `/`.
+fn glued(a: &str, b: &str) -> String {
+    let glue = if a.is_empty() || a.ends_with('-') || a.ends_with('/') || b.is_empty() {
+        ""
+    } else {
+        " "
+    };
+    format!("{a}{glue}{b}")
+}
+
+/// The value of `column` in `row` of one table: its header may be wrapped over several lines, a
+/// row over several lines (the continuation's key cell empty).
+fn one_table_value(lines: &[&str], row: &str, column: &str) -> Option<String> {
     let rule = lines.iter().position(|l| l.contains('├') || l.contains("-+-"))?;
-    let header_lines = lines[..rule].iter().map(|l| cells(l)).filter(|c| !c.is_empty());
     let mut header: Vec<String> = Vec::new();
-    for parts in header_lines {
+    for parts in lines[..rule].iter().map(|l| cells(l)).filter(|c| !c.is_empty()) {
         header.resize(parts.len(), String::new());
         for (h, p) in header.iter_mut().zip(parts) {
-            let glue = if h.is_empty() || h.ends_with('-') || h.ends_with('/') || p.is_empty() {
-                ""
-            } else {
-                " "
-            };
-            *h = format!("{h}{glue}{p}");
+            *h = glued(h, &p);
         }
     }
     let at = header.iter().position(|h| h == column)?;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for parts in lines[rule + 1..].iter().map(|l| cells(l)).filter(|c| !c.is_empty()) {
+        match rows.last_mut() {
+            Some(last) if parts.first().is_some_and(String::is_empty) => {
+                for (cell, more) in last.iter_mut().zip(parts) {
+                    *cell = glued(cell, &more);
+                }
+            }
+            _ => rows.push(parts),
+        }
+    }
     let found = rows
         .iter()
         .find(|c| c.first().and_then(|k| k.split_whitespace().next()) == Some(row))?;
     found.get(at).cloned()
+}
+
+/// No table of `text` fell back to one block per row.
+fn assert_no_blocks(text: &str, what: &str) {
+    let blocks: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("-[ ")).collect();
+    assert!(blocks.is_empty(), "{what}: per-row blocks {blocks:?} in\n{text}");
 }
 
 /// The TARGETS, OUTPUT and TARGET vs TARGET tables of a compare report, checked against its JSON.
@@ -228,12 +279,43 @@ fn compare_keeps_every_figure_and_status_whole_at_80_100_and_120_columns() {
     let json_arg = json.display().to_string();
     args.extend(["--allow-failure", "openvino", "--out", &json_arg]);
     let live = pty(&args, 100);
+    assert_no_blocks(&live, "compare of five targets at 100 columns");
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("json");
     let openvino = common::target(&report, "openvino")["status"].as_str().expect("status");
     assert!(["ok", "failed"].contains(&openvino), "openvino ended {openvino}");
     check_compare(&live, &report);
     for cols in [80, 120] {
         check_compare(&pty(&["render", &json_arg], cols), &report);
+    }
+    let wide = pty(&["render", &json_arg], 120);
+    assert_no_blocks(&wide, "compare of five targets at 120 columns");
+}
+
+/// A terminal that sets its columns and not its rows (`stty cols 100` alone, as under `script`)
+/// is still 100 columns wide: the committed compare report of five targets fits it, its tables
+/// still tables (the OUTPUT and TARGETS tables continue in a second table that repeats the target).
+#[test]
+fn a_terminal_with_only_its_columns_set_is_fitted_to_them() {
+    let path = repo("fixtures/reports/cnn.json");
+    let report: Value = serde_json::from_slice(&std::fs::read(&path).expect("report")).expect("json");
+    let shown = pty_sized(&["render", path.to_str().expect("utf-8")], 100, 0);
+    assert_no_blocks(&shown, "render at 100 columns, 0 rows");
+    check_compare(&shown, &report);
+    // The figures that decide share the first OUTPUT table; the others follow in a second one.
+    let logits = paragraph(&shown, "OUTPUT logits");
+    let parts = tables(&logits);
+    assert_eq!(parts.len(), 2, "{}", logits.join("\n"));
+    for column in ["bit-identical", "max abs", "SQNR dB", "excess dB", "top-1"] {
+        assert!(
+            one_table_value(&parts[0], "cpu", column).is_some(),
+            "{column} in the first table"
+        );
+    }
+    for column in ["mean abs", "RMSE", "max ULP", "cosine"] {
+        assert!(
+            one_table_value(&parts[1], "cpu", column).is_some(),
+            "{column} in the second table"
+        );
     }
 }
 
@@ -246,6 +328,9 @@ fn layer_tables_keep_their_figures_whole() {
     for cols in WIDTHS {
         let shown = pty(&["render", path.to_str().expect("utf-8")], cols);
         check_compare(&shown, &report);
+        if cols >= 100 {
+            assert_no_blocks(&shown, &format!("layers at {cols} columns"));
+        }
         let mut checked = 0;
         for t in report["targets"].as_array().expect("targets") {
             let Some(layers) = t["layers"].as_array().filter(|l| !l.is_empty()) else {
@@ -479,6 +564,170 @@ fn the_triage_tables_fit_and_keep_each_verdict() {
             let name = reports[i].rsplit('/').next().expect("name");
             let path = lookup(&shown, "TRIAGE", &row, "report");
             assert!(path.ends_with(&format!("/{name}")), "report {row} at {cols}: {path:?}");
+        }
+    }
+}
+
+/// The committed fleet (13 reports) at 100 columns: its reports are one table, each report's
+/// verdict in its row as the same run's JSON says, and the fleet's tables are tables too.
+#[test]
+fn the_committed_fleet_triages_into_one_table_at_100_columns() {
+    let dir = tempdir();
+    let json = dir.path().join("t.json");
+    let json_arg = json.display().to_string();
+    let mut args = vec![
+        "triage",
+        "fixtures/real/ppocr_cls_qdq_u8.onnx",
+        "fixtures/device_reports/fleet",
+        "--golden",
+        "golden/ppocr_cls_fp32",
+        "--no-db",
+        "--no-arm64",
+        "--out",
+        &json_arg,
+    ];
+    for t in ["cpu:noopt", "cpu", "qnn:sm8650", "qnn:sm8450"] {
+        args.extend(["-t", t]);
+    }
+    let shown = pty(&args, 100);
+    assert_no_blocks(&shown, "triage of the committed fleet at 100 columns");
+    let reports = paragraph(&shown, "TRIAGE");
+    let top_borders = reports.iter().filter(|l| l.trim_start().starts_with('╭')).count();
+    assert_eq!(top_borders, 1, "{}", reports.join("\n"));
+    let triage: Value = serde_json::from_slice(&std::fs::read(&json).expect("triage")).expect("json");
+    let entries = triage["reports"].as_array().expect("reports");
+    assert_eq!(entries.len(), 13);
+    for (i, e) in entries.iter().enumerate() {
+        let copy = if e["duplicate_of"].is_string() { " (copy)" } else { "" };
+        let verdict = format!("{}{copy}", e["verdict"]["kind"].as_str().expect("kind"));
+        assert_eq!(lookup(&shown, "TRIAGE", &(i + 1).to_string(), "verdict"), verdict);
+    }
+    for g in triage["fleet"]["by_chipset"].as_array().expect("by_chipset") {
+        let key = g["key"].as_str().expect("key");
+        let fleet = paragraph(&shown, "FLEET");
+        // A chipset the report did not identify is shown in words; the identified ones by name.
+        if let Some(reports) = g["reports"].as_u64().filter(|_| key.starts_with("SM")) {
+            assert_eq!(value_in(&fleet, key, "reports"), reports.to_string(), "{key}");
+        }
+    }
+}
+
+/// A matrix of three variants on six targets at 100 columns: the grid continues in a second
+/// table rather than becoming blocks, and every cell is where its variant and target say.
+#[test]
+fn a_matrix_of_six_targets_stays_a_table_at_100_columns() {
+    let dir = tempdir();
+    let json = dir.path().join("m.json");
+    let json_arg = json.display().to_string();
+    let int8 = format!("int8={}", common::cnn());
+    let a16w8 = format!("a16w8={}", repo("fixtures/models/cnn_qdq_a16w8.onnx").display());
+    let fp16 = format!("fp16={},enable_htp_fp16_precision=1", common::cnn_fp32());
+    let reference = common::cnn_fp32();
+    let mut args = vec![
+        "matrix",
+        "--variant",
+        &int8,
+        "--variant",
+        &a16w8,
+        "--variant",
+        &fp16,
+        "--reference",
+        &reference,
+    ];
+    for t in [
+        "cpu",
+        "cpu:noopt",
+        "qnn:sm8650",
+        "qnn:sm8450",
+        "qnn:sm8850",
+        "qnn:sm8550",
+    ] {
+        args.extend(["-t", t]);
+    }
+    args.extend([
+        "--min-sqnr",
+        "28",
+        "--search",
+        "widen16",
+        "--max-promoted",
+        "3",
+        "--out",
+        &json_arg,
+    ]);
+    let shown = pty(&args, 100);
+    assert_no_blocks(&shown, "matrix of six targets at 100 columns");
+    let m: Value = serde_json::from_slice(&std::fs::read(&json).expect("matrix")).expect("json");
+    for c in m["cells"].as_array().expect("cells") {
+        let (variant, target) = (
+            c["variant"].as_str().expect("variant"),
+            c["target"].as_str().expect("target"),
+        );
+        let mark = if c["meets_policy"] == true { " ✓" } else { "" };
+        let expected = format!("{}{mark}", db_text(&c["sqnr_db"]));
+        assert_eq!(
+            lookup(&shown, "MATRIX", variant, target),
+            expected,
+            "{variant} on {target}"
+        );
+    }
+    for r in m["recommendations"].as_array().expect("recommendations") {
+        let target = r["target"].as_str().expect("target");
+        let ship = r["variant"].as_str().unwrap_or("none");
+        assert_eq!(lookup(&shown, "RECOMMENDATION", target, "ship"), ship, "{target}");
+    }
+}
+
+/// An eval of four targets at 100 columns: the TARGETS table stays a table (the flips and
+/// McNemar's p in a second one), each target's accuracy and margin in its row as its JSON says.
+#[test]
+fn an_eval_of_four_targets_stays_a_table_at_100_columns() {
+    let dir = tempdir();
+    let set = dir.path().join("set");
+    std::fs::create_dir(&set).expect("set dir");
+    let mut labels = String::from("id,label\n");
+    for (i, label) in [3, 7, 1].iter().enumerate() {
+        std::fs::copy(repo("fixtures/inputs/cnn_seed7.npz"), set.join(format!("s{i}.npz"))).expect("sample");
+        labels.push_str(&format!("s{i},{label}\n"));
+    }
+    std::fs::write(set.join("labels.csv"), labels).expect("labels");
+    let json = dir.path().join("e.json");
+    let (set_arg, json_arg) = (set.display().to_string(), json.display().to_string());
+    let (model, reference) = (common::cnn(), common::cnn_fp32());
+    let mut args = vec![
+        "eval",
+        &model,
+        "--reference",
+        &reference,
+        "--dataset",
+        &set_arg,
+        "--task",
+        "classify",
+        "--output",
+        "logits",
+        "--margin",
+        "5",
+        "--out",
+        &json_arg,
+    ];
+    for t in ["cpu", "cpu:noopt", "qnn:sm8650", "qnn:sm8850"] {
+        args.extend(["-t", t]);
+    }
+    let shown = pty(&args, 100);
+    assert_no_blocks(&shown, "eval of four targets at 100 columns");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("eval")).expect("json");
+    for t in report["targets"].as_array().expect("targets") {
+        let id = t["id"].as_str().expect("id");
+        assert_eq!(
+            lookup(&shown, "TARGETS", id, "status"),
+            t["status"].as_str().expect("status")
+        );
+        assert_eq!(lookup(&shown, "TARGETS", id, "samples"), t["samples_run"].to_string());
+        let vs_ref = t["comparisons"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["against"] == "reference"));
+        if let Some(c) = vs_ref {
+            let flips = format!("{}/{}", c["fixed"], c["broken"]);
+            assert_eq!(lookup(&shown, "TARGETS", id, "fixed/broken"), flips, "{id}");
         }
     }
 }
