@@ -84,9 +84,11 @@ fn verdict_table(r: &FingerprintReport) -> String {
         }
     }));
     b.push_record(status);
-    // Probe ids, op types and each target's verdict words: read whole.
-    let kinds = vec![Kind::Key; 2 + r.targets.len()];
-    table_with(b, &Look::plain(Frame::Psql, &kinds))
+    // Probe ids and each target's verdict words: read whole; the op's description wraps. Too
+    // many targets for the terminal, the verdicts continue in another table by probe.
+    let mut kinds = vec![Kind::Key; 2 + r.targets.len()];
+    kinds[1] = Kind::Words;
+    table_with(b, &Look::plain(Frame::Psql, &kinds).splittable(1, &[1]))
 }
 
 /// Targets that could not be fingerprinted, and controls that came out wrong.
