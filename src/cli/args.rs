@@ -115,7 +115,11 @@ pub enum Command {
     /// a table, a GitHub matrix (JSON or a workflow), a Slurm array script or a Kubernetes
     /// Indexed Job (docs/scale.md).
     Plan(PlanArgs),
-    /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
+    /// Render a saved JSON report of any command again: terminal, Markdown, JUnit, HTML, ...
+    ///
+    /// The report's kind (compare, eval, triage, matrix, pipeline, repro) is read from the JSON;
+    /// each is written in the forms its command writes: --junit and --node-data for compare
+    /// reports, --html for compare, eval, triage and matrix, --dispatch for a matrix.
     Render(RenderArgs),
     /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval or repro.
     ///
@@ -320,13 +324,16 @@ pub struct MergeArgs {
 /// Flags of `render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// A JSON report (`compare --out`, `merge --out`; `-`: stdin).
+    /// A JSON report of compare, layers, merge, eval, triage, matrix, pipeline or repro (`-`: stdin).
     pub report: PathBuf,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
     #[command(flatten)]
     pub files: ReportFiles,
+    /// Write a matrix report's dispatch table (target -> model file, EP, options) as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub dispatch: Option<PathBuf>,
 }
 
 /// Whether `compare` shows fingerprints.

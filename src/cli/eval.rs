@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{
-    emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile,
+    emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile, Forms,
 };
 use crate::accuracy::task::TaskSpec;
 use crate::accuracy::StatOptions;
@@ -274,23 +274,29 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
     Ok(EvalCommand { options, files, format })
 }
 
+/// The forms of an eval report (`eval`, `merge` of eval shards, `render`).
+pub(super) const FORMS: Forms<EvalReport> = Forms {
+    markdown: Some(crate::render::eval::markdown),
+    html: Some(crate::render::html::eval::render),
+    dispatch: None,
+    stdout: stdout_text,
+};
+
 /// An eval report's files (`--out` JSON, `--markdown`, `--html`), as `eval` and `merge` write them.
 pub(super) fn report_files(
     out: Option<PathBuf>,
     markdown: Option<PathBuf>,
     html: Option<PathBuf>,
 ) -> Vec<FindingsFile<EvalReport>> {
-    let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
-    let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
     findings_files(vec![
         ("--out", out, None),
-        ("--markdown", markdown, Some(markdown_of)),
-        ("--html", html, Some(html_of)),
+        ("--markdown", markdown, FORMS.markdown),
+        ("--html", html, FORMS.html),
     ])
 }
 
 /// An eval report on stdout in the `--format` asked for (`json`: the JSON already rendered).
-pub(super) fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> String {
+fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> String {
     match format {
         ReportFormat::Json => json,
         ReportFormat::Table => crate::render::eval::table_text(report),
@@ -315,7 +321,9 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     }
     let report = crate::eval::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&report, &cmd.files, outputs, |r, json| stdout_text(cmd.format, r, json))?;
+    emit_findings(&report, &cmd.files, outputs, |r, json| {
+        (FORMS.stdout)(cmd.format, r, json)
+    })?;
     say_missing_targets(&report);
     Ok(report.exit_code)
 }
