@@ -866,10 +866,10 @@ pub enum RuntimeCommand {
         #[command(flatten)]
         runtime_env: RuntimeEnv,
     },
-    /// Remove cached releases no audit used for a while (never a default release), and what
-    /// killed downloads left behind.
+    /// Remove cached releases, compiled QNN contexts and evals' records no audit used for a while
+    /// (never a default release, never one in use), and what killed downloads left behind.
     Gc {
-        /// Keep releases used within this many days.
+        /// Keep releases, compiled contexts and evals' records used within this many days.
         #[arg(long, default_value_t = 30.0, value_name = "DAYS")]
         keep_days: f64,
         /// Only say what would be removed.
@@ -978,7 +978,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Layers")]
     pub explain: u64,
     /// Keep every sample's records in DIR (new, or an earlier run's of the same eval: it resumes
-    /// there); default with --out FILE: FILE's name with the extension .records.
+    /// there); default with --out FILE: in the tool's cache, keyed by the eval (the same command
+    /// run again resumes; `runtime gc` removes them).
     #[arg(long, value_name = "DIR", help_heading = "Reports")]
     pub records: Option<PathBuf>,
     /// Run one part of the eval: work units of (target, sample range) split evenly by cost over

@@ -12,7 +12,7 @@ use super::shared::{
 use crate::accuracy::task::TaskSpec;
 use crate::accuracy::StatOptions;
 use crate::error::{bad_flag, ExitCode};
-use crate::eval::{DatasetOptions, EvalOptions};
+use crate::eval::{DatasetOptions, EvalOptions, Records};
 use crate::policy::Thresholds;
 use crate::report::eval::EvalReport;
 use crate::shard::ShardFlag;
@@ -246,12 +246,13 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         check_shard_flags(out.as_deref(), (markdown.is_some() || html.is_some(), explain))?;
     }
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
-    let records = records.or_else(|| {
-        out.as_ref()
-            .filter(|o| !crate::userfile::is_stdio(o))
-            .map(|o| o.with_extension("records"))
-            .filter(|r| Some(r) != out.as_ref())
-    });
+    // `--records DIR` is the user's; else an eval written to a file keeps its records in the cache
+    // (a rerun of the same command resumes), and one only printed in its work directory.
+    let records = match (records, &out) {
+        (Some(dir), _) => Records::Named(dir),
+        (None, Some(o)) if !crate::userfile::is_stdio(o) => Records::Cached,
+        (None, _) => Records::Work,
+    };
     let options = EvalOptions {
         model,
         golden: golden_source(reference),
@@ -309,7 +310,7 @@ fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> Strin
 pub fn run(a: EvalArgs) -> Result<ExitCode> {
     let cmd = command(a)?;
     let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
-    if let Some(dir) = &cmd.options.records {
+    if let Records::Named(dir) = &cmd.options.records {
         outputs.check_dir("--records", dir)?;
         outputs.reserve_dir(dir);
         for f in &cmd.files {

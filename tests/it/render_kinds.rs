@@ -86,7 +86,8 @@ fn cls_set(dir: &Path, n: usize) -> PathBuf {
     set
 }
 
-/// The eval of the u8 classifier against fp32 on `set`, CPU only, with `extra`.
+/// The eval of the u8 classifier against fp32 on `set`, CPU only, with `extra`; its records
+/// beside the set (not in the shared cache).
 fn eval_args(set: &Path, extra: &[&str]) -> Vec<String> {
     let real = |n: &str| repo(&format!("fixtures/real/{n}")).display().to_string();
     let mut args: Vec<String> = vec![
@@ -103,6 +104,8 @@ fn eval_args(set: &Path, extra: &[&str]) -> Vec<String> {
         "--no-config".into(),
         "--max-accuracy-drop".into(),
         "50".into(),
+        "--records".into(),
+        s(&set.with_extension("records")).into(),
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
     args
