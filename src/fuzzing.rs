@@ -190,17 +190,45 @@ pub fn eval_set(data: &[u8], dir: &Path) {
     }
 }
 
-/// A JSON report (`merge`, `render`, baseline mode): parsing and the schema version check, then
-/// every renderer on what parsed.
+/// A JSON report (`merge`, `render`, baseline mode): parsing as a compare report and as any kind
+/// (`render`'s reading), the schema version checks, then every renderer of its kind on what parsed.
 pub fn report_json(data: &[u8]) {
-    let Ok(report) = json::from_bytes(data.to_vec(), "fuzz.json") else {
+    if let Ok(report) = json::from_bytes(data.to_vec(), "fuzz.json") {
+        compare_renderers(&report);
+    }
+    let Ok(any) = json::any_from_bytes(data.to_vec(), "fuzz.json") else {
         return;
     };
-    let _ = render::table::render(&report);
-    let _ = render::markdown::render(&report);
-    let _ = render::junit::render(&report);
-    let _ = render::html::render(&report);
-    let _ = render::explorer::render(&report);
+    match any {
+        json::AnyReport::Compare(r) => compare_renderers(&r),
+        json::AnyReport::Eval(r) => {
+            let _ = (render::eval::table_text(&r), render::eval::markdown(&r));
+            let _ = render::html::eval::render(&r);
+        }
+        json::AnyReport::Triage(r) => {
+            let _ = (render::triage::render(&r), render::triage_markdown::render(&r));
+            let _ = render::html::triage::render(&r);
+        }
+        json::AnyReport::Matrix(r) => {
+            let _ = (render::matrix::table(&r), render::matrix::markdown(&r));
+            let _ = (render::html::matrix::render(&r), render::matrix::dispatch_json(&r));
+        }
+        json::AnyReport::Pipeline(r) => {
+            let _ = (render::pipeline::table(&r), render::pipeline::markdown(&r));
+        }
+        json::AnyReport::Repro(r) => {
+            let _ = (render::repro::table_text(&r), render::repro::markdown(&r));
+        }
+    }
+}
+
+/// Every renderer of a compare report.
+fn compare_renderers(report: &crate::report::model::Report) {
+    let _ = render::table::render(report);
+    let _ = render::markdown::render(report);
+    let _ = render::junit::render(report);
+    let _ = render::html::render(report);
+    let _ = render::explorer::render(report);
 }
 
 /// An eval shard's file (`merge`): parsing, then the merge of it as every shard of its split (the

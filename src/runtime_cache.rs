@@ -165,8 +165,9 @@ pub struct CachedBuild {
     pub why: String,
 }
 
-/// Removes cached releases and compiled QNN contexts not used for `keep_days` days (never a
-/// default release, never one a running audit holds locked), and what killed fetches left behind;
+/// Removes cached releases, compiled QNN contexts and evals' records not used for `keep_days`
+/// days (never a default release, never one a running audit or eval holds locked), and what
+/// killed fetches left behind;
 /// with `dry_run`, only says what it would remove.
 pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
     let root = crate::runtime::provision::cache_root().join("runtimes");
@@ -180,7 +181,12 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
     }
     let contexts = crate::runtime::contexts::gc(keep_days, dry_run)
         .into_iter()
-        .map(context_row);
+        .map(context_row)
+        .chain(
+            crate::eval::records_cache::gc(keep_days, dry_run)
+                .into_iter()
+                .map(records_row),
+        );
     let Ok(entries) = std::fs::read_dir(&root) else {
         return Ok(contexts.collect());
     };
@@ -238,6 +244,24 @@ fn context_row(e: crate::runtime::contexts::GcEntry) -> CachedBuild {
     CachedBuild {
         dir: e.dir.display().to_string(),
         package: CONTEXT_PACKAGE.into(),
+        version: e.about,
+        bytes: e.bytes,
+        idle_days: e.idle_days,
+        remove: e.remove,
+        removed: e.removed,
+        why: e.why,
+    }
+}
+
+/// The package name `runtime gc` gives the records evals keep in the cache
+/// (`eval::records_cache`).
+pub const RECORDS_PACKAGE: &str = "eval-records";
+
+/// An eval's cached records as a row of `runtime gc`: what they are of in place of a release.
+fn records_row(e: crate::eval::records_cache::GcEntry) -> CachedBuild {
+    CachedBuild {
+        dir: e.dir.display().to_string(),
+        package: RECORDS_PACKAGE.into(),
         version: e.about,
         bytes: e.bytes,
         idle_days: e.idle_days,

@@ -115,7 +115,11 @@ pub enum Command {
     /// a table, a GitHub matrix (JSON or a workflow), a Slurm array script or a Kubernetes
     /// Indexed Job (docs/scale.md).
     Plan(PlanArgs),
-    /// Render a saved JSON report again: terminal, Markdown, JUnit, HTML, Model Explorer data.
+    /// Render a saved JSON report of any command again: terminal, Markdown, JUnit, HTML, ...
+    ///
+    /// The report's kind (compare, eval, triage, matrix, pipeline, repro) is read from the JSON;
+    /// each is written in the forms its command writes: --junit and --node-data for compare
+    /// reports, --html for compare, eval, triage and matrix, --dispatch for a matrix.
     Render(RenderArgs),
     /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval or repro.
     ///
@@ -320,13 +324,16 @@ pub struct MergeArgs {
 /// Flags of `render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// A JSON report (`compare --out`, `merge --out`; `-`: stdin).
+    /// A JSON report of compare, layers, merge, eval, triage, matrix, pipeline or repro (`-`: stdin).
     pub report: PathBuf,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     pub format: ReportFormat,
     #[command(flatten)]
     pub files: ReportFiles,
+    /// Write a matrix report's dispatch table (target -> model file, EP, options) as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub dispatch: Option<PathBuf>,
 }
 
 /// Whether `compare` shows fingerprints.
@@ -859,10 +866,10 @@ pub enum RuntimeCommand {
         #[command(flatten)]
         runtime_env: RuntimeEnv,
     },
-    /// Remove cached releases no audit used for a while (never a default release), and what
-    /// killed downloads left behind.
+    /// Remove cached releases, compiled QNN contexts and evals' records no audit used for a while
+    /// (never a default release, never one in use), and what killed downloads left behind.
     Gc {
-        /// Keep releases used within this many days.
+        /// Keep releases, compiled contexts and evals' records used within this many days.
         #[arg(long, default_value_t = 30.0, value_name = "DAYS")]
         keep_days: f64,
         /// Only say what would be removed.
@@ -971,7 +978,8 @@ pub struct EvalArgs {
     #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Layers")]
     pub explain: u64,
     /// Keep every sample's records in DIR (new, or an earlier run's of the same eval: it resumes
-    /// there); default with --out FILE: FILE's name with the extension .records.
+    /// there); default with --out FILE: in the tool's cache, keyed by the eval (the same command
+    /// run again resumes; `runtime gc` removes them).
     #[arg(long, value_name = "DIR", help_heading = "Reports")]
     pub records: Option<PathBuf>,
     /// Run one part of the eval: work units of (target, sample range) split evenly by cost over

@@ -7,12 +7,12 @@ use anyhow::Result;
 
 use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{
-    emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile,
+    emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile, Forms,
 };
 use crate::accuracy::task::TaskSpec;
 use crate::accuracy::StatOptions;
 use crate::error::{bad_flag, ExitCode};
-use crate::eval::{DatasetOptions, EvalOptions};
+use crate::eval::{DatasetOptions, EvalOptions, Records};
 use crate::policy::Thresholds;
 use crate::report::eval::EvalReport;
 use crate::shard::ShardFlag;
@@ -246,12 +246,13 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         check_shard_flags(out.as_deref(), (markdown.is_some() || html.is_some(), explain))?;
     }
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
-    let records = records.or_else(|| {
-        out.as_ref()
-            .filter(|o| !crate::userfile::is_stdio(o))
-            .map(|o| o.with_extension("records"))
-            .filter(|r| Some(r) != out.as_ref())
-    });
+    // `--records DIR` is the user's; else an eval written to a file keeps its records in the cache
+    // (a rerun of the same command resumes), and one only printed in its work directory.
+    let records = match (records, &out) {
+        (Some(dir), _) => Records::Named(dir),
+        (None, Some(o)) if !crate::userfile::is_stdio(o) => Records::Cached,
+        (None, _) => Records::Work,
+    };
     let options = EvalOptions {
         model,
         golden: golden_source(reference),
@@ -274,23 +275,29 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
     Ok(EvalCommand { options, files, format })
 }
 
+/// The forms of an eval report (`eval`, `merge` of eval shards, `render`).
+pub(super) const FORMS: Forms<EvalReport> = Forms {
+    markdown: Some(crate::render::eval::markdown),
+    html: Some(crate::render::html::eval::render),
+    dispatch: None,
+    stdout: stdout_text,
+};
+
 /// An eval report's files (`--out` JSON, `--markdown`, `--html`), as `eval` and `merge` write them.
 pub(super) fn report_files(
     out: Option<PathBuf>,
     markdown: Option<PathBuf>,
     html: Option<PathBuf>,
 ) -> Vec<FindingsFile<EvalReport>> {
-    let markdown_of: fn(&EvalReport) -> String = crate::render::eval::markdown;
-    let html_of: fn(&EvalReport) -> String = crate::render::html::eval::render;
     findings_files(vec![
         ("--out", out, None),
-        ("--markdown", markdown, Some(markdown_of)),
-        ("--html", html, Some(html_of)),
+        ("--markdown", markdown, FORMS.markdown),
+        ("--html", html, FORMS.html),
     ])
 }
 
 /// An eval report on stdout in the `--format` asked for (`json`: the JSON already rendered).
-pub(super) fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> String {
+fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> String {
     match format {
         ReportFormat::Json => json,
         ReportFormat::Table => crate::render::eval::table_text(report),
@@ -303,7 +310,7 @@ pub(super) fn stdout_text(format: ReportFormat, report: &EvalReport, json: Strin
 pub fn run(a: EvalArgs) -> Result<ExitCode> {
     let cmd = command(a)?;
     let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
-    if let Some(dir) = &cmd.options.records {
+    if let Records::Named(dir) = &cmd.options.records {
         outputs.check_dir("--records", dir)?;
         outputs.reserve_dir(dir);
         for f in &cmd.files {
@@ -315,7 +322,9 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     }
     let report = crate::eval::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&report, &cmd.files, outputs, |r, json| stdout_text(cmd.format, r, json))?;
+    emit_findings(&report, &cmd.files, outputs, |r, json| {
+        (FORMS.stdout)(cmd.format, r, json)
+    })?;
     say_missing_targets(&report);
     Ok(report.exit_code)
 }

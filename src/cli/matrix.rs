@@ -6,7 +6,7 @@ use anyhow::Result;
 use super::args::{MatrixArgs, RemedyChoice, ReportFormat};
 use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, gate_policy, golden_source, input_options,
-    FindingsFile,
+    FindingsFile, Forms,
 };
 use crate::error::{bad_flag, ExitCode};
 use crate::matrix::remedy::RemedyKind;
@@ -17,6 +17,23 @@ struct MatrixCommand {
     options: MatrixOptions,
     files: Vec<FindingsFile<Matrix>>,
     format: ReportFormat,
+}
+
+/// The forms of a matrix report (`matrix`, `render`).
+pub(super) const FORMS: Forms<Matrix> = Forms {
+    markdown: Some(crate::render::matrix::markdown),
+    html: Some(crate::render::html::matrix::render),
+    dispatch: Some(crate::render::matrix::dispatch_json),
+    stdout: stdout_text,
+};
+
+/// A matrix on stdout in the `--format` asked for (`json`: the JSON already rendered).
+fn stdout_text(format: ReportFormat, matrix: &Matrix, json: String) -> String {
+    match format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::matrix::table(matrix),
+        ReportFormat::Markdown => crate::render::matrix::markdown(matrix),
+    }
 }
 
 /// The remedies `--search` names, each once, in the order named.
@@ -96,14 +113,11 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         },
         task,
     };
-    let markdown_of: fn(&Matrix) -> String = crate::render::matrix::markdown;
-    let html_of: fn(&Matrix) -> String = crate::render::html::matrix::render;
-    let dispatch_of: fn(&Matrix) -> String = crate::render::matrix::dispatch_json;
     let files = findings_files(vec![
         ("--out", out, None),
-        ("--markdown", markdown, Some(markdown_of)),
-        ("--html", html, Some(html_of)),
-        ("--dispatch", dispatch, Some(dispatch_of)),
+        ("--markdown", markdown, FORMS.markdown),
+        ("--html", html, FORMS.html),
+        ("--dispatch", dispatch, FORMS.dispatch),
     ]);
     Ok(MatrixCommand { options, files, format })
 }
@@ -196,10 +210,8 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
     }
     let matrix = crate::matrix::run(&cmd.options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&matrix, &cmd.files, outputs, |m, json| match cmd.format {
-        ReportFormat::Json => json,
-        ReportFormat::Table => crate::render::matrix::table(m),
-        ReportFormat::Markdown => crate::render::matrix::markdown(m),
+    emit_findings(&matrix, &cmd.files, outputs, |m, json| {
+        (FORMS.stdout)(cmd.format, m, json)
     })?;
     Ok(matrix.exit_code)
 }

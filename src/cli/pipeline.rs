@@ -4,10 +4,28 @@
 use anyhow::Result;
 
 use super::args::{PipelineArgs, ReportFormat};
-use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options};
+use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options, Forms};
 use crate::error::{bad_flag, ExitCode};
 use crate::pipeline::{PipelineOptions, PipelineReport};
 use crate::target::distinct;
+
+/// The forms of a pipeline report (`pipeline`, `render`): its `--format markdown` is the only
+/// file form besides the JSON.
+pub(super) const FORMS: Forms<PipelineReport> = Forms {
+    markdown: Some(crate::render::pipeline::markdown),
+    html: None,
+    dispatch: None,
+    stdout: stdout_text,
+};
+
+/// A pipeline report on stdout in the `--format` asked for (`json`: the JSON already rendered).
+fn stdout_text(format: ReportFormat, report: &PipelineReport, json: String) -> String {
+    match format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::pipeline::table(report),
+        ReportFormat::Markdown => crate::render::pipeline::markdown(report),
+    }
+}
 
 /// The targets named, else every target this machine can run (as `compare` does), said.
 fn asked_or_default(targets: &[crate::target::TargetList]) -> Vec<crate::target::TargetSpec> {
@@ -46,10 +64,6 @@ pub fn run(a: PipelineArgs) -> Result<ExitCode> {
     let mut outputs = findings_outputs(&options, &files)?;
     let report = crate::pipeline::run(&options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&report, &files, outputs, |r, json| match format {
-        ReportFormat::Json => json,
-        ReportFormat::Table => crate::render::pipeline::table(r),
-        ReportFormat::Markdown => crate::render::pipeline::markdown(r),
-    })?;
+    emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
 }

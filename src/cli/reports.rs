@@ -6,9 +6,13 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::args::{MergeArgs, RenderArgs, ReportFiles, ReportFormat};
-use super::shared::{emit_findings, emit_report, findings_outputs, report_outputs, report_paths};
-use crate::error::{bad_flag, ExitCode};
+use super::shared::{
+    emit_findings, emit_report, findings_files, findings_outputs, report_outputs, report_paths, FileFlag, Forms,
+};
+use crate::error::{bad_flag, bad_report, ExitCode};
 use crate::merge::{EvalMergeOptions, MergeOptions, PartKind};
+use crate::report::json::{AnyReport, Kind};
+use crate::report::model::Report;
 use crate::userfile::{InputFiles, Reads};
 
 /// `merge`: the parts read once, by kind, and joined into one report, written in every format asked for;
@@ -67,7 +71,7 @@ fn merge_eval(
     let guarded = findings_outputs(&options, &files)?;
     let report = crate::merge::eval::merge(&options)?;
     emit_findings(&report, &files, guarded, |r, json| {
-        super::eval::stdout_text(format, r, json)
+        (super::eval::FORMS.stdout)(format, r, json)
     })?;
     super::eval::say_missing_targets(&report);
     Ok(report.exit_code)
@@ -84,13 +88,101 @@ impl Reads for RenderSource {
     }
 }
 
-/// `render`: a saved report written again in every format asked for.
+/// What `render` was asked to write: the `--format` on stdout and the file flags.
+struct Asked {
+    format: ReportFormat,
+    files: ReportFiles,
+    dispatch: Option<PathBuf>,
+}
+
+/// `render`: a saved report of any kind (read from its JSON) written again in every form asked
+/// for, by the renderers its own command uses; a form its kind does not have is refused.
 pub fn render(a: RenderArgs) -> Result<ExitCode> {
-    let RenderArgs { report, format, files } = a;
-    let files = report_paths(files);
+    let RenderArgs {
+        report,
+        format,
+        files,
+        dispatch,
+    } = a;
     let source = RenderSource { report };
-    let outputs = report_outputs(&source, &files)?;
-    let report = crate::report::json::read(&source.report)?;
-    emit_report(&report, format, &files, outputs)?;
+    let shown = crate::userfile::shown(&source.report);
+    let bytes = crate::userfile::read_user_file(&source.report)
+        .map_err(|e| bad_report(format!("{shown}: cannot read: {e}")))?;
+    if crate::eval::shard::is_shard_file(&bytes) {
+        return Err(bad_report(format!(
+            "{shown}: an eval shard's file, not a report: join the shards with `npu-audit merge` (which writes the eval's report, --markdown and --html)"
+        )));
+    }
+    let asked = Asked {
+        format,
+        files,
+        dispatch,
+    };
+    match crate::report::json::any_from_bytes(bytes, &shown)? {
+        AnyReport::Compare(r) => render_compare(&r, &source, asked),
+        AnyReport::Eval(r) => render_findings(&*r, Kind::Eval, &super::eval::FORMS, &source, asked),
+        AnyReport::Triage(r) => render_findings(&*r, Kind::Triage, &super::triage::FORMS, &source, asked),
+        AnyReport::Matrix(r) => render_findings(&*r, Kind::Matrix, &super::matrix::FORMS, &source, asked),
+        AnyReport::Pipeline(r) => render_findings(&*r, Kind::Pipeline, &super::pipeline::FORMS, &source, asked),
+        AnyReport::Repro(r) => render_findings(&*r, Kind::Repro, &super::repro::FORMS, &source, asked),
+    }?;
     Ok(ExitCode::Success)
+}
+
+/// A compare report in every format `compare` writes (`--dispatch` is a matrix's).
+fn render_compare(report: &Report, source: &RenderSource, asked: Asked) -> Result<()> {
+    if asked.dispatch.is_some() {
+        return Err(not_for(
+            "--dispatch",
+            Kind::Compare,
+            "--out, --markdown, --junit, --html, --node-data",
+        ));
+    }
+    let files = report_paths(asked.files);
+    let outputs = report_outputs(source, &files)?;
+    emit_report(report, asked.format, &files, outputs)
+}
+
+/// A report of a findings command (eval, triage, matrix, pipeline, repro) in the forms its
+/// command writes (`forms`); a flag for a form it does not have is refused, naming the kind.
+fn render_findings<T: serde::Serialize>(
+    report: &T,
+    kind: Kind,
+    forms: &Forms<T>,
+    source: &RenderSource,
+    asked: Asked,
+) -> Result<()> {
+    let ReportFiles {
+        out,
+        markdown,
+        junit,
+        html,
+        node_data,
+    } = asked.files;
+    let given: Vec<FileFlag<T>> = vec![
+        ("--out", out, None),
+        ("--markdown", markdown, forms.markdown),
+        ("--html", html, forms.html),
+        ("--dispatch", asked.dispatch, forms.dispatch),
+    ];
+    let has = |flag: &str| flag == "--out" || given.iter().any(|(f, _, r)| *f == flag && r.is_some());
+    let forms_list: Vec<&str> = given.iter().map(|(f, _, _)| *f).filter(|f| has(f)).collect();
+    let refused = [("--junit", junit.is_some()), ("--node-data", node_data.is_some())]
+        .into_iter()
+        .chain(given.iter().map(|(f, p, _)| (*f, p.is_some() && !has(f))))
+        .find(|(_, refused)| *refused);
+    if let Some((flag, _)) = refused {
+        return Err(not_for(flag, kind, &forms_list.join(", ")));
+    }
+    let files = findings_files(given);
+    let outputs = findings_outputs(source, &files)?;
+    emit_findings(report, &files, outputs, |r, json| (forms.stdout)(asked.format, r, json))
+}
+
+/// A file flag given for a kind of report that has no such form, on one line.
+fn not_for(flag: &str, kind: Kind, forms: &str) -> anyhow::Error {
+    bad_flag(format!(
+        "{flag} does not apply to {}, which renders as {forms} (and --format on stdout)",
+        kind.noun()
+    ))
 }

@@ -4,12 +4,29 @@
 use anyhow::Result;
 
 use super::args::{ReportFormat, ReproArgs};
-use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options};
+use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options, Forms};
 use crate::compare::{Audited, GoldenSource};
 use crate::error::{bad_flag, bad_output, ExitCode};
 use crate::report::repro::{Criterion, ReproReport};
 use crate::repro::{AgainstChoice, ReproOptions};
 use crate::target::{ReleaseSpec, TargetSpec};
+
+/// The forms of a repro report (`repro`, `render`).
+pub(super) const FORMS: Forms<ReproReport> = Forms {
+    markdown: Some(crate::render::repro::markdown),
+    html: None,
+    dispatch: None,
+    stdout: stdout_text,
+};
+
+/// A repro report on stdout in the `--format` asked for (`json`: the JSON already rendered).
+fn stdout_text(format: ReportFormat, report: &ReproReport, json: String) -> String {
+    match format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::repro::table_text(report),
+        ReportFormat::Markdown => crate::render::repro::markdown(report),
+    }
+}
 
 /// One target spec as a flag names it: a single target, one release.
 fn one_target(flag: &str, text: &str) -> Result<TargetSpec> {
@@ -97,10 +114,9 @@ fn command(
         scrub_seed: scrub_weights.then_some(scrub_seed),
         bundle: out,
     };
-    let markdown_of: fn(&ReproReport) -> String = crate::render::repro::markdown;
     let files = findings_files(vec![
         ("--report", report, None),
-        ("--markdown", markdown, Some(markdown_of)),
+        ("--markdown", markdown, FORMS.markdown),
     ]);
     Ok((options, files, format))
 }
@@ -139,10 +155,6 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
     }
     let report = crate::repro::run(&options, &mut outputs)?;
     crate::interrupt::check()?;
-    emit_findings(&report, &files, outputs, |r, json| match format {
-        ReportFormat::Json => json,
-        ReportFormat::Table => crate::render::repro::table_text(r),
-        ReportFormat::Markdown => crate::render::repro::markdown(r),
-    })?;
+    emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
 }

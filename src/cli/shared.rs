@@ -305,6 +305,19 @@ pub fn emit_report(report: &Report, format: ReportFormat, files: &OutputPaths, m
     }
 }
 
+/// The forms one kind of findings report is written in besides its JSON: the renderer behind each
+/// file flag it has (`None`: the kind has no such form) and its `--format` rendering on stdout.
+/// The command that writes the kind and `render` share one, so a report rendered again is the
+/// text its command wrote.
+pub struct Forms<T> {
+    pub markdown: Option<fn(&T) -> String>,
+    pub html: Option<fn(&T) -> String>,
+    /// A matrix's dispatch table.
+    pub dispatch: Option<fn(&T) -> String>,
+    /// The `--format` rendering on stdout (`json`: the JSON already rendered, given).
+    pub stdout: fn(ReportFormat, &T, String) -> String,
+}
+
 /// A file a findings command (`runtime bisect`, `triage`, `matrix`, `pipeline`, `fingerprint`)
 /// writes: the flag that names it, its path (`-`: standard output), and its renderer (`None`: the
 /// JSON).

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use super::args::{ReportFormat, TriageArgs};
 use super::shared::{
-    emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, FindingsFile,
+    emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, FindingsFile, Forms,
 };
 use crate::compare::Audited;
 use crate::device::ReportDefaults;
@@ -70,6 +70,23 @@ fn thresholds(a: &TriageArgs) -> Result<Thresholds> {
     })
 }
 
+/// The forms of a triage report (`triage`, `render`).
+pub(super) const FORMS: Forms<Triage> = Forms {
+    markdown: Some(crate::render::triage_markdown::render),
+    html: Some(crate::render::html::triage::render),
+    dispatch: None,
+    stdout: stdout_text,
+};
+
+/// A triage on stdout in the `--format` asked for (`json`: the JSON already rendered).
+fn stdout_text(format: ReportFormat, triage: &Triage, json: String) -> String {
+    match format {
+        ReportFormat::Json => json,
+        ReportFormat::Table => crate::render::triage::render(triage),
+        ReportFormat::Markdown => crate::render::triage_markdown::render(triage),
+    }
+}
+
 /// Converts `triage`'s flags, once, into the command.
 fn command(a: TriageArgs) -> Result<Asked> {
     let thresholds = thresholds(&a)?;
@@ -105,12 +122,10 @@ fn command(a: TriageArgs) -> Result<Asked> {
         (false, Some(db)) => Some(db),
         (false, None) => Some(default_store()?),
     };
-    let markdown_of: fn(&Triage) -> String = crate::render::triage_markdown::render;
-    let html_of: fn(&Triage) -> String = crate::render::html::triage::render;
     let files = findings_files(vec![
         ("--out", out, None),
-        ("--markdown", markdown, Some(markdown_of)),
-        ("--html", html, Some(html_of)),
+        ("--markdown", markdown, FORMS.markdown),
+        ("--html", html, FORMS.html),
     ]);
     // The store is read and written: an output naming it (by any path) is refused.
     if let Some(f) = db.as_ref().and_then(|db| files.iter().find(|f| f.path == *db)) {
@@ -242,10 +257,8 @@ pub fn run(a: TriageArgs) -> Result<ExitCode> {
     let outputs = findings_outputs(&cmd.options, &cmd.files)?;
     let triage = crate::triage::run(&cmd.options)?;
     crate::interrupt::check()?;
-    emit_findings(&triage, &cmd.files, outputs, |t, json| match cmd.format {
-        ReportFormat::Json => json,
-        ReportFormat::Table => crate::render::triage::render(t),
-        ReportFormat::Markdown => crate::render::triage_markdown::render(t),
+    emit_findings(&triage, &cmd.files, outputs, |t, json| {
+        (FORMS.stdout)(cmd.format, t, json)
     })?;
     say_default_store(cmd.options.db.as_deref(), cmd.db_named);
     Ok(ExitCode::Success)

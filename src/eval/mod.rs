@@ -7,6 +7,7 @@
 pub mod assemble;
 mod broken_layers;
 mod checkpoint;
+pub mod records_cache;
 mod sessions;
 pub mod shard;
 pub mod sizing;
@@ -60,14 +61,27 @@ pub struct EvalOptions {
     pub policy: Policy,
     /// `--explain K`: the per-layer audit of up to K samples each target broke.
     pub explain: usize,
-    /// `--records DIR`: where the per-sample records (the checkpoint) are kept.
-    pub records: Option<PathBuf>,
+    /// Where the per-sample records (the checkpoint) are kept.
+    pub records: Records,
     /// The files the task was read from (`--classes`, `--vocab`).
     pub task_files: Vec<PathBuf>,
     /// `--shard i/n`: run only this part of the work units (the shard's file is for `merge`).
     pub shard: Option<Shard>,
     /// `--costs`: each target's weight per sample in the split into shards.
     pub costs: Costs,
+}
+
+/// Where an eval keeps its per-sample records, the checkpoint that makes a killed eval resume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Records {
+    /// `--records DIR`: the user's directory, kept as it is.
+    Named(PathBuf),
+    /// A directory of the tool's cache named by the digest of the eval's records context
+    /// (`eval --out FILE`): the same command run again resumes there, nothing is left beside the
+    /// report, and `runtime gc` sweeps what is no longer used (`checkpoint::cached_dir`).
+    Cached,
+    /// The work directory, gone with it (an eval whose report is only printed).
+    Work,
 }
 
 impl Reads for EvalOptions {
@@ -109,7 +123,7 @@ pub fn run(opts: &EvalOptions, outputs: &mut Outputs) -> Result<EvalReport> {
         }
     }
     outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
-    let runs = stream::run(opts, &plan, &dataset, (0..dataset.len(), opts.records.as_deref()))?;
+    let runs = stream::run(opts, &plan, &dataset, (0..dataset.len(), &opts.records))?;
     crate::interrupt::check()?;
     assemble::report(opts, &plan, &dataset, runs)
 }

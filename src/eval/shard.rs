@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assemble::Basis;
 use super::summary::{summary, RunSummary};
-use super::{open_set, sessions, stream, EvalOptions};
+use super::{open_set, sessions, stream, EvalOptions, Records};
 use crate::accuracy::Record;
 use crate::error::bad_output;
 use crate::host::HostInfo;
@@ -91,11 +91,12 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
         return Ok(ShardRun::AlreadyDone(done));
     }
     // Each shard keeps its records in a directory of its own, so shards given one `--records`
-    // never meet.
-    let records_root = opts
-        .records
-        .as_ref()
-        .map(|d| d.join(format!("{}-of-{}", shard.index, shard.count)));
+    // never meet; without it, in the cache under the digest of the shard's identity.
+    let records_root = match &opts.records {
+        Records::Named(d) => Some(d.join(format!("{}-of-{}", shard.index, shard.count))),
+        Records::Cached => Some(super::records_cache::cached_dir(&identity)),
+        Records::Work => None,
+    };
     if let Some(dir) = &records_root {
         claim_records(dir, &identity)?;
     }
@@ -109,9 +110,9 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
             .iter()
             .filter_map(|u| all.iter().find(|t| t.spec.id == u.run).cloned())
             .collect();
-        let records = records_root
-            .as_ref()
-            .map(|d| d.join(format!("{}-{}", window.start, window.end)));
+        let records = records_root.as_ref().map_or(Records::Work, |d| {
+            Records::Named(d.join(format!("{}-{}", window.start, window.end)))
+        });
         crate::console::note(format!(
             "eval shard {}/{}: samples {}..{} on {}",
             shard.index,
@@ -120,7 +121,7 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
             window.end,
             members.iter().map(|u| u.run.as_str()).collect::<Vec<_>>().join(", ")
         ));
-        let done = stream::run(opts, &plan, &dataset, (window, records.as_deref()))?;
+        let done = stream::run(opts, &plan, &dataset, (window, &records))?;
         for r in done.reference.records {
             reference.entry(r.index).or_insert(r);
         }

@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::checkpoint::{input_digest, Checkpoint, Resumed};
 use super::sessions::{self, EvalPlan, RunSessions};
-use super::{check_task, EvalOptions, RunEnd};
+use super::{check_task, EvalOptions, Records, RunEnd};
 use crate::accuracy::decide::{replay, Decider, Limits};
 use crate::accuracy::task::{Task, Truth};
 use crate::accuracy::Record;
@@ -203,12 +203,12 @@ pub(super) fn context(
 }
 
 /// Streams the samples `window` of the set through every run of the plan and returns every run's
-/// records, keeping them in `records` (the checkpoint; `None`: in the work directory).
+/// records, keeping them where `records` says (the checkpoint).
 pub fn run(
     opts: &EvalOptions,
     plan: &EvalPlan,
     dataset: &Dataset,
-    (window, records): (Range<usize>, Option<&Path>),
+    (window, records): (Range<usize>, &Records),
 ) -> Result<Runs> {
     let mut reader = dataset.samples(&plan.signature, window.start)?.take(window.len());
     let first = reader
@@ -223,9 +223,10 @@ pub fn run(
     // is written.
     let first_golden = reference_outputs(plan, started.reference.as_mut(), &first)?;
     let (task, truths) = check_task(&opts.task, &plan.signature, &plan.classes, &first_golden, dataset)?;
-    let records_dir = records.map_or_else(|| started.executor.work().join("records"), Path::to_path_buf);
+    let context = context(opts, plan, dataset, &run_ids, &window);
+    let records_dir = records_dir(records, &context, started.executor.work());
     let limits = super::decided_limits(opts, plan, dataset, &task);
-    let (mut checkpoint, resumed) = open_records(opts, (plan, dataset), (&run_ids, &limits), &window, &records_dir)?;
+    let (mut checkpoint, resumed) = open_records(&context, (&run_ids, &limits), &window, &records_dir)?;
     let output_len = first_golden
         .iter()
         .find(|(n, _)| *n == task.output)
@@ -283,20 +284,30 @@ pub fn run(
     })
 }
 
+/// The directory `records` names for the records of `context` (`work`: the work directory), said
+/// with `-v`.
+fn records_dir(records: &Records, context: &serde_json::Value, work: &Path) -> std::path::PathBuf {
+    let dir = match records {
+        Records::Named(dir) => dir.clone(),
+        Records::Cached => super::records_cache::cached_dir(context),
+        Records::Work => work.join("records"),
+    };
+    crate::console::detail(format_args!("eval: records in {}", dir.display()));
+    dir
+}
+
 /// Opens the records directory for the runs `run_ids` (reference first) of this eval over
 /// `window`, with the limits a sequential eval decides for each target.
 fn open_records(
-    opts: &EvalOptions,
-    (plan, dataset): (&EvalPlan, &Dataset),
+    context: &serde_json::Value,
     (run_ids, limits): (&[String], &[Option<Limits>]),
     window: &Range<usize>,
     dir: &Path,
 ) -> Result<(Checkpoint, Resumed)> {
-    let context = context(opts, plan, dataset, run_ids, window);
     let decidable: Vec<bool> = std::iter::once(false)
         .chain(limits.iter().map(Option::is_some))
         .collect();
-    Checkpoint::open(dir, &context, (run_ids, &decidable), (window.start, window.len()))
+    Checkpoint::open(dir, context, (run_ids, &decidable), (window.start, window.len()))
 }
 
 /// The largest output SQNR a record may hold: outputs of `f64` values cannot be farther apart

@@ -42,7 +42,7 @@ pub fn eval_cells(
         stats: task.stats,
         policy: opts.policy.clone(),
         explain: 0,
-        records: None,
+        records: crate::eval::Records::Work,
         task_files: task.task_files.clone(),
         shard: None,
         costs: Default::default(),

@@ -113,8 +113,17 @@ fn rapidocr() -> PathBuf {
     .clone()
 }
 
-/// An eval's JSON report, exit code and stderr; `dir` gets `r.json`, `r.records`, `r.html`, `r.md`.
+/// An eval's JSON report, exit code and stderr; `dir` gets `r.json`, `r.records` (named: the
+/// tests read the records), `r.html`, `r.md`.
 fn eval(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+    let mut with_records = args.to_vec();
+    let records = dir.join("r.records");
+    with_records.extend(["--records", records.to_str().unwrap()]);
+    eval_records_default(dir, &with_records, env)
+}
+
+/// [`eval`] with the records where `args` put them (without `--records`: the tool's cache).
+fn eval_records_default(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
     let json = dir.join("r.json");
     let mut cmd = bin();
     cmd.arg("eval")
@@ -740,6 +749,27 @@ fn record_indices(path: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// The tool's cache as the binary reads it (`NPU_AUDIT_CACHE`, else the platform's).
+fn cache_root() -> PathBuf {
+    std::env::var_os("NPU_AUDIT_CACHE")
+        .filter(|v| !v.is_empty())
+        .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from)
+}
+
+/// The records an eval of `set` keeps in the cache (`eval-records/<digest>/`, its `context.json`
+/// naming the set), once there is one.
+fn cached_records_of(set: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(cache_root().join("eval-records")).ok()?;
+    entries.filter_map(Result::ok).map(|e| e.path()).find(|dir| {
+        std::fs::read(dir.join("context.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|c| c["dataset"] == set.display().to_string())
+    })
+}
+
+/// `eval --out FILE` keeps its records in the cache, not beside the report: killed, the same
+/// command resumes there without counting a sample twice, and `runtime gc` removes the entry.
 #[test]
 fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
     let set = copy_of_clean(30);
@@ -751,7 +781,6 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (_, uninterrupted, _) = eval(&whole, &args, &[]);
     // The same eval with every CPU sample slowed down, killed once 8 samples are recorded.
-    let records = cut.join("r.records");
     let mut child = KillOnDrop(
         std::process::Command::new(assert_cmd::cargo::cargo_bin("npu-audit"))
             .arg("eval")
@@ -766,16 +795,20 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
             .unwrap(),
     );
     let start = std::time::Instant::now();
-    while record_indices(&records_file(&records, "cpu", "jsonl")).len() < 8 {
+    let records = loop {
         assert!(start.elapsed().as_secs() < 120, "the slowed eval recorded nothing");
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        match cached_records_of(&set) {
+            Some(dir) if record_indices(&records_file(&dir, "cpu", "jsonl")).len() >= 8 => break dir,
+            _ => {}
+        }
+    };
     child.0.kill().unwrap();
     child.0.wait().unwrap();
     assert!(!cut.join("r.json").exists(), "a killed eval wrote its report");
     let before = record_indices(&records_file(&records, "cpu", "jsonl")).len();
     assert!((8..30).contains(&before), "{before}");
-    let (code, resumed, stderr) = eval(&cut, &args, &[]);
+    let (code, resumed, stderr) = eval_records_default(&cut, &args, &[]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("resuming after"), "{stderr}");
     for run in ["reference", "cpu"] {
@@ -785,6 +818,13 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
             "{run}"
         );
     }
+    // Nothing but the report's own files beside the report.
+    let mut beside: Vec<String> = std::fs::read_dir(&cut)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["r.html", "r.json", "r.md"]);
     let figures = |r: &Value| strip_keys(r, &["run_ms_median", "runtime", "model", "dataset", "notes"]);
     let (a, b) = (figures(&uninterrupted), figures(&resumed));
     assert_eq!(a["reference_metrics"], b["reference_metrics"]);
@@ -802,6 +842,66 @@ fn an_interrupted_eval_resumes_without_counting_a_sample_twice() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(record_indices(&records_file(&records, "cpu", "jsonl")).len(), 30);
+    gc_removes_cached_records(&records);
+}
+
+/// `runtime gc` lists an eval's cached records and removes them (the entry moved into a cache of
+/// its own, so that nothing else of the shared cache is collected).
+fn gc_removes_cached_records(entry: &Path) {
+    let cache = tempdir().keep();
+    let moved = cache.join("eval-records").join(entry.file_name().unwrap());
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::rename(entry, &moved).unwrap();
+    let gc = |args: &[&str]| -> Value {
+        let out = bin()
+            .env("NPU_AUDIT_CACHE", &cache)
+            .env("NPU_AUDIT_CONTEXT_DIR", cache.join("contexts"))
+            .args(["runtime", "gc", "--format", "json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let kept = gc(&[]);
+    assert_eq!(kept.as_array().map(Vec::len), Some(1), "{kept}");
+    assert_eq!(kept[0]["package"], "eval-records");
+    assert!(
+        kept[0]["version"].as_str().unwrap().contains("on reference, cpu"),
+        "{kept}"
+    );
+    assert_eq!(
+        kept[0]["removed"], false,
+        "used just now: kept under the default --keep-days"
+    );
+    // An eval holding the entry keeps it.
+    let lock = std::fs::File::open(&moved).unwrap();
+    lock.try_lock().unwrap();
+    let held = gc(&["--keep-days", "0"]);
+    assert_eq!(held[0]["removed"], false, "{held}");
+    assert!(held[0]["why"].as_str().unwrap().contains("in use"), "{held}");
+    drop(lock);
+    let dry = gc(&["--keep-days", "0", "--dry-run"]);
+    assert_eq!(
+        (&dry[0]["remove"], &dry[0]["removed"]),
+        (&Value::Bool(true), &Value::Bool(false))
+    );
+    assert!(moved.is_dir());
+    // The table says what went.
+    let out = bin()
+        .env("NPU_AUDIT_CACHE", &cache)
+        .env("NPU_AUDIT_CONTEXT_DIR", cache.join("contexts"))
+        .args(["runtime", "gc", "--keep-days", "0"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = table
+        .lines()
+        .find(|l| l.contains("eval-records"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("removed") && row.contains("unused for"), "{table}");
+    assert!(!moved.exists(), "the entry is gone");
 }
 
 /// The reference's and the CPU's correct counts in an eval report.
@@ -902,7 +1002,12 @@ fn resumed_records_are_checked_against_the_set_and_judged_again() {
     std::fs::copy(set.join("line00000.npz"), set.join("line00002.npz")).unwrap();
     let report = work.join("r.json");
     usage_error(
-        &["--out".as_ref(), report.as_os_str()],
+        &[
+            "--out".as_ref(),
+            report.as_os_str(),
+            "--records".as_ref(),
+            records.as_os_str(),
+        ],
         "sample line00002 changed since it was recorded",
     );
     assert!(!report.exists());
@@ -1488,7 +1593,9 @@ fn a_shard_killed_at_random_points_resumes_and_counts_no_sample_twice() {
         let out = work.join(name);
         let mut a = args.clone();
         let part = format!("{k}/2");
+        let records = out.with_extension("records");
         a.extend(["--shard", &part, "--out", out.to_str().unwrap()]);
+        a.extend(["--records", records.to_str().unwrap()]);
         let (code, stderr) = eval_shard(&a, &[]);
         assert_eq!(code, 0, "{stderr}");
         (out, stderr)
@@ -1510,6 +1617,8 @@ fn a_shard_killed_at_random_points_resumes_and_counts_no_sample_twice() {
                 .arg("eval")
                 .args(&args)
                 .args(["--no-config", "--shard", "2/2", "--out", out.to_str().unwrap()])
+                .arg("--records")
+                .arg(work.join("second.records"))
                 .env("NPU_AUDIT_FAULT_INJECT", "cpu=slow")
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
@@ -1858,6 +1967,8 @@ fn an_interrupted_eval_exits_130_and_leaves_no_stop_marker() {
         .arg("--no-config")
         .arg("--out")
         .arg(work.join("r.json"))
+        .arg("--records")
+        .arg(&records)
         .env("NPU_AUDIT_FAULT_INJECT", "cpu=slow")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -1972,9 +2083,11 @@ fn merge_judges_every_record_again_and_refuses_shards_of_other_labels() {
     let args = cpu_args(&set);
     let shard = |k: usize| -> PathBuf {
         let out = work.join(format!("shard{k}.json"));
+        let records = out.with_extension("records");
         let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
         let part = format!("{k}/2");
         a.extend(["--shard", &part, "--out", out.to_str().unwrap()]);
+        a.extend(["--records", records.to_str().unwrap()]);
         let (code, stderr) = eval_shard(&a, &[]);
         assert_eq!(code, 0, "{stderr}");
         out
@@ -2147,7 +2260,9 @@ fn merge_judges_every_record_again_and_refuses_shards_of_other_labels() {
     // Its records directory knows the labels changed: it is refused until given a new one.
     let (code, stderr) = {
         let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let records = work.join("shard2.records");
         a.extend(["--shard", "2/2", "--out", second.to_str().unwrap()]);
+        a.extend(["--records", records.to_str().unwrap()]);
         eval_shard(&a, &[])
     };
     assert!(

@@ -30,6 +30,7 @@ mod placement;
 mod plan;
 mod plan_resources;
 mod progress;
+mod render_kinds;
 mod render_snapshots;
 mod report_formats;
 mod report_schema;
