@@ -93,6 +93,22 @@ pub fn job_line(p: &JobPlan, shard: &str, out: &str) -> String {
     job_words(p, shard, out).join(" ")
 }
 
+/// `--records` beside a shard's `--out` (`shard-2.json` → `shard-2.records`) for an eval
+/// whose command names none: an eval keeps its records in the machine's cache by default, and a
+/// retried shard may run on another node or in a fresh container, where only the shared volume
+/// its file is written to still holds them.
+fn records_words(p: &JobPlan, out: &str) -> Vec<String> {
+    let named = p.args.iter().any(|a| a == "--records" || a.starts_with("--records="));
+    if p.command() != "eval" || named {
+        return Vec::new();
+    }
+    let records = match out.strip_suffix(".json\"") {
+        Some(stem) => format!("{stem}.records\""),
+        None => format!("{}.records", out.strip_suffix(".json").unwrap_or(out)),
+    };
+    vec!["--records".into(), records]
+}
+
 /// The shell words of [`job_line`], each quoted.
 fn job_words(p: &JobPlan, shard: &str, out: &str) -> Vec<String> {
     let mut words: Vec<String> = vec!["npu-audit".into()];
@@ -102,6 +118,7 @@ fn job_words(p: &JobPlan, shard: &str, out: &str) -> Vec<String> {
         words.extend(["--costs".into(), shell_quote(costs)]);
     }
     words.extend(["--out".into(), out.to_string()]);
+    words.extend(records_words(p, out));
     words.extend(p.args.iter().skip(1).map(|a| shell_quote(a)));
     words
 }
@@ -376,6 +393,9 @@ pub fn k8s(p: &JobPlan) -> String {
         command.extend(["\"--costs\"".into(), item(costs)]);
     }
     command.extend(["\"--out\"".into(), "\"shard-$(JOB_COMPLETION_INDEX).json\"".into()]);
+    for word in records_words(p, "shard-$(JOB_COMPLETION_INDEX).json") {
+        command.push(serde_json::to_string(&word).unwrap_or_default());
+    }
     command.extend(p.args.iter().skip(1).map(|a| item(a)));
     format!(
         "# {n} shards of `npu-audit {cmd}` (npu-audit plan --format k8s).\n{resources}\

@@ -145,9 +145,10 @@ fn eval_units_cover_every_sample_of_every_run_once_at_even_cost() {
         // No shard is more than one of the costliest samples away from an even share.
         assert!(cost.abs_diff(total / 3) <= 700, "shard {index}: {cost} of {total}");
         // The command, read back by a shell: the name, the shard's flags, the words as given.
-        let out = format!("shard-{index}.json");
+        let (out, records) = (format!("shard-{index}.json"), format!("shard-{index}.records"));
         let mut want: Vec<String> = vec!["npu-audit".into()];
-        want.extend(job_args(&words, &["--shard", &part, "--costs", costs, "--out", &out]));
+        let flags = ["--shard", &part, "--costs", costs, "--out", &out, "--records", &records];
+        want.extend(job_args(&words, &flags));
         assert_eq!(shell_words(entry["command"].as_str().unwrap()), want);
     }
     assert_eq!(covered.keys().collect::<Vec<_>>(), weights.keys().collect::<Vec<_>>());
@@ -312,6 +313,8 @@ fn the_slurm_script_runs_its_part_with_slurms_variables() {
             "cpu=1,cpu:noopt=1,openvino=2,qnn:sm8650=700",
             "--out",
             "shards/shard-2.json",
+            "--records",
+            "shards/shard-2.records",
         ],
     );
     assert_eq!(args.lines().collect::<Vec<_>>(), want);
@@ -350,6 +353,8 @@ fn the_kubernetes_and_github_recipes_carry_what_their_engines_read() {
             costs,
             "--out",
             "shard-$(JOB_COMPLETION_INDEX).json",
+            "--records",
+            "shard-$(JOB_COMPLETION_INDEX).records",
         ],
     ));
     assert_eq!(command, want);
@@ -487,7 +492,17 @@ fn untrusted_words_reach_every_engine_as_data() {
         .unwrap();
     let costs = costs_of(&table);
     assert!(costs.ends_with(";qnn:sm8650,custom=${{ github.token }}=700"), "{costs}");
-    let want = job_args(&words, &["--shard", "1/2", "--costs", &costs, "--out", "shard-1.json"]);
+    let flags = [
+        "--shard",
+        "1/2",
+        "--costs",
+        &costs,
+        "--out",
+        "shard-1.json",
+        "--records",
+        "shard-1.records",
+    ];
+    let want = job_args(&words, &flags);
     assert_eq!(shell_words(line.trim())[1..], want[..]);
     // GitHub: the matrix and the workflow.
     let matrix: Value = serde_json::from_str(&plan(&["--shards", "2", "--format", "json"], &words)).unwrap();
@@ -517,7 +532,16 @@ fn untrusted_words_reach_every_engine_as_data() {
     let args = std::fs::read_to_string(dir.path().join("args.txt")).unwrap();
     let want_slurm = job_args(
         &words,
-        &["--shard", "1/2", "--costs", &costs, "--out", "shards/shard-1.json"],
+        &[
+            "--shard",
+            "1/2",
+            "--costs",
+            &costs,
+            "--out",
+            "shards/shard-1.json",
+            "--records",
+            "shards/shard-1.records",
+        ],
     );
     assert_eq!(args.lines().collect::<Vec<_>>(), want_slurm);
     assert!(!dir.path().join("pwned").exists());
@@ -529,7 +553,16 @@ fn untrusted_words_reach_every_engine_as_data() {
     let mut want_k8s = vec!["npu-audit".to_string()];
     want_k8s.extend(job_args(
         &words,
-        &["--shard", "auto", "--costs", &costs, "--out", "shard-0.json"],
+        &[
+            "--shard",
+            "auto",
+            "--costs",
+            &costs,
+            "--out",
+            "shard-0.json",
+            "--records",
+            "shard-0.records",
+        ],
     ));
     assert_eq!(expanded, want_k8s);
 }
