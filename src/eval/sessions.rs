@@ -149,8 +149,9 @@ pub fn start(opts: &EvalOptions, plan: &EvalPlan, first: &Sample) -> Result<Star
         );
     }
     for (i, t) in plan.targets.iter().enumerate() {
+        let whole = (model.as_path(), crate::exec::ModelScope::Whole);
         let runs: Vec<(crate::exec::Job, PathBuf)> = (0..per_run)
-            .filter_map(|s| target_job(i * 1000 + s, t, &model, &[], &work, threads, &shapes.free_dims))
+            .filter_map(|s| target_job(i * 1000 + s, t, whole, &[], &work, threads, &shapes.free_dims))
             .map(|(job, dir)| (executor.prepared(job), dir))
             .collect();
         jobs.push(runs);

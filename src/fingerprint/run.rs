@@ -87,7 +87,15 @@ pub fn fingerprint(
         for (probe, w) in probes.iter().zip(&written) {
             let run_dir = work.join("runs").join(probe.id);
             let samples = [w.inputs.clone()];
-            if let Some((mut job, dir)) = target_job(ti, t, &w.model, &samples, &run_dir, 1, &[]) {
+            if let Some((mut job, dir)) = target_job(
+                ti,
+                t,
+                (&w.model, crate::exec::ModelScope::Part),
+                &samples,
+                &run_dir,
+                1,
+                &[],
+            ) {
                 job.repeat = opts.repeat.max(1);
                 jobs.push((job, dir));
             }
