@@ -156,7 +156,7 @@ impl Bisector<'_> {
         let (mut job, dir): (Job, PathBuf) = target_job(
             n,
             self.target,
-            model,
+            (model, crate::exec::ModelScope::Part),
             &[],
             &self.dir.join(format!("step-{n}")),
             1,

@@ -130,6 +130,7 @@ fn execution_and_measured(
         exec,
         repeat: repeat as usize,
         thread_probe: thread_probe as usize,
+        scope: crate::exec::ModelScope::Whole,
     };
     let measured = Measured {
         class_axis,

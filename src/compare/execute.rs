@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::plan::AuditPlan;
 use super::reference::ReferencePlan;
 use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job};
-use crate::exec::{Executor, Job, Outcome, OutputFile};
+use crate::exec::{Executor, Job, ModelScope, Outcome, OutputFile};
 use crate::inputs::InputFile;
 use crate::placement::targets::INSPECT_LIMIT_BYTES;
 use crate::runtime::Runtime;
@@ -53,8 +53,9 @@ impl Executed {
     }
 }
 
-/// Writes the inputs and models, then runs the golden run and every target at once.
-pub fn run(plan: &AuditPlan, executor: &Executor, repeat: Repeat) -> Result<Executed> {
+/// Writes the inputs and models, then runs the golden run and every target at once; `scope`
+/// says whether the audited model's compiled QNN contexts are stored.
+pub fn run(plan: &AuditPlan, executor: &Executor, repeat: Repeat, scope: ModelScope) -> Result<Executed> {
     let work = executor.work();
     let mut notes = Vec::new();
     let input_files = plan.inputs.write(&work.join("inputs"))?;
@@ -83,7 +84,15 @@ pub fn run(plan: &AuditPlan, executor: &Executor, repeat: Repeat) -> Result<Exec
                 .into(),
         );
     }
-    let job_of = target_jobs(plan, executor, &audited, &input_files, inspect, repeat.runs, &mut jobs);
+    let job_of = target_jobs(
+        plan,
+        executor,
+        (&audited, scope),
+        &input_files,
+        inspect,
+        repeat.runs,
+        &mut jobs,
+    );
     let probe_of = probe_jobs(plan, &job_of, repeat, &mut jobs);
     if let Some(stream) = &plan.stream {
         for (job, _) in &mut jobs {
@@ -235,7 +244,7 @@ fn probe_jobs(
 fn target_jobs(
     plan: &AuditPlan,
     executor: &Executor,
-    model: &Path,
+    model: (&Path, ModelScope),
     input_files: &[Vec<InputFile>],
     inspect: bool,
     repeat: usize,

@@ -103,6 +103,9 @@ pub struct Execution {
     /// With `repeat` > 1: the intra-op threads of the extra run that shows which outputs depend
     /// on the thread count.
     pub thread_probe: usize,
+    /// Whether the audited model is one the user audits whole (its compiled QNN contexts stored)
+    /// or a temporary model built from one (a `matrix --search` candidate: compiled, not stored).
+    pub scope: crate::exec::ModelScope,
 }
 
 impl Execution {
@@ -117,6 +120,7 @@ impl Execution {
             exec,
             repeat: 1,
             thread_probe: 4,
+            scope: crate::exec::ModelScope::Whole,
         }
     }
 }
@@ -257,7 +261,7 @@ fn run_compare_keeping(opts: &CompareOptions, outputs: &mut Outputs, keep: bool)
     };
     let executed = {
         let _stage = timings::stage("golden and outputs");
-        execute::run(&plan, &executor, repeat)?
+        execute::run(&plan, &executor, repeat, opts.execution.scope)?
     };
     let mut analysis = {
         let _stage = timings::stage("analysis");

@@ -13,6 +13,7 @@ use crate::dataset::{Dataset, Sample};
 use crate::exec::executor::{cpu_runtime, model_for_workers, reference_job, target_job, GOLDEN_INTRA_OP_THREADS};
 use crate::exec::selection::{self as targets};
 use crate::exec::serve::{ServeSession, Stopped};
+use crate::exec::ModelScope::Whole;
 use crate::exec::{Executor, PlannedTarget};
 use crate::inputs::{InputProvenance, InputSet, NamedTensor};
 use crate::metrics::ClassAxisPolicy;
@@ -150,7 +151,7 @@ pub fn start(opts: &EvalOptions, plan: &EvalPlan, first: &Sample) -> Result<Star
     }
     for (i, t) in plan.targets.iter().enumerate() {
         let runs: Vec<(crate::exec::Job, PathBuf)> = (0..per_run)
-            .filter_map(|s| target_job(i * 1000 + s, t, &model, &[], &work, threads, &shapes.free_dims))
+            .filter_map(|s| target_job(i * 1000 + s, t, (&model, Whole), &[], &work, threads, &shapes.free_dims))
             .map(|(job, dir)| (executor.prepared(job), dir))
             .collect();
         jobs.push(runs);

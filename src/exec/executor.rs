@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::job::{EpSetup, Job};
+use super::job::{EpSetup, Job, ModelScope};
 use super::pool::{run_all, Outcome, PoolConfig};
 use crate::error::{run_error, runtime_unavailable};
 use crate::inputs::{InputFile, InputSet};
@@ -238,8 +238,9 @@ impl Executor {
         self.options.threads.unwrap_or(DEFAULT_INTRA_OP_THREADS)
     }
 
-    /// The job with the compiled-context cache given to it if it is a QNN job, unless the audit
-    /// runs without the cache. Every job passes here ([`Executor::run`]; `eval`'s serving
+    /// The job with the compiled-context cache given to it if it is a QNN job of a model audited
+    /// whole ([`ModelScope::Whole`]), unless the audit runs without the cache: a temporary
+    /// sub-model compiles without storing its context. Every job passes here ([`Executor::run`]; `eval`'s serving
     /// workers before they start).
     pub fn prepared(&self, mut job: Job) -> Job {
         if let EpSetup::Plugin {
@@ -247,7 +248,8 @@ impl Executor {
         } = &mut job.ep
         {
             let qnn = ep_name.as_str() == super::job::QNN_EP;
-            *context_cache = (qnn && self.options.context_cache).then(crate::runtime::contexts::store_root);
+            let store = qnn && self.options.context_cache && job.scope == ModelScope::Whole;
+            *context_cache = store.then(crate::runtime::contexts::store_root);
         }
         job
     }
@@ -491,6 +493,7 @@ pub fn reference_job(
         feedback: Vec::new(),
         delta_root: None,
         environment: Vec::new(),
+        scope: ModelScope::Whole,
         emulated: None,
     };
     (job, dir.to_path_buf())
@@ -515,10 +518,12 @@ fn whole_inputs(job: &mut Job, dir: &Path) -> Result<()> {
 
 /// One target's job, or `None` when its runtime is unavailable. Placement is inspected in
 /// detail (verbose log, partitioned graph) by the caller's choice, and never for CPU targets.
+/// `model` is a model audited whole or a temporary part of one (`scope`: only the first stores
+/// its compiled QNN context).
 pub fn target_job(
     index: usize,
     t: &PlannedTarget,
-    model: &Path,
+    (model, scope): (&Path, ModelScope),
     samples: &[Vec<InputFile>],
     work: &Path,
     threads: usize,
@@ -549,6 +554,7 @@ pub fn target_job(
         feedback: Vec::new(),
         delta_root: None,
         environment: t.spec.environment(),
+        scope,
         emulated: match (&rt.emulation, &t.spec.backend) {
             (Some(e), Backend::Arm64 { core }) => {
                 // The job carries qemu's `-cpu` value: a core may be a model with features off.

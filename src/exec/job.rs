@@ -86,10 +86,32 @@ pub struct Job {
     /// other worker's environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environment: Vec<(String, String)>,
+    /// What the model is to the audit: only a model audited whole stores its compiled QNN
+    /// context ([`ModelScope`]). The parent's decision, read by [`crate::exec::Executor::prepared`]
+    /// and never sent to the worker (the worker sees only whether `context_cache` is given).
+    #[serde(skip)]
+    pub scope: ModelScope,
     /// Run the session in the emulated ARM64 interpreter (`runtime::emulation`) instead of this
     /// binary: the emulation and qemu's `-cpu` value for the Arm core (`cortex-a710,sve=off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulated: Option<(crate::runtime::emulation::Emulation, String)>,
+}
+
+/// What a job's model is to the audit, which decides whether its compiled QNN context is kept in
+/// the store (`runtime::contexts`): a context is worth storing only when the same model is likely
+/// to be compiled again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModelScope {
+    /// A model the user audits whole: a model file named on the command line (a `matrix`
+    /// variant, a pipeline stage, `eval`'s model), with its dimensions pinned: its context is
+    /// stored and loaded by the next audit of it.
+    #[default]
+    Whole,
+    /// A temporary model the audit cut or rewrote from one (a per-layer audit's tapped or
+    /// isolated model, a bisection or `repro` window, an `explain-failure` probe, a fingerprint
+    /// probe, a `matrix --search` candidate): compiled without storing, as its context would be
+    /// used once.
+    Part,
 }
 
 /// One output fed back as an input on the next step of a stream.
@@ -226,7 +248,8 @@ pub enum ContextUse {
     /// compiled afresh and stored again.
     Recompiled,
     /// Compiled from the model with the cache turned off (`--no-context-cache`,
-    /// `NPU_AUDIT_CONTEXT_CACHE=0`): nothing loaded or stored.
+    /// `NPU_AUDIT_CONTEXT_CACHE=0`), or for a temporary model the audit built from the one
+    /// audited (a sub-model, a search's candidate): nothing loaded or stored.
     Uncached,
 }
 

@@ -17,5 +17,5 @@ pub mod serve;
 pub mod wire;
 
 pub use executor::{ExecOptions, Executor, PlannedTarget, WorkDir};
-pub use job::{EpSetup, Job, JobResult, OutputFile};
+pub use job::{EpSetup, Job, JobResult, ModelScope, OutputFile};
 pub use pool::{Outcome, RunStatus};

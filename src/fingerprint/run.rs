@@ -13,7 +13,7 @@ use super::result::{ProbeResult, TargetFingerprint};
 use crate::exec::executor::target_job;
 use crate::exec::RunStatus;
 use crate::exec::{Executor, PlannedTarget};
-use crate::exec::{Job, Outcome};
+use crate::exec::{Job, ModelScope, Outcome};
 use crate::inputs::InputFile;
 use crate::target::Backend;
 use crate::tensor::Tensor;
@@ -87,7 +87,8 @@ pub fn fingerprint(
         for (probe, w) in probes.iter().zip(&written) {
             let run_dir = work.join("runs").join(probe.id);
             let samples = [w.inputs.clone()];
-            if let Some((mut job, dir)) = target_job(ti, t, &w.model, &samples, &run_dir, 1, &[]) {
+            let probe = (w.model.as_path(), ModelScope::Part);
+            if let Some((mut job, dir)) = target_job(ti, t, probe, &samples, &run_dir, 1, &[]) {
                 job.repeat = opts.repeat.max(1);
                 jobs.push((job, dir));
             }

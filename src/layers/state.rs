@@ -84,7 +84,8 @@ impl State<'_> {
         self.ctx.executor.threads()
     }
 
-    /// A job of a planned target on a model file, in `dir`.
+    /// A job of a planned target on a model file, in `dir`. Every model of the per-layer audit
+    /// is a temporary one (tapped, isolated, a bisection's cut): its QNN context is not stored.
     pub(super) fn target_job(
         &self,
         target: usize,
@@ -96,7 +97,7 @@ impl State<'_> {
         target_job(
             target,
             &self.ctx.planned[target],
-            model,
+            (model, crate::exec::ModelScope::Part),
             samples,
             dir,
             threads,

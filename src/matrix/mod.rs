@@ -239,6 +239,12 @@ pub fn audit_cells(
         },
         execution: Execution {
             baseline: layers.is_some(),
+            // A search's candidate is a temporary model: its compiled contexts are not stored.
+            scope: if model == variant.path {
+                crate::exec::ModelScope::Whole
+            } else {
+                crate::exec::ModelScope::Part
+            },
             ..Execution::findings(targets.clone(), opts.exec.clone())
         },
         measured: Measured {

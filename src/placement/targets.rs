@@ -149,6 +149,7 @@ pub fn measure(probe: &Probe<'_>, tensors: &BTreeSet<String>) -> Result<HashMap<
         feedback: Vec::new(),
         delta_root: None,
         environment: Vec::new(),
+        scope: crate::exec::job::ModelScope::Whole,
         emulated: None,
     };
     let outcomes = probe.executor.run(&[(job, probe.dir.to_path_buf())])?;

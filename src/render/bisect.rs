@@ -16,7 +16,9 @@ fn changes_cell(s: &ReleaseStep) -> String {
     s.changes
         .iter()
         .map(|c| {
-            let steps = c.max_steps.map_or(String::new(), |m| format!(", max {m} steps"));
+            let steps = c.max_steps.map_or(String::new(), |m| {
+                format!(", max {}", super::present::count(m as usize, "step"))
+            });
             let differing = c
                 .differing
                 .map_or("type differs".into(), |d| format!("{d}/{}", c.elements));

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 
 use super::grid::{bold, prose, table_with, Kind, Look};
-use super::present::rule_values;
+use super::present::{count, rule_values, signed};
 use crate::report::eval::{Comparison, Estimate, EvalReport, EvalTarget, FlipExplanation, Metrics, Proportion};
 use crate::report::model::Verdict;
 
@@ -44,9 +44,9 @@ pub fn drop(e: &Estimate) -> String {
         return "-".into();
     }
     if e.unbounded.is_some() {
-        return format!("{:+.2} (cannot bound)", e.value.0);
+        return format!("{} (cannot bound)", signed(e.value.0, 2));
     }
-    format!("{:+.2} ({:+.2}…{:+.2})", e.value.0, e.lo.0, e.hi.0)
+    format!("{} ({}…{})", signed(e.value.0, 2), signed(e.lo.0, 2), signed(e.hi.0, 2))
 }
 
 /// The primary metric of a run, as the task reads it.
@@ -131,12 +131,12 @@ fn targets_table(report: &EvalReport) -> String {
 fn header(s: &mut String, report: &EvalReport) {
     let _ = writeln!(
         s,
-        "{} {} eval · {}\nset      {} ({} samples; labels: {})\ntask     {} on output '{}' ({})\nreference {}: {}",
+        "{} {} eval · {}\nset      {} ({}; labels: {})\ntask     {} on output '{}' ({})\nreference {}: {}",
         bold("npu-audit"),
         report.tool_version,
         report.model,
         report.dataset.path,
-        report.dataset.samples,
+        count(report.dataset.samples, "sample"),
         report.dataset.labels,
         report.task.kind,
         report.task.output,
@@ -181,7 +181,12 @@ pub fn sequential_text(report: &EvalReport, t: &EvalTarget) -> Option<String> {
         .rules
         .iter()
         .map(|r| match r.rule.as_str() {
-            "max_accuracy_drop" => format!("drop {:+.2}…{:+.2} points vs limit {}", r.lower.0, r.upper.0, r.limit.0),
+            "max_accuracy_drop" => format!(
+                "drop {}…{} vs limit {}",
+                signed(r.lower.0, 2),
+                signed(r.upper.0, 2),
+                points(r.limit.0)
+            ),
             _ => format!(
                 "accuracy {:.2}%…{:.2}% vs limit {:.2}%",
                 100.0 * r.lower.0,
@@ -202,12 +207,14 @@ pub fn sequential_text(report: &EvalReport, t: &EvalTarget) -> Option<String> {
     ))
 }
 
-/// `1 point`, `2.5 points`.
-fn points(v: f64) -> String {
-    if v == 1.0 {
+/// `1 point`, `2.5 points` (the figure as given, at most two decimals).
+pub fn points(v: f64) -> String {
+    let text = format!("{v:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "1" {
         "1 point".into()
     } else {
-        format!("{v} points")
+        format!("{text} points")
     }
 }
 
@@ -292,7 +299,7 @@ fn details(s: &mut String, report: &EvalReport, t: &EvalTarget) {
             s,
             "  {} flips come from: {}",
             t.id,
-            super::present::printable(&explanation_text(x))
+            super::present::printable(&explanation_text(t, x))
         );
     }
 }
@@ -310,18 +317,28 @@ fn flip_text(f: &crate::report::eval::Flip) -> String {
     super::present::printable(&text)
 }
 
-/// Where a target's flips come from, in one line.
-pub fn explanation_text(x: &FlipExplanation) -> String {
+/// Where a target's flips come from, in one line. The baseline is what every other target's
+/// layers are compared with, so its own audit can find no departure: that is said, not `none`.
+pub fn explanation_text(t: &EvalTarget, x: &FlipExplanation) -> String {
+    let samples = count(x.samples.len(), "broken sample");
     if let Some(e) = &x.error {
-        return format!("the per-layer audit of {} sample(s) failed: {e}", x.samples.len());
+        return format!("the per-layer audit of {samples} failed: {e}");
+    }
+    if t.role == "baseline" {
+        return format!(
+            "{} is the baseline the per-layer audit compares every target's layers with: no first departure of its own",
+            t.id
+        );
+    }
+    if x.first_code_difference.is_none() && x.first_beyond_rounding.is_none() && x.first_sqnr_loss.is_none() {
+        return format!("over {samples}, no layer departs from the baseline at any level");
     }
     let at = |p: &Option<crate::report::model::LayerPointer>| {
         p.as_ref()
             .map_or("none".into(), |p| format!("#{} {} ({})", p.index, p.node, p.op_type))
     };
     format!(
-        "over {} broken sample(s), first code difference {}, first beyond rounding {}, first SQNR loss {}",
-        x.samples.len(),
+        "over {samples}, first code difference {}, first beyond rounding {}, first SQNR loss {}",
         at(&x.first_code_difference),
         at(&x.first_beyond_rounding),
         at(&x.first_sqnr_loss)
@@ -388,16 +405,17 @@ pub fn table_text(report: &EvalReport) -> String {
 pub fn markdown(report: &EvalReport) -> String {
     let esc = |t: &str| t.replace('|', "\\|").replace('\n', " ");
     let mut s = String::new();
+    // Without a gate there is no verdict: the heading names the command once.
     let verdict = match report.gate.verdict {
-        Verdict::Pass => "✅ PASS",
-        Verdict::Fail => "❌ FAIL",
-        Verdict::None => "eval",
+        Verdict::Pass => "✅ PASS · ",
+        Verdict::Fail => "❌ FAIL · ",
+        Verdict::None => "",
     };
-    let _ = writeln!(s, "### {verdict} · npu-audit eval · `{}`\n", esc(&report.model));
+    let _ = writeln!(s, "### {verdict}npu-audit eval · `{}`\n", esc(&report.model));
     let _ = writeln!(
         s,
-        "{} samples of `{}`, task `{}` on `{}`; reference: {}\n",
-        report.dataset.samples,
+        "{} of `{}`, task `{}` on `{}`; reference: {}\n",
+        count(report.dataset.samples, "sample"),
         esc(&report.dataset.path),
         report.task.kind,
         esc(&report.task.output),
@@ -424,7 +442,12 @@ pub fn markdown(report: &EvalReport) -> String {
     }
     for t in report.targets.iter().filter(|t| t.explanation.is_some()) {
         if let Some(x) = &t.explanation {
-            let _ = writeln!(s, "\n`{}`: flips come from {}", esc(&t.id), esc(&explanation_text(x)));
+            let _ = writeln!(
+                s,
+                "\n`{}`: flips come from {}",
+                esc(&t.id),
+                esc(&explanation_text(t, x))
+            );
         }
     }
     for t in &report.targets {
@@ -496,6 +519,45 @@ pub fn sizing_text(sizing: &crate::eval::sizing::Sizing) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn points_agree_with_their_number() {
+        assert_eq!(points(1.0), "1 point");
+        assert_eq!(points(1.000_000_1), "1 point");
+        assert_eq!(points(2.5), "2.5 points");
+        assert_eq!(points(0.25), "0.25 points");
+    }
+
+    fn explained(role: &str, first: Option<crate::report::model::LayerPointer>) -> String {
+        let x = FlipExplanation {
+            samples: vec!["s1".into()],
+            first_code_difference: first,
+            first_beyond_rounding: None,
+            first_sqnr_loss: None,
+            error: None,
+        };
+        let t: EvalTarget = serde_json::from_value(serde_json::json!({
+            "id": "cpu:noopt", "role": role, "status": "ok", "intra_op_threads": 1,
+            "samples_run": 1, "flips": [], "worst": [], "comparisons": []
+        }))
+        .unwrap_or_else(|e| panic!("a target: {e}"));
+        explanation_text(&t, &x)
+    }
+
+    #[test]
+    fn the_baseline_has_no_departure_of_its_own_and_says_so() {
+        let text = explained("baseline", None);
+        assert_eq!(
+            text,
+            "cpu:noopt is the baseline the per-layer audit compares every target's layers with: no first departure of its own"
+        );
+        assert!(!text.contains("none"), "{text}");
+        let target = explained("target", None);
+        assert_eq!(
+            target,
+            "over 1 broken sample, no layer departs from the baseline at any level"
+        );
+    }
 
     #[test]
     fn a_flip_cannot_move_the_terminal_cursor() {

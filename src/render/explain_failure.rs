@@ -24,7 +24,12 @@ pub fn render(list: &[Explanation]) -> String {
         if let Some(err) = &e.window_error {
             let _ = writeln!(s, "  its error: {}", one_line(err));
         }
-        let _ = writeln!(s, "  => {} ({compiled} sessions compiled)\n", e.summary);
+        let _ = writeln!(
+            s,
+            "  => {} ({} compiled)\n",
+            e.summary,
+            super::present::count(compiled, "session")
+        );
     }
     super::grid::prose(&s)
 }

@@ -98,9 +98,9 @@ fn target_section(s: &mut String, t: &TargetReport, info: &LayerAuditInfo, basel
             .collect();
         let _ = writeln!(
             s,
-            "    bisection: {} cuts, {} sessions: {}",
-            b.cuts,
-            b.sessions,
+            "    bisection: {}, {}: {}",
+            present::count(b.cuts, "cut"),
+            present::count(b.sessions, "session"),
             steps.join(" → ")
         );
     }
@@ -174,10 +174,10 @@ pub fn section(s: &mut String, report: &Report) {
     };
     let _ = writeln!(
         s,
-        "  {how}; {} matched to the reference ({}); {} sessions, {:.1} s{isolated}",
+        "  {how}; {} matched to the reference ({}); {}, {:.1} s{isolated}",
         info.matched,
         if kinds.is_empty() { "-".into() } else { kinds.join(", ") },
-        info.sessions,
+        present::count(info.sessions, "session"),
         info.seconds,
     );
     if !info.unmatched.is_empty() {

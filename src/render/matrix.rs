@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 
 use super::grid::{bold, table as grid_text, table_with, Kind, Look};
-use super::present::{bytes, db, db_opt, pct};
+use super::present::{bytes, db, db_opt, pct, signed};
 use crate::console::printable;
 use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
 use crate::report::RunStatus;
@@ -20,7 +20,7 @@ pub fn cell_text(c: Option<&Cell>) -> String {
         Some(c) if c.status != RunStatus::Ok => c.status.as_str().to_string(),
         Some(c) => {
             let figure = match &c.task {
-                Some(t) => format!("{:.1}% {:+.1}", 100.0 * t.primary.value.0, -t.drop.value.0),
+                Some(t) => format!("{:.1}% {}", 100.0 * t.primary.value.0, signed(-t.drop.value.0, 1)),
                 None => db_opt(c.sqnr_db),
             };
             format!("{figure}{}", if c.meets_policy { " ✓" } else { "" })
@@ -37,6 +37,31 @@ pub fn measured_text(m: &Matrix) -> String {
         ),
         None => "worst output's SQNR dB against the golden run; ✓ meets the policy".into(),
     }
+}
+
+/// What a figure at or below 0 dB means, when some cell that ran has one (signal figures only):
+/// the error then carries at least as much energy as the golden output itself, which no
+/// precision explains (fp16 arithmetic keeps some 60 dB, int8 some 20 to 40): the target computed
+/// another function. Names the cells, and what to do.
+pub fn wrong_result_note(m: &Matrix) -> Option<String> {
+    if m.task.is_some() {
+        return None;
+    }
+    let cells: Vec<String> = m
+        .cells
+        .iter()
+        .filter(|c| c.status == RunStatus::Ok)
+        .filter_map(|c| {
+            let s = c.sqnr_db?.0;
+            (s <= 0.0).then(|| format!("{} on {} ({} dB)", c.variant, c.target, db(s)))
+        })
+        .collect();
+    (!cells.is_empty()).then(|| {
+        format!(
+            "at or below 0 dB the error is as large as the output: {} computed another function, not the same one in lower precision (fp16 keeps some 60 dB); cut the model (npu-audit repro) to find the op",
+            cells.join(", ")
+        )
+    })
 }
 
 /// The cell of `variant` on `target`.
@@ -149,7 +174,10 @@ fn remedy_rows(s: &RemedySearch) -> Builder {
         ];
         for t in &s.failing_targets {
             let v = st.sqnr_db.get(t).map_or("-".into(), |v| db(v.0));
-            let g = st.gained_db.get(t).map_or(String::new(), |g| format!(" ({:+.2})", g.0));
+            let g = st
+                .gained_db
+                .get(t)
+                .map_or(String::new(), |g| format!(" ({})", signed(g.0, 2)));
             row.push(v + &g);
         }
         // One value per failing target, in column order: a target without a placement did not run.
@@ -186,7 +214,11 @@ pub fn table(m: &Matrix) -> String {
     let look = Look::grid(&grid_kinds(m.targets.len())).splittable(1, &[]);
     let _ = writeln!(out, "{}", table_with(grid(m), &look));
     let _ = writeln!(out, "policy: {}", policy_text(m));
-    let _ = writeln!(out, "cost order: {}\n", m.cost_order.join(" < "));
+    let _ = writeln!(out, "cost order: {}", m.cost_order.join(" < "));
+    if let Some(n) = wrong_result_note(m) {
+        let _ = writeln!(out, "note: {}", printable(&n));
+    }
+    out.push('\n');
     let _ = writeln!(out, "{}", bold("RECOMMENDATION"));
     let _ = writeln!(out, "{}", grid_text(recommendation_rows(m), &RECOMMENDATION_KINDS));
     let _ = writeln!(out, "{SHIP_RUNS_ON_LEGEND}");
@@ -266,6 +298,9 @@ pub fn markdown(m: &Matrix) -> String {
         out += &(md_row(&row) + "\n");
     }
     let _ = write!(out, "\n{} ({}).\n\n", measured_text(m), policy_text(m));
+    if let Some(n) = wrong_result_note(m) {
+        let _ = write!(out, "> {}\n\n", super::markdown::escape(&n));
+    }
     out += "### What to ship where\n\n";
     out += &(md_row(&[
         "target".into(),
@@ -299,7 +334,7 @@ pub fn markdown(m: &Matrix) -> String {
             let gains: Vec<String> = s
                 .failing_targets
                 .iter()
-                .filter_map(|t| st.gained_db.get(t).map(|g| format!("`{t}` {:+.2} dB", g.0)))
+                .filter_map(|t| st.gained_db.get(t).map(|g| format!("`{t}` {} dB", signed(g.0, 2))))
                 .collect();
             let _ = writeln!(
                 out,

@@ -105,12 +105,22 @@ pub fn db_opt(v: Option<Num>) -> String {
     v.map_or("-".into(), |v| db(v.0))
 }
 
-/// A dB difference with its sign (`+6.10`).
+/// A dB difference with its sign (`+6.10`; `+0.00` for any difference that rounds to zero).
 pub fn signed_db(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:+.2}")
+    signed(v, 2)
+}
+
+/// A difference with its sign and `decimals` decimals: `+0.50`, `-1.2`. A difference that rounds
+/// to zero (a negative zero included) is `+0.0`, never `-0.0`; `inf`/`-inf`/`-` as [`num`].
+pub fn signed(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return num(v);
+    }
+    let text = format!("{v:+.decimals$}");
+    if text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.') {
+        format!("+{}", &text[1..])
     } else {
-        num(v)
+        text
     }
 }
 
@@ -250,7 +260,12 @@ pub fn rule_values(rule: &str, measured: Num, limit: Num) -> (String, String) {
 pub fn divergence_at(d: &LayerPointer) -> String {
     let what = match d.max_rel_error {
         Some(r) => format!("largest error {} of its largest magnitude", num(r.0)),
-        None => format!("{} codes differ, max {} LSB", d.differing, d.max_steps),
+        None => format!(
+            "{} {}, max {} LSB",
+            count(d.differing as usize, "code"),
+            if d.differing == 1 { "differs" } else { "differ" },
+            d.max_steps
+        ),
     };
     format!("#{} {} ({}) at {}: {what}", d.index, d.node, d.op_type, d.tensor)
 }
@@ -416,7 +431,7 @@ pub fn placement_line(p: &PlacementSummary, target_ep: &str) -> String {
         ));
     }
     let size = p.crossing_bytes.map_or_else(|| "size unknown".into(), bytes);
-    line.push_str(&format!(", {} crossings ({size})", p.crossing_count));
+    line.push_str(&format!(", {} ({size})", count(p.crossing_count, "crossing")));
     line
 }
 
@@ -554,6 +569,19 @@ pub fn repro_command(report: &crate::report::model::Report, t: &crate::report::m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_difference_that_rounds_to_zero_is_plus_zero() {
+        assert_eq!(signed(-0.0, 1), "+0.0");
+        assert_eq!(signed(-0.004, 2), "+0.00");
+        assert_eq!(signed_db(-0.001), "+0.00");
+        assert_eq!(signed(0.0, 1), "+0.0");
+        assert_eq!(signed(-0.06, 1), "-0.1");
+        assert_eq!(signed(6.1, 2), "+6.10");
+        assert_eq!(signed(f64::NEG_INFINITY, 2), "-inf");
+        assert_eq!(count(1, "session"), "1 session");
+        assert_eq!(count(2, "session"), "2 sessions");
+    }
 
     #[test]
     fn numbers_are_short_and_honest() {

@@ -4,7 +4,17 @@
 
 use std::fmt::Write as _;
 
+use super::present::count;
 use crate::report::repro::{CandidateReport, LayerRef, OutputFigures, ReproReport, ReproStatus};
+
+/// `12 windows tried in 14 sessions`.
+fn tried(r: &ReproReport) -> String {
+    format!(
+        "{} tried in {}",
+        count(r.candidates_tried, "window"),
+        count(r.sessions, "session")
+    )
+}
 
 /// A layer as one phrase.
 fn layer(l: &LayerRef) -> String {
@@ -59,13 +69,13 @@ pub fn table_text(r: &ReproReport) -> String {
     if let Some(st) = &r.start {
         let _ = writeln!(s, "started at {} ({})", layer(&st.layer), st.reason.replace('_', " "));
     }
-    let _ = writeln!(s, "{} windows tried in {} sessions", r.candidates_tried, r.sessions);
+    let _ = writeln!(s, "{}", tried(r));
     if let Some(w) = &r.window {
         let _ = writeln!(
             s,
-            "WINDOW {} ({} nodes; inputs {})",
+            "WINDOW {} ({}; inputs {})",
             span(&w.first, &w.last, w.layers.len()),
-            w.nodes,
+            count(w.nodes, "node"),
             w.inputs.join(", ")
         );
         if let Some(e) = w.error.as_ref().filter(|_| w.target_fails) {
@@ -83,7 +93,7 @@ pub fn table_text(r: &ReproReport) -> String {
     if let Some(b) = &r.bundle {
         let _ = writeln!(
             s,
-            "BUNDLE {}: model {} bytes (source {} bytes), {} files; alone it {}",
+            "BUNDLE {}: model {} bytes (source {} bytes), {}; alone it {}",
             if b.path.is_empty() {
                 "(not written: --out DIR|FILE.zip writes it)"
             } else {
@@ -91,7 +101,7 @@ pub fn table_text(r: &ReproReport) -> String {
             },
             b.model_bytes,
             b.source_model_bytes,
-            b.files.len() + 1,
+            count(b.files.len() + 1, "file"),
             if b.reproduces {
                 "reproduces"
             } else {
@@ -115,9 +125,9 @@ pub fn table_text(r: &ReproReport) -> String {
             };
             let _ = writeln!(
                 s,
-                "  scrubbed weights (seed {}, {} tensors): {outcome}",
+                "  scrubbed weights (seed {}, {}): {outcome}",
                 sc.seed,
-                sc.replaced.len()
+                count(sc.replaced.len(), "tensor")
             );
             outputs(&mut s, "    ", &sc.outputs);
         }
@@ -141,9 +151,9 @@ pub fn markdown(r: &ReproReport) -> String {
     if let Some(w) = &r.window {
         let _ = writeln!(
             s,
-            "Minimal window: **{}**, {} nodes.\n",
+            "Minimal window: **{}**, {}.\n",
             span(&w.first, &w.last, w.layers.len()),
-            w.nodes
+            count(w.nodes, "node")
         );
         for f in &w.outputs {
             let _ = writeln!(s, "- {}", f.sentence());
@@ -174,14 +184,7 @@ pub fn markdown(r: &ReproReport) -> String {
             }
         );
     }
-    let _ = writeln!(
-        s,
-        "{} windows tried in {} sessions; host {} ({}).",
-        r.candidates_tried,
-        r.sessions,
-        r.host.cpu,
-        r.host.isa.join(" ")
-    );
+    let _ = writeln!(s, "{}; host {} ({}).", tried(r), r.host.cpu, r.host.isa.join(" "));
     for n in &r.notes {
         let _ = writeln!(s, "\n> {n}");
     }

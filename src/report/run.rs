@@ -48,7 +48,8 @@ pub enum ContextUse {
     /// compiled afresh and stored again.
     Recompiled,
     /// Compiled from the model with the cache turned off (`--no-context-cache`,
-    /// `NPU_AUDIT_CONTEXT_CACHE=0`): nothing loaded or stored.
+    /// `NPU_AUDIT_CONTEXT_CACHE=0`), or for a temporary model the audit built from the one
+    /// audited (a sub-model, a search's candidate): nothing loaded or stored.
     Uncached,
 }
 

@@ -254,6 +254,8 @@ impl<'a> Evaluator<'a> {
         samples: &[Vec<InputFile>],
         dir: &Path,
     ) -> Result<(crate::exec::Job, PathBuf)> {
+        // A window is a temporary model: its compiled context is not stored.
+        let model = (model, crate::exec::ModelScope::Part);
         target_job(index, t, model, samples, dir, self.executor.threads(), self.free_dims)
             .ok_or_else(|| anyhow!("{} has no runtime on this machine", t.spec.id))
     }

@@ -109,6 +109,31 @@ fn outliers(measured: &[&ReportEntry], chipsets: &[GroupFigures], t: &Thresholds
         .collect()
 }
 
+/// A chipset's median SQNR and its difference from the CPU EP's, in the conclusion's words. The
+/// difference is signed as every rendering signs it (the report's SQNR minus the CPU EP's,
+/// negative below; never `-0.00`); an infinite SQNR is an output bit-identical to the golden
+/// run's, and is said so in words rather than as `inf dB`.
+fn figures_text(g: &GroupFigures) -> String {
+    let chipset = chipset_group_label(&g.key);
+    let sqnr = g.median_sqnr_db.map_or(f64::NAN, |n| n.0);
+    let excess = g.median_excess_db.map_or(f64::NAN, |n| n.0);
+    if sqnr == f64::INFINITY {
+        // The excess is the CPU EP's SQNR minus this one: 0 when both are bit-identical.
+        let cpu = if excess == 0.0 {
+            "as the CPU EP's"
+        } else {
+            "the CPU EP's is not"
+        };
+        return format!("{chipset} bit-identical to the golden run ({cpu})");
+    }
+    if excess == f64::INFINITY {
+        return format!("{chipset} {sqnr:.2} dB (the CPU EP's output is bit-identical to the golden run)");
+    }
+    let diff = format!("{:+.2}", -excess);
+    let diff = if diff == "-0.00" { "+0.00".to_string() } else { diff };
+    format!("{chipset} {sqnr:.2} dB ({diff} dB vs the CPU EP)")
+}
+
 fn conclusion(chipsets: &[GroupFigures], t: &Thresholds) -> (FleetKind, String, Vec<String>) {
     let measured: Vec<&GroupFigures> = chipsets.iter().filter(|g| g.median_excess_db.is_some()).collect();
     if measured.is_empty() {
@@ -123,16 +148,7 @@ fn conclusion(chipsets: &[GroupFigures], t: &Thresholds) -> (FleetKind, String, 
         .filter(|g| g.median_excess_db.is_some_and(|x| x.0 > t.excess_db))
         .map(|g| g.key.clone())
         .collect();
-    // Signed as every rendering signs it: the report's SQNR minus the CPU EP's, negative below.
-    let text = |g: &&GroupFigures| {
-        format!(
-            "{} {:.2} dB ({:+.2} dB vs the CPU EP)",
-            chipset_group_label(&g.key),
-            g.median_sqnr_db.map_or(f64::NAN, |n| n.0),
-            -g.median_excess_db.map_or(f64::NAN, |n| n.0)
-        )
-    };
-    let all: Vec<String> = measured.iter().map(text).collect();
+    let all: Vec<String> = measured.iter().map(|g| figures_text(g)).collect();
     if concentrated.len() == measured.len() && measured.len() > 1 {
         return (FleetKind::Npu, format!(
             "every chipset loses more than {} dB beyond the CPU EP on the same quantized model (median SQNR: {}): the NPU path they share (HTP arithmetic, the runtime release), not the quantization",
@@ -186,5 +202,45 @@ pub fn analyse(entries: &[ReportEntry], t: &Thresholds) -> Fleet {
         kind,
         sentence,
         concentrated_on,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(sqnr: f64, excess: f64) -> GroupFigures {
+        GroupFigures {
+            key: "sm8550".into(),
+            reports: 1,
+            median_sqnr_db: Some(Num(sqnr)),
+            min_sqnr_db: Some(Num(sqnr)),
+            median_excess_db: Some(Num(excess)),
+            verdicts: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn an_infinite_sqnr_is_said_in_words() {
+        assert_eq!(
+            figures_text(&group(f64::INFINITY, f64::NEG_INFINITY)),
+            "SM8550 bit-identical to the golden run (the CPU EP's is not)"
+        );
+        assert_eq!(
+            figures_text(&group(f64::INFINITY, 0.0)),
+            "SM8550 bit-identical to the golden run (as the CPU EP's)"
+        );
+        assert_eq!(
+            figures_text(&group(31.5, f64::INFINITY)),
+            "SM8550 31.50 dB (the CPU EP's output is bit-identical to the golden run)"
+        );
+        assert_eq!(
+            figures_text(&group(31.5, 2.25)),
+            "SM8550 31.50 dB (-2.25 dB vs the CPU EP)"
+        );
+        assert_eq!(
+            figures_text(&group(31.5, 0.001)),
+            "SM8550 31.50 dB (+0.00 dB vs the CPU EP)"
+        );
     }
 }

@@ -411,3 +411,45 @@ fn two_audits_racing_on_one_key_leave_one_whole_entry() {
         saved_outputs(&tmp.path().join("out1"))
     );
 }
+
+/// Only a model audited whole stores its context: a per-layer audit's tapped and isolated models
+/// (temporary sub-models) compile without storing, so the cache holds the audited model's entry
+/// alone, and a plain audit of the model afterwards loads it.
+#[test]
+fn a_per_layer_audit_stores_only_the_whole_models_context() {
+    let tmp = tempdir();
+    let contexts = tmp.path().join("contexts");
+    let layered = [
+        "--layers",
+        "all",
+        "--no-baseline",
+        "--fingerprint",
+        "off",
+        "--no-config",
+    ];
+    let (_, report, err) = audit("cnn_qdq_u8.onnx", &contexts, &tmp.path().join("out1"), &layered);
+    assert_eq!(context_use(&report), "compiled", "{err}");
+    let layers = common::target(&report, TARGET)["layers"].as_array().map_or(0, Vec::len);
+    assert!(
+        layers > 1,
+        "the per-layer audit measured no layer: {}",
+        report["layer_audit"]
+    );
+    let sessions = report["layer_audit"]["sessions"].as_u64().unwrap_or(0);
+    assert!(
+        sessions > 1,
+        "the per-layer audit ran no sessions: {}",
+        report["layer_audit"]
+    );
+    let stored = entries(&contexts);
+    assert_eq!(stored.len(), 1, "the sub-models stored contexts: {stored:?}; {err}");
+
+    let plain = ["--no-baseline", "--fingerprint", "off", "--no-config"];
+    let (_, again, err2) = audit("cnn_qdq_u8.onnx", &contexts, &tmp.path().join("out2"), &plain);
+    assert_eq!(
+        context_use(&again),
+        "loaded",
+        "the entry is not the whole model's: {err2}"
+    );
+    assert_eq!(entries(&contexts), stored);
+}

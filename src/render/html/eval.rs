@@ -10,6 +10,7 @@
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
+use super::plot::{nice_ticks, tick_label};
 use super::{SELF_CHECK_JS, STYLE};
 use crate::render::eval::{drop, explanation_text, margin_word, primary, samples_needed_text, sequential_text};
 use crate::report::eval::{ConfusionCell, EvalReport, EvalTarget, Metrics};
@@ -40,6 +41,23 @@ fn scale(v: f64, lo: f64, hi: f64) -> f64 {
     LEFT + t.clamp(0.0, 1.0) * (WIDTH - LEFT - 20.0)
 }
 
+/// The x axis of a row plot at `y`: a line across the plot, a tick and its value at every tick
+/// of `[lo, hi]`, and what the axis measures under it.
+fn x_axis(ticks: &[f64], (lo, hi): (f64, f64), y: f64, title: &str) -> Markup {
+    let step = ticks.get(1).zip(ticks.first()).map_or(1.0, |(b, a)| b - a);
+    html! {
+        g.axis {
+            line x1=(scale(lo, lo, hi)) x2=(scale(hi, lo, hi)) y1=(y) y2=(y) stroke="#999" {}
+            @for v in ticks.iter().filter(|v| **v >= lo - 1e-9 && **v <= hi + 1e-9) {
+                @let x = scale(*v, lo, hi);
+                line x1=(x) x2=(x) y1=(y) y2=(y + 4.0) stroke="#999" {}
+                text.tick x=(x) y=(y + 15.0) text-anchor="middle" font-size="11" { (tick_label(*v, step)) }
+            }
+            text x=(LEFT - 8.0) y=(y + 15.0) text-anchor="end" font-size="11" fill="#555" { (title) }
+        }
+    }
+}
+
 fn interval_plot(report: &EvalReport) -> Markup {
     let mut rows: Vec<(String, (f64, f64, f64))> =
         vec![("reference".into(), primary_values(report, &report.reference_metrics))];
@@ -60,7 +78,14 @@ fn interval_plot(report: &EvalReport) -> Markup {
         .fold(f64::NEG_INFINITY, f64::max)
         .ceil()
         .min(100.0);
-    let height = TOP + ROW * rows.len() as f64 + 24.0;
+    // The axis runs from tick to tick, within 0–100%.
+    let ticks = nice_ticks(lo, hi, 5);
+    let (lo, hi) = (
+        ticks.first().map_or(lo, |t| t.max(0.0)),
+        ticks.last().map_or(hi, |t| t.min(100.0)),
+    );
+    let axis_y = TOP + ROW * rows.len() as f64 + 4.0;
+    let height = axis_y + 24.0;
     html! {
         svg.plot data-plot="intervals" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height)
             viewBox=(format!("0 0 {WIDTH} {height}")) role="img" aria-label="primary metric with 95% intervals" {
@@ -76,6 +101,7 @@ fn interval_plot(report: &EvalReport) -> Markup {
                     title { (name) ": " (format!("{v:.2} ({l:.2}–{h:.2})")) }
                 }
             }
+            (x_axis(&ticks, (lo, hi), axis_y, "%"))
         }
     }
 }
@@ -93,16 +119,20 @@ fn drop_plot(report: &EvalReport) -> Markup {
         .filter(|v| v.is_finite())
         .fold(margin.max(1.0), f64::max)
         .ceil();
-    let height = TOP + ROW * rows.len().max(1) as f64 + 24.0;
+    let ticks = nice_ticks(-span, span, 6);
+    let axis_y = TOP + ROW * rows.len().max(1) as f64 + 4.0;
+    let height = axis_y + 24.0;
     let zero = scale(0.0, -span, span);
     html! {
         svg.plot data-plot="drops" xmlns="http://www.w3.org/2000/svg" width=(WIDTH) height=(height)
             viewBox=(format!("0 0 {WIDTH} {height}")) role="img" aria-label="drop against the reference" {
             text x=(LEFT) y="14" { "drop against the reference in points (right: worse), " (format!("±{span:.0}")) }
-            line x1=(zero) x2=(zero) y1=(TOP - 6.0) y2=(height - 18.0) stroke="#999" {}
+            line x1=(zero) x2=(zero) y1=(TOP - 6.0) y2=(axis_y) stroke="#999" {}
             @if margin > 0.0 {
                 @let m = scale(margin, -span, span);
-                line x1=(m) x2=(m) y1=(TOP - 6.0) y2=(height - 18.0) stroke="#c62828" stroke-dasharray="4 3" {}
+                line x1=(m) x2=(m) y1=(TOP - 6.0) y2=(axis_y) stroke="#c62828" stroke-dasharray="4 3" {
+                    title { "margin " (crate::render::eval::points(margin)) }
+                }
             }
             @for (i, (t, c)) in rows.iter().enumerate() {
                 @let y = TOP + ROW * i as f64 + ROW / 2.0;
@@ -116,39 +146,69 @@ fn drop_plot(report: &EvalReport) -> Markup {
                     title { (t.id) ": " (drop(&c.drop)) }
                 }
             }
+            (x_axis(&ticks, (-span, span), axis_y, "points"))
         }
     }
 }
 
+/// The colours of a histogram's bars: the samples the target answers right, and wrong.
+const RIGHT_COLOUR: &str = "#1a7f37";
+const WRONG_COLOUR: &str = "#c62828";
+
+/// Whole sample counts from 0 to at least `max` for the histogram's y axis.
+fn count_ticks(max: u64) -> Vec<f64> {
+    let ticks: Vec<f64> = nice_ticks(0.0, max.max(1) as f64, 4)
+        .into_iter()
+        .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+        .collect();
+    if ticks.len() < 2 {
+        vec![0.0, max.max(1) as f64]
+    } else {
+        ticks
+    }
+}
+
 fn histogram(t: &EvalTarget) -> Markup {
-    let max = t
-        .sqnr_histogram
-        .iter()
-        .map(|b| b.correct + b.wrong)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+    let most = t.sqnr_histogram.iter().map(|b| b.correct + b.wrong).max().unwrap_or(1);
+    let ticks = count_ticks(most);
+    // Bars are scaled to the top tick, so that they read against the axis.
+    let max = ticks.last().copied().unwrap_or(1.0).max(most.max(1) as f64);
     let bar_w = 34.0;
-    let width = 60.0 + bar_w * t.sqnr_histogram.len() as f64;
-    let (height, base) = (160.0, 130.0);
+    let width = (60.0 + bar_w * t.sqnr_histogram.len() as f64).max(220.0);
+    let (height, base) = (184.0, 130.0);
     html! {
         svg.plot data-plot=(format!("sqnr-{}", t.id)) xmlns="http://www.w3.org/2000/svg" width=(width) height=(height)
             viewBox=(format!("0 0 {width} {height}")) role="img" aria-label="samples by output SQNR, right and wrong" {
+            text x="4" y="12" font-size="11" fill="#555" { "samples" }
+            line x1="38" x2="38" y1=(base - 110.0) y2=(base) stroke="#999" {}
+            line x1="38" x2=(40.0 + bar_w * t.sqnr_histogram.len() as f64) y1=(base) y2=(base) stroke="#999" {}
+            @for v in &ticks {
+                @let y = base - 110.0 * v / max;
+                line x1="34" x2="38" y1=(y) y2=(y) stroke="#999" {}
+                text.tick x="31" y=(y + 4.0) text-anchor="end" font-size="11" { (format!("{v:.0}")) }
+            }
             @for (i, b) in t.sqnr_histogram.iter().enumerate() {
                 @let x = 40.0 + bar_w * i as f64;
                 @let hc = 110.0 * b.correct as f64 / max;
                 @let hw = 110.0 * b.wrong as f64 / max;
-                rect.mark x=(x) y=(base - hc) width=(bar_w - 4.0) height=(hc) fill="#1a7f37"
+                rect.mark x=(x) y=(base - hc) width=(bar_w - 4.0) height=(hc) fill=(RIGHT_COLOUR)
                     data-target=(t.id) data-lo=(format!("{}", b.lo_db.0)) data-correct=(b.correct) data-wrong=(b.wrong) {
                     title { (format!("{}..{} dB: {} right, {} wrong", b.lo_db.0, b.hi_db.0, b.correct, b.wrong)) }
                 }
-                rect.mark x=(x) y=(base - hc - hw) width=(bar_w - 4.0) height=(hw) fill="#c62828"
+                rect.mark x=(x) y=(base - hc - hw) width=(bar_w - 4.0) height=(hw) fill=(WRONG_COLOUR)
                     data-target=(t.id) data-lo=(format!("{}", b.lo_db.0)) data-wrong=(b.wrong) {}
-                text x=(x + bar_w / 2.0 - 2.0) y=(base + 14.0) text-anchor="middle" {
+                line x1=(x) x2=(x) y1=(base) y2=(base + 4.0) stroke="#999" {}
+                text.tick x=(x + bar_w / 2.0 - 2.0) y=(base + 14.0) text-anchor="middle" font-size="11" {
                     @if b.lo_db.0.is_finite() { (format!("{:.0}", b.lo_db.0)) } @else { (if b.lo_db.0 > 0.0 { "exact" } else { "none" }) }
                 }
             }
-            text x="4" y="150" { "dB" }
+            text x="4" y=(base + 14.0) font-size="11" fill="#555" { "dB ≥" }
+            g.legend {
+                rect x="40" y="164" width="10" height="10" fill=(RIGHT_COLOUR) {}
+                text x="54" y="173" font-size="11" { "answered right" }
+                rect x="140" y="164" width="10" height="10" fill=(WRONG_COLOUR) {}
+                text x="154" y="173" font-size="11" { "answered wrong" }
+            }
         }
     }
 }
@@ -202,10 +262,10 @@ fn target_section(report: &EvalReport, t: &EvalTarget) -> Markup {
         }
         @if let Some(q) = sequential_text(report, t) { p.note { (q) } }
         @if let Some(need) = samples_needed_text(t) { p.note { (need) } }
-        @if let Some(x) = &t.explanation { p.note { "Flips come from: " (explanation_text(x)) } }
+        @if let Some(x) = &t.explanation { p.note { "Flips come from: " (explanation_text(t, x)) } }
         @if !t.sqnr_histogram.is_empty() { (histogram(t)) }
         @if !t.flips.is_empty() {
-            details { summary { (t.flips.len()) " samples flipped" }
+            details { summary { (crate::render::present::count(t.flips.len(), "sample")) " flipped" }
                 table { tr { th { "sample" } th { "label" } th { "reference" } th { "target" } th { "kind" } th { "SQNR dB" } }
                     @for f in &t.flips { tr.flip data-kind=(f.kind) {
                         td { (f.id) } td { (f.label) } td { (f.reference) } td { (f.target) } td { (f.kind) }
