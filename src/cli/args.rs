@@ -82,9 +82,10 @@ pub enum Command {
     /// What to ship where: every model variant on every target, the cheapest variant that meets
     /// the policy per target (a dispatch table), and mixed-precision fixes proven by re-audit.
     Matrix(Box<MatrixArgs>),
-    /// Task accuracy on a labelled set, per target, with the statistics to trust it: intervals,
-    /// paired drops against the reference and the baseline, McNemar, non-inferiority, what flipped
-    /// (docs/eval.md).
+    /// Task accuracy on a labelled set, per target, with the statistics to trust it (docs/eval.md).
+    ///
+    /// Intervals, paired drops against the reference and the baseline, McNemar, non-inferiority,
+    /// what flipped.
     Eval(Box<EvalArgs>),
     /// The smallest piece of the model that shows a target's departure, cut out as a standalone
     /// bundle a vendor runs without npu-audit (model, inputs, expected outputs, run.py;
@@ -189,10 +190,14 @@ pub enum ReportFormat {
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Reports")]
 pub struct ReportFiles {
-    /// Write the JSON report to this file (`-`: stdout, instead of the --format report).
+    /// Write the JSON report to FILE (`-`: stdout).
+    ///
+    /// `-` writes it instead of the --format report.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Write a Markdown summary (pull-request comment, $GITHUB_STEP_SUMMARY; `-`: stdout).
+    /// Write a Markdown summary (`-`: stdout).
+    ///
+    /// For a pull-request comment or $GITHUB_STEP_SUMMARY.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
     /// Write JUnit XML: one test case per rule per target (`-`: stdout).
@@ -348,13 +353,18 @@ pub enum FingerprintChoice {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Inputs")]
 pub struct InputArgs {
-    /// Inputs as an .npz archive (one sample per file; repeatable; `-`: stdin).
+    /// Inputs as an .npz archive (repeatable; `-`: stdin).
+    ///
+    /// One sample per file.
     #[arg(long = "inputs", value_name = "FILE.npz")]
     pub npz: Vec<PathBuf>,
     /// One input as an .npy file (repeatable).
     #[arg(long = "input", value_name = "NAME=FILE.npy", value_parser = NamedFile::parse)]
     pub npy: Vec<NamedFile>,
-    /// Generate inputs: zeros, ones, uniform:LO,HI, normal:MEAN,STD; NAME=SPEC for one input.
+    /// Generated inputs: zeros, ones, uniform:LO,HI or normal:M,S.
+    ///
+    /// normal:M,S has mean M and standard deviation S. NAME=SPEC generates one input (the others
+    /// come from the files or their own --gen).
     #[arg(long = "gen", value_name = "SPEC", value_parser = GenChoice::parse)]
     pub gen: Vec<GenChoice>,
     /// Seed of the generator (docs/inputs.md).
@@ -363,7 +373,9 @@ pub struct InputArgs {
     /// Number of generated samples.
     #[arg(long, default_value_t = 1, allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub samples: u64,
-    /// Pin an input's shape (dynamic dimensions), e.g. image:1,3,224,224.
+    /// Pin an input's shape, e.g. image:1,3,224,224.
+    ///
+    /// Its dynamic dimensions take these values.
     #[arg(long = "input-shape", value_name = "NAME:D0,D1,...", value_parser = ShapePin::parse)]
     pub shapes: Vec<ShapePin>,
 }
@@ -372,14 +384,18 @@ pub struct InputArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Execution")]
 pub struct ExecArgs {
-    /// Seconds a target may take (session creation and every sample) before it is killed.
+    /// Seconds a target may take before it is killed.
+    ///
+    /// Session creation and every sample count.
     #[arg(long, default_value_t = 900.0, value_name = "SECONDS", allow_hyphen_values = true)]
     pub timeout: f64,
     /// Targets run at once (default: the number of cores).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Intra-op threads of every session (default 1, whatever the machine: some CPU kernels,
-    /// such as an LSTM's, give other bits with other thread counts; the report records it).
+    /// Intra-op threads of every session (default 1).
+    ///
+    /// 1 whatever the machine: some CPU kernels, such as an LSTM's, give other bits with other
+    /// thread counts; the report records it.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Use this ONNX Runtime library (or directory) for a build: cpu, qnn, openvino, directml, gpu.
@@ -559,9 +575,11 @@ pub struct ReferenceArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Targets")]
 pub struct TargetArgs {
-    /// Target (repeatable; default: all this machine runs but cpu-arm64): cpu, cpu:noopt,
-    /// qnn:<chipset>, openvino, dml, cuda, tensorrt, cpu-arm64:<core> (cortex-a76, neoverse-n1,
-    /// cortex-a710-nosve, cortex-a710, neoverse-n2, neoverse-v1: the phone's CPU, emulated).
+    /// Target (repeatable; default: all this machine runs but cpu-arm64).
+    ///
+    /// cpu, cpu:noopt, qnn:<chipset>, openvino, dml, cuda, tensorrt, cpu-arm64:<core>
+    /// (cortex-a76, neoverse-n1, cortex-a710-nosve, cortex-a710, neoverse-n2, neoverse-v1: the
+    /// phone's CPU, emulated).
     ///
     /// A release after @, extra options as ,key=value; `npu-audit targets` lists every target,
     /// each emulated core with its class of kernels, the chipsets it stands for and its first
@@ -585,12 +603,16 @@ pub struct TargetArgs {
     /// Intra-op threads of the thread-sensitivity run that --repeat adds.
     #[arg(long = "thread-probe", default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=64))]
     pub thread_probe: u64,
+    /// Accept shards or a previous report made with other intra-op thread counts.
+    ///
     /// Merge shards, or compare against a previous report, made with other intra-op thread
     /// counts (their figures may differ for that reason alone).
     #[arg(long)]
     pub allow_other_threads: bool,
-    /// Compare against a previous report made on a host of another instruction-set class,
-    /// although targets whose figures depend on the host may differ for that reason alone.
+    /// Accept a previous report made on a host of another instruction-set class.
+    ///
+    /// Compare against it although targets whose figures depend on the host may differ for
+    /// that reason alone.
     #[arg(long)]
     pub allow_other_hosts: bool,
     /// Each target's arithmetic fingerprint in its row, and the reading of its drift: auto
@@ -648,8 +670,9 @@ pub struct GateArgs {
     /// Read no policy file.
     #[arg(long, conflicts_with = "config")]
     pub no_config: bool,
-    /// Baseline mode: fail only where drift got worse than in this previous JSON report
-    /// (by more than the policy's margins).
+    /// Baseline mode: fail only where drift got worse than in this JSON report.
+    ///
+    /// Worse by more than the policy's margins.
     #[arg(long, value_name = "FILE")]
     pub baseline_report: Option<PathBuf>,
 }
@@ -942,19 +965,21 @@ pub struct EvalArgs {
     pub model: PathBuf,
     #[command(flatten)]
     pub reference: ReferenceArgs,
-    /// The labelled set: a directory of .npz samples, or one stacked .npz (docs/eval.md).
+    /// The labelled set: a directory of .npz samples, or one stacked .npz.
     ///
-    /// A directory with one .npz per sample (its id: the file's stem), or one .npz whose arrays
+    /// docs/eval.md. A directory with one .npz per sample (its id: the file's stem), or one .npz whose arrays
     /// stack the samples on axis 0; labels in labels.csv / labels.jsonl or a `labels` array.
     #[arg(long, value_name = "DIR|FILE.npz", help_heading = "Set")]
     pub dataset: PathBuf,
-    /// What is measured.
+    /// The task.
+    ///
+    /// What is measured on the set (docs/eval.md, "Tasks").
     #[arg(long, value_enum, help_heading = "Task")]
     pub task: TaskChoice,
     /// Class axis: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS", help_heading = "Task", value_parser = ClassAxisFlag::parse)]
     pub class_axis: Vec<ClassAxisFlag>,
-    /// Target to evaluate (repeatable); default: every target this machine can run.
+    /// Target (repeatable); default: every target this machine can run.
     #[arg(long = "target", short = 't', value_name = "TARGET", help_heading = "Targets", value_parser = TargetList::parse)]
     pub targets: Vec<TargetList>,
     /// Targets whose failure does not fail the eval (id, prefix*, or all).
@@ -965,16 +990,18 @@ pub struct EvalArgs {
     pub no_baseline: bool,
     #[command(flatten)]
     pub task_args: TaskArgs,
-    /// The release policy file (`min_accuracy`, `max_accuracy_drop` per target).
+    /// The release policy file.
     ///
-    /// Default: npu-audit.toml in the current directory or the nearest parent up to the
+    /// Its `min_accuracy` and `max_accuracy_drop` per target. Default: npu-audit.toml in the current directory or the nearest parent up to the
     /// repository root.
     #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG", help_heading = "Gate")]
     pub config: Option<PathBuf>,
     /// Read no policy file.
     #[arg(long, conflicts_with = "config", help_heading = "Gate")]
     pub no_config: bool,
-    /// The per-layer audit of up to K samples each target broke: which layer the flips come from.
+    /// The per-layer audit of up to K samples each target broke.
+    ///
+    /// It says which layer the flips come from.
     #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Layers")]
     pub explain: u64,
     /// Keep every sample's records in DIR (new, or an earlier run's of the same eval: it resumes
@@ -982,9 +1009,10 @@ pub struct EvalArgs {
     /// run again resumes; `runtime gc` removes them).
     #[arg(long, value_name = "DIR", help_heading = "Reports")]
     pub records: Option<PathBuf>,
-    /// Run one part of the eval: work units of (target, sample range) split evenly by cost over
-    /// N parts; write its records with --out FILE and join the parts with `npu-audit merge`.
-    /// `auto`: the part the cluster engine's array variables name (docs/scale.md).
+    /// Run part I of N of the eval (needs --out FILE; `merge` joins the parts).
+    ///
+    /// Work units of (target, sample range) split evenly by cost over N parts. `auto`: the part
+    /// the cluster engine's array variables name (docs/scale.md).
     #[arg(long, value_name = "I/N|auto", value_parser = ShardFlag::parse, help_heading = "Scale")]
     pub shard: Option<ShardFlag>,
     /// Each target's cost per sample in the split (TARGET=WEIGHT,...; `npu-audit plan
@@ -992,9 +1020,9 @@ pub struct EvalArgs {
     /// emulated 30, OpenVINO 2, CPU 1).
     #[arg(long, value_name = "TARGET=W,...", value_parser = Costs::parse, requires = "shard", help_heading = "Scale")]
     pub costs: Option<Costs>,
-    /// Stop each gated target as soon as its limits are decided (samples in a seeded order).
+    /// Stop each gated target as soon as its limits are decided.
     ///
-    /// Anytime-valid 95% bounds on the drop and the accuracy decide --max-accuracy-drop and
+    /// Samples are taken in a seeded order. Anytime-valid 95% bounds on the drop and the accuracy decide --max-accuracy-drop and
     /// --min-accuracy; a target the set cannot decide fails (docs/eval.md).
     #[arg(long, help_heading = "Gate", conflicts_with = "shard")]
     pub until_decided: bool,
@@ -1018,7 +1046,9 @@ pub struct EvalArgs {
     /// Also write the eval as Markdown.
     #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub markdown: Option<PathBuf>,
-    /// Also write one self-contained HTML page (intervals, drops, flips, confusions).
+    /// Also write one self-contained HTML page.
+    ///
+    /// Intervals, drops, flips, confusions.
     #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub html: Option<PathBuf>,
 }
@@ -1108,7 +1138,9 @@ pub struct TaskArgs {
     /// classify: the k of top-k accuracy.
     #[arg(long = "top-k", value_name = "K", default_value_t = 5, help_heading = "Task", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub top_k: u64,
-    /// classify: the class names, one per line (labels may then be names).
+    /// classify: the class names, one per line.
+    ///
+    /// Labels may then be names.
     #[arg(long, value_name = "FILE", help_heading = "Task")]
     pub classes: Option<PathBuf>,
     /// decide: the decision, OUTPUT>THRESHOLD or OUTPUT<THRESHOLD.
@@ -1120,7 +1152,7 @@ pub struct TaskArgs {
     /// entries + 1 reads the last as a space.
     #[arg(long, value_name = "FILE", help_heading = "Task")]
     pub vocab: Option<PathBuf>,
-    /// Non-inferiority margin in points of the primary metric (accuracy, or CER for ctc).
+    /// Non-inferiority margin in points (accuracy, or CER for ctc).
     #[arg(long, value_name = "POINTS", help_heading = "Statistics")]
     pub margin: Option<f64>,
     /// Resamples of every bootstrap.
@@ -1180,7 +1212,7 @@ pub struct MatrixArgs {
     /// model with `enable_htp_fp16_precision=1` is the fp16 variant.
     #[arg(long = "variant", value_name = "NAME=MODEL", required = true, value_parser = Variant::parse)]
     pub variants: Vec<Variant>,
-    /// A column of the matrix (repeatable); default: every target this machine can run.
+    /// A column (repeatable); default: every target this machine can run.
     ///
     /// cpu, qnn:<chipset>, qnn:all, openvino... (one release each).
     #[arg(long = "target", short = 't', value_name = "TARGET", value_parser = TargetList::parse)]
@@ -1203,9 +1235,9 @@ pub struct MatrixArgs {
     /// Write every candidate model of the searches into DIR (new or empty).
     #[arg(long, value_name = "DIR", requires = "search")]
     pub write_candidates: Option<PathBuf>,
-    /// Fill the cells with task accuracy on this labelled set (docs/eval.md).
+    /// Fill the cells with task accuracy on this labelled set.
     ///
-    /// Every variant is evaluated on every target against the reference, and --min-accuracy
+    /// docs/eval.md. Every variant is evaluated on every target against the reference, and --min-accuracy
     /// and --max-accuracy-drop decide which variant each target gets.
     #[arg(long, value_name = "DIR|FILE.npz", requires = "task", help_heading = "Set")]
     pub dataset: Option<PathBuf>,
@@ -1234,7 +1266,9 @@ pub struct MatrixArgs {
     /// Also write the matrix as an HTML page with a heat map of the cells.
     #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub html: Option<PathBuf>,
-    /// Write the dispatch table an app loads (target -> model file, EP, options) as JSON.
+    /// Write the dispatch table an app loads, as JSON.
+    ///
+    /// Per target: the model file, the EP and its options.
     #[arg(long, value_name = "FILE", help_heading = "Reports")]
     pub dispatch: Option<PathBuf>,
 }

@@ -410,7 +410,10 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
         };
         notes.push(format!("no limits were set ({limits}): every cell that ran meets the policy, and the cheapest variant that runs is recommended"));
     }
-    let exit_code = if !policy.is_empty() && !dispatch.unresolved.is_empty() {
+    // A gate: under limits, every target must have a variant that meets them on the target
+    // itself; a target whose recommendation runs on the CPU instead (or has none) fails it, the
+    // CPU fallback staying in the dispatch table for the app.
+    let exit_code = if !policy.is_empty() && recommendations.iter().any(|r| !r.runs_on_itself()) {
         ExitCode::DriftExceeded
     } else {
         ExitCode::Success

@@ -264,7 +264,34 @@ pub fn table(m: &Matrix) -> String {
     for n in &m.notes {
         let _ = writeln!(out, "note: {}", printable(n));
     }
+    let _ = writeln!(out, "\n{} {}", bold("VERDICT"), verdict(m));
     super::grid::prose(&out)
+}
+
+/// The gate's verdict with its exit code: under limits, every target needs a variant that meets
+/// them on the target itself.
+pub fn verdict(m: &Matrix) -> String {
+    let code = m.exit_code as i32;
+    if m.policy.is_empty() {
+        return format!("no limits set (exit {code})");
+    }
+    let short: Vec<String> = m
+        .recommendations
+        .iter()
+        .filter(|r| !r.runs_on_itself())
+        .map(|r| match r.run_on.as_deref() {
+            Some(on) => format!("{} (only on {on})", r.target),
+            None => format!("{} (none anywhere)", r.target),
+        })
+        .collect();
+    if short.is_empty() {
+        format!("PASS (exit {code}): every target has a variant that meets the policy on itself")
+    } else {
+        format!(
+            "FAIL (exit {code}): no variant meets the policy on {}",
+            short.join(", ")
+        )
+    }
 }
 
 fn policy_text(m: &Matrix) -> String {
@@ -321,7 +348,7 @@ pub fn markdown(m: &Matrix) -> String {
             r.remedy.clone().unwrap_or_else(|| "-".into()),
         ]) + "\n");
     }
-    let _ = write!(out, "\n_{SHIP_RUNS_ON_LEGEND}_\n");
+    let _ = write!(out, "\n_{SHIP_RUNS_ON_LEGEND}_\n\n**Verdict:** {}\n", verdict(m));
     for s in &m.remedies {
         let _ = write!(
             out,

@@ -63,7 +63,8 @@ pub struct Matrix {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intra_op_threads: Option<usize>,
     pub notes: Vec<String>,
-    /// 0, or 1 when some target has no variant that meets the policy.
+    /// 0, or 1 when a policy sets limits and some target has no variant that meets them on the
+    /// target itself (its recommendation runs on the CPU instead, or there is none).
     pub exit_code: ExitCode,
 }
 
@@ -173,6 +174,13 @@ pub struct Recommendation {
     /// regenerate with the search's quantizer overrides.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,
+}
+
+impl Recommendation {
+    /// Whether a variant meets the policy on the target itself (not only on the CPU, or nowhere).
+    pub fn runs_on_itself(&self) -> bool {
+        self.variant.is_some() && self.run_on.as_deref() == Some(self.target.as_str())
+    }
 }
 
 /// The best cell that still fails the policy, and what it fails.

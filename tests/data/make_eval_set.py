@@ -1,5 +1,7 @@
 """Builds labelled eval sets of rendered text lines for PaddleOCR's models, labels exact by
-construction (tests/it/eval.rs; the environment is tests/data/eval-requirements.txt).
+construction (tests/it/eval.rs). `cls` and `rec` need NumPy and Pillow only
+(tests/data/evalset-requirements.txt); `vocab` needs onnx and `quantize` ONNX Runtime
+(tests/data/eval-requirements.txt, the tests' environment).
 
     make_eval_set.py cls OUT --count N --seed S [--hard] [--stacked]
         Text-direction classification (PP-OCR cls, input x [1, 3, 48, 192]): a line upright is

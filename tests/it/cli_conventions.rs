@@ -48,7 +48,7 @@ fn help_is_grouped_and_names_every_environment_variable() {
             "{var} is not shown in compare --help"
         );
     }
-    // `layers` takes exactly compare's flags.
+    // `layers` takes compare's flags, but for those of a stream, which it refuses.
     let layers = stdout_of(&["layers", "--help"]);
     let flags = |text: &str| -> Vec<String> {
         text.lines()
@@ -59,7 +59,35 @@ fn help_is_grouped_and_names_every_environment_variable() {
             })
             .collect()
     };
-    assert_eq!(flags(&help), flags(&layers));
+    let stream = [
+        "stream",
+        "steps",
+        "chunk",
+        "sequence",
+        "decision",
+        "divergence-sqnr",
+        "teacher-forcing",
+        "min-decision-agreement",
+        "max-divergence-step",
+    ];
+    let compare_flags: Vec<String> = flags(&help)
+        .into_iter()
+        .filter(|f| !stream.contains(&f.as_str()))
+        .collect();
+    assert_eq!(compare_flags, flags(&layers));
+    let (code, _, stderr) = {
+        let out = bin()
+            .args([
+                "layers",
+                repo("fixtures/models/cnn_qdq_u8.onnx").to_str().expect("utf-8"),
+                "--stream",
+                "a->b",
+            ])
+            .output()
+            .expect("run");
+        (out.status.code(), (), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert_eq!(code, Some(2), "layers --stream is refused: {stderr}");
 }
 
 /// `-h` fits a screen (at most 60 lines) for every command, says that `--help` has more, and

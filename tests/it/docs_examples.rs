@@ -19,9 +19,17 @@
 //! - `pip install -r FILE` is not run: it makes `python`, `python3` and `pip` of the following
 //!   commands those of a virtual environment with exactly FILE, made once under the tool's cache
 //!   (as tests/it/capture.rs and tests/it/eval.rs make theirs).
+//! - Every ```` ```toml ```` block is read by the tool's own parser for what it is: a pipeline
+//!   (`[[stage]]` tables) by the pipeline loader, any other by `npu-audit check-config` (a
+//!   policy file) in the scratch directory. Every ```` ```json ```` block must parse, and one that
+//!   shows a JSON contract must be read by the tool's type for it (the dispatch table of
+//!   `matrix --dispatch`) or validate against its published schema (docs/KIND.schema.json, by
+//!   the block's `schema_version` and keys). A block that is a piece of a file, not a whole one,
+//!   says so: `<!-- docs-test: fragment: REASON -->`; nothing is left unchecked silently.
 //! - An HTML comment right before a block changes what happens to it:
-//!   `<!-- docs-test: exit N -->` (every command of the block must end with N instead of 0) or
-//!   `<!-- docs-test: skip: REASON -->` (not run; the reason is required and printed).
+//!   `<!-- docs-test: exit N -->` (every command of the block must end with N instead of 0),
+//!   `<!-- docs-test: skip: REASON -->` (not run; the reason is required and printed) or, before
+//!   a TOML or JSON block, `<!-- docs-test: fragment: REASON -->`.
 
 use crate::common;
 
@@ -31,8 +39,8 @@ use std::time::{Instant, SystemTime};
 
 use common::*;
 
-/// The documents that show commands; `every_document_with_commands_is_run` keeps this list
-/// complete.
+/// The documents that show commands, TOML or JSON; `every_document_with_commands_is_run` keeps
+/// this list complete.
 const DOCUMENTS: &[&str] = &[
     "README.md",
     "docs/capture/README.md",
@@ -71,8 +79,14 @@ enum Block {
     Console { exit: i32, commands: Vec<Shown> },
     /// A block marked `skip`, with its reason.
     Skip { line: usize, reason: String },
-    /// A TOML file shown in full (`# NAME` on its first line).
-    File { line: usize, name: String, text: String },
+    /// A TOML file shown in full (`# NAME` on its first line, or unnamed).
+    File {
+        line: usize,
+        name: Option<String>,
+        text: String,
+    },
+    /// A JSON document shown in full.
+    Json { line: usize, text: String },
 }
 
 /// A marker comment `<!-- docs-test: ... -->`, or `None` for any other line.
@@ -132,6 +146,25 @@ fn block(doc: &str, line: usize, info: &str, body: &[&str], mark: Option<&str>) 
             "{doc}:{line}: a `{info}` block; show commands as `console` with `$ ` prompts"
         ));
     }
+    let data = info == "toml" || info == "json";
+    if let Some(m) = mark.filter(|m| m.starts_with("fragment")) {
+        let reason = m.strip_prefix("fragment:").map(str::trim).unwrap_or("");
+        if !data {
+            return Err(format!("{doc}:{line}: a fragment marker before a `{info}` block"));
+        }
+        if reason.is_empty() {
+            return Err(format!("{doc}:{line}: a fragment needs a reason (`fragment: REASON`)"));
+        }
+        return Ok(Some(Block::Skip {
+            line,
+            reason: format!("fragment: {reason}"),
+        }));
+    }
+    if data && mark.is_some() {
+        return Err(format!(
+            "{doc}:{line}: only a fragment marker may stand before a `{info}` block"
+        ));
+    }
     let exit = match mark {
         Some(m) if m.starts_with("skip") => {
             let reason = m.strip_prefix("skip:").map(str::trim).unwrap_or("");
@@ -157,9 +190,13 @@ fn block(doc: &str, line: usize, info: &str, body: &[&str], mark: Option<&str>) 
             let commands = parse_console(doc, line + 1, body)?;
             Ok(Some(Block::Console { exit, commands }))
         }
-        "toml" => Ok(body.first().and_then(|f| toml_file_name(f)).map(|name| Block::File {
+        "toml" => Ok(Some(Block::File {
             line,
-            name,
+            name: body.first().and_then(|f| toml_file_name(f)),
+            text: body.join("\n") + "\n",
+        })),
+        "json" => Ok(Some(Block::Json {
+            line,
             text: body.join("\n") + "\n",
         })),
         _ => Ok(None),
@@ -363,23 +400,100 @@ impl Scratch {
         (out.status.code().unwrap_or(-1), lines)
     }
 
-    /// A TOML block: written into the scratch directory, or compared with the repository's file.
-    fn file(&self, doc: &str, line: usize, name: &str, text: &str) -> Result<(), String> {
+    /// A TOML block: written into the scratch directory (a named one stays for the commands
+    /// after it), or compared with the repository's file; then read by the tool's parser.
+    fn file(&self, doc: &str, line: usize, name: Option<&str>, text: &str) -> Result<(), String> {
+        let shown_name = name.map_or_else(|| format!("{doc}:{line}"), str::to_string);
         let parse = |t: &str| {
             t.parse::<toml::Table>()
-                .map_err(|e| format!("{doc}:{line}: {name}: {e}"))
+                .map_err(|e| format!("{doc}:{line}: {shown_name}: {e}"))
         };
         let shown = parse(text)?;
-        let committed = repo(name);
-        if committed.is_file() {
-            let theirs = parse(&std::fs::read_to_string(&committed).map_err(|e| e.to_string())?)?;
-            if theirs != shown {
-                return Err(format!("{doc}:{line}: the block is not the TOML of {name}"));
+        let committed = name.map(repo).filter(|p| p.is_file());
+        let path = match (&committed, name) {
+            (Some(committed), Some(name)) => {
+                let theirs = parse(&std::fs::read_to_string(committed).map_err(|e| e.to_string())?)?;
+                if theirs != shown {
+                    return Err(format!("{doc}:{line}: the block is not the TOML of {name}"));
+                }
+                committed.clone()
             }
-            return Ok(());
+            (_, Some(name)) => {
+                let path = self.dir.path().join(name);
+                std::fs::write(&path, text).map_err(|e| format!("{doc}:{line}: {name}: {e}"))?;
+                path
+            }
+            (_, None) => {
+                let path = self.dir.path().join(format!(".docs-block-{line}.toml"));
+                std::fs::write(&path, text).map_err(|e| format!("{doc}:{line}: {e}"))?;
+                path
+            }
+        };
+        let checked = check_toml(self, &path, shown.contains_key("stage"));
+        if name.is_none() {
+            let _ = std::fs::remove_file(&path);
         }
-        std::fs::write(self.dir.path().join(name), text).map_err(|e| format!("{doc}:{line}: {name}: {e}"))
+        checked.map_err(|e| format!("{doc}:{line}: {shown_name} is not read by the tool: {e}"))
     }
+}
+
+/// Reads a TOML file with the tool's parser for it: a pipeline's loader, else `check-config`.
+fn check_toml(scratch: &Scratch, path: &Path, pipeline: bool) -> Result<(), String> {
+    if pipeline {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        return npu_audit::pipeline::file::parse(&text, base)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"));
+    }
+    let (code, printed) = scratch.run(&format!("npu-audit check-config '{}'", path.display()));
+    if code != 0 {
+        return Err(printed.join("\n"));
+    }
+    Ok(())
+}
+
+/// The JSON contracts a document may show, by the keys that tell them apart: the schema each
+/// validates against.
+const JSON_CONTRACTS: &[(&str, &[&str])] = &[
+    ("docs/report.schema.json", &["schema_version", "targets", "verdict"]),
+    ("docs/triage.schema.json", &["schema_version", "reports", "fleet"]),
+    (
+        "docs/matrix.schema.json",
+        &["schema_version", "cells", "recommendations"],
+    ),
+    ("docs/pipeline.schema.json", &["schema_version", "stages"]),
+    ("docs/eval.schema.json", &["schema_version", "statistics"]),
+    ("docs/repro.schema.json", &["schema_version", "window"]),
+];
+
+/// A JSON block: it parses, and it is read as the contract it shows.
+fn check_json(doc: &str, line: usize, text: &str) -> Result<(), String> {
+    let at = |e: String| format!("{doc}:{line}: {e}");
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| at(format!("not JSON: {e}")))?;
+    let has = |keys: &[&str]| keys.iter().all(|k| value.get(k).is_some());
+    if has(&["entries", "unresolved", "policy"]) {
+        return serde_json::from_value::<npu_audit::report::matrix::Dispatch>(value)
+            .map(|_| ())
+            .map_err(|e| at(format!("not a dispatch table as `matrix --dispatch` writes it: {e}")));
+    }
+    for (schema, keys) in JSON_CONTRACTS {
+        if has(keys) {
+            let schema: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(repo(schema)).map_err(|e| at(e.to_string()))?)
+                    .map_err(|e| at(e.to_string()))?;
+            let validator = jsonschema::validator_for(&schema).map_err(|e| at(e.to_string()))?;
+            let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+            return if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(at(format!("does not validate against {schema}: {}", errors.join("; "))))
+            };
+        }
+    }
+    Err(at(
+        "a JSON block that is no known contract: mark it `<!-- docs-test: fragment: REASON -->`".into(),
+    ))
 }
 
 /// Runs one command of `doc`; a line for the timing table, or what went wrong.
@@ -419,11 +533,14 @@ fn run_document(doc: &str) {
     for b in &blocks {
         match b {
             Block::Skip { line, reason } => table.push(format!("{doc}:{line}  skipped: {reason}")),
-            Block::File { line, name, text } => {
-                if let Err(e) = scratch.file(doc, *line, name, text) {
-                    failures.push(e);
-                }
-            }
+            Block::File { line, name, text } => match scratch.file(doc, *line, name.as_deref(), text) {
+                Ok(()) => table.push(format!("{doc}:{line}  toml read")),
+                Err(e) => failures.push(e),
+            },
+            Block::Json { line, text } => match check_json(doc, *line, text) {
+                Ok(()) => table.push(format!("{doc}:{line}  json read")),
+                Err(e) => failures.push(e),
+            },
             Block::Console { exit, commands, .. } => {
                 for c in commands {
                     match run_command(doc, &mut scratch, *exit, c) {
@@ -479,9 +596,11 @@ fn every_document_with_commands_is_run_and_every_skip_says_why() {
         match parse(&doc, &text) {
             Err(e) => problems.extend(e),
             Ok(blocks) => {
-                let runs = blocks.iter().any(|b| matches!(b, Block::Console { .. }));
+                let runs = blocks
+                    .iter()
+                    .any(|b| matches!(b, Block::Console { .. } | Block::File { .. } | Block::Json { .. }));
                 if runs && !DOCUMENTS.contains(&doc.as_str()) {
-                    problems.push(format!("{doc}: shows commands but is not in DOCUMENTS"));
+                    problems.push(format!("{doc}: shows commands, TOML or JSON but is not in DOCUMENTS"));
                 }
                 for b in blocks {
                     if let Block::Skip { line, reason } = b {
@@ -526,8 +645,21 @@ fn blocks_are_read_with_their_markers_and_bad_markup_is_refused() {
     assert_eq!((commands[0].line, commands[0].text.as_str()), (4, "a \\\n  b"));
     assert_eq!(commands[0].output, ["out"], "trailing blank lines are not output");
     assert_eq!((commands[1].line, commands[1].output.len()), (8, 0));
-    assert!(matches!(&blocks[1], Block::File { name, .. } if name == "x.toml"));
+    assert!(matches!(&blocks[1], Block::File { name, .. } if name.as_deref() == Some("x.toml")));
     assert!(matches!(&blocks[2], Block::Skip { reason, .. } if reason == "slow"));
+    let data = "```toml\n[defaults]\n```\n<!-- docs-test: fragment: a piece -->\n```json\n{\n```\n```json\n{}\n```\n";
+    let blocks = parse("t.md", data).expect("parses");
+    assert!(matches!(&blocks[0], Block::File { name: None, .. }), "{blocks:?}");
+    assert!(matches!(&blocks[1], Block::Skip { reason, .. } if reason == "fragment: a piece"));
+    assert!(matches!(&blocks[2], Block::Json { .. }));
+    let unknown = check_json("t.md", 1, "{}").expect_err("no contract");
+    assert!(unknown.contains("fragment"), "{unknown}");
+    assert!(check_json("t.md", 1, "{").expect_err("bad").contains("not JSON"));
+    let dispatch = r#"{"schema_version": 1, "policy": [], "entries": [{"target": "cpu"}], "unresolved": []}"#;
+    assert!(
+        check_json("t.md", 1, dispatch).is_err(),
+        "an entry without its fields is not a dispatch table"
+    );
     for (bad, why) in [
         ("```sh\nnpu-audit x\n```\n", "a `sh` block"),
         ("<!-- docs-test: skip -->\n```console\n$ x\n```\n", "needs a reason"),
@@ -537,6 +669,18 @@ fn blocks_are_read_with_their_markers_and_bad_markup_is_refused() {
         ),
         ("<!-- docs-test: later -->\n```console\n$ x\n```\n", "unknown marker"),
         ("```console\nout\n$ x\n```\n", "output before any"),
+        (
+            "<!-- docs-test: fragment: part -->\n```console\n$ x\n```\n",
+            "a fragment marker before a `console` block",
+        ),
+        (
+            "<!-- docs-test: fragment -->\n```toml\nk = 1\n```\n",
+            "a fragment needs a reason",
+        ),
+        (
+            "<!-- docs-test: skip: slow -->\n```json\n{}\n```\n",
+            "only a fragment marker",
+        ),
     ] {
         let errors = parse("t.md", bad).expect_err(bad);
         assert!(errors.iter().any(|e| e.contains(why)), "{bad}: {errors:?}");
@@ -581,4 +725,27 @@ fn scale_doc() {
 #[test]
 fn streams_doc() {
     run_document("docs/streams.md");
+}
+
+/// Every TOML and JSON block of every document is read by the tool (without running the
+/// documents' commands; `run_document` checks them again in order).
+#[test]
+fn every_toml_and_json_block_is_read_by_the_tool() {
+    let (mut checked, mut failures) = (0, Vec::new());
+    for doc in documents() {
+        let text = std::fs::read_to_string(repo(&doc)).expect("read document");
+        let Ok(blocks) = parse(&doc, &text) else { continue };
+        let scratch = Scratch::new();
+        for b in &blocks {
+            let result = match b {
+                Block::File { line, name, text } => scratch.file(&doc, *line, name.as_deref(), text),
+                Block::Json { line, text } => check_json(&doc, *line, text),
+                _ => continue,
+            };
+            checked += 1;
+            failures.extend(result.err());
+        }
+    }
+    assert!(checked >= 6, "only {checked} blocks");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -20,6 +20,7 @@ mod gate_policy;
 mod generated_code;
 mod golden_and_inputs;
 mod hardening;
+mod help_facts;
 mod hosts;
 mod html_report;
 mod junit_format;
