@@ -124,7 +124,15 @@ fn figures_text(g: &GroupFigures) -> String {
         } else {
             "the CPU EP's is not"
         };
-        return format!("{chipset} bit-identical to the golden run ({cpu})");
+        // A median of +inf says half the reports or more are exact, not that every one is.
+        let min = g.min_sqnr_db.map_or(f64::INFINITY, |n| n.0);
+        if min == f64::INFINITY {
+            return format!("{chipset} bit-identical to the golden run ({cpu})");
+        }
+        return format!(
+            "{chipset} bit-identical to the golden run in at least half its {} reports (the lowest {min:.2} dB; {cpu})",
+            g.reports
+        );
     }
     if excess == f64::INFINITY {
         return format!("{chipset} {sqnr:.2} dB (the CPU EP's output is bit-identical to the golden run)");
@@ -229,6 +237,15 @@ mod tests {
         assert_eq!(
             figures_text(&group(f64::INFINITY, 0.0)),
             "SM8550 bit-identical to the golden run (as the CPU EP's)"
+        );
+        let mixed = GroupFigures {
+            reports: 2,
+            min_sqnr_db: Some(Num(36.57)),
+            ..group(f64::INFINITY, f64::NEG_INFINITY)
+        };
+        assert_eq!(
+            figures_text(&mixed),
+            "SM8550 bit-identical to the golden run in at least half its 2 reports (the lowest 36.57 dB; the CPU EP's is not)"
         );
         assert_eq!(
             figures_text(&group(31.5, f64::INFINITY)),
