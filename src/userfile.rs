@@ -135,6 +135,20 @@ fn file_id(path: &Path) -> Option<FileId> {
     }
 }
 
+/// The file standard input is redirected from, if it is a regular file (not a pipe or a terminal).
+fn stdin_file_id() -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        let stdin = Path::new("/dev/stdin");
+        std::fs::metadata(stdin).ok().filter(std::fs::Metadata::is_file)?;
+        file_id(stdin)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
 /// Every file a command reads, declared once on its options ([`Reads`]): the files the user
 /// named, and the directories it reads files from (a golden run, a fleet of device reports, a
 /// report directory, a runtime directory). [`Outputs`] is built from it, so that no output of
@@ -142,6 +156,8 @@ fn file_id(path: &Path) -> Option<FileId> {
 #[derive(Debug, Clone, Default)]
 pub struct InputFiles {
     paths: Vec<PathBuf>,
+    /// Whether `-` was named: standard input, which may be a file redirected in.
+    stdin: bool,
 }
 
 impl InputFiles {
@@ -150,9 +166,11 @@ impl InputFiles {
         InputFiles::default()
     }
 
-    /// Adds a file, or a directory (then every file under it). `-` (standard input) and paths
-    /// that do not exist are ignored: nothing can replace them.
+    /// Adds a file, or a directory (then every file under it). Paths that do not exist are
+    /// ignored: nothing can replace them. `-` is standard input, guarded only when it is
+    /// redirected from a file.
     pub fn add(&mut self, path: &Path) -> &mut InputFiles {
+        self.stdin |= is_stdio(path);
         if !is_stdio(path) && !path.as_os_str().is_empty() && !self.paths.iter().any(|p| p == path) {
             self.paths.push(path.to_path_buf());
         }
@@ -369,6 +387,11 @@ impl Outputs {
 
     /// Adds inputs discovered while the run goes (a model's external data).
     pub fn add_inputs(&mut self, inputs: &InputFiles) {
+        // `render - --out r.json < r.json`: standard input redirected from a file is that file,
+        // which an output must not replace either.
+        if let Some(id) = inputs.stdin.then(stdin_file_id).flatten() {
+            self.inputs.push((PathBuf::from("standard input"), id));
+        }
         for path in inputs.paths() {
             let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
             if is_dir {

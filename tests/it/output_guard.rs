@@ -733,3 +733,41 @@ fn logs_replace_only_logs_an_earlier_audit_kept() {
         assert!(!log.contains("my own notes"));
     }
 }
+
+#[test]
+fn render_from_stdin_never_replaces_the_file_stdin_is_redirected_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("r.json");
+    std::fs::copy(repo("fixtures/reports/cnn.json"), &report).expect("copy");
+    let before = std::fs::read(&report).expect("read");
+    for flag in ["--out", "--markdown", "--html", "--junit"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_npu-audit"))
+            .args(["render", "-", flag])
+            .arg(&report)
+            .env("NO_COLOR", "1")
+            .stdin(std::fs::File::open(&report).expect("open"))
+            .output()
+            .expect("run npu-audit");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains("standard input, one of this run's inputs"),
+            "{flag}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read(&report).expect("read"),
+            before,
+            "{flag} replaced the input"
+        );
+    }
+    // A pipe is no file: the same report piped in may be written anywhere.
+    let piped = dir.path().join("copy.json");
+    let out = bin()
+        .args(["render", "-", "--out"])
+        .arg(&piped)
+        .write_stdin(before)
+        .output()
+        .expect("run npu-audit");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(piped.is_file());
+}
