@@ -611,13 +611,25 @@ fn number_marks(chars: &[char]) -> Vec<bool> {
 fn blocks(rows: &[Vec<String>], width: usize) -> String {
     let head: Vec<String> = rows[0].iter().map(|h| strip_ansi(h).replace('\n', " ")).collect();
     let name_width = head.iter().skip(1).map(|h| get_text_width(h)).max().unwrap_or(0);
-    let value_width = width.saturating_sub(name_width + 3).max(MIN_TEXT);
+    // Too narrow for a value of MIN_TEXT columns beside the names: each value goes under its
+    // name instead, two columns in, so no line grows past the width to be wrapped again.
+    let stacked = width < name_width + 3 + MIN_TEXT;
+    let value_width = if stacked {
+        width.saturating_sub(STACK_INDENT).max(1)
+    } else {
+        width - name_width - 3
+    };
     let records: Vec<(String, Vec<String>)> = rows[1..]
         .iter()
         .map(|row| {
             let key = row[0].replace('\n', " ");
             let title = format!("-[ {} ]", [head[0].as_str(), key.as_str()].join(" ").trim());
-            (title, record_lines(&head, row, name_width, value_width))
+            let lines = if stacked {
+                stacked_lines(&head, row, value_width)
+            } else {
+                record_lines(&head, row, name_width, value_width)
+            };
+            (title, lines)
         })
         .collect();
     let rule = records
@@ -633,6 +645,22 @@ fn blocks(rows: &[Vec<String>], width: usize) -> String {
         out.extend(lines);
     }
     out.join("\n")
+}
+
+/// How far in a value is printed under its name in a record too narrow for `column │ value`.
+const STACK_INDENT: usize = 2;
+
+/// A record's `column` lines, each followed by its value wrapped to `value_width`, indented.
+fn stacked_lines(head: &[String], row: &[String], value_width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (name, value) in head.iter().zip(row).skip(1) {
+        lines.push(name.clone());
+        let parts = value
+            .split('\n')
+            .flat_map(|l| fill(&spaced_pieces(l), value_width, value_width));
+        lines.extend(parts.map(|part| format!("{}{part}", " ".repeat(STACK_INDENT)).trim_end().to_string()));
+    }
+    lines
 }
 
 /// A record's `column │ value` lines, values wrapped to `value_width` under their column.
@@ -961,6 +989,27 @@ mod tests {
             out.contains("-[ target openvino ]-") && out.contains("status      │ failed"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_block_too_narrow_for_names_and_values_side_by_side_puts_each_value_under_its_name() {
+        let t = rows(&[
+            &["#", "tensor", "codes ≠ baseline"],
+            &["1", "conv1_out_QuantizeLinear_Output", "1 (±1 on 1, 0 on .5, ±2 on 0)"],
+        ]);
+        let look = Look::grid(&[Kind::Key, Kind::Text, Kind::Words]);
+        let out = fit(&t, &look, Some(26));
+        assert!(widest(&out) <= 26, "{out}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("-[ # 1 ]-"), "{out}");
+        assert_eq!(lines[1], "tensor");
+        assert_eq!(lines[2], "  conv1_out_QuantizeLinear");
+        assert_eq!(lines[3], "  _Output");
+        assert_eq!(lines[4], "codes ≠ baseline");
+        assert_eq!(&lines[5..], ["  1 (±1 on 1, 0 on .5, ±2", "  on 0)"]);
+        // Wide enough for both, the record keeps its `column │ value` lines.
+        let wide = blocks(&t, 34);
+        assert!(wide.contains("codes ≠ baseline │ 1 (±1 on 1, 0\n"), "{wide}");
     }
 
     #[test]
