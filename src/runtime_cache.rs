@@ -181,11 +181,11 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
     }
     let contexts = crate::runtime::contexts::gc(keep_days, dry_run)
         .into_iter()
-        .map(context_row)
+        .map(|e| entry_row(e, CONTEXT_PACKAGE))
         .chain(
             crate::eval::records_cache::gc(keep_days, dry_run)
                 .into_iter()
-                .map(records_row),
+                .map(|e| entry_row(e, RECORDS_PACKAGE)),
         );
     let Ok(entries) = std::fs::read_dir(&root) else {
         return Ok(contexts.collect());
@@ -209,11 +209,10 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
             .builds
             .iter()
             .any(|b| b.is_default && b.package == m.package && b.version == m.version);
-        let (remove, why) = match (default, idle_days) {
-            (true, _) => (false, "a default release".to_string()),
-            (false, Some(d)) if d < keep_days => (false, format!("used {d:.1} days ago")),
-            (false, Some(d)) => (true, format!("unused for {d:.1} days")),
-            (false, None) => (true, "no use recorded".to_string()),
+        let (remove, why) = if default {
+            (false, "a default release".to_string())
+        } else {
+            crate::runtime::idle_verdict(idle_days, keep_days)
         };
         let (remove, removed, why) = remove_one(&dir, &m, remove, dry_run, why);
         in_use += usize::from(why.starts_with(IN_USE));
@@ -239,29 +238,16 @@ pub fn gc(keep_days: f64, dry_run: bool) -> Result<Vec<CachedBuild>> {
 /// The package name `runtime gc` gives compiled QNN contexts (`runtime::contexts`).
 pub const CONTEXT_PACKAGE: &str = "qnn-context";
 
-/// A compiled QNN context as a row of `runtime gc`: its model and target in place of a release.
-fn context_row(e: crate::runtime::contexts::GcEntry) -> CachedBuild {
-    CachedBuild {
-        dir: e.dir.display().to_string(),
-        package: CONTEXT_PACKAGE.into(),
-        version: e.about,
-        bytes: e.bytes,
-        idle_days: e.idle_days,
-        remove: e.remove,
-        removed: e.removed,
-        why: e.why,
-    }
-}
-
 /// The package name `runtime gc` gives the records evals keep in the cache
 /// (`eval::records_cache`).
 pub const RECORDS_PACKAGE: &str = "eval-records";
 
-/// An eval's cached records as a row of `runtime gc`: what they are of in place of a release.
-fn records_row(e: crate::eval::records_cache::GcEntry) -> CachedBuild {
+/// A cache entry (a compiled QNN context, an eval's records) as a row of `runtime gc` under
+/// `package`: what it holds in place of a release.
+fn entry_row(e: crate::runtime::GcEntry, package: &str) -> CachedBuild {
     CachedBuild {
         dir: e.dir.display().to_string(),
-        package: RECORDS_PACKAGE.into(),
+        package: package.into(),
         version: e.about,
         bytes: e.bytes,
         idle_days: e.idle_days,

@@ -9,6 +9,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::runtime::GcEntry;
+
 /// The directory of the cache that holds the entries.
 pub fn root() -> PathBuf {
     crate::runtime::provision::cache_root().join("eval-records")
@@ -27,21 +29,6 @@ pub fn cached_dir(of: &serde_json::Value) -> PathBuf {
     }
     let bytes = serde_json::to_vec(&key).unwrap_or_default();
     root().join(&crate::hash::sha256_hex(&bytes)[..32])
-}
-
-/// One entry as `runtime gc` sees it.
-#[derive(Debug, Clone)]
-pub struct GcEntry {
-    pub dir: PathBuf,
-    /// What the records are of: the set and the runs, read from the entry.
-    pub about: String,
-    pub bytes: u64,
-    /// Days since a file in it last changed (`None`: unreadable times).
-    pub idle_days: Option<f64>,
-    /// Whether it is to go (with a dry run: would go).
-    pub remove: bool,
-    pub removed: bool,
-    pub why: String,
 }
 
 /// How `runtime gc` says an entry is kept because an eval holds it.
@@ -68,11 +55,7 @@ fn gc_one(dir: &Path, keep_days: f64, dry_run: bool) -> GcEntry {
     let idle_days = newest
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .map(|d| d.as_secs_f64() / 86400.0);
-    let (remove, why) = match idle_days {
-        Some(d) if d < keep_days => (false, format!("used {d:.1} days ago")),
-        Some(d) => (true, format!("unused for {d:.1} days")),
-        None => (true, "no use recorded".to_string()),
-    };
+    let (remove, why) = crate::runtime::idle_verdict(idle_days, keep_days);
     let mut entry = GcEntry {
         dir: dir.to_path_buf(),
         about: about(dir),

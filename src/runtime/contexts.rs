@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::GcEntry;
+
 /// The variable that moves the context cache elsewhere than the runtime cache (tests give each
 /// run its own; a shared read-only runtime cache can keep its contexts on a writable disk).
 pub const DIR_ENV: &str = "NPU_AUDIT_CONTEXT_DIR";
@@ -259,22 +261,6 @@ fn read_manifest(dir: &Path) -> Result<Manifest> {
     serde_json::from_slice(&bytes).context("its manifest is not readable")
 }
 
-/// One entry as `runtime gc` sees it.
-#[derive(Debug, Clone)]
-pub struct GcEntry {
-    pub dir: PathBuf,
-    /// What it was compiled for, in words.
-    pub about: String,
-    pub bytes: u64,
-    /// Days since a session last used (or stored) it; `None`: never recorded.
-    pub idle_days: Option<f64>,
-    /// Whether it is to go (with `--dry-run`: would go).
-    pub remove: bool,
-    /// Whether it was removed.
-    pub removed: bool,
-    pub why: String,
-}
-
 /// Removes the entries not used for `keep_days` days (never one a running session holds), the
 /// staging directories of killed workers and unreadable entries; with `dry_run` only says what
 /// it would remove.
@@ -307,11 +293,9 @@ fn gc_one(store: &Store, dir: &Path, keep_days: f64, dry_run: bool) -> GcEntry {
         .ok()
         .and_then(|t| t.elapsed().ok())
         .map(|d| d.as_secs_f64() / 86400.0);
-    let (remove, why) = match (&manifest, idle_days) {
-        (None, _) => (true, "no readable manifest".to_string()),
-        (Some(_), Some(d)) if d < keep_days => (false, format!("used {d:.1} days ago")),
-        (Some(_), Some(d)) => (true, format!("unused for {d:.1} days")),
-        (Some(_), None) => (true, "no use recorded".to_string()),
+    let (remove, why) = match &manifest {
+        None => (true, "no readable manifest".to_string()),
+        Some(_) => super::idle_verdict(idle_days, keep_days),
     };
     let mut entry = GcEntry {
         dir: dir.to_path_buf(),

@@ -14,6 +14,33 @@ pub use provision::{Provisioner, Runtime, RuntimeChoice, Source};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+/// One entry of a cache `runtime gc` sweeps besides the releases (a compiled QNN context, an
+/// eval's records), as `runtime gc` lists it.
+#[derive(Debug, Clone)]
+pub struct GcEntry {
+    pub dir: PathBuf,
+    /// What the entry holds, in words (what a context was compiled for, what records are of).
+    pub about: String,
+    pub bytes: u64,
+    /// Days since it was last used; `None`: no use recorded.
+    pub idle_days: Option<f64>,
+    /// Whether it is to go (with `--dry-run`: would go).
+    pub remove: bool,
+    /// Whether it was removed.
+    pub removed: bool,
+    pub why: String,
+}
+
+/// Whether `runtime gc` removes an entry last used `idle_days` ago, kept for `keep_days`, and why
+/// in its words: every cache `gc` sweeps ages its entries by this one rule.
+pub fn idle_verdict(idle_days: Option<f64>, keep_days: f64) -> (bool, String) {
+    match idle_days {
+        Some(d) if d < keep_days => (false, format!("used {d:.1} days ago")),
+        Some(d) => (true, format!("unused for {d:.1} days")),
+        None => (true, "no use recorded".to_string()),
+    }
+}
+
 /// How this process finds runtimes and caches: set once by the command line, read by the
 /// provisioner and the fingerprint cache.
 #[derive(Debug, Clone, Default)]
