@@ -23,14 +23,25 @@ pub fn read(path: &Path) -> Result<Report> {
 
 /// Parses the bytes of a report another run wrote; `shown` names where they came from.
 pub fn from_bytes(bytes: Vec<u8>, shown: &str) -> Result<Report> {
+    let (text, value) = json_text(bytes, shown)?;
+    compare_from(&text, &value, shown)
+}
+
+/// The bytes as UTF-8 text and its JSON value, or the one line that says why they are neither.
+fn json_text(bytes: Vec<u8>, shown: &str) -> Result<(String, serde_json::Value)> {
     let text = String::from_utf8(bytes).map_err(|e| {
         bad_report(format!(
             "{shown}: not UTF-8 text (byte {})",
             e.utf8_error().valid_up_to()
         ))
     })?;
-    let value: serde_json::Value = serde_json::from_str(&text)
+    let value = serde_json::from_str(&text)
         .map_err(|e| bad_report(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
+    Ok((text, value))
+}
+
+/// A compare report from its text, once its JSON `value` says it is one of this layout version.
+fn compare_from(text: &str, value: &serde_json::Value, shown: &str) -> Result<Report> {
     if value.get("tool").and_then(|t| t.get("name")).and_then(|n| n.as_str()) != Some("npu-audit") {
         return Err(bad_report(format!(
             "{shown}: not an npu-audit compare report (no tool.name \"npu-audit\")"
@@ -50,7 +61,7 @@ pub fn from_bytes(bytes: Vec<u8>, shown: &str) -> Result<Report> {
             )))
         }
     }
-    serde_json::from_str(&text).map_err(|e| {
+    serde_json::from_str(text).map_err(|e| {
         bad_report(format!(
             "{shown}:{}:{}: {}",
             e.line(),
@@ -158,14 +169,7 @@ pub fn kind_of(value: &serde_json::Value) -> Option<Kind> {
 /// Parses the bytes of a report of any kind; `shown` names where they came from. The kind is read
 /// from the JSON, its schema version checked, then it is parsed as that kind's contract.
 pub fn any_from_bytes(bytes: Vec<u8>, shown: &str) -> Result<AnyReport> {
-    let text = String::from_utf8(bytes).map_err(|e| {
-        bad_report(format!(
-            "{shown}: not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| bad_report(format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column())))?;
+    let (text, value) = json_text(bytes, shown)?;
     let kind = kind_of(&value).ok_or_else(|| {
         bad_report(format!(
             "{shown}: not a report npu-audit writes (compare, eval, triage, matrix, pipeline or repro)"
@@ -182,7 +186,7 @@ pub fn any_from_bytes(bytes: Vec<u8>, shown: &str) -> Result<AnyReport> {
         ))
     };
     Ok(match kind {
-        Kind::Compare => AnyReport::Compare(Box::new(from_bytes(text.into_bytes(), shown)?)),
+        Kind::Compare => AnyReport::Compare(Box::new(compare_from(&text, &value, shown)?)),
         Kind::Eval => AnyReport::Eval(serde_json::from_str(&text).map_err(typed)?),
         Kind::Triage => AnyReport::Triage(serde_json::from_str(&text).map_err(typed)?),
         Kind::Matrix => AnyReport::Matrix(serde_json::from_str(&text).map_err(typed)?),
