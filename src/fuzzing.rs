@@ -219,6 +219,10 @@ pub fn report_json(data: &[u8]) {
         json::AnyReport::Repro(r) => {
             let _ = (render::repro::table_text(&r), render::repro::markdown(&r));
         }
+        json::AnyReport::Generation(r) => {
+            let _ = (render::generation::table_text(&r), render::generation::markdown(&r));
+            let _ = render::generation::html(&r);
+        }
     }
 }
 

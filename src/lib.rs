@@ -19,6 +19,7 @@ pub mod explain_failure;
 pub mod fingerprint;
 pub mod fuzzing;
 pub mod gate;
+pub mod generation;
 pub mod golden;
 pub mod hash;
 pub mod host;

@@ -168,6 +168,8 @@ pub enum SchemaKind {
     Eval,
     /// The JSON of `repro`.
     Repro,
+    /// The JSON of `eval --task transcribe|generate` on a generation spec.
+    Generation,
 }
 
 /// Output format.
@@ -956,6 +958,12 @@ pub enum TaskChoice {
     Ctc,
     /// No labels: agreement with the reference's own top-1 class.
     Agree,
+    /// A generation spec (MODEL is its .toml) decoded token by token (labels: spoken text): WER,
+    /// CER, first divergent token per sample.
+    Transcribe,
+    /// A generation spec decoded token by token, no labels needed: agreement with the
+    /// reference's text, first divergent token per sample.
+    Generate,
 }
 
 /// `eval`: the model, its reference, the set, the task, the targets, the statistics, the files.

@@ -133,6 +133,11 @@ impl TaskFlags {
                 )?,
             },
             TaskChoice::Agree => TaskSpec::Agree { output },
+            TaskChoice::Transcribe | TaskChoice::Generate => {
+                return Err(bad_flag(
+                    "--task transcribe and --task generate decode a generation spec: npu-audit eval SPEC.toml --dataset DIR --task transcribe (docs/generation.md)",
+                ))
+            }
         };
         Ok((spec, files))
     }
@@ -308,6 +313,15 @@ fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> Strin
 /// Runs `eval`: every file asked for written together once the eval is done (or none), the
 /// `--format` rendering on stdout, the exit code the gate decides.
 pub fn run(a: EvalArgs) -> Result<ExitCode> {
+    if super::generate::is_generation(a.task) {
+        return super::generate::run(a);
+    }
+    if a.model.extension().is_some_and(|e| e == "toml") {
+        return Err(bad_flag(format!(
+            "{} is a generation spec: decode it with --task transcribe or --task generate",
+            a.model.display()
+        )));
+    }
     let cmd = command(a)?;
     let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
     if let Records::Named(dir) = &cmd.options.records {

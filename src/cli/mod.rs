@@ -8,6 +8,7 @@ pub mod args;
 pub mod commands;
 mod compare;
 mod eval;
+mod generate;
 mod help;
 mod matrix;
 mod pipeline;

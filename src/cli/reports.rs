@@ -125,6 +125,7 @@ pub fn render(a: RenderArgs) -> Result<ExitCode> {
         AnyReport::Matrix(r) => render_findings(&*r, Kind::Matrix, &super::matrix::FORMS, &source, asked),
         AnyReport::Pipeline(r) => render_findings(&*r, Kind::Pipeline, &super::pipeline::FORMS, &source, asked),
         AnyReport::Repro(r) => render_findings(&*r, Kind::Repro, &super::repro::FORMS, &source, asked),
+        AnyReport::Generation(r) => render_findings(&*r, Kind::Generation, &super::generate::FORMS, &source, asked),
     }?;
     Ok(ExitCode::Success)
 }

@@ -234,6 +234,7 @@ pub fn schema(kind: SchemaKind) -> Result<ExitCode> {
         SchemaKind::Pipeline => Contract::Pipeline,
         SchemaKind::Eval => Contract::Eval,
         SchemaKind::Repro => Contract::Repro,
+        SchemaKind::Generation => Contract::Generation,
     }))?;
     Ok(ExitCode::Success)
 }

@@ -205,9 +205,19 @@ impl Dataset {
     /// headers: a stacked set's members, or each file of a directory (every input there, of the
     /// model's type and shape, and of the first sample's shape: the sessions are pinned to it).
     pub fn check(&self, sig: &Signature) -> Result<()> {
+        self.check_shapes(sig, true)
+    }
+
+    /// [`Dataset::check`], but samples of a directory may differ in the length of a dynamic
+    /// dimension (prompts of a decoder-only model, fed to a loop that is not pinned to shapes).
+    pub fn check_ragged(&self, sig: &Signature) -> Result<()> {
+        self.check_shapes(sig, false)
+    }
+
+    fn check_shapes(&self, sig: &Signature, same_shapes: bool) -> Result<()> {
         let (file, members) = match &self.layout {
             Layout::Stacked { file, members } => (file, members),
-            Layout::Files(files) => return check_files(files, &self.ids, sig),
+            Layout::Files(files) => return check_files(files, &self.ids, sig, same_shapes),
         };
         for info in &sig.inputs {
             let Some(m) = members.iter().find(|m| m.name == info.name) else {
@@ -416,7 +426,7 @@ fn read_file(path: &Path, sig: &Signature) -> Result<Vec<(String, Tensor)>> {
 }
 
 /// Checks each sample file's arrays against the model's inputs and the first sample's shapes.
-fn check_files(files: &[PathBuf], ids: &[String], sig: &Signature) -> Result<()> {
+fn check_files(files: &[PathBuf], ids: &[String], sig: &Signature, same_shapes: bool) -> Result<()> {
     let mut first: Option<Vec<ArrayHeader>> = None;
     for (file, id) in files.iter().zip(ids) {
         let fail = |e: String| bad_input(format!("--dataset {}: sample {id}: {e}", file.display()));
@@ -448,7 +458,10 @@ fn check_files(files: &[PathBuf], ids: &[String], sig: &Signature) -> Result<()>
                     )))
                 }
             }
-            let expected = first.as_ref().and_then(|f| f.iter().find(|f| f.name == info.name));
+            let expected = first
+                .as_ref()
+                .filter(|_| same_shapes)
+                .and_then(|f| f.iter().find(|f| f.name == info.name));
             if let Some(e) = expected.filter(|e| e.shape != h.shape) {
                 return Err(fail(format!(
                     "array '{}' is {:?} where the first sample's is {:?}: every sample of a set has the same shapes",

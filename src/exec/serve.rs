@@ -125,6 +125,11 @@ impl ServeSession {
         }
     }
 
+    /// How many samples it answered.
+    pub fn answered(&self) -> usize {
+        self.answered
+    }
+
     /// How many samples are sent and not answered yet.
     pub fn in_flight(&self) -> usize {
         self.in_flight

@@ -6,6 +6,7 @@ pub mod eval;
 pub mod explain_failure;
 pub mod explorer;
 pub mod fingerprint;
+pub mod generation;
 pub mod grid;
 pub mod html;
 pub mod jobs;

@@ -85,6 +85,8 @@ pub enum AnyReport {
     Matrix(Box<super::matrix::Matrix>),
     /// `pipeline`.
     Pipeline(Box<super::pipeline::PipelineReport>),
+    /// `eval --task transcribe|generate` on a generation spec.
+    Generation(Box<super::generation::GenerationReport>),
     /// `repro --report`.
     Repro(Box<super::repro::ReproReport>),
 }
@@ -98,6 +100,7 @@ pub enum Kind {
     Matrix,
     Pipeline,
     Repro,
+    Generation,
 }
 
 impl Kind {
@@ -110,6 +113,7 @@ impl Kind {
             Kind::Matrix => "a matrix report",
             Kind::Pipeline => "a pipeline report",
             Kind::Repro => "a repro report",
+            Kind::Generation => "a generation report",
         }
     }
 
@@ -122,6 +126,7 @@ impl Kind {
             Kind::Matrix => Some(super::matrix::MATRIX_SCHEMA_VERSION),
             Kind::Repro => Some(super::repro::REPRO_SCHEMA_VERSION),
             Kind::Pipeline => None,
+            Kind::Generation => Some(super::generation::GENERATION_SCHEMA_VERSION),
         }
     }
 }
@@ -136,6 +141,7 @@ impl AnyReport {
             AnyReport::Matrix(_) => Kind::Matrix,
             AnyReport::Pipeline(_) => Kind::Pipeline,
             AnyReport::Repro(_) => Kind::Repro,
+            AnyReport::Generation(_) => Kind::Generation,
         }
     }
 }
@@ -154,6 +160,10 @@ const KIND_FIELDS: [(Kind, &[&str]); 5] = [
 /// when it is none of them.
 pub fn kind_of(value: &serde_json::Value) -> Option<Kind> {
     let obj = value.as_object()?;
+    // A generation report names its kind (its `tool` is the compare report's shape).
+    if obj.get("kind").and_then(|k| k.as_str()) == Some("generation") {
+        return Some(Kind::Generation);
+    }
     if obj.get("tool").and_then(|t| t.get("name")).and_then(|n| n.as_str()) == Some("npu-audit") {
         return Some(Kind::Compare);
     }
@@ -172,7 +182,7 @@ pub fn any_from_bytes(bytes: Vec<u8>, shown: &str) -> Result<AnyReport> {
     let (text, value) = json_text(bytes, shown)?;
     let kind = kind_of(&value).ok_or_else(|| {
         bad_report(format!(
-            "{shown}: not a report npu-audit writes (compare, eval, triage, matrix, pipeline or repro)"
+            "{shown}: not a report npu-audit writes (compare, eval, generation, triage, matrix, pipeline or repro)"
         ))
     })?;
     check_version(kind, &value, shown)?;
@@ -192,6 +202,7 @@ pub fn any_from_bytes(bytes: Vec<u8>, shown: &str) -> Result<AnyReport> {
         Kind::Matrix => AnyReport::Matrix(serde_json::from_str(&text).map_err(typed)?),
         Kind::Pipeline => AnyReport::Pipeline(serde_json::from_str(&text).map_err(typed)?),
         Kind::Repro => AnyReport::Repro(serde_json::from_str(&text).map_err(typed)?),
+        Kind::Generation => AnyReport::Generation(serde_json::from_str(&text).map_err(typed)?),
     })
 }
 

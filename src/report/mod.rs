@@ -6,6 +6,7 @@
 pub mod device;
 pub mod eval;
 pub mod facts;
+pub mod generation;
 pub mod json;
 pub mod matrix;
 pub mod model;

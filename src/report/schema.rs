@@ -26,6 +26,8 @@ pub enum Contract {
     Eval,
     /// The JSON of `repro`.
     Repro,
+    /// The JSON of `eval --task transcribe|generate`.
+    Generation,
 }
 
 impl Contract {
@@ -46,6 +48,7 @@ impl Contract {
             Contract::Pipeline => "docs/pipeline.schema.json",
             Contract::Eval => "docs/eval.schema.json",
             Contract::Repro => "docs/repro.schema.json",
+            Contract::Generation => "docs/generation.schema.json",
         }
     }
 }
@@ -105,6 +108,14 @@ pub fn schema(contract: Contract) -> serde_json::Value {
             format!("npu-audit repro, schema version {}", super::repro::REPRO_SCHEMA_VERSION),
             "The JSON of `npu-audit repro --format json` (and `--report FILE`, and `repro.json` in the bundle): derived \
              from the types in src/report/repro.rs. Prose in docs/repro.md.",
+        ),
+        Contract::Generation => derived_schema::<super::generation::GenerationReport>(
+            format!(
+                "npu-audit generation, schema version {}",
+                super::generation::GENERATION_SCHEMA_VERSION
+            ),
+            "The JSON of `npu-audit eval SPEC.toml --task transcribe|generate --format json` (and `--out FILE`): derived \
+             from the types in src/report/generation.rs. Prose in docs/generation.md.",
         ),
         Contract::Pipeline => derived_schema::<PipelineReport>(
             "npu-audit pipeline".to_string(),

@@ -49,6 +49,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "compare",
             "explain_failure",
             "eval",
+            "generation",
             "matrix",
             "merge",
             "targets",

@@ -437,8 +437,13 @@ impl Scratch {
     }
 }
 
-/// Reads a TOML file with the tool's parser for it: a pipeline's loader, else `check-config`.
+/// Reads a TOML file with the tool's parser for it: a pipeline's loader, a generation spec's
+/// (its `[generation]` table: the keys and parts, not the files it names), else `check-config`.
 fn check_toml(scratch: &Scratch, path: &Path, pipeline: bool) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    if text.parse::<toml::Table>().is_ok_and(|t| t.contains_key("generation")) {
+        return npu_audit::generation::spec::check_text(&text);
+    }
     if pipeline {
         let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
         let base = path.parent().unwrap_or(Path::new("."));

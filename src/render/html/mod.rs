@@ -40,6 +40,7 @@
 
 mod agreement_plot;
 pub mod eval;
+pub mod generation;
 mod layer_plot;
 pub mod matrix;
 mod placement_plot;
