@@ -1161,7 +1161,7 @@ pub struct TaskArgs {
     #[arg(long, value_name = "FILE", help_heading = "Task")]
     pub vocab: Option<PathBuf>,
     /// Non-inferiority margin in points (accuracy, or CER for ctc).
-    #[arg(long, value_name = "POINTS", help_heading = "Statistics")]
+    #[arg(long, value_name = "POINTS", help_heading = "Gate")]
     pub margin: Option<f64>,
     /// Resamples of every bootstrap.
     #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Statistics", value_parser = clap::value_parser!(u64).range(100..=1_000_000))]

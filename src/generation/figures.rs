@@ -29,6 +29,9 @@ pub struct TargetDecode {
     pub stop: StopReason,
     /// The first step whose token is not the reference's.
     pub divergence: Option<usize>,
+    /// At the divergence, the reference's logit for its token minus its logit for the target's
+    /// (computed while the reference's logits are at hand).
+    pub margin: Option<f64>,
     /// One per reference step reached (teacher-forced after the divergence).
     pub steps: Vec<StepFigures>,
     pub error: Option<PartFailure>,
@@ -127,9 +130,16 @@ pub fn decode_target(
         }
     });
     let divergent_call = recording.last.take().filter(|_| divergence.is_some());
+    let margin = divergence.as_ref().and_then(|(step, _)| {
+        let l = reference.logits.get(*step)?;
+        let ours = l.get(*reference.tokens.get(*step)? as usize)?;
+        let theirs = l.get(*tokens.get(*step)? as usize)?;
+        Some(f64::from(*ours) - f64::from(*theirs))
+    });
     let runner = recording.inner;
     let mut decode = TargetDecode {
         divergent_call,
+        margin,
         tokens,
         stop,
         divergence: divergence.as_ref().map(|(s, _)| *s),
@@ -237,11 +247,7 @@ pub fn divergence(spec: &GenerationSpec, reference: &ReferenceDecode, target: &T
     let step = target.divergence?;
     let reference_token = *reference.tokens.get(step)?;
     let target_token = *target.tokens.get(step)?;
-    let margin = reference.logits.get(step).map_or(f64::NAN, |l| {
-        let best = l.get(reference_token as usize).copied().unwrap_or(f32::NAN);
-        let theirs = l.get(target_token as usize).copied().unwrap_or(f32::NAN);
-        f64::from(best) - f64::from(theirs)
-    });
+    let margin = target.margin.unwrap_or(f64::NAN);
     Some(Divergence {
         step,
         reference_token,

@@ -168,7 +168,8 @@ pub struct GenSample {
 }
 
 /// The set, every sample read (a sample is one utterance's features or one prompt).
-fn read_set(opts: &GenerationOptions, spec: &GenerationSpec) -> Result<(Dataset, Vec<GenSample>)> {
+fn read_set(opts: &GenerationOptions, specs: &Specs) -> Result<(Dataset, Vec<GenSample>)> {
+    let spec = &specs.audited;
     let d = &opts.dataset;
     let dataset = Dataset::open(&d.path, d.labels.as_deref(), d.limit)?;
     if opts.task == GenerationTask::Transcribe && dataset.labels.is_none() {
@@ -201,6 +202,11 @@ fn read_set(opts: &GenerationOptions, spec: &GenerationSpec) -> Result<(Dataset,
                     spec.sample_input()
                 ))
             })?;
+        if spec.layout == Layout::DecoderOnly {
+            check_prompt(spec, &input)
+                .and_then(|()| check_prompt(specs.reference(), &input))
+                .map_err(|e| bad_input(format!("--dataset {}: sample {}: {e}", d.path.display(), sample.id)))?;
+        }
         let label = dataset.labels.as_ref().map(|l| l[k].to_string());
         samples.push(GenSample {
             id: sample.id,
@@ -209,6 +215,31 @@ fn read_set(opts: &GenerationOptions, spec: &GenerationSpec) -> Result<(Dataset,
         });
     }
     Ok((dataset, samples))
+}
+
+/// A prompt's ids are tokens of the model's vocabulary, and with the start tokens and every new
+/// token but the last they fit a static spec's KV buffers.
+fn check_prompt(spec: &GenerationSpec, input: &Tensor) -> Result<(), String> {
+    let ids = decode::prompt_ids(input);
+    if ids.len() != input.len() {
+        return Err("input_ids holds a value that is not a token id".into());
+    }
+    if let Some(bad) = ids.iter().find(|&&i| i < 0 || i as usize >= spec.vocab) {
+        return Err(format!("token id {bad} is outside the model's {} logits", spec.vocab));
+    }
+    let needed = spec.start_tokens.len() + ids.len() + spec.max_new_tokens - 1;
+    match spec.kv_length {
+        Some(k) if needed > k => Err(format!(
+            "its {} prompt tokens, {} start tokens and {} new tokens need {needed} KV slots; kv_length is {k}",
+            ids.len(),
+            spec.start_tokens.len(),
+            spec.max_new_tokens
+        )),
+        _ if spec.start_tokens.is_empty() && ids.is_empty() => {
+            Err("the prompt is empty and the spec has no start tokens".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Runs the audit: the reference decodes every sample, every target decodes it with its own
@@ -225,7 +256,7 @@ pub fn run(opts: &GenerationOptions, outputs: &mut Outputs) -> Result<Generation
         files.extend(r.files());
     }
     outputs.add_inputs(InputFiles::new().add_all(&files));
-    let (dataset, samples) = read_set(opts, &specs.audited)?;
+    let (dataset, samples) = read_set(opts, &specs)?;
     let decoded = sessions::decode_all(opts, &specs, &samples)?;
     crate::interrupt::check()?;
     let explanations: Vec<Vec<_>> = decoded

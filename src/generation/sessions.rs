@@ -4,7 +4,7 @@
 //! the slow targets (the QNN simulator) start on sample 1 while the reference is on sample 2.
 
 use std::path::Path;
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,9 @@ use crate::report::generation::PartRun;
 use crate::report::RunStatus;
 use crate::runtime::Provisioner;
 use crate::tensor::Tensor;
+
+/// Samples the reference may decode ahead of the slowest target.
+const REFERENCE_AHEAD: usize = 2;
 
 /// A reference decode handed to every target's thread.
 type Shared = Arc<ReferenceDecode>;
@@ -51,12 +54,14 @@ pub struct Decoded {
 
 /// A run's serving sessions, one per part, as a [`PartRunner`]: a part whose worker stopped
 /// (crashed, timed out) ends the run, and every later call says so.
-struct Sessions {
+struct Sessions<'p> {
     parts: Vec<(&'static str, ServeSession, Job)>,
     dead: Option<PartFailure>,
+    /// Where each token decoded is counted (the progress line), and as which run.
+    progress: Option<(&'p Mutex<Progress>, usize)>,
 }
 
-impl PartRunner for Sessions {
+impl PartRunner for Sessions<'_> {
     fn run(&mut self, part: &'static str, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, PartFailure> {
         if let Some(dead) = &self.dead {
             return Err(dead.clone());
@@ -70,7 +75,14 @@ impl PartRunner for Sessions {
         };
         session.send(&inputs);
         match session.receive() {
-            Ok(Ok(outputs)) => Ok(outputs),
+            Ok(Ok(outputs)) => {
+                if let Some((progress, run)) = self.progress.filter(|_| STEP_PARTS.contains(&part)) {
+                    if let Ok(mut p) = progress.lock() {
+                        p.tick(run, 1, false);
+                    }
+                }
+                Ok(outputs)
+            }
             Ok(Err(error)) => Err(PartFailure {
                 part: part.into(),
                 status: RunStatus::Failed,
@@ -89,10 +101,17 @@ impl PartRunner for Sessions {
     }
 }
 
-impl Sessions {
+/// The parts called once per token (the encoder and a prompt part run once per sample).
+const STEP_PARTS: [&str; 3] = ["step", "decoder_with_past", "decoder"];
+
+impl<'p> Sessions<'p> {
     /// Starts one worker per part (all at once, so compilers overlap) and waits for each; the
     /// first part whose session cannot be made ends the run, named.
-    fn start(jobs: Vec<(&'static str, Job, std::path::PathBuf)>, timeout: Duration) -> Result<Sessions, PartFailure> {
+    fn start(
+        jobs: Vec<(&'static str, Job, std::path::PathBuf)>,
+        timeout: Duration,
+        progress: (&'p Mutex<Progress>, usize),
+    ) -> Result<Sessions<'p>, PartFailure> {
         let mut spawned = Vec::new();
         for (part, job, dir) in jobs {
             let fail = |status: RunStatus, error: String| PartFailure {
@@ -113,7 +132,11 @@ impl Sessions {
             })?;
             parts.push((part, ready, job));
         }
-        Ok(Sessions { parts, dead: None })
+        Ok(Sessions {
+            parts,
+            dead: None,
+            progress: Some(progress),
+        })
     }
 
     /// What each part's session did: creation, context, runs, placement.
@@ -174,7 +197,7 @@ impl Progress {
         let each: Vec<String> = self
             .runs
             .iter()
-            .map(|(id, tokens, done)| format!("{id} {done}/{} ({tokens} tokens)", self.samples))
+            .map(|(id, tokens, done)| format!("{id} {done}/{} ({tokens} steps)", self.samples))
             .collect();
         crate::console::activity(format!("generate: {}{left}", each.join(", ")));
     }
@@ -220,7 +243,10 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
             .collect(),
     });
     let _beat = crate::console::TerminalHeartbeat::start(format!("generate: {} samples", samples.len()));
-    let (senders, receivers): (Vec<Sender<Shared>>, Vec<Receiver<Shared>>) = planned.iter().map(|_| channel()).unzip();
+    // The reference runs at most a few samples ahead of the slowest target: its logits (a
+    // vocabulary per step) are held only until every target has compared with them.
+    let (senders, receivers): (Vec<SyncSender<Shared>>, Vec<Receiver<Shared>>) =
+        planned.iter().map(|_| sync_channel(REFERENCE_AHEAD)).unzip();
     let (reference, targets) = std::thread::scope(|scope| {
         let progress = &progress;
         let handles: Vec<_> = planned
@@ -281,10 +307,10 @@ fn run_reference(
     spec: &GenerationSpec,
     jobs: Vec<(&'static str, Job, std::path::PathBuf)>,
     samples: &[GenSample],
-    (senders, timeout): (Vec<Sender<Arc<ReferenceDecode>>>, Duration),
+    (senders, timeout): (Vec<SyncSender<Shared>>, Duration),
     progress: &Mutex<Progress>,
 ) -> Result<(Vec<ReferenceDecode>, Vec<PartRun>)> {
-    let mut sessions = Sessions::start(jobs, timeout).map_err(|f| {
+    let mut sessions = Sessions::start(jobs, timeout, (progress, 0)).map_err(|f| {
         reference_failed(format!(
             "the fp32 reference's part {} did not start on the CPU EP: {}",
             f.part, f.error
@@ -303,13 +329,19 @@ fn run_reference(
             )));
         }
         if let Ok(mut p) = progress.lock() {
-            p.tick(0, d.tokens.len(), true);
+            p.tick(0, 0, true);
         }
-        let shared = Arc::new(d.clone());
+        let kept = ReferenceDecode {
+            tokens: d.tokens.clone(),
+            stop: d.stop,
+            logits: Vec::new(),
+            error: None,
+        };
+        let shared = Arc::new(d);
         for tx in &senders {
             let _ = tx.send(shared.clone());
         }
-        decodes.push(d);
+        decodes.push(kept);
     }
     Ok((decodes, sessions.summary(None)))
 }
@@ -333,7 +365,7 @@ fn run_target(
         return ended(t, RunStatus::Unavailable, why);
     };
     let ep = jobs.first().and_then(|(_, job, _)| ep_name(job));
-    let mut sessions = match Sessions::start(jobs, timeout) {
+    let mut sessions = match Sessions::start(jobs, timeout, (progress, run)) {
         Ok(s) => s,
         Err(f) => return ended(t, f.status, format!("part {}: {}", f.part, f.error)),
     };
@@ -352,7 +384,7 @@ fn run_target(
             });
         }
         if let Ok(mut p) = progress.lock() {
-            p.tick(run, d.tokens.len(), true);
+            p.tick(run, 0, true);
         }
         decodes.push(d);
         if sessions.dead.is_some() {

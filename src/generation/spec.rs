@@ -332,6 +332,7 @@ impl GenerationSpec {
         };
         self.vocab = vocab;
         self.check_names()?;
+        self.check_agreement()?;
         self.check_static_length()?;
         let tokenizer_size = self.tokenizer.get_vocab_size(true);
         let ids = self
@@ -411,6 +412,50 @@ impl GenerationSpec {
                 need(part, ins, cat(v(&["logits"]), kv("present", "")))
             }
         }
+    }
+
+    /// Every part's logits have the step's vocabulary, and every self-attention key and value
+    /// they take or give has the step's heads and width (where the part fixes them).
+    fn check_agreement(&self) -> Result<(), String> {
+        let kind = if self.layout == Layout::EncoderDecoder {
+            ".decoder."
+        } else {
+            "."
+        };
+        for p in &self.parts {
+            for o in p.signature.outputs.iter().filter(|o| o.name == "logits") {
+                if let Some(v) = last_fixed(&o.dims).filter(|v| *v != self.vocab) {
+                    return Err(format!(
+                        "part {}'s logits have {v} entries and part {}'s {}: the parts disagree",
+                        p.name,
+                        self.step_part().name,
+                        self.vocab
+                    ));
+                }
+            }
+            let kv = p.signature.inputs.iter().chain(&p.signature.outputs).filter(|t| {
+                (t.name.starts_with("past_key_values.") || t.name.starts_with("present."))
+                    && t.name.contains(kind)
+                    && !t.name.contains(".encoder.")
+            });
+            for t in kv {
+                let dims = fixed_dims(&t.dims);
+                let fits = dims.len() == 4
+                    && dims[1].is_none_or(|h| h == self.kv.heads)
+                    && dims[3].is_none_or(|d| d == self.kv.head_dim);
+                if !fits {
+                    return Err(format!(
+                        "part {}'s {} is {}, where the step's state is [batch, {}, positions, {}]: the parts disagree",
+                        p.name,
+                        t.name,
+                        t.shape_text(),
+                        self.kv.heads,
+                        self.kv.head_dim
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A static step's buffers are `kv_length` long, as the spec says, and hold the start tokens
@@ -567,5 +612,56 @@ impl GenerationSpec {
     /// The layout and form in words (`encoder-decoder, static`).
     pub fn layout_words(&self) -> String {
         format!("{}, {}", kebab(self.layout), kebab_form(self.form))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATIC: &str = r#"
+[generation]
+layout = "encoder-decoder"
+form = "static"
+tokenizer = "t.json"
+start_tokens = ["<s>"]
+end_token = "</s>"
+max_new_tokens = 4
+kv_length = 8
+[parts]
+encoder = "e.onnx"
+prompt = "p.onnx"
+step = "s.onnx"
+"#;
+
+    #[test]
+    fn a_spec_names_exactly_its_layouts_parts() {
+        assert_eq!(check_text(STATIC), Ok(()));
+        let dynamic_part = STATIC.replace("prompt = ", "decoder = ");
+        let e = check_text(&dynamic_part).unwrap_err();
+        assert!(e.contains("[parts] decoder is not a part of the encoder-decoder static layout"), "{e}");
+        let missing = STATIC.replace("step = \"s.onnx\"\n", "");
+        assert!(check_text(&missing).unwrap_err().contains("[parts] needs step"));
+    }
+
+    #[test]
+    fn the_static_form_and_only_it_has_a_buffer_length() {
+        let e = check_text(&STATIC.replace("kv_length = 8\n", "")).unwrap_err();
+        assert!(e.contains("needs kv_length"), "{e}");
+        let dynamic = STATIC
+            .replace("form = \"static\"", "form = \"dynamic\"")
+            .replace("prompt = ", "decoder = ")
+            .replace("step = ", "decoder_with_past = ");
+        assert!(check_text(&dynamic).unwrap_err().contains("kv_length belongs to the static form"));
+        assert!(check_text(&STATIC.replace("max_new_tokens = 4", "max_new_tokens = 0"))
+            .unwrap_err()
+            .contains("at least 1"));
+    }
+
+    #[test]
+    fn unknown_keys_and_layouts_are_refused() {
+        assert!(check_text(&STATIC.replace("end_token", "end_tokn")).is_err());
+        assert!(check_text(&STATIC.replace("encoder-decoder", "seq2seq")).is_err());
+        assert!(check_text("[generation]\n").is_err());
     }
 }

@@ -45,6 +45,7 @@ const DOCUMENTS: &[&str] = &[
     "README.md",
     "docs/capture/README.md",
     "docs/eval.md",
+    "docs/generation.md",
     "docs/matrix.md",
     "docs/policy.md",
     "docs/repro.md",

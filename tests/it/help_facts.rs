@@ -139,6 +139,14 @@ const ASKED: &[(&str, &str, Asks)] = &[
     ),
     (
         "src/cli/eval.rs",
+        "task",
+        Flag {
+            commands: &["eval"],
+            presupposes: None,
+        },
+    ),
+    (
+        "src/cli/eval.rs",
         "decision",
         Flag {
             commands: &["eval", "matrix"],
