@@ -18,6 +18,7 @@ mod fixtures_e2e;
 mod fuzz_corpora;
 mod gate_policy;
 mod generated_code;
+mod generation;
 mod golden_and_inputs;
 mod hardening;
 mod help_facts;
