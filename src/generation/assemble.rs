@@ -10,10 +10,9 @@ use crate::accuracy::ctc::edit_distance;
 use crate::accuracy::stats::{bootstrap, mcnemar_exact, ratio_at};
 use crate::dataset::Dataset;
 use crate::error::ExitCode;
-use crate::report::eval::FlipExplanation;
 use crate::report::generation::{
     EditCounts, GenerationReport, GenerationRule, GenerationSet, GenerationTarget, PartSummary, ReferenceSample,
-    SpecSummary, StopReason, TargetSample, TargetSummary, TextScores, GENERATION_SCHEMA_VERSION,
+    SpecSummary, StepExplanation, StopReason, TargetSample, TargetSummary, TextScores, GENERATION_SCHEMA_VERSION,
 };
 use crate::report::model::{Num, ToolInfo};
 use crate::report::RunStatus;
@@ -24,7 +23,7 @@ pub fn report(
     specs: &Specs,
     dataset: &Dataset,
     samples: &[GenSample],
-    (decoded, explanations): (Decoded, &[Vec<(usize, FlipExplanation)>]),
+    (decoded, explanations): (Decoded, &[Vec<(usize, StepExplanation)>]),
 ) -> GenerationReport {
     let spec = &specs.audited;
     let reference_samples: Vec<ReferenceSample> = samples
@@ -195,7 +194,7 @@ fn target_row(
     samples: &[GenSample],
     reference: &[ReferenceDecode],
     reference_samples: &[ReferenceSample],
-    (run, explained): (&TargetRun, &[(usize, FlipExplanation)]),
+    (run, explained): (&TargetRun, &[(usize, StepExplanation)]),
 ) -> GenerationTarget {
     let mut rows: Vec<TargetSample> = samples
         .iter()

@@ -2,7 +2,8 @@
 //! call that produced the divergent step's logits is audited layer by layer (`compare --layers`,
 //! isolated runs included) on exactly the inputs the target fed it there (its own key/value
 //! state), against the reference spec's part of the same name on the same inputs and against the
-//! `cpu:noopt` baseline: the first layer that departs at each level.
+//! `cpu:noopt` baseline: the layer that introduces the most error by itself, and the first layer
+//! that departs from the baseline at each level.
 
 use anyhow::Result;
 
@@ -11,7 +12,8 @@ use crate::compare::{run_compare, Audited, CompareOptions, Execution, GoldenSour
 use crate::exec::PlannedTarget;
 use crate::inputs::{InputOptions, MemoryInputs};
 use crate::layers::LayerOptions;
-use crate::report::eval::FlipExplanation;
+use crate::report::generation::{IntroducedLayer, StepExplanation};
+use crate::report::model::TargetReport;
 use crate::tensor::Tensor;
 use crate::userfile::Outputs;
 
@@ -24,21 +26,18 @@ pub struct DivergentCall {
     pub inputs: Vec<(String, Tensor)>,
 }
 
-/// The per-layer audit of one divergent call on `planned`.
+/// The per-layer audit of one divergent call on `planned`; a failure is the explanation's error.
 pub fn explain(
     opts: &GenerationOptions,
     specs: &Specs,
     planned: &PlannedTarget,
     call: &DivergentCall,
-    id: &str,
-) -> FlipExplanation {
+) -> StepExplanation {
     match audit(opts, specs, planned, call) {
-        Ok(x) => FlipExplanation {
-            samples: vec![id.to_string()],
-            ..x
-        },
-        Err(e) => FlipExplanation {
-            samples: vec![id.to_string()],
+        Ok(row) => explanation(call.part, &row),
+        Err(e) => StepExplanation {
+            part: call.part.into(),
+            worst_introduced: None,
             first_code_difference: None,
             first_beyond_rounding: None,
             first_sqnr_loss: None,
@@ -47,12 +46,36 @@ pub fn explain(
     }
 }
 
+/// What a target's row of the per-layer audit says of the step.
+fn explanation(part: &str, row: &TargetReport) -> StepExplanation {
+    let summary = row.layer_summary.clone();
+    let worst = row
+        .layers
+        .iter()
+        .filter_map(|l| l.introduced_sqnr_db.filter(|v| !v.0.is_nan()).map(|v| (l, v)))
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+        .map(|(l, v)| IntroducedLayer {
+            index: l.index,
+            node: l.node.clone(),
+            op_type: l.op_type.clone(),
+            introduced_sqnr_db: v,
+        });
+    StepExplanation {
+        part: part.into(),
+        worst_introduced: worst,
+        first_code_difference: summary.as_ref().and_then(|s| s.first_code_difference.clone()),
+        first_beyond_rounding: summary.as_ref().and_then(|s| s.first_beyond_rounding.clone()),
+        first_sqnr_loss: summary.as_ref().and_then(|s| s.first_sqnr_loss.clone()),
+        error: row.error.clone().or_else(|| summary.and_then(|s| s.error)),
+    }
+}
+
 fn audit(
     opts: &GenerationOptions,
     specs: &Specs,
     planned: &PlannedTarget,
     call: &DivergentCall,
-) -> Result<FlipExplanation> {
+) -> Result<TargetReport> {
     let model = specs.audited.part(call.part).path.clone();
     let reference = specs
         .reference()
@@ -106,17 +129,18 @@ fn audit(
         )
     };
     let report = run_compare(&options, &mut Outputs::none())?;
-    let row = report.targets.iter().find(|t| t.id == planned.spec.id);
-    let summary = row.and_then(|t| t.layer_summary.clone());
-    let problems = report.layer_audit.map(|l| l.problems).unwrap_or_default();
-    Ok(FlipExplanation {
-        samples: Vec::new(),
-        first_code_difference: summary.as_ref().and_then(|s| s.first_code_difference.clone()),
-        first_beyond_rounding: summary.as_ref().and_then(|s| s.first_beyond_rounding.clone()),
-        first_sqnr_loss: summary.as_ref().and_then(|s| s.first_sqnr_loss.clone()),
-        error: row
-            .and_then(|t| t.error.clone())
-            .or_else(|| summary.and_then(|s| s.error))
-            .or_else(|| (!problems.is_empty()).then(|| problems.join("; "))),
-    })
+    let problems = report
+        .layer_audit
+        .as_ref()
+        .map(|l| l.problems.clone())
+        .unwrap_or_default();
+    let mut row = report
+        .targets
+        .into_iter()
+        .find(|t| t.id == planned.spec.id)
+        .ok_or_else(|| crate::error::bad_input("the per-layer audit has no row for the target"))?;
+    if row.error.is_none() && !problems.is_empty() && row.layers.is_empty() {
+        row.error = Some(problems.join("; "));
+    }
+    Ok(row)
 }

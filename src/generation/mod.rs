@@ -265,12 +265,7 @@ pub fn run(opts: &GenerationOptions, outputs: &mut Outputs) -> Result<Generation
         .map(|t| {
             t.divergent_calls
                 .iter()
-                .map(|c| {
-                    (
-                        c.sample,
-                        explain::explain(opts, &specs, &t.planned, c, &samples[c.sample].id),
-                    )
-                })
+                .map(|c| (c.sample, explain::explain(opts, &specs, &t.planned, c)))
                 .collect()
         })
         .collect();

@@ -639,7 +639,10 @@ step = "s.onnx"
         assert_eq!(check_text(STATIC), Ok(()));
         let dynamic_part = STATIC.replace("prompt = ", "decoder = ");
         let e = check_text(&dynamic_part).unwrap_err();
-        assert!(e.contains("[parts] decoder is not a part of the encoder-decoder static layout"), "{e}");
+        assert!(
+            e.contains("[parts] decoder is not a part of the encoder-decoder static layout"),
+            "{e}"
+        );
         let missing = STATIC.replace("step = \"s.onnx\"\n", "");
         assert!(check_text(&missing).unwrap_err().contains("[parts] needs step"));
     }
@@ -652,7 +655,9 @@ step = "s.onnx"
             .replace("form = \"static\"", "form = \"dynamic\"")
             .replace("prompt = ", "decoder = ")
             .replace("step = ", "decoder_with_past = ");
-        assert!(check_text(&dynamic).unwrap_err().contains("kv_length belongs to the static form"));
+        assert!(check_text(&dynamic)
+            .unwrap_err()
+            .contains("kv_length belongs to the static form"));
         assert!(check_text(&STATIC.replace("max_new_tokens = 4", "max_new_tokens = 0"))
             .unwrap_err()
             .contains("at least 1"));

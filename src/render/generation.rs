@@ -255,17 +255,31 @@ pub fn table_text(r: &GenerationReport) -> String {
     prose(&s)
 }
 
-/// The per-layer audit of a divergent step in words: the first layer that departs at each level.
-pub fn layers_words(x: &crate::report::eval::FlipExplanation) -> String {
+/// The per-layer audit of a divergent step in words: the layer that introduces the most error
+/// by itself, then the first layer that departs from the baseline at each level.
+pub fn layers_words(x: &crate::report::generation::StepExplanation) -> String {
     if let Some(e) = &x.error {
-        return format!("the per-layer audit at its first divergence failed: {e}");
+        return format!(
+            "the per-layer audit of part {} at its first divergence failed: {e}",
+            x.part
+        );
     }
     let at = |p: &Option<crate::report::model::LayerPointer>| {
         p.as_ref()
             .map_or("none".into(), |p| format!("#{} {} ({})", p.index, p.node, p.op_type))
     };
+    let worst = x.worst_introduced.as_ref().map_or("no layer measured".into(), |w| {
+        format!(
+            "#{} {} ({}) introduces the most error alone, {} dB",
+            w.index,
+            w.node,
+            w.op_type,
+            db(w.introduced_sqnr_db)
+        )
+    });
     format!(
-        "at its first divergence, first code difference {}, first beyond rounding {}, first SQNR loss {}",
+        "part {} at its first divergence: {worst}; against cpu:noopt, first code difference {}, first beyond rounding {}, first SQNR loss {}",
+        x.part,
         at(&x.first_code_difference),
         at(&x.first_beyond_rounding),
         at(&x.first_sqnr_loss)

@@ -209,7 +209,37 @@ pub struct TargetSample {
     /// `--explain`: the per-layer audit of the part call that produced the divergent step, on the
     /// inputs (the key/value state) this target fed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layers: Option<super::eval::FlipExplanation>,
+    pub layers: Option<StepExplanation>,
+}
+
+/// The per-layer audit of the part call where a target's decode first departed, on the inputs it
+/// fed it: which layer introduces the most error against the fp32 reference by itself, and where
+/// the target first parts from the baseline (`cpu:noopt`, the reference integer implementation).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepExplanation {
+    /// The part audited (`step`, `prompt`, `decoder`, ...).
+    pub part: String,
+    /// The layer whose isolated run (alone, on the reference's inputs) has the lowest SQNR
+    /// against the reference's output: the error it introduces by itself.
+    pub worst_introduced: Option<IntroducedLayer>,
+    /// Against the baseline: the first layer whose codes differ, the first beyond rounding, the
+    /// first that loses SQNR (none of them on a target that computes as the baseline does: its
+    /// departure is the quantized model's own).
+    pub first_code_difference: Option<super::model::LayerPointer>,
+    pub first_beyond_rounding: Option<super::model::LayerPointer>,
+    pub first_sqnr_loss: Option<super::model::LayerPointer>,
+    pub error: Option<String>,
+}
+
+/// A layer and the SQNR of its isolated run against the reference.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IntroducedLayer {
+    pub index: usize,
+    pub node: String,
+    pub op_type: String,
+    pub introduced_sqnr_db: Num,
 }
 
 /// Where a target's decode first departed from the reference's.

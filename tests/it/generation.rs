@@ -572,3 +572,36 @@ fn the_gate_holds_each_target_to_the_upper_bound_of_its_loss() {
     );
     assert_eq!(code, 0, "{stderr}");
 }
+
+#[test]
+fn explain_audits_the_divergent_step_on_the_state_the_target_fed_it() {
+    let (code, report, stderr) = audit(
+        "tiny_u8.toml",
+        &[
+            "--dataset",
+            &data("set_ed"),
+            "--task",
+            "transcribe",
+            "-t",
+            "cpu",
+            "--no-baseline",
+            "--explain",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let samples = target_row(&report, "cpu")["samples"].as_array().unwrap();
+    let explained: Vec<&Value> = samples.iter().filter(|s| !s["layers"].is_null()).collect();
+    // K = 1: the first diverged sample only (ed01, at its fifth token, produced by the step part).
+    assert_eq!(explained.len(), 1, "{samples:?}");
+    let x = &explained[0]["layers"];
+    assert_eq!(explained[0]["id"], "ed01");
+    assert_eq!(x["part"], "step");
+    assert!(x["error"].is_null(), "{x}");
+    let worst = &x["worst_introduced"];
+    assert!(num(&worst["introduced_sqnr_db"]).is_finite(), "{x}");
+    assert!(
+        stderr.contains("per-layer audit of cpu's part step at sample 2's first divergence"),
+        "{stderr}"
+    );
+}
