@@ -177,23 +177,34 @@ struct Progress {
 }
 
 impl Progress {
+    /// The time the slowest run still needs: once the reference has decoded the whole set, its
+    /// steps are what each target has to run (teacher forcing adds a few), at the rate each has
+    /// run so far; before that, by whole samples.
+    fn time_left(&self) -> Option<Duration> {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let (_, reference_steps, reference_done) = self.runs.first()?;
+        let left = if *reference_done == self.samples {
+            self.runs
+                .iter()
+                .filter(|(_, steps, _)| *steps > 0)
+                .map(|(_, steps, _)| elapsed / *steps as f64 * reference_steps.saturating_sub(*steps) as f64)
+                .fold(0.0, f64::max)
+        } else {
+            let slowest = self.runs.iter().map(|r| r.2).min().filter(|n| *n > 0)?;
+            elapsed / slowest as f64 * (self.samples - slowest) as f64
+        };
+        Some(Duration::from_secs_f64(left))
+    }
+
     fn tick(&mut self, run: usize, tokens: usize, sample_done: bool) {
         let entry = &mut self.runs[run];
         entry.1 += tokens;
         if sample_done {
             entry.2 += 1;
         }
-        let slowest = self.runs.iter().min_by_key(|r| r.2).map_or(0, |r| r.2);
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let left = if slowest > 0 {
-            let per = elapsed / slowest as f64;
-            format!(
-                "; about {} left",
-                crate::console::elapsed_text(Duration::from_secs_f64(per * (self.samples - slowest) as f64))
-            )
-        } else {
-            String::new()
-        };
+        let left = self.time_left().map_or(String::new(), |d| {
+            format!("; about {} left", crate::console::elapsed_text(d))
+        });
         let each: Vec<String> = self
             .runs
             .iter()
