@@ -161,7 +161,43 @@ fn device_report_seeds() {
     }
 }
 
+/// Generation specs: the tests' eight, the docs' example, one per way check_text refuses one; and
+/// tokenizer files: the tests' WordLevel one whole and cut, and small hand-written ones.
+fn generation_spec_seeds() {
+    for p in files("tests/data/generation", "toml") {
+        put("generation_spec", &stem(&p), &std::fs::read(&p).expect("read spec"));
+    }
+    let tokenizer = std::fs::read("tests/data/generation/tokenizer.json").expect("read tokenizer");
+    put("generation_spec", "tokenizer", &tokenizer);
+    put("generation_spec", "tokenizer-cut", &tokenizer[..tokenizer.len() / 2]);
+    let base = std::fs::read_to_string("tests/data/generation/tiny_u8.toml").expect("read spec");
+    let cases = [
+        ("dynamic-with-kv", base.replace("form = \"static\"", "form = \"dynamic\"")),
+        ("no-kv", base.replace("kv_length = 12\n", "")),
+        ("zero-kv", base.replace("kv_length = 12", "kv_length = 0")),
+        ("zero-new", base.replace("max_new_tokens = 8", "max_new_tokens = 0")),
+        ("unknown-key", base.replace("[parts]", "extra = 1\n[parts]")),
+        ("unknown-part", base.replace("[parts]", "[parts]\nhead = \"h.onnx\"")),
+        ("missing-part", base.replace("step = \"step_u8.onnx\"", "")),
+        ("decoder-only", base.replace("encoder-decoder", "decoder-only")),
+        ("huge-new", base.replace("max_new_tokens = 8", "max_new_tokens = 18446744073709551615")),
+        ("negative-id", base.replace("suppress_tokens = [0, 2, 3]", "suppress_tokens = [-1]")),
+    ];
+    for (name, text) in cases {
+        put("generation_spec", name, text.as_bytes());
+    }
+    let word_level = |vocab: &str| {
+        format!(
+            "{{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":null,\"post_processor\":null,\"decoder\":null,\"model\":{{\"type\":\"WordLevel\",\"vocab\":{vocab},\"unk_token\":\"a\"}}}}"
+        )
+    };
+    put("generation_spec", "tokenizer-tiny", word_level("{\"a\":0,\"</s>\":1}").as_bytes());
+    put("generation_spec", "tokenizer-gap", word_level("{\"a\":0,\"b\":63}").as_bytes());
+    put("generation_spec", "tokenizer-unk-missing", word_level("{\"b\":0}").as_bytes());
+}
+
 fn main() {
+    generation_spec_seeds();
     onnx_seeds();
     tensor_seeds();
     golden_seeds();

@@ -226,6 +226,21 @@ pub fn report_json(data: &[u8]) {
     }
 }
 
+/// A generation spec's TOML, read as `eval SPEC.toml` reads it before opening the files it names
+/// (`generation::spec::check_text`), and the same bytes as the spec's tokenizer file (the
+/// `tokenizers` crate's parser): then every id below 64 decoded, the end token looked up.
+pub fn generation_spec(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = crate::generation::spec::check_text(text);
+    }
+    if let Ok(t) = tokenizers::Tokenizer::from_bytes(data) {
+        let ids: Vec<u32> = (0..64).collect();
+        let _ = t.decode(&ids, true);
+        let _ = t.decode(&ids, false);
+        let _ = (t.token_to_id("</s>"), t.id_to_token(1), t.get_vocab_size(true));
+    }
+}
+
 /// Every renderer of a compare report.
 fn compare_renderers(report: &crate::report::model::Report) {
     let _ = render::table::render(report);

@@ -15,6 +15,7 @@ const TARGETS: &[&str] = &[
     "device_report",
     "eval_set",
     "eval_shards",
+    "generation_spec",
 ];
 
 fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
@@ -40,6 +41,7 @@ fn replay(target: &str, data: &[u8], scratch: &Path) {
         "device_report" => npu_audit::fuzzing::device_report(data, scratch),
         "eval_set" => npu_audit::fuzzing::eval_set(data, scratch),
         "eval_shards" => npu_audit::fuzzing::eval_shards(data),
+        "generation_spec" => npu_audit::fuzzing::generation_spec(data),
         other => panic!("unknown fuzz target {other}"),
     }
 }

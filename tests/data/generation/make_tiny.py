@@ -1099,18 +1099,10 @@ def assess(specs, sample) -> dict:
 
 
 def normalise(text: str) -> str:
-    """As the tool scores words: lower-cased, every character that is neither alphanumeric nor
-    whitespace (except an apostrophe between two alphanumerics) made a space, whitespace collapsed."""
-    kept = []
-    for i, c in enumerate(text):
-        inner = c in "'\u2019" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
-        if inner:
-            kept.append("'")
-        elif c.isalnum() or c.isspace():
-            kept.append(c.lower())
-        else:
-            kept.append(" ")
-    return " ".join("".join(kept).split())
+    """As the bar scores words: lower-cased, every character that is neither alphanumeric nor
+    whitespace deleted (punctuation dropped, as jiwer's default transformation), whitespace
+    collapsed."""
+    return " ".join("".join(c.lower() for c in text if c.isalnum() or c.isspace()).split())
 
 
 def edit_distance(a, b) -> int:
@@ -1306,8 +1298,8 @@ DEFINITIONS = {
             "<unk>) skipped: the tokenizer's decode with skip_special_tokens",
     "ended": "true when the end token </s> was chosen; false when max_new_tokens tokens were chosen without it",
     "min_margin": "smallest, over the steps, of the chosen token's logit minus the best other non-suppressed logit",
-    "normalised": "lower-cased; every character neither alphanumeric nor whitespace (except an apostrophe between two "
-                  "alphanumerics) replaced by a space; whitespace runs collapsed to one space, ends trimmed",
+    "normalised": "lower-cased; every character neither alphanumeric nor whitespace deleted (punctuation dropped, "
+                  "as jiwer's default transformation); whitespace runs collapsed to one space, ends trimmed",
     "word_edits": "Levenshtein distance between the whitespace-split words of the normalised text and normalised label",
     "char_edits": "Levenshtein distance between the characters (spaces included) of the normalised text and "
                   "normalised label",
