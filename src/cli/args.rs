@@ -969,7 +969,7 @@ pub enum TaskChoice {
 /// `eval`: the model, its reference, the set, the task, the targets, the statistics, the files.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// The quantized ONNX model to evaluate.
+    /// The quantized ONNX model to evaluate, or a generation spec (.toml: docs/generation.md).
     pub model: PathBuf,
     #[command(flatten)]
     pub reference: ReferenceArgs,

@@ -246,14 +246,15 @@ pub fn later_differing(reference: &[u32], target: &[u32], from: usize) -> usize 
 pub fn divergence(spec: &GenerationSpec, reference: &ReferenceDecode, target: &TargetDecode) -> Option<Divergence> {
     let step = target.divergence?;
     let reference_token = *reference.tokens.get(step)?;
-    let target_token = *target.tokens.get(step)?;
+    // A step whose logits held no number chose nothing: the divergence is there all the same.
+    let target_token = target.tokens.get(step).copied();
     let margin = target.margin.unwrap_or(f64::NAN);
     Some(Divergence {
         step,
         reference_token,
         reference_piece: spec.token_text(reference_token),
         target_token,
-        target_piece: spec.token_text(target_token),
+        target_piece: target_token.map_or_else(|| "(no logit is a number)".into(), |t| spec.token_text(t)),
         common_text: spec.text(&reference.tokens[..step]),
         reference_margin: Num(margin),
     })

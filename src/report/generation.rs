@@ -250,7 +250,8 @@ pub struct Divergence {
     pub step: usize,
     pub reference_token: u32,
     pub reference_piece: String,
-    pub target_token: u32,
+    /// `None` when no logit of the step was a number (nothing was chosen).
+    pub target_token: Option<u32>,
     pub target_piece: String,
     /// The text both decodes share before it.
     pub common_text: String,
