@@ -177,23 +177,27 @@ struct Progress {
 }
 
 impl Progress {
-    /// The time the slowest run still needs: once the reference has decoded the whole set, its
-    /// steps are what each target has to run (teacher forcing adds a few), at the rate each has
-    /// run so far; before that, by whole samples.
+    /// The time the slowest run still needs: a run that finished samples, at its time per
+    /// sample; one still on its first, at its rate per step over the steps the reference took
+    /// (once the reference has decoded the whole set).
     fn time_left(&self) -> Option<Duration> {
         let elapsed = self.started.elapsed().as_secs_f64();
         let (_, reference_steps, reference_done) = self.runs.first()?;
-        let left = if *reference_done == self.samples {
-            self.runs
-                .iter()
-                .filter(|(_, steps, _)| *steps > 0)
-                .map(|(_, steps, _)| elapsed / *steps as f64 * reference_steps.saturating_sub(*steps) as f64)
-                .fold(0.0, f64::max)
-        } else {
-            let slowest = self.runs.iter().map(|r| r.2).min().filter(|n| *n > 0)?;
-            elapsed / slowest as f64 * (self.samples - slowest) as f64
-        };
-        Some(Duration::from_secs_f64(left))
+        let reference_complete = *reference_done == self.samples;
+        let mut left: Option<f64> = None;
+        for (_, steps, done) in &self.runs {
+            let run_left = if *done >= self.samples {
+                0.0
+            } else if *done > 0 {
+                elapsed / *done as f64 * (self.samples - done) as f64
+            } else if reference_complete && *steps > 0 {
+                elapsed / *steps as f64 * reference_steps.saturating_sub(*steps) as f64
+            } else {
+                return None;
+            };
+            left = Some(left.map_or(run_left, |l: f64| l.max(run_left)));
+        }
+        left.map(Duration::from_secs_f64)
     }
 
     fn tick(&mut self, run: usize, tokens: usize, sample_done: bool) {
