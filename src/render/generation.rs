@@ -360,37 +360,7 @@ pub fn markdown(r: &GenerationReport) -> String {
         );
     }
     for t in &r.targets {
-        let diverged: Vec<&TargetSample> = t.samples.iter().filter(|x| x.first_divergence.is_some()).collect();
-        if diverged.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            s,
-            "\n<details><summary>{}: {} diverged</summary>\n",
-            esc(&t.id),
-            count(diverged.len(), "sample")
-        );
-        let _ = writeln!(s, "| sample | first divergence | reference text | target text |");
-        let _ = writeln!(s, "| --- | --- | --- | --- |");
-        for x in diverged {
-            let reference = r
-                .reference_samples
-                .iter()
-                .find(|p| p.id == x.id)
-                .map_or("", |p| p.text.as_str());
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} |",
-                esc(&x.id),
-                esc(&departure(x)),
-                esc(reference),
-                esc(&x.text)
-            );
-            if let Some(l) = &x.layers {
-                let _ = writeln!(s, "| | {} | | |", esc(&layers_words(l)));
-            }
-        }
-        let _ = writeln!(s, "\n</details>");
+        diverged_markdown(&mut s, r, t);
     }
     if !r.gate.is_empty() {
         let _ = writeln!(s);
@@ -402,6 +372,42 @@ pub fn markdown(r: &GenerationReport) -> String {
         let _ = writeln!(s, "\n> {}", esc(n));
     }
     s
+}
+
+/// A target's diverged samples as a folded Markdown table: both texts and where they part.
+fn diverged_markdown(s: &mut String, r: &GenerationReport, t: &GenerationTarget) {
+    let esc = |t: &str| t.replace('|', "\\|").replace('\n', " ");
+    let diverged: Vec<&TargetSample> = t.samples.iter().filter(|x| x.first_divergence.is_some()).collect();
+    if diverged.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n<details><summary>{}: {} diverged</summary>\n",
+        esc(&t.id),
+        count(diverged.len(), "sample")
+    );
+    let _ = writeln!(s, "| sample | first divergence | reference text | target text |");
+    let _ = writeln!(s, "| --- | --- | --- | --- |");
+    for x in diverged {
+        let reference = r
+            .reference_samples
+            .iter()
+            .find(|p| p.id == x.id)
+            .map_or("", |p| p.text.as_str());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            esc(&x.id),
+            esc(&departure(x)),
+            esc(reference),
+            esc(&x.text)
+        );
+        if let Some(l) = &x.layers {
+            let _ = writeln!(s, "| | {} | | |", esc(&layers_words(l)));
+        }
+    }
+    let _ = writeln!(s, "\n</details>");
 }
 
 /// The report as one HTML page.
