@@ -488,9 +488,11 @@ impl GenerationSpec {
 
     /// The text of tokens, special tokens skipped, as the tokenizer decodes it.
     pub fn text(&self, tokens: &[u32]) -> String {
-        self.tokenizer
-            .decode(tokens, true)
-            .unwrap_or_else(|e| format!("<undecodable: {e}>"))
+        match quietly(|| self.tokenizer.decode(tokens, true)) {
+            Some(Ok(text)) => text,
+            Some(Err(e)) => format!("<undecodable: {e}>"),
+            None => "<undecodable>".into(),
+        }
     }
 
     /// One token as the tokenizer spells it (special tokens included), for "where it departed".
@@ -498,9 +500,8 @@ impl GenerationSpec {
         self.tokenizer
             .id_to_token(token)
             .map(|t| {
-                self.tokenizer
-                    .decode(&[token], false)
-                    .ok()
+                quietly(|| self.tokenizer.decode(&[token], false))
+                    .and_then(Result::ok)
                     .filter(|d| !d.is_empty())
                     .unwrap_or(t)
             })
@@ -531,11 +532,34 @@ fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
 
 fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, String> {
     let bytes = read_small(path, 256 << 20).map_err(|e| format!("tokenizer {}: {e}", path.display()))?;
-    tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| {
-        let text = e.to_string();
-        let first = text.lines().next().unwrap_or("unreadable");
-        format!("tokenizer {}: not a tokenizers JSON file: {first}", path.display())
-    })
+    tokenizer_from_bytes(bytes).map_err(|e| format!("tokenizer {}: {e}", path.display()))
+}
+
+/// A stranger's `tokenizer.json` parsed, or why not in one line. The `tokenizers` crate panics on
+/// some malformed files (an `unwrap` in its decoder's deserializer, found by fuzzing): such a
+/// file is refused like any other.
+pub fn tokenizer_from_bytes(bytes: Vec<u8>) -> Result<tokenizers::Tokenizer, String> {
+    match quietly(|| tokenizers::Tokenizer::from_bytes(bytes)) {
+        Some(Ok(t)) => Ok(t),
+        Some(Err(e)) => {
+            let text = e.to_string();
+            Err(format!(
+                "not a tokenizers JSON file: {}",
+                text.lines().next().unwrap_or("unreadable")
+            ))
+        }
+        None => Err("not a tokenizers JSON file: the tokenizers library could not read it".into()),
+    }
+}
+
+/// `f`'s value, or `None` when it panicked; the panic is not printed. For calls into the
+/// `tokenizers` crate on a stranger's file, made while no other thread of the audit runs.
+pub fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.ok()
 }
 
 fn kebab(l: Layout) -> &'static str {

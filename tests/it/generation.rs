@@ -424,6 +424,14 @@ fn bad_specs_and_flags_are_refused_on_one_line() {
     refused(&u8_beside.display().to_string(), &[], 2, "has another max_new_tokens");
     let (_d, tokenizer) = edited_spec("tiny_u8.toml", |t| t.replace("\"tokenizer.json\"", "\"expected.json\""));
     refused(&tokenizer, &[], 2, "not a tokenizers JSON file");
+    // A tokenizer.json that makes the tokenizers crate panic (found by fuzzing): refused as well.
+    let (dir, hostile) = edited_spec("tiny_u8.toml", |t| t);
+    std::fs::copy(
+        repo("fuzz/regressions/generation_spec/tokenizer-decoder-unwrap"),
+        dir.path().join("tokenizer.json"),
+    )
+    .unwrap();
+    refused(&hostile, &[], 2, "the tokenizers library could not read it");
     refused(
         &data("tiny_u8.toml"),
         &["--shard", "1/2"],
