@@ -7,7 +7,8 @@ use anyhow::Result;
 
 use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{
-    emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with, FindingsFile, Forms,
+    accuracy_thresholds, emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with,
+    FindingsFile, Forms,
 };
 use crate::accuracy::task::TaskSpec;
 use crate::accuracy::StatOptions;
@@ -71,7 +72,7 @@ impl TaskFlags {
             min_accuracy,
             max_accuracy_drop,
         } = a;
-        let thresholds = thresholds(min_accuracy, max_accuracy_drop, margin)?;
+        let thresholds = accuracy_thresholds(min_accuracy, max_accuracy_drop, margin)?;
         let set_only = [
             ("--labels", labels.is_some()),
             ("--limit", limit.is_some()),
@@ -173,26 +174,6 @@ impl TaskFlags {
             limit: self.limit.map(|n| n as usize),
         }
     }
-}
-
-/// The limits given as flags, checked.
-fn thresholds(min_accuracy: Option<f64>, max_accuracy_drop: Option<f64>, margin: Option<f64>) -> Result<Thresholds> {
-    if min_accuracy.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-        return Err(bad_flag("--min-accuracy must be a fraction between 0 and 1"));
-    }
-    if max_accuracy_drop.is_some_and(|v| !(v.is_finite() && (0.0..=100.0).contains(&v))) {
-        return Err(bad_flag(
-            "--max-accuracy-drop must be a number of points between 0 and 100",
-        ));
-    }
-    if margin.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
-        return Err(bad_flag("--margin must be a non-negative number of points"));
-    }
-    Ok(Thresholds {
-        min_accuracy,
-        max_accuracy_drop,
-        ..Thresholds::default()
-    })
 }
 
 /// A shard writes its records to `--out` for `merge`; the report's other files and the per-layer

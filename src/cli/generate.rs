@@ -10,7 +10,6 @@ use crate::accuracy::StatOptions;
 use crate::error::{bad_flag, ExitCode};
 use crate::eval::DatasetOptions;
 use crate::generation::{GenerationOptions, GenerationTask};
-use crate::policy::Thresholds;
 use crate::report::generation::GenerationReport;
 use crate::target::distinct;
 
@@ -108,16 +107,8 @@ pub(super) fn run(a: EvalArgs) -> Result<ExitCode> {
         html,
         ..
     } = a;
-    let drop = task_args.max_accuracy_drop;
-    if drop.is_some_and(|v| !(v.is_finite() && (0.0..=100.0).contains(&v))) {
-        return Err(bad_flag(
-            "--max-accuracy-drop must be a number of points between 0 and 100",
-        ));
-    }
-    let thresholds = Thresholds {
-        max_accuracy_drop: drop,
-        ..Thresholds::default()
-    };
+    // `eval`'s own check of the limit (the one flag of its gate a decode is held to).
+    let thresholds = super::shared::accuracy_thresholds(None, task_args.max_accuracy_drop, None)?;
     let policy = policy_with(config.as_deref(), no_config, &thresholds, &allow_failure)?;
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let options = GenerationOptions {

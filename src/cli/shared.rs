@@ -386,6 +386,31 @@ pub fn emit_findings<T: serde::Serialize>(
     print_stdout(&to_stdout.unwrap_or_else(|| stdout(found, json)))
 }
 
+/// `eval`'s limits given as flags (`--min-accuracy`, `--max-accuracy-drop`, `--margin`), checked;
+/// a generation audit checks its `--max-accuracy-drop` here too.
+pub fn accuracy_thresholds(
+    min_accuracy: Option<f64>,
+    max_accuracy_drop: Option<f64>,
+    margin: Option<f64>,
+) -> Result<Thresholds> {
+    if min_accuracy.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        return Err(bad_flag("--min-accuracy must be a fraction between 0 and 1"));
+    }
+    if max_accuracy_drop.is_some_and(|v| !(v.is_finite() && (0.0..=100.0).contains(&v))) {
+        return Err(bad_flag(
+            "--max-accuracy-drop must be a number of points between 0 and 100",
+        ));
+    }
+    if margin.is_some_and(|v| !(v.is_finite() && v >= 0.0)) {
+        return Err(bad_flag("--margin must be a non-negative number of points"));
+    }
+    Ok(Thresholds {
+        min_accuracy,
+        max_accuracy_drop,
+        ..Thresholds::default()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

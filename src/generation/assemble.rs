@@ -41,8 +41,7 @@ pub fn report(
         .zip(explanations)
         .map(|(t, x)| target_row(opts, spec, samples, &decoded.reference, &reference_samples, (t, x)))
         .collect();
-    let mut notes = decoded.notes;
-    notes.extend(stop_notes(&reference_samples, &targets));
+    let notes = stop_notes(&reference_samples, &targets);
     let gate = gate(opts, &targets);
     let exit_code = match exit_code(&decoded.targets) {
         ExitCode::Success if gate.iter().any(|r| !r.pass) => ExitCode::DriftExceeded,
@@ -349,27 +348,20 @@ fn wer_delta(opts: &GenerationOptions, rows: &[TargetSample], reference: &[Refer
 }
 
 fn spec_summary(spec: &GenerationSpec) -> SpecSummary {
-    let sha = |p: &std::path::Path| {
-        std::fs::read(p)
-            .map(|b| crate::hash::sha256_hex(&b))
-            .unwrap_or_default()
-    };
-    let words = spec.layout_words();
-    let (layout, form) = words.split_once(", ").unwrap_or((&words, ""));
     SpecSummary {
         path: spec.path.display().to_string(),
-        layout: layout.into(),
-        form: form.into(),
+        layout: spec.layout.name().into(),
+        form: spec.form.name().into(),
         parts: spec
             .parts
             .iter()
             .map(|p| PartSummary {
                 name: p.name.into(),
                 file: p.path.display().to_string(),
-                sha256: sha(&p.path),
+                sha256: p.model.sha256.clone(),
             })
             .collect(),
-        tokenizer_sha256: sha(&spec.tokenizer_path),
+        tokenizer_sha256: spec.tokenizer_sha256.clone(),
         start_tokens: spec.start_tokens.iter().map(|(t, _)| t.clone()).collect(),
         end_token: spec.end_token.0.clone(),
         max_new_tokens: spec.max_new_tokens,

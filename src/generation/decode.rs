@@ -30,13 +30,6 @@ pub struct State {
     filled: usize,
 }
 
-impl State {
-    /// Positions the state holds (start tokens, prompt and tokens fed so far).
-    pub fn filled(&self) -> usize {
-        self.filled
-    }
-}
-
 /// The loop over one spec's parts.
 pub struct Loop<'s> {
     spec: &'s GenerationSpec,

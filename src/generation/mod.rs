@@ -110,9 +110,8 @@ pub fn load_specs(path: &std::path::Path) -> Result<Specs> {
         None => None,
     };
     if let Some(r) = &reference {
-        let sha = |p: &std::path::Path| std::fs::read(p).map(|b| crate::hash::sha256_hex(&b)).ok();
         let differences = [
-            ("tokenizer", sha(&audited.tokenizer_path) != sha(&r.tokenizer_path)),
+            ("tokenizer", audited.tokenizer_sha256 != r.tokenizer_sha256),
             ("start_tokens", audited.start_tokens != r.start_tokens),
             ("end_token", audited.end_token != r.end_token),
             ("max_new_tokens", audited.max_new_tokens != r.max_new_tokens),

@@ -47,9 +47,7 @@ pub struct TargetRun {
 /// Every decode of the set.
 pub struct Decoded {
     pub reference: Vec<ReferenceDecode>,
-    pub reference_parts: Vec<PartRun>,
     pub targets: Vec<TargetRun>,
-    pub notes: Vec<String>,
 }
 
 /// A run's serving sessions, one per part, as a [`PartRunner`]: a part whose worker stopped
@@ -140,7 +138,7 @@ impl<'p> Sessions<'p> {
     }
 
     /// What each part's session did: creation, context, runs, placement.
-    fn summary(&self, target_ep: Option<&str>) -> Vec<PartRun> {
+    fn summary(&self, target_ep: &str) -> Vec<PartRun> {
         self.parts
             .iter()
             .map(|(part, s, _)| {
@@ -149,7 +147,7 @@ impl<'p> Sessions<'p> {
                 let on_ep: usize = r
                     .placement
                     .iter()
-                    .filter(|g| target_ep.is_some_and(|ep| g.ep == ep))
+                    .filter(|g| g.ep == target_ep)
                     .map(|g| g.nodes.len())
                     .sum();
                 PartRun {
@@ -161,7 +159,7 @@ impl<'p> Sessions<'p> {
                         .and_then(|v| v.as_str().map(str::to_string)),
                     runs: s.answered(),
                     mean_run_ms: s.mean_run_ms(),
-                    nodes_on_ep: (total > 0 && target_ep.is_some()).then_some([on_ep, total]),
+                    nodes_on_ep: (total > 0).then_some([on_ep, total]),
                 }
             })
             .collect()
@@ -285,12 +283,9 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
             .collect();
         (reference, targets)
     });
-    let (reference, reference_parts) = reference?;
     Ok(Decoded {
-        reference,
-        reference_parts,
+        reference: reference?,
         targets,
-        notes: Vec::new(),
     })
 }
 
@@ -324,7 +319,7 @@ fn run_reference(
     samples: &[GenSample],
     (senders, timeout): (Vec<SyncSender<Shared>>, Duration),
     progress: &Mutex<Progress>,
-) -> Result<(Vec<ReferenceDecode>, Vec<PartRun>)> {
+) -> Result<Vec<ReferenceDecode>> {
     let mut sessions = Sessions::start(jobs, timeout, (progress, 0)).map_err(|f| {
         reference_failed(format!(
             "the fp32 reference's part {} did not start on the CPU EP: {}",
@@ -358,7 +353,7 @@ fn run_reference(
         }
         decodes.push(kept);
     }
-    Ok((decodes, sessions.summary(None)))
+    Ok(decodes)
 }
 
 /// A target's decode of every sample, each once the reference's is there.
@@ -379,7 +374,9 @@ fn run_target(
             .unwrap_or_else(|| "no runtime for this target".into());
         return ended(t, RunStatus::Unavailable, why);
     };
-    let ep = jobs.first().and_then(|(_, job, _)| ep_name(job));
+    let ep = jobs
+        .first()
+        .map_or_else(String::new, |(_, job, _)| ep_name(job).to_string());
     let mut sessions = match Sessions::start(jobs, timeout, (progress, run)) {
         Ok(s) => s,
         Err(f) => return ended(t, f.status, format!("part {}: {}", f.part, f.error)),
@@ -416,19 +413,17 @@ fn run_target(
         status,
         error,
         runtime,
-        parts: sessions.summary(ep.as_deref()),
+        parts: sessions.summary(&ep),
         decodes,
         divergent_calls: explained,
     }
 }
 
-/// The EP a target's job asks for (`None`: the CPU EP alone).
-fn ep_name(job: &Job) -> Option<String> {
+/// The EP a target's job asks for (the CPU EP's name for a CPU target).
+fn ep_name(job: &Job) -> &str {
     match &job.ep {
-        crate::exec::EpSetup::Cpu { .. } => Some("CPUExecutionProvider".into()),
-        crate::exec::EpSetup::Plugin { ep_name, .. } | crate::exec::EpSetup::BuiltIn { ep_name, .. } => {
-            Some(ep_name.clone())
-        }
+        crate::exec::EpSetup::Cpu { .. } => "CPUExecutionProvider",
+        crate::exec::EpSetup::Plugin { ep_name, .. } | crate::exec::EpSetup::BuiltIn { ep_name, .. } => ep_name,
     }
 }
 

@@ -23,6 +23,16 @@ pub enum Layout {
     DecoderOnly,
 }
 
+impl Layout {
+    /// The layout as the spec spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::EncoderDecoder => "encoder-decoder",
+            Layout::DecoderOnly => "decoder-only",
+        }
+    }
+}
+
 /// How the decoder's key/value state is shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -32,6 +42,16 @@ pub enum Form {
     /// Fixed-length KV buffers with a mask and positions saying what is filled: the only form a
     /// compiler of static shapes (QNN) takes.
     Static,
+}
+
+impl Form {
+    /// The form as the spec spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Dynamic => "dynamic",
+            Form::Static => "static",
+        }
+    }
 }
 
 /// The TOML as written, before its files are opened.
@@ -72,7 +92,7 @@ pub fn check_text(text: &str) -> Result<(), String> {
 /// The `[generation]` table's settings and the `[parts]` names agree with the layout and form.
 fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PathBuf>) -> Result<(), String> {
     let names = part_names(g.layout, g.form);
-    let layout_words = format!("{} {}", kebab(g.layout), kebab_form(g.form));
+    let layout_words = format!("{} {}", g.layout.name(), g.form.name());
     for name in parts.keys() {
         if !names.contains(&name.as_str()) {
             return Err(format!(
@@ -135,6 +155,8 @@ pub struct GenerationSpec {
     pub parts: Vec<Part>,
     pub tokenizer_path: PathBuf,
     pub tokenizer: tokenizers::Tokenizer,
+    /// The SHA-256 of the tokenizer file's bytes, as read.
+    pub tokenizer_sha256: String,
     pub start_tokens: Vec<(String, u32)>,
     pub end_token: (String, u32),
     pub max_new_tokens: usize,
@@ -185,18 +207,11 @@ impl GenerationSpec {
         let shown = path.display().to_string();
         let fail = |what: String| bad_input(format!("generation spec {shown}: {what}"));
         let g = file.generation;
-        let names = part_names(g.layout, g.form);
-        let layout_words = format!("{} {}", kebab(g.layout), kebab_form(g.form));
         check_table(&g, &file.parts).map_err(fail)?;
         let mut parts = Vec::new();
-        for name in names {
-            let rel = file.parts.get(*name).ok_or_else(|| {
-                fail(format!(
-                    "[parts] needs {name} (the {layout_words} layout's parts: {})",
-                    names.join(", ")
-                ))
-            })?;
-            let part_path = dir.join(rel);
+        for name in part_names(g.layout, g.form) {
+            // check_table found every part of the layout named, and no other.
+            let part_path = dir.join(&file.parts[*name]);
             let model =
                 load_model(&part_path).map_err(|e| fail(format!("part {name}: {}", crate::error::one_line(&e))))?;
             let signature =
@@ -209,7 +224,7 @@ impl GenerationSpec {
             });
         }
         let tokenizer_path = dir.join(&g.tokenizer);
-        let tokenizer = read_tokenizer(&tokenizer_path).map_err(fail)?;
+        let (tokenizer, tokenizer_sha256) = read_tokenizer(&tokenizer_path).map_err(fail)?;
         let id = |t: &str, key: &str| -> Result<(String, u32)> {
             tokenizer.token_to_id(t).map(|i| (t.to_string(), i)).ok_or_else(|| {
                 fail(format!(
@@ -236,6 +251,7 @@ impl GenerationSpec {
             parts,
             tokenizer_path,
             tokenizer,
+            tokenizer_sha256,
             start_tokens,
             end_token,
             max_new_tokens: g.max_new_tokens,
@@ -512,13 +528,7 @@ impl GenerationSpec {
 /// A regular file's bytes, at most `max` of them.
 fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let meta = std::fs::metadata(path)?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
+    crate::userfile::regular_file(path)?;
     let mut bytes = Vec::new();
     std::fs::File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
@@ -530,9 +540,12 @@ fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, String> {
+/// The tokenizer a spec names, and the SHA-256 of its bytes.
+fn read_tokenizer(path: &Path) -> Result<(tokenizers::Tokenizer, String), String> {
     let bytes = read_small(path, 256 << 20).map_err(|e| format!("tokenizer {}: {e}", path.display()))?;
-    tokenizer_from_bytes(bytes).map_err(|e| format!("tokenizer {}: {e}", path.display()))
+    let sha256 = crate::hash::sha256_hex(&bytes);
+    let tokenizer = tokenizer_from_bytes(bytes).map_err(|e| format!("tokenizer {}: {e}", path.display()))?;
+    Ok((tokenizer, sha256))
 }
 
 /// A stranger's `tokenizer.json` parsed, or why not in one line. The `tokenizers` crate panics on
@@ -562,38 +575,27 @@ pub fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
     result.ok()
 }
 
-fn kebab(l: Layout) -> &'static str {
-    match l {
-        Layout::EncoderDecoder => "encoder-decoder",
-        Layout::DecoderOnly => "decoder-only",
-    }
-}
-
-fn kebab_form(f: Form) -> &'static str {
-    match f {
-        Form::Dynamic => "dynamic",
-        Form::Static => "static",
-    }
-}
-
 fn input<'a>(p: &'a Part, name: &str) -> Result<&'a crate::model::TensorInfo, String> {
-    p.signature.inputs.iter().find(|i| i.name == name).ok_or_else(|| {
-        format!(
-            "part {} ({}) has no input {name} (its inputs: {})",
-            p.name,
-            p.path.display(),
-            short_list(p.signature.inputs.iter().map(|i| i.name.as_str()))
-        )
-    })
+    find(p, &p.signature.inputs, "input", name)
 }
 
 fn output<'a>(p: &'a Part, name: &str) -> Result<&'a crate::model::TensorInfo, String> {
-    p.signature.outputs.iter().find(|i| i.name == name).ok_or_else(|| {
+    find(p, &p.signature.outputs, "output", name)
+}
+
+/// The tensor `name` among a part's inputs or outputs (`side`), or the one line that lists them.
+fn find<'a>(
+    p: &'a Part,
+    tensors: &'a [crate::model::TensorInfo],
+    side: &str,
+    name: &str,
+) -> Result<&'a crate::model::TensorInfo, String> {
+    tensors.iter().find(|t| t.name == name).ok_or_else(|| {
         format!(
-            "part {} ({}) has no output {name} (its outputs: {})",
+            "part {} ({}) has no {side} {name} (its {side}s: {})",
             p.name,
             p.path.display(),
-            short_list(p.signature.outputs.iter().map(|i| i.name.as_str()))
+            short_list(tensors.iter().map(|t| t.name.as_str()))
         )
     })
 }
@@ -623,20 +625,6 @@ fn fixed_dims(dims: &Option<Vec<Dim>>) -> Vec<Option<usize>> {
 
 fn last_fixed(dims: &Option<Vec<Dim>>) -> Option<usize> {
     fixed_dims(dims).last().copied().flatten()
-}
-
-impl GenerationSpec {
-    /// A name for the spec in reports: its file name.
-    pub fn shown(&self) -> String {
-        self.path
-            .file_name()
-            .map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
-    }
-
-    /// The layout and form in words (`encoder-decoder, static`).
-    pub fn layout_words(&self) -> String {
-        format!("{}, {}", kebab(self.layout), kebab_form(self.form))
-    }
 }
 
 #[cfg(test)]
