@@ -155,7 +155,7 @@ fn targets_table(r: &GenerationReport) -> String {
     let kinds = [
         Key, Key, Figure, Figure, Figure, Figure, Figure, Figure, Figure, Figure, Figure, Figure,
     ];
-    table_with(b, &Look::grid(&kinds).splittable(1, &[8, 9, 10, 11]))
+    table_with(b, &Look::grid(&kinds).splittable(1, &[7, 8, 9, 10, 11]))
 }
 
 fn samples_table(t: &GenerationTarget) -> String {
