@@ -31,10 +31,15 @@ fn spec_expected(name: &str) -> &'static Value {
     &expected()["specs"][name]
 }
 
-/// Runs `eval SPEC --format json` with `args`; its exit code, report and stderr.
+/// Runs `eval SPEC --format json` (SPEC in tests/data/generation) with `args`; its exit code, report and stderr.
 fn audit(spec: &str, args: &[&str]) -> (i32, Value, String) {
+    audit_at(&data(spec), args)
+}
+
+/// `audit` of the spec at `path`.
+fn audit_at(path: &str, args: &[&str]) -> (i32, Value, String) {
     let out = bin()
-        .args(["eval", &data(spec), "--format", "json"])
+        .args(["eval", path, "--format", "json"])
         .args(args)
         .output()
         .expect("runs");
@@ -467,27 +472,11 @@ fn bad_specs_and_flags_are_refused_on_one_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is a generation spec"));
 }
 
+/// `audit`, of a spec anywhere (an edited copy), on the tiny encoder-decoder's set and `cpu`.
 fn audit_path(spec: &str) -> (i32, Value, String) {
-    let out = bin()
-        .args([
-            "eval",
-            spec,
-            "--dataset",
-            &data("set_ed"),
-            "--task",
-            "transcribe",
-            "-t",
-            "cpu",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        report,
-        String::from_utf8_lossy(&out.stderr).to_string(),
+    audit_at(
+        spec,
+        &["--dataset", &data("set_ed"), "--task", "transcribe", "-t", "cpu"],
     )
 }
 
