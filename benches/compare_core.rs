@@ -6,7 +6,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use npu_audit::metrics::ErrorStats;
+use npu_audit::analyses::metrics::ErrorStats;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));

@@ -4,14 +4,14 @@
 //! must be judged within 10 s).
 //!
 //! `cargo bench --bench labels_read` writes the files into a temporary directory, reads each
-//! three times with `npu_audit::dataset::labels::read` (ids put in the set's order, every label
+//! three times with `npu_audit::data::dataset::labels::read` (ids put in the set's order, every label
 //! matched to its sample), and prints the median per file, its rows per second and the ratio of
 //! the largest to the smallest per row (1.0 is linear).
 
 use std::io::Write as _;
 use std::time::Instant;
 
-use npu_audit::dataset::labels;
+use npu_audit::data::dataset::labels;
 
 const ROWS: [usize; 3] = [80_000, 200_000, 1_000_000];
 const RUNS: usize = 3;

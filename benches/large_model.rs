@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use npu_audit::model::build::GraphBuilder;
-use npu_audit::model::pb::{StringStringEntryProto, TensorProto};
-use npu_audit::model::slice::{value_info, MeasuredType};
-use npu_audit::tensor::{Tensor, TensorData};
+use npu_audit::data::model::build::GraphBuilder;
+use npu_audit::data::model::pb::{StringStringEntryProto, TensorProto};
+use npu_audit::data::model::slice::{value_info, MeasuredType};
+use npu_audit::data::tensor::{Tensor, TensorData};
 use serde_json::Value;
 
 /// Rows and columns of every weight matrix.

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use npu_audit::model::build::{Attr, GraphBuilder};
-use npu_audit::model::slice::{value_info, MeasuredType};
-use npu_audit::tensor::{Tensor, TensorData};
+use npu_audit::data::model::build::{Attr, GraphBuilder};
+use npu_audit::data::model::slice::{value_info, MeasuredType};
+use npu_audit::data::tensor::{Tensor, TensorData};
 
 const CHANNELS: usize = 32;
 const SIDE: usize = 64;

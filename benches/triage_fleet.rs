@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use npu_audit::tensor::{npz_bytes, read_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{npz_bytes, read_npz, Tensor, TensorData};
 
 const OUTPUT: &str = "save_infer_model/scale_0.tmp_1";
 const INPUT_SETS: usize = 4;
@@ -154,10 +154,10 @@ fn triage(fleet: &Path, db: &Path, dir: &Path) -> (f64, serde_json::Value) {
 }
 
 fn output_step() -> f32 {
-    let m = npu_audit::model::load_model(Path::new(&model())).expect("model");
-    let sig = npu_audit::model::Signature::of(&m).expect("signature");
+    let m = npu_audit::data::model::load_model(Path::new(&model())).expect("model");
+    let sig = npu_audit::data::model::Signature::of(&m).expect("signature");
     let g = m.proto.graph.as_ref().expect("graph");
-    npu_audit::model::constant::output_steps(g, &sig.outputs)[0].expect("a quantized output") as f32
+    npu_audit::data::model::constant::output_steps(g, &sig.outputs)[0].expect("a quantized output") as f32
 }
 
 fn main() {

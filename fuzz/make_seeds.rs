@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
+use npu_audit::data::model::pb::{ModelProto, StringStringEntryProto};
 use prost::Message;
 use sha2::{Digest, Sha256};
 

@@ -8,14 +8,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::device::{identify_device, DeviceInfo, DeviceReport, LogFindings, ReportDefaults};
-use crate::golden::Golden;
-use crate::model::topology::Topology;
-use crate::model::{constant, derive, load_model_bytes, rewrite, Dim, Signature, TensorInfo};
-use crate::policy::Policy;
+use crate::data::device::{identify_device, DeviceInfo, DeviceReport, LogFindings, ReportDefaults};
+use crate::data::model::topology::Topology;
+use crate::data::model::{constant, derive, load_model_bytes, rewrite, Dim, Signature, TensorInfo};
+use crate::data::tensor::{npz_bytes, read_npz_bytes, read_npz_bytes_checked, DType, Tensor, TensorData};
+use crate::execution::golden::Golden;
+use crate::judge::policy::Policy;
 use crate::render;
 use crate::report::json;
-use crate::tensor::{npz_bytes, read_npz_bytes, read_npz_bytes_checked, DType, Tensor, TensorData};
 
 /// The array the golden harness keeps at `outputs/s0/o0.npy` of its directory, for manifests to
 /// name (the seed corpus has one with its SHA-256).
@@ -111,7 +111,7 @@ pub fn pipeline_file(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(named) = crate::pipeline::file::parse(text, Path::new(".")) else {
+    let Ok(named) = crate::commands::pipeline::file::parse(text, Path::new(".")) else {
         return;
     };
     let info = |name: &str| TensorInfo {
@@ -125,7 +125,7 @@ pub fn pipeline_file(data: &[u8]) {
         softmax_axes: HashMap::new(),
     };
     let sigs = vec![sig; named.len()];
-    let _ = crate::pipeline::file::resolve(named, &sigs);
+    let _ = crate::commands::pipeline::file::resolve(named, &sigs);
 }
 
 /// An eval set (`eval --dataset`): `data`'s first byte says what the rest is: `0` labels.csv and
@@ -168,7 +168,7 @@ pub fn eval_set(data: &[u8], dir: &Path) {
             set.clone()
         }
     };
-    let Ok(dataset) = crate::dataset::Dataset::open(&path, None, Some(8)) else {
+    let Ok(dataset) = crate::data::dataset::Dataset::open(&path, None, Some(8)) else {
         return;
     };
     let x = TensorInfo {
@@ -221,7 +221,7 @@ pub fn report_json(data: &[u8]) {
         }
         json::AnyReport::Generation(r) => {
             let _ = (render::generation::table_text(&r), render::generation::markdown(&r));
-            let _ = render::generation::html(&r);
+            let _ = render::html::generation::render(&r);
         }
     }
 }
@@ -231,9 +231,9 @@ pub fn report_json(data: &[u8]) {
 /// `tokenizers` crate's parser): then every id below 64 decoded, the end token looked up.
 pub fn generation_spec(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = crate::generation::spec::check_text(text);
+        let _ = crate::commands::generation::spec::check_text(text);
     }
-    use crate::generation::spec::{quietly, tokenizer_from_bytes};
+    use crate::commands::generation::spec::{quietly, tokenizer_from_bytes};
     if let Ok(t) = tokenizer_from_bytes(data.to_vec()) {
         let ids: Vec<u32> = (0..64).collect();
         let _ = quietly(|| (t.decode(&ids, true), t.decode(&ids, false)));
@@ -242,7 +242,7 @@ pub fn generation_spec(data: &[u8]) {
 }
 
 /// Every renderer of a compare report.
-fn compare_renderers(report: &crate::report::model::Report) {
+fn compare_renderers(report: &crate::report::compare::Report) {
     let _ = render::table::render(report);
     let _ = render::markdown::render(report);
     let _ = render::junit::render(report);
@@ -253,7 +253,7 @@ fn compare_renderers(report: &crate::report::model::Report) {
 /// An eval shard's file (`merge`): parsing, then the merge of it as every shard of its split (the
 /// same file under each index, at most 8), then every eval renderer on what merged.
 pub fn eval_shards(data: &[u8]) {
-    let Ok(file) = crate::eval::shard::from_bytes(data, "fuzz.json") else {
+    let Ok(file) = crate::commands::eval::shard::from_bytes(data, "fuzz.json") else {
         return;
     };
     let count = file.shard.count.clamp(1, 8);
@@ -264,12 +264,12 @@ pub fn eval_shards(data: &[u8]) {
             (std::path::PathBuf::from(format!("shard{index}.json")), part)
         })
         .collect();
-    let opts = crate::merge::eval::EvalMergeOptions {
+    let opts = crate::commands::merge::eval::EvalMergeOptions {
         parts,
         allow_other_threads: false,
         allow_other_hosts: false,
     };
-    if let Ok(report) = crate::merge::eval::merge(&opts) {
+    if let Ok(report) = crate::commands::merge::eval::merge(&opts) {
         let _ = render::eval::table_text(&report);
         let _ = render::eval::markdown(&report);
         let _ = render::html::eval::render(&report);
@@ -367,7 +367,7 @@ fn read_variant(variant: u8, rest: &[u8], dir: &Path) -> Option<anyhow::Result<D
             dir.to_path_buf()
         }
     };
-    Some(crate::device::read_report(&path, &sig, &defaults))
+    Some(crate::data::device::read_report(&path, &sig, &defaults))
 }
 
 /// What triage derives from a device's statements and logs: its chipset, the logs read and
@@ -375,7 +375,7 @@ fn read_variant(variant: u8, rest: &[u8], dir: &Path) -> Option<anyhow::Result<D
 fn derive_from(info: &DeviceInfo, logs: &[(String, String)]) {
     let _ = identify_device(info);
     let mut f = LogFindings::parse(logs);
-    crate::device::logs::cross_check(&mut f, info, Some("v2.51.0.260929181845"));
+    crate::data::device::logs::cross_check(&mut f, info, Some("v2.51.0.260929181845"));
     let _ = f.reason();
     let _ = f.shows_problem();
     let _ = serde_json::to_string(&f);

@@ -1,6 +1,6 @@
 //! The boundary between the layers that run and read things and the reports that state them:
-//! each wire type of the execution layer (`crate::exec`), each type of the device-report parser
-//! (`crate::device`) and each fact of the layers below (host, model, inputs, target, timings)
+//! each wire type of the execution layer (`crate::execution::exec`), each type of the device-report parser
+//! (`crate::data::device`) and each fact of the layers below (host, model, inputs, target, timings)
 //! becomes its report twin (`crate::report::{run, device, facts}`) here,
 //! field by field, so a field added on either side does not compile until this says where it goes.
 
@@ -13,45 +13,45 @@ use crate::report::facts::{
 };
 use crate::report::run::{ContextUse, Phase, RepeatDifference, RunStatus};
 
-impl From<crate::exec::RunStatus> for RunStatus {
-    fn from(v: crate::exec::RunStatus) -> RunStatus {
+impl From<crate::execution::exec::RunStatus> for RunStatus {
+    fn from(v: crate::execution::exec::RunStatus) -> RunStatus {
         match v {
-            crate::exec::RunStatus::Ok => RunStatus::Ok,
-            crate::exec::RunStatus::Failed => RunStatus::Failed,
-            crate::exec::RunStatus::Crashed => RunStatus::Crashed,
-            crate::exec::RunStatus::Timeout => RunStatus::Timeout,
-            crate::exec::RunStatus::Unavailable => RunStatus::Unavailable,
+            crate::execution::exec::RunStatus::Ok => RunStatus::Ok,
+            crate::execution::exec::RunStatus::Failed => RunStatus::Failed,
+            crate::execution::exec::RunStatus::Crashed => RunStatus::Crashed,
+            crate::execution::exec::RunStatus::Timeout => RunStatus::Timeout,
+            crate::execution::exec::RunStatus::Unavailable => RunStatus::Unavailable,
         }
     }
 }
 
-impl From<crate::exec::job::Phase> for Phase {
-    fn from(v: crate::exec::job::Phase) -> Phase {
+impl From<crate::execution::exec::job::Phase> for Phase {
+    fn from(v: crate::execution::exec::job::Phase) -> Phase {
         match v {
-            crate::exec::job::Phase::LoadRuntime => Phase::LoadRuntime,
-            crate::exec::job::Phase::RegisterEp => Phase::RegisterEp,
-            crate::exec::job::Phase::CreateSession => Phase::CreateSession,
-            crate::exec::job::Phase::Run => Phase::Run,
-            crate::exec::job::Phase::WriteOutputs => Phase::WriteOutputs,
-            crate::exec::job::Phase::Done => Phase::Done,
+            crate::execution::exec::job::Phase::LoadRuntime => Phase::LoadRuntime,
+            crate::execution::exec::job::Phase::RegisterEp => Phase::RegisterEp,
+            crate::execution::exec::job::Phase::CreateSession => Phase::CreateSession,
+            crate::execution::exec::job::Phase::Run => Phase::Run,
+            crate::execution::exec::job::Phase::WriteOutputs => Phase::WriteOutputs,
+            crate::execution::exec::job::Phase::Done => Phase::Done,
         }
     }
 }
 
-impl From<crate::exec::job::ContextUse> for ContextUse {
-    fn from(v: crate::exec::job::ContextUse) -> ContextUse {
+impl From<crate::execution::exec::job::ContextUse> for ContextUse {
+    fn from(v: crate::execution::exec::job::ContextUse) -> ContextUse {
         match v {
-            crate::exec::job::ContextUse::Compiled => ContextUse::Compiled,
-            crate::exec::job::ContextUse::Loaded => ContextUse::Loaded,
-            crate::exec::job::ContextUse::Recompiled => ContextUse::Recompiled,
-            crate::exec::job::ContextUse::Uncached => ContextUse::Uncached,
+            crate::execution::exec::job::ContextUse::Compiled => ContextUse::Compiled,
+            crate::execution::exec::job::ContextUse::Loaded => ContextUse::Loaded,
+            crate::execution::exec::job::ContextUse::Recompiled => ContextUse::Recompiled,
+            crate::execution::exec::job::ContextUse::Uncached => ContextUse::Uncached,
         }
     }
 }
 
-impl From<crate::exec::job::RepeatDifference> for RepeatDifference {
-    fn from(v: crate::exec::job::RepeatDifference) -> RepeatDifference {
-        let crate::exec::job::RepeatDifference {
+impl From<crate::execution::exec::job::RepeatDifference> for RepeatDifference {
+    fn from(v: crate::execution::exec::job::RepeatDifference) -> RepeatDifference {
+        let crate::execution::exec::job::RepeatDifference {
             sample,
             run,
             output,
@@ -68,9 +68,9 @@ impl From<crate::exec::job::RepeatDifference> for RepeatDifference {
     }
 }
 
-impl From<crate::device::DeviceInfo> for DeviceInfo {
-    fn from(v: crate::device::DeviceInfo) -> DeviceInfo {
-        let crate::device::DeviceInfo {
+impl From<crate::data::device::DeviceInfo> for DeviceInfo {
+    fn from(v: crate::data::device::DeviceInfo) -> DeviceInfo {
+        let crate::data::device::DeviceInfo {
             manufacturer,
             device_model,
             soc_model,
@@ -103,21 +103,21 @@ impl From<crate::device::DeviceInfo> for DeviceInfo {
     }
 }
 
-impl From<crate::device::IdentityStatus> for IdentityStatus {
-    fn from(v: crate::device::IdentityStatus) -> IdentityStatus {
+impl From<crate::data::device::IdentityStatus> for IdentityStatus {
+    fn from(v: crate::data::device::IdentityStatus) -> IdentityStatus {
         match v {
-            crate::device::IdentityStatus::Identified => IdentityStatus::Identified,
-            crate::device::IdentityStatus::NotSimulated => IdentityStatus::NotSimulated,
-            crate::device::IdentityStatus::Ambiguous => IdentityStatus::Ambiguous,
-            crate::device::IdentityStatus::Contradictory => IdentityStatus::Contradictory,
-            crate::device::IdentityStatus::Unknown => IdentityStatus::Unknown,
+            crate::data::device::IdentityStatus::Identified => IdentityStatus::Identified,
+            crate::data::device::IdentityStatus::NotSimulated => IdentityStatus::NotSimulated,
+            crate::data::device::IdentityStatus::Ambiguous => IdentityStatus::Ambiguous,
+            crate::data::device::IdentityStatus::Contradictory => IdentityStatus::Contradictory,
+            crate::data::device::IdentityStatus::Unknown => IdentityStatus::Unknown,
         }
     }
 }
 
-impl From<crate::device::Identity> for Identity {
-    fn from(v: crate::device::Identity) -> Identity {
-        let crate::device::Identity {
+impl From<crate::data::device::Identity> for Identity {
+    fn from(v: crate::data::device::Identity) -> Identity {
+        let crate::data::device::Identity {
             status,
             chipset,
             sentence,
@@ -130,20 +130,20 @@ impl From<crate::device::Identity> for Identity {
     }
 }
 
-impl From<crate::device::ReportFormat> for ReportFormat {
-    fn from(v: crate::device::ReportFormat) -> ReportFormat {
+impl From<crate::data::device::ReportFormat> for ReportFormat {
+    fn from(v: crate::data::device::ReportFormat) -> ReportFormat {
         match v {
-            crate::device::ReportFormat::Directory => ReportFormat::Directory,
-            crate::device::ReportFormat::Zip => ReportFormat::Zip,
-            crate::device::ReportFormat::QnnNetRun => ReportFormat::QnnNetRun,
-            crate::device::ReportFormat::AiHub => ReportFormat::AiHub,
+            crate::data::device::ReportFormat::Directory => ReportFormat::Directory,
+            crate::data::device::ReportFormat::Zip => ReportFormat::Zip,
+            crate::data::device::ReportFormat::QnnNetRun => ReportFormat::QnnNetRun,
+            crate::data::device::ReportFormat::AiHub => ReportFormat::AiHub,
         }
     }
 }
 
-impl From<crate::device::logs::LogFindings> for LogFindings {
-    fn from(v: crate::device::logs::LogFindings) -> LogFindings {
-        let crate::device::logs::LogFindings {
+impl From<crate::data::device::logs::LogFindings> for LogFindings {
+    fn from(v: crate::data::device::logs::LogFindings) -> LogFindings {
+        let crate::data::device::logs::LogFindings {
             lines_read,
             qnn_errors,
             backend_failure,
@@ -180,9 +180,9 @@ impl From<crate::device::logs::LogFindings> for LogFindings {
     }
 }
 
-impl From<crate::device::logs::QnnError> for QnnError {
-    fn from(v: crate::device::logs::QnnError) -> QnnError {
-        let crate::device::logs::QnnError {
+impl From<crate::data::device::logs::QnnError> for QnnError {
+    fn from(v: crate::data::device::logs::QnnError) -> QnnError {
+        let crate::data::device::logs::QnnError {
             code,
             name,
             meaning,
@@ -199,9 +199,9 @@ impl From<crate::device::logs::QnnError> for QnnError {
     }
 }
 
-impl From<crate::device::logs::Fallback> for Fallback {
-    fn from(v: crate::device::logs::Fallback) -> Fallback {
-        let crate::device::logs::Fallback {
+impl From<crate::data::device::logs::Fallback> for Fallback {
+    fn from(v: crate::data::device::logs::Fallback) -> Fallback {
+        let crate::data::device::logs::Fallback {
             partitions,
             nodes_total,
             nodes_on_qnn,
@@ -222,35 +222,35 @@ impl From<crate::device::logs::Fallback> for Fallback {
     }
 }
 
-impl From<crate::device::logs::UnsupportedNode> for UnsupportedNode {
-    fn from(v: crate::device::logs::UnsupportedNode) -> UnsupportedNode {
-        let crate::device::logs::UnsupportedNode { op_type, node, reason } = v;
+impl From<crate::data::device::logs::UnsupportedNode> for UnsupportedNode {
+    fn from(v: crate::data::device::logs::UnsupportedNode) -> UnsupportedNode {
+        let crate::data::device::logs::UnsupportedNode { op_type, node, reason } = v;
         UnsupportedNode { op_type, node, reason }
     }
 }
 
-impl From<crate::device::logs::Placement> for Placement {
-    fn from(v: crate::device::logs::Placement) -> Placement {
-        let crate::device::logs::Placement { ep, nodes } = v;
+impl From<crate::data::device::logs::Placement> for Placement {
+    fn from(v: crate::data::device::logs::Placement) -> Placement {
+        let crate::data::device::logs::Placement { ep, nodes } = v;
         Placement { ep, nodes }
     }
 }
 
-impl From<crate::device::spelling::Spelling> for Spelling {
-    fn from(v: crate::device::spelling::Spelling) -> Spelling {
+impl From<crate::data::device::spelling::Spelling> for Spelling {
+    fn from(v: crate::data::device::spelling::Spelling) -> Spelling {
         match v {
-            crate::device::spelling::Spelling::Sanitized => Spelling::Sanitized,
-            crate::device::spelling::Spelling::Collapsed => Spelling::Collapsed,
-            crate::device::spelling::Spelling::SlashAsUnderscore => Spelling::SlashAsUnderscore,
-            crate::device::spelling::Spelling::AsNamed => Spelling::AsNamed,
-            crate::device::spelling::Spelling::Subdirectories => Spelling::Subdirectories,
+            crate::data::device::spelling::Spelling::Sanitized => Spelling::Sanitized,
+            crate::data::device::spelling::Spelling::Collapsed => Spelling::Collapsed,
+            crate::data::device::spelling::Spelling::SlashAsUnderscore => Spelling::SlashAsUnderscore,
+            crate::data::device::spelling::Spelling::AsNamed => Spelling::AsNamed,
+            crate::data::device::spelling::Spelling::Subdirectories => Spelling::Subdirectories,
         }
     }
 }
 
-impl From<crate::device::spelling::OutputFile> for OutputFile {
-    fn from(v: crate::device::spelling::OutputFile) -> OutputFile {
-        let crate::device::spelling::OutputFile { output, file, spelling } = v;
+impl From<crate::data::device::spelling::OutputFile> for OutputFile {
+    fn from(v: crate::data::device::spelling::OutputFile) -> OutputFile {
+        let crate::data::device::spelling::OutputFile { output, file, spelling } = v;
         OutputFile {
             output,
             file,
@@ -259,9 +259,9 @@ impl From<crate::device::spelling::OutputFile> for OutputFile {
     }
 }
 
-impl From<crate::host::HostInfo> for HostInfo {
-    fn from(v: crate::host::HostInfo) -> HostInfo {
-        let crate::host::HostInfo {
+impl From<crate::foundation::host::HostInfo> for HostInfo {
+    fn from(v: crate::foundation::host::HostInfo) -> HostInfo {
+        let crate::foundation::host::HostInfo {
             cpu,
             isa,
             isa_class,
@@ -278,19 +278,19 @@ impl From<crate::host::HostInfo> for HostInfo {
     }
 }
 
-impl From<crate::host::Dependence> for Dependence {
-    fn from(v: crate::host::Dependence) -> Dependence {
+impl From<crate::foundation::host::Dependence> for Dependence {
+    fn from(v: crate::foundation::host::Dependence) -> Dependence {
         match v {
-            crate::host::Dependence::Measured => Dependence::Measured,
-            crate::host::Dependence::Possible => Dependence::Possible,
-            crate::host::Dependence::Independent => Dependence::Independent,
+            crate::foundation::host::Dependence::Measured => Dependence::Measured,
+            crate::foundation::host::Dependence::Possible => Dependence::Possible,
+            crate::foundation::host::Dependence::Independent => Dependence::Independent,
         }
     }
 }
 
-impl From<crate::host::TargetHost> for TargetHost {
-    fn from(v: crate::host::TargetHost) -> TargetHost {
-        let crate::host::TargetHost {
+impl From<crate::foundation::host::TargetHost> for TargetHost {
+    fn from(v: crate::foundation::host::TargetHost) -> TargetHost {
+        let crate::foundation::host::TargetHost {
             dependence,
             isa_class,
             isa_cap,
@@ -305,10 +305,10 @@ impl From<crate::host::TargetHost> for TargetHost {
     }
 }
 
-impl From<&crate::model::signature::TensorInfo> for TensorSummary {
+impl From<&crate::data::model::signature::TensorInfo> for TensorSummary {
     /// A tensor as the report states it: fixed dimensions as numbers, dynamic ones by their symbol.
-    fn from(t: &crate::model::signature::TensorInfo) -> TensorSummary {
-        use crate::model::signature::Dim;
+    fn from(t: &crate::data::model::signature::TensorInfo) -> TensorSummary {
+        use crate::data::model::signature::Dim;
         let shape = t.dims.as_ref().map(|dims| {
             dims.iter()
                 .map(|d| match d {
@@ -325,16 +325,16 @@ impl From<&crate::model::signature::TensorInfo> for TensorSummary {
     }
 }
 
-impl From<crate::model::load::ExternalFile> for ExternalFile {
-    fn from(v: crate::model::load::ExternalFile) -> ExternalFile {
-        let crate::model::load::ExternalFile { file, sha256 } = v;
+impl From<crate::data::model::load::ExternalFile> for ExternalFile {
+    fn from(v: crate::data::model::load::ExternalFile) -> ExternalFile {
+        let crate::data::model::load::ExternalFile { file, sha256 } = v;
         ExternalFile { file, sha256 }
     }
 }
 
-impl From<crate::inputs::InputProvenance> for InputProvenance {
-    fn from(v: crate::inputs::InputProvenance) -> InputProvenance {
-        let crate::inputs::InputProvenance {
+impl From<crate::data::inputs::InputProvenance> for InputProvenance {
+    fn from(v: crate::data::inputs::InputProvenance) -> InputProvenance {
+        let crate::data::inputs::InputProvenance {
             source,
             samples,
             generators,
@@ -351,29 +351,29 @@ impl From<crate::inputs::InputProvenance> for InputProvenance {
     }
 }
 
-impl From<crate::target::TargetRole> for TargetRole {
-    fn from(v: crate::target::TargetRole) -> TargetRole {
+impl From<crate::data::target::TargetRole> for TargetRole {
+    fn from(v: crate::data::target::TargetRole) -> TargetRole {
         match v {
-            crate::target::TargetRole::Target => TargetRole::Target,
-            crate::target::TargetRole::Baseline => TargetRole::Baseline,
+            crate::data::target::TargetRole::Target => TargetRole::Target,
+            crate::data::target::TargetRole::Baseline => TargetRole::Baseline,
         }
     }
 }
 
-impl From<crate::timings::Phase> for AuditPhase {
-    fn from(v: crate::timings::Phase) -> AuditPhase {
+impl From<crate::foundation::timings::Phase> for AuditPhase {
+    fn from(v: crate::foundation::timings::Phase) -> AuditPhase {
         match v {
-            crate::timings::Phase::Provision => AuditPhase::Provision,
-            crate::timings::Phase::Prepare => AuditPhase::Prepare,
-            crate::timings::Phase::Rewrite => AuditPhase::Rewrite,
-            crate::timings::Phase::WriteModels => AuditPhase::WriteModels,
-            crate::timings::Phase::Sessions => AuditPhase::Sessions,
-            crate::timings::Phase::ReadTensors => AuditPhase::ReadTensors,
-            crate::timings::Phase::Matching => AuditPhase::Matching,
-            crate::timings::Phase::Compare => AuditPhase::Compare,
-            crate::timings::Phase::Persist => AuditPhase::Persist,
-            crate::timings::Phase::Render => AuditPhase::Render,
-            crate::timings::Phase::Other => AuditPhase::Other,
+            crate::foundation::timings::Phase::Provision => AuditPhase::Provision,
+            crate::foundation::timings::Phase::Prepare => AuditPhase::Prepare,
+            crate::foundation::timings::Phase::Rewrite => AuditPhase::Rewrite,
+            crate::foundation::timings::Phase::WriteModels => AuditPhase::WriteModels,
+            crate::foundation::timings::Phase::Sessions => AuditPhase::Sessions,
+            crate::foundation::timings::Phase::ReadTensors => AuditPhase::ReadTensors,
+            crate::foundation::timings::Phase::Matching => AuditPhase::Matching,
+            crate::foundation::timings::Phase::Compare => AuditPhase::Compare,
+            crate::foundation::timings::Phase::Persist => AuditPhase::Persist,
+            crate::foundation::timings::Phase::Render => AuditPhase::Render,
+            crate::foundation::timings::Phase::Other => AuditPhase::Other,
         }
     }
 }

@@ -4,16 +4,16 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::inputs::sequence::ChunkSpec;
-use crate::inputs::{GenChoice, NamedFile, ShapePin};
-use crate::matrix::Variant;
-use crate::merge::ShardOutputs;
-use crate::metrics::ClassAxisFlag;
-use crate::pattern::Pattern;
-use crate::runtime::provision::RuntimeOverride;
-use crate::shard::{Costs, ShardFlag};
-use crate::stream::{Decision, Feeds};
-use crate::target::{TargetList, TargetPattern};
+use crate::analyses::metrics::ClassAxisFlag;
+use crate::analyses::stream::{Decision, Feeds};
+use crate::commands::matrix::Variant;
+use crate::commands::merge::ShardOutputs;
+use crate::commands::shard::{Costs, ShardFlag};
+use crate::data::inputs::sequence::ChunkSpec;
+use crate::data::inputs::{GenChoice, NamedFile, ShapePin};
+use crate::data::target::{TargetList, TargetPattern};
+use crate::execution::runtime::provision::RuntimeOverride;
+use crate::foundation::pattern::Pattern;
 
 /// Audit cross-device accuracy drift of quantized ONNX models: run one model through several
 /// execution providers on identical inputs and diff every output against an fp32 golden run.
@@ -271,15 +271,15 @@ pub struct PlanArgs {
     pub costs_from: Option<PathBuf>,
     /// CPUs each job asks for, instead of the estimate (the workers one job runs at once,
     /// docs/scale.md "Resources").
-    #[arg(long, value_name = "N", value_parser = crate::shard::limits::parse_cpus)]
+    #[arg(long, value_name = "N", value_parser = crate::commands::shard::limits::parse_cpus)]
     pub cpus: Option<u32>,
     /// Memory each job asks for, as Slurm writes it (4G, 4096M, 4096), instead of the estimate
     /// from the models' sizes and the backends.
-    #[arg(long, value_name = "SIZE", value_parser = crate::shard::limits::parse_mem)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::commands::shard::limits::parse_mem)]
     pub mem: Option<u64>,
     /// Time limit of each job, as Slurm writes it (MINUTES, HH:MM:SS, D-HH:MM:SS), instead of
     /// the estimate from the costs (setup + 2 x the costliest shard's samples).
-    #[arg(long, value_name = "TIME", value_parser = crate::shard::limits::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = crate::commands::shard::limits::parse_time)]
     pub time: Option<u64>,
     /// The command every job runs, after `--`: `eval MODEL --dataset D ...` or `compare MODEL ...`
     /// (without --shard and --out, which each job gets).

@@ -3,12 +3,12 @@
 use anyhow::Result;
 
 use super::args::{ColorChoice, Command, GlobalArgs};
-use crate::console::Verbosity;
-use crate::error::ExitCode;
+use crate::foundation::console::Verbosity;
+use crate::foundation::error::ExitCode;
 
 /// Applies the options every command takes: verbosity, colour, the cache and the Python used.
 pub fn configure(g: &GlobalArgs) {
-    crate::console::set(match (g.quiet, g.verbose) {
+    crate::foundation::console::set(match (g.quiet, g.verbose) {
         (true, _) => Verbosity::Quiet,
         (_, true) => Verbosity::Verbose,
         _ => Verbosity::Normal,
@@ -18,7 +18,7 @@ pub fn configure(g: &GlobalArgs) {
         ColorChoice::Always => anstream::ColorChoice::Always,
         ColorChoice::Never => anstream::ColorChoice::Never,
     });
-    crate::runtime::configure(crate::runtime::Settings {
+    crate::execution::runtime::configure(crate::execution::runtime::Settings {
         cache_dir: g.cache_dir.clone(),
         python: g.python.clone(),
     });

@@ -12,19 +12,21 @@ use super::args::{
 use super::shared::{
     emit_report, exec_options, gate_policy, golden_source, input_options, report_outputs, report_paths,
 };
-use crate::compare::{run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs};
-use crate::drift::FingerprintMode;
-use crate::error::{bad_flag, ExitCode};
-use crate::inputs::InputOptions;
-use crate::layers::select::Selection;
-use crate::layers::{LayerMode, LayerOptions};
+use crate::analyses::drift::FingerprintMode;
+use crate::analyses::layers::select::Selection;
+use crate::analyses::layers::{LayerMode, LayerOptions};
+use crate::analyses::stream::StreamSpec;
+use crate::commands::compare::{
+    run_compare, Audited, CompareOptions, Execution, Kept, KeptDir, Measured, SavedOutputs,
+};
+use crate::commands::shard::{Shard, ShardFlag};
+use crate::data::inputs::InputOptions;
+use crate::data::target::distinct;
+use crate::foundation::error::{bad_flag, ExitCode};
+use crate::foundation::userfile::is_stdio;
 use crate::render::outputs::OutputPaths;
-use crate::report::model::DivergenceRules;
+use crate::report::compare::DivergenceRules;
 use crate::report::RunStatus;
-use crate::shard::{Shard, ShardFlag};
-use crate::stream::StreamSpec;
-use crate::target::distinct;
-use crate::userfile::is_stdio;
 
 /// `compare` (or `layers`) as asked: the audit's options, the report files and how the report
 /// is printed.
@@ -106,8 +108,8 @@ fn check_stdin_users(gate: &GateArgs, inputs: &InputArgs) -> Result<()> {
 /// (the stream is the caller's).
 fn execution_and_measured(
     t: TargetArgs,
-    policy: crate::policy::Policy,
-    (shard, exec): (Option<Shard>, crate::exec::ExecOptions),
+    policy: crate::judge::policy::Policy,
+    (shard, exec): (Option<Shard>, crate::execution::exec::ExecOptions),
     layers: Option<LayerOptions>,
 ) -> (Execution, Measured) {
     let TargetArgs {
@@ -130,7 +132,7 @@ fn execution_and_measured(
         exec,
         repeat: repeat as usize,
         thread_probe: thread_probe as usize,
-        scope: crate::exec::ModelScope::Whole,
+        scope: crate::execution::exec::ModelScope::Whole,
     };
     let measured = Measured {
         class_axis,
@@ -212,7 +214,8 @@ fn stream_spec(s: &StreamArgs, g: &GateArgs) -> Result<Option<StreamSpec>> {
     StreamSpec::new(
         feeds.clone(),
         s.decision.clone(),
-        s.divergence_sqnr.unwrap_or(crate::stream::spec::DEFAULT_DIVERGENCE_DB),
+        s.divergence_sqnr
+            .unwrap_or(crate::analyses::stream::spec::DEFAULT_DIVERGENCE_DB),
         s.teacher_forcing,
     )
     .map(Some)
@@ -331,7 +334,7 @@ fn layer_options(a: LayerArgs, layers_command: bool) -> Result<Option<LayerOptio
 pub fn run(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
     let cmd = command(a, layers_command)?;
     if cmd.timings {
-        crate::timings::enable();
+        crate::foundation::timings::enable();
     }
     let mut outputs = report_outputs(&cmd.options, &cmd.files)?;
     let kept = &cmd.options.kept;
@@ -345,15 +348,15 @@ pub fn run(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
     }
     let report = run_compare(&cmd.options, &mut outputs)?;
     // An interruption after the workers finished still means: write nothing.
-    crate::interrupt::check()?;
+    crate::foundation::interrupt::check()?;
     {
-        let _stage = crate::timings::stage("report");
-        let _span = crate::timings::span(crate::timings::Phase::Render);
+        let _stage = crate::foundation::timings::stage("report");
+        let _span = crate::foundation::timings::span(crate::foundation::timings::Phase::Render);
         emit_report(&report, cmd.format, &cmd.files, outputs)?;
     }
-    if crate::timings::enabled() {
+    if crate::foundation::timings::enabled() {
         // The full account, rendering included (the JSON's stops at the report's assembly).
-        let all = crate::compare::assemble::audit_timings(&crate::timings::snapshot());
+        let all = crate::commands::compare::assemble::audit_timings(&crate::foundation::timings::snapshot());
         eprint!("{}", crate::render::timings::render(&all));
     }
     // One line for all required targets that did not run; the report has the full errors.
@@ -364,7 +367,7 @@ pub fn run(a: CompareArgs, layers_command: bool) -> Result<ExitCode> {
         .map(|t| format!("{} ({})", t.id, t.status.as_str()))
         .collect();
     if !failed.is_empty() {
-        crate::console::error(&format!("required target(s) did not run: {}", failed.join(", ")));
+        crate::foundation::console::error(&format!("required target(s) did not run: {}", failed.join(", ")));
     }
     Ok(report.exit_code)
 }

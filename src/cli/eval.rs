@@ -10,15 +10,15 @@ use super::shared::{
     accuracy_thresholds, emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with,
     FindingsFile, Forms,
 };
-use crate::accuracy::task::TaskSpec;
-use crate::accuracy::StatOptions;
-use crate::error::{bad_flag, ExitCode};
-use crate::eval::{DatasetOptions, EvalOptions, Records};
-use crate::policy::Thresholds;
+use crate::analyses::accuracy::task::TaskSpec;
+use crate::analyses::accuracy::StatOptions;
+use crate::commands::eval::{DatasetOptions, EvalOptions, Records};
+use crate::commands::shard::ShardFlag;
+use crate::data::target::distinct;
+use crate::foundation::error::{bad_flag, ExitCode};
+use crate::foundation::userfile::Outputs;
+use crate::judge::policy::Thresholds;
 use crate::report::eval::EvalReport;
-use crate::shard::ShardFlag;
-use crate::target::distinct;
-use crate::userfile::Outputs;
 
 /// `eval` as asked: its options, the files it writes and how it prints.
 struct EvalCommand {
@@ -29,9 +29,9 @@ struct EvalCommand {
 
 /// A small text file the task reads (`--classes`, `--vocab`).
 fn read_text(flag: &str, path: &Path) -> Result<String> {
-    crate::userfile::regular_file(path).map_err(|e| bad_flag(format!("{flag} {}: {e}", path.display())))?;
-    let bytes =
-        crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {}: {e}", path.display())))?;
+    crate::foundation::userfile::regular_file(path).map_err(|e| bad_flag(format!("{flag} {}: {e}", path.display())))?;
+    let bytes = crate::foundation::userfile::read_user_file(path)
+        .map_err(|e| bad_flag(format!("{flag} {}: {e}", path.display())))?;
     String::from_utf8(bytes).map_err(|_| bad_flag(format!("{flag} {}: not UTF-8 text", path.display())))
 }
 
@@ -43,7 +43,7 @@ pub(super) struct TaskFlags {
     output: Option<String>,
     top_k: u64,
     classes: Option<PathBuf>,
-    decision: Option<crate::stream::Decision>,
+    decision: Option<crate::analyses::stream::Decision>,
     vocab: Option<PathBuf>,
     resamples: u64,
     stat_seed: u64,
@@ -157,7 +157,7 @@ impl TaskFlags {
     }
 
     /// How the statistics are drawn, as the flags say (`sequential`: eval's `--until-decided`).
-    pub(super) fn stats(&self, sequential: Option<crate::accuracy::Sequential>) -> StatOptions {
+    pub(super) fn stats(&self, sequential: Option<crate::analyses::accuracy::Sequential>) -> StatOptions {
         StatOptions {
             seed: self.stat_seed,
             resamples: self.resamples as usize,
@@ -179,7 +179,7 @@ impl TaskFlags {
 /// A shard writes its records to `--out` for `merge`; the report's other files and the per-layer
 /// audit of broken samples belong to the merged eval.
 fn check_shard_flags(out: Option<&Path>, (report_files, explain): (bool, u64)) -> Result<()> {
-    if out.is_none_or(crate::userfile::is_stdio) {
+    if out.is_none_or(crate::foundation::userfile::is_stdio) {
         return Err(bad_flag(
             "--shard needs --out FILE: the shard's records go there, and `npu-audit merge` joins the shards' files",
         ));
@@ -226,7 +226,7 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
     let task_flags = TaskFlags::read(task_args)?;
     let (task, task_files) = task_flags.task(choice)?;
     let policy = policy_with(config.as_deref(), no_config, &task_flags.thresholds, &allow_failure)?;
-    let sequential = until_decided.then_some(crate::accuracy::Sequential { order_seed });
+    let sequential = until_decided.then_some(crate::analyses::accuracy::Sequential { order_seed });
     let shard = shard.map(ShardFlag::resolve).transpose()?;
     if shard.is_some() {
         check_shard_flags(out.as_deref(), (markdown.is_some() || html.is_some(), explain))?;
@@ -236,7 +236,7 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
     // (a rerun of the same command resumes), and one only printed in its work directory.
     let records = match (records, &out) {
         (Some(dir), _) => Records::Named(dir),
-        (None, Some(o)) if !crate::userfile::is_stdio(o) => Records::Cached,
+        (None, Some(o)) if !crate::foundation::userfile::is_stdio(o) => Records::Cached,
         (None, _) => Records::Work,
     };
     let options = EvalOptions {
@@ -315,8 +315,8 @@ pub fn run(a: EvalArgs) -> Result<ExitCode> {
     if let Some(shard) = cmd.options.shard {
         return run_shard(&cmd, shard, outputs);
     }
-    let report = crate::eval::run(&cmd.options, &mut outputs)?;
-    crate::interrupt::check()?;
+    let report = crate::commands::eval::run(&cmd.options, &mut outputs)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&report, &cmd.files, outputs, |r, json| {
         (FORMS.stdout)(cmd.format, r, json)
     })?;
@@ -334,7 +334,7 @@ pub(super) fn say_missing_targets(report: &EvalReport) {
         .gate
         .rules
         .iter()
-        .filter(|r| r.rule == crate::report::model::Rule::Ran && !r.pass)
+        .filter(|r| r.rule == crate::report::compare::Rule::Ran && !r.pass)
         .map(|r| {
             let status = report
                 .targets
@@ -344,7 +344,7 @@ pub(super) fn say_missing_targets(report: &EvalReport) {
             format!("{} ({status})", r.target)
         })
         .collect();
-    crate::console::error(&format!(
+    crate::foundation::console::error(&format!(
         "required target(s) did not run to the end: {}",
         required.join(", ")
     ));
@@ -352,17 +352,17 @@ pub(super) fn say_missing_targets(report: &EvalReport) {
 
 /// Runs one shard of the eval and writes its file (`--out`) for `merge`; a shard whose file is
 /// already complete runs nothing and leaves it as it is.
-fn run_shard(cmd: &EvalCommand, shard: crate::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
-    use crate::eval::shard::ShardRun;
+fn run_shard(cmd: &EvalCommand, shard: crate::commands::shard::Shard, mut outputs: Outputs) -> Result<ExitCode> {
+    use crate::commands::eval::shard::ShardRun;
     let out = cmd
         .files
         .iter()
         .find(|f| f.flag == "--out")
         .map(|f| f.path.clone())
         .ok_or_else(|| bad_flag("--shard needs --out FILE"))?;
-    let file = match crate::eval::shard::run(&cmd.options, shard, &out, &mut outputs)? {
+    let file = match crate::commands::eval::shard::run(&cmd.options, shard, &out, &mut outputs)? {
         ShardRun::AlreadyDone(file) => {
-            crate::console::note(format!(
+            crate::foundation::console::note(format!(
                 "eval shard {}/{} is already done in {}: nothing to run",
                 shard.index,
                 shard.count,
@@ -371,20 +371,20 @@ fn run_shard(cmd: &EvalCommand, shard: crate::shard::Shard, mut outputs: Outputs
             file
         }
         ShardRun::Ran(file) => {
-            crate::interrupt::check()?;
+            crate::foundation::interrupt::check()?;
             let json = serde_json::to_string(&file)? + "\n";
             outputs.file("--out", &out, json.as_bytes())?;
             outputs.commit()?;
             file
         }
     };
-    super::shared::print_stdout(&crate::eval::shard::summary_text(&file))?;
+    super::shared::print_stdout(&crate::commands::eval::shard::summary_text(&file))?;
     Ok(ExitCode::Success)
 }
 
 /// Runs `sample-size`: the samples a drop limit needs at expected rates or an earlier eval's.
 pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
-    use crate::eval::sizing::{from_report, row, Sizing};
+    use crate::commands::eval::sizing::{from_report, row, Sizing};
     let percent = |flag: &str, v: f64| -> Result<f64> {
         if v.is_finite() && (0.0..=100.0).contains(&v) {
             Ok(v / 100.0)
@@ -408,7 +408,7 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
             let report = read_eval_report("--from", path)?;
             let rows = from_report(&report, limit, a.power);
             if rows.is_empty() {
-                return Err(crate::error::bad_report(format!(
+                return Err(crate::foundation::error::bad_report(format!(
                     "--from {}: no target compared with the reference on accuracy (the CER's drop has no sample-size formula)",
                     path.display()
                 )));
@@ -460,11 +460,12 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
 /// An eval's JSON report named with `flag`, read and parsed.
 pub(super) fn read_eval_report(flag: &str, path: &Path) -> Result<EvalReport> {
     let shown = path.display();
-    let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {shown}: {e}")))?;
+    let bytes =
+        crate::foundation::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {shown}: {e}")))?;
     serde_json::from_slice(&bytes).map_err(|e| {
-        crate::error::bad_report(format!(
+        crate::foundation::error::bad_report(format!(
             "{flag} {shown}: not an eval's JSON report: {}",
-            crate::error::plain_serde_message(&e.to_string())
+            crate::foundation::error::plain_serde_message(&e.to_string())
         ))
     })
 }

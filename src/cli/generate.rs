@@ -6,12 +6,12 @@ use anyhow::Result;
 
 use super::args::{EvalArgs, ReferenceArgs, ReportFormat, TaskArgs, TaskChoice};
 use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, policy_with, FindingsFile, Forms};
-use crate::accuracy::StatOptions;
-use crate::error::{bad_flag, ExitCode};
-use crate::eval::DatasetOptions;
-use crate::generation::{GenerationOptions, GenerationTask};
+use crate::analyses::accuracy::StatOptions;
+use crate::commands::eval::DatasetOptions;
+use crate::commands::generation::{GenerationOptions, GenerationTask};
+use crate::data::target::distinct;
+use crate::foundation::error::{bad_flag, ExitCode};
 use crate::report::generation::GenerationReport;
-use crate::target::distinct;
 
 /// Whether `eval`'s task is a decode of a generation spec.
 pub(super) fn is_generation(task: TaskChoice) -> bool {
@@ -21,7 +21,7 @@ pub(super) fn is_generation(task: TaskChoice) -> bool {
 /// The forms of a generation report (`eval` and `render`).
 pub(super) const FORMS: Forms<GenerationReport> = Forms {
     markdown: Some(crate::render::generation::markdown),
-    html: Some(crate::render::generation::html),
+    html: Some(crate::render::html::generation::render),
     dispatch: None,
     stdout: stdout_text,
 };
@@ -142,8 +142,8 @@ pub(super) fn run(a: EvalArgs) -> Result<ExitCode> {
         ("--html", html, FORMS.html),
     ]);
     let mut outputs = findings_outputs(&options, &files)?;
-    let report = crate::generation::run(&options, &mut outputs)?;
-    crate::interrupt::check()?;
+    let report = crate::commands::generation::run(&options, &mut outputs)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
 }

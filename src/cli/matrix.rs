@@ -8,9 +8,9 @@ use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, gate_policy, golden_source, input_options,
     FindingsFile, Forms,
 };
-use crate::error::{bad_flag, ExitCode};
-use crate::matrix::remedy::RemedyKind;
-use crate::matrix::{Matrix, MatrixOptions, RemedyOptions, Variant};
+use crate::commands::matrix::remedy::RemedyKind;
+use crate::commands::matrix::{Matrix, MatrixOptions, RemedyOptions, Variant};
+use crate::foundation::error::{bad_flag, ExitCode};
 
 /// `matrix` as asked: its options, the files it writes and how it prints.
 struct MatrixCommand {
@@ -80,7 +80,7 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
         ));
     }
     if let Some(dir) = &write_candidates {
-        crate::userfile::check_dir_destination("--write-candidates", dir)?;
+        crate::foundation::userfile::check_dir_destination("--write-candidates", dir)?;
         if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) {
             return Err(bad_flag(format!(
                 "--write-candidates {}: give a new or empty directory",
@@ -99,7 +99,7 @@ fn command(a: MatrixArgs) -> Result<MatrixCommand> {
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let options = MatrixOptions {
         variants,
-        targets: crate::matrix::expand_targets(asked)?,
+        targets: crate::commands::matrix::expand_targets(asked)?,
         golden: golden_source(reference),
         inputs: input_options(inputs),
         exec: exec_options(exec)?,
@@ -153,7 +153,7 @@ fn matrix_task(
     dataset: Option<std::path::PathBuf>,
     task: Option<super::args::TaskChoice>,
     flags: &super::eval::TaskFlags,
-) -> Result<Option<crate::matrix::MatrixTaskOptions>> {
+) -> Result<Option<crate::commands::matrix::MatrixTaskOptions>> {
     let (Some(dataset), Some(choice)) = (dataset, task) else {
         if let Some(flag) = flags.set_only.first() {
             return Err(bad_flag(format!(
@@ -163,7 +163,7 @@ fn matrix_task(
         return Ok(None);
     };
     let (spec, task_files) = flags.task(choice)?;
-    Ok(Some(crate::matrix::MatrixTaskOptions {
+    Ok(Some(crate::commands::matrix::MatrixTaskOptions {
         dataset: flags.dataset(dataset),
         task: spec,
         task_files,
@@ -208,8 +208,8 @@ pub fn run(a: MatrixArgs) -> Result<ExitCode> {
     if let Some(dir) = &cmd.options.remedies.write_candidates {
         outputs.check_dir("--write-candidates", dir)?;
     }
-    let matrix = crate::matrix::run(&cmd.options, &mut outputs)?;
-    crate::interrupt::check()?;
+    let matrix = crate::commands::matrix::run(&cmd.options, &mut outputs)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&matrix, &cmd.files, outputs, |m, json| {
         (FORMS.stdout)(cmd.format, m, json)
     })?;

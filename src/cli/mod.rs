@@ -22,7 +22,7 @@ mod triage;
 
 use clap::FromArgMatches;
 
-use crate::error::{exit_code_of, one_line, ExitCode};
+use crate::foundation::error::{exit_code_of, one_line, ExitCode};
 use args::{Cli, Command};
 
 /// The whole program: parses the command line, runs the command (or a worker), prints one line
@@ -36,21 +36,21 @@ pub fn main() -> i32 {
         Err(e) => return report_cli_error(e),
     };
     if let Command::Worker { job, serve } = &cli.command {
-        return crate::exec::child::run(job, *serve);
+        return crate::execution::exec::child::run(job, *serve);
     }
     commands::configure(&cli.global);
-    crate::console::start_progress_lines();
-    crate::interrupt::install();
+    crate::foundation::console::start_progress_lines();
+    crate::foundation::interrupt::install();
     let code = match commands::run(cli.command) {
         Ok(code) => code,
         // Workers killed by the interruption make their runs fail on the way out: the
         // interruption, not those failures, is why the command ended.
-        Err(_) if crate::interrupt::stopping() => {
-            crate::console::error("interrupted");
+        Err(_) if crate::foundation::interrupt::stopping() => {
+            crate::foundation::console::error("interrupted");
             ExitCode::Interrupted
         }
         Err(e) => {
-            crate::console::error(&one_line(&e));
+            crate::foundation::console::error(&one_line(&e));
             exit_code_of(&e)
         }
     };
@@ -81,7 +81,7 @@ fn report_cli_error(e: clap::Error) -> i32 {
                 .filter(|l| !l.is_empty())
                 .collect();
             let message = message.join(" ");
-            crate::console::error(&format!("{} (see --help)", message.trim_start_matches("error: ")));
+            crate::foundation::console::error(&format!("{} (see --help)", message.trim_start_matches("error: ")));
             ExitCode::Usage as i32
         }
     }

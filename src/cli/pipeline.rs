@@ -5,9 +5,9 @@ use anyhow::Result;
 
 use super::args::{PipelineArgs, ReportFormat};
 use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options, Forms};
-use crate::error::{bad_flag, ExitCode};
-use crate::pipeline::{PipelineOptions, PipelineReport};
-use crate::target::distinct;
+use crate::commands::pipeline::{PipelineOptions, PipelineReport};
+use crate::data::target::distinct;
+use crate::foundation::error::{bad_flag, ExitCode};
 
 /// The forms of a pipeline report (`pipeline`, `render`): its `--format markdown` is the only
 /// file form besides the JSON.
@@ -28,9 +28,9 @@ fn stdout_text(format: ReportFormat, report: &PipelineReport, json: String) -> S
 }
 
 /// The targets named, else every target this machine can run (as `compare` does), said.
-fn asked_or_default(targets: &[crate::target::TargetList]) -> Vec<crate::target::TargetSpec> {
+fn asked_or_default(targets: &[crate::data::target::TargetList]) -> Vec<crate::data::target::TargetSpec> {
     if targets.is_empty() {
-        crate::exec::selection::default_specs_said()
+        crate::execution::exec::selection::default_specs_said()
     } else {
         distinct(targets)
     }
@@ -52,7 +52,7 @@ pub fn run(a: PipelineArgs) -> Result<ExitCode> {
         return Err(bad_flag("--min-sqnr must be a number of dB"));
     }
     let options = PipelineOptions {
-        stages: crate::pipeline::file::read(&file)?,
+        stages: crate::commands::pipeline::file::read(&file)?,
         file,
         targets_named: !targets.is_empty(),
         targets: asked_or_default(&targets),
@@ -62,8 +62,8 @@ pub fn run(a: PipelineArgs) -> Result<ExitCode> {
     };
     let files = findings_files::<PipelineReport>(vec![("--out", out, None)]);
     let mut outputs = findings_outputs(&options, &files)?;
-    let report = crate::pipeline::run(&options, &mut outputs)?;
-    crate::interrupt::check()?;
+    let report = crate::commands::pipeline::run(&options, &mut outputs)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
 }

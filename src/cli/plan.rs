@@ -9,14 +9,14 @@ use anyhow::Result;
 use clap::FromArgMatches;
 
 use super::args::{Cli, Command, CompareArgs, EvalArgs, PlanArgs, PlanFormat};
-use crate::error::{bad_flag, bad_report, ExitCode};
-use crate::exec::selection::Requested;
-use crate::shard::jobs::{compare_jobs, eval_jobs, JobPlan};
-use crate::shard::resources::{Layout, Overrides, Workload};
-use crate::target::{distinct, TargetList};
+use crate::commands::shard::jobs::{compare_jobs, eval_jobs, JobPlan};
+use crate::commands::shard::resources::{Layout, Overrides, Workload};
+use crate::data::target::{distinct, TargetList};
+use crate::execution::exec::selection::Requested;
+use crate::foundation::error::{bad_flag, bad_report, ExitCode};
 
 /// The most shards a plan makes.
-const MAX_SHARDS: u64 = crate::shard::MAX_SHARDS as u64;
+const MAX_SHARDS: u64 = crate::commands::shard::MAX_SHARDS as u64;
 
 /// The most jobs GitHub Actions runs from one matrix.
 const GITHUB_MAX_JOBS: usize = 256;
@@ -166,10 +166,10 @@ fn measured_costs(path: &Path) -> Result<BTreeMap<String, f64>> {
 
 /// The runs of a command: the targets asked for (else the policy's, else every target this
 /// machine can run) on their releases, and the baseline unless left out, as the command plans them.
-fn requested(asked: &[TargetList], policy: &crate::policy::Policy, baseline: bool) -> Result<Vec<Requested>> {
+fn requested(asked: &[TargetList], policy: &crate::judge::policy::Policy, baseline: bool) -> Result<Vec<Requested>> {
     let asked = if asked.is_empty() { &policy.targets } else { asked };
     let specs = (!asked.is_empty()).then(|| distinct(asked));
-    crate::exec::selection::targets(specs.as_deref(), &policy.allow_failure, baseline, &policy.releases)
+    crate::execution::exec::selection::targets(specs.as_deref(), &policy.allow_failure, baseline, &policy.releases)
 }
 
 /// An eval's plan: its runs as `eval` selects them, over the set's samples.
@@ -179,7 +179,7 @@ fn eval_plan(args: Vec<String>, e: &EvalArgs, split: Split) -> Result<JobPlan> {
     let policy = super::shared::policy_with(e.config.as_deref(), e.no_config, &flags.thresholds, &e.allow_failure)?;
     let runs = requested(&e.targets, &policy, !e.no_baseline)?;
     let named = flags.dataset(e.dataset.clone());
-    let set = crate::dataset::Dataset::open(&named.path, named.labels.as_deref(), named.limit)?;
+    let set = crate::data::dataset::Dataset::open(&named.path, named.labels.as_deref(), named.limit)?;
     let work = workload(
         Layout::Eval,
         (&e.model, &e.reference),
@@ -233,7 +233,7 @@ fn workload(
     (runs, measured): (&[Requested], Option<&BTreeMap<String, f64>>),
     runs_per_sample: u64,
 ) -> Result<Workload> {
-    let bytes = |path: &Path| crate::model::load_model(path).map(|m| m.total_bytes());
+    let bytes = |path: &Path| crate::data::model::load_model(path).map(|m| m.total_bytes());
     let model_bytes = bytes(model)?;
     let reference_bytes = match (&reference.golden_dir, &reference.reference) {
         (Some(_), _) => None,
@@ -244,7 +244,9 @@ fn workload(
         layout,
         model_bytes,
         reference_bytes,
-        threads: exec.threads.unwrap_or(crate::exec::executor::DEFAULT_INTRA_OP_THREADS),
+        threads: exec
+            .threads
+            .unwrap_or(crate::execution::exec::executor::DEFAULT_INTRA_OP_THREADS),
         jobs: exec.jobs,
         runs_per_sample,
         backends: runs

@@ -9,11 +9,11 @@ use super::args::{MergeArgs, RenderArgs, ReportFiles, ReportFormat};
 use super::shared::{
     emit_findings, emit_report, findings_files, findings_outputs, report_outputs, report_paths, FileFlag, Forms,
 };
-use crate::error::{bad_flag, bad_report, ExitCode};
-use crate::merge::{EvalMergeOptions, MergeOptions, PartKind};
+use crate::commands::merge::{EvalMergeOptions, MergeOptions, PartKind};
+use crate::foundation::error::{bad_flag, bad_report, ExitCode};
+use crate::foundation::userfile::{InputFiles, Reads};
+use crate::report::compare::Report;
 use crate::report::json::{AnyReport, Kind};
-use crate::report::model::Report;
-use crate::userfile::{InputFiles, Reads};
 
 /// `merge`: the parts read once, by kind, and joined into one report, written in every format asked for;
 /// no file it writes may replace a shard report or the outputs it reads.
@@ -26,7 +26,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         format,
         files,
     } = a;
-    let parts = crate::merge::read(&reports)?;
+    let parts = crate::commands::merge::read(&reports)?;
     if parts.kind == PartKind::EvalShard {
         return merge_eval(
             &parts.read,
@@ -42,7 +42,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
         ..MergeOptions::new(&read, &outputs, allow_other_threads)?
     };
     let outputs = report_outputs(&options, &files)?;
-    let report = crate::merge::compare::merge(&options)?;
+    let report = crate::commands::merge::compare::merge(&options)?;
     emit_report(&report, format, &files, outputs)?;
     Ok(report.exit_code)
 }
@@ -52,7 +52,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode> {
 fn merge_eval(
     parts: &[(PathBuf, Vec<u8>)],
     (allow_other_threads, allow_other_hosts): (bool, bool),
-    (outputs, format, files): (Vec<crate::merge::ShardOutputs>, ReportFormat, ReportFiles),
+    (outputs, format, files): (Vec<crate::commands::merge::ShardOutputs>, ReportFormat, ReportFiles),
 ) -> Result<ExitCode> {
     let ReportFiles {
         out,
@@ -69,7 +69,7 @@ fn merge_eval(
     let options = EvalMergeOptions::read(parts, allow_other_threads, allow_other_hosts)?;
     let files = super::eval::report_files(out, markdown, html);
     let guarded = findings_outputs(&options, &files)?;
-    let report = crate::merge::eval::merge(&options)?;
+    let report = crate::commands::merge::eval::merge(&options)?;
     emit_findings(&report, &files, guarded, |r, json| {
         (super::eval::FORMS.stdout)(format, r, json)
     })?;
@@ -105,10 +105,10 @@ pub fn render(a: RenderArgs) -> Result<ExitCode> {
         dispatch,
     } = a;
     let source = RenderSource { report };
-    let shown = crate::userfile::shown(&source.report);
-    let bytes = crate::userfile::read_user_file(&source.report)
+    let shown = crate::foundation::userfile::shown(&source.report);
+    let bytes = crate::foundation::userfile::read_user_file(&source.report)
         .map_err(|e| bad_report(format!("{shown}: cannot read: {e}")))?;
-    if crate::eval::shard::is_shard_file(&bytes) {
+    if crate::commands::eval::shard::is_shard_file(&bytes) {
         return Err(bad_report(format!(
             "{shown}: an eval shard's file, not a report: join the shards with `npu-audit merge` (which writes the eval's report, --markdown and --html)"
         )));

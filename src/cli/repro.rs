@@ -5,11 +5,11 @@ use anyhow::Result;
 
 use super::args::{ReportFormat, ReproArgs};
 use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, input_options, Forms};
-use crate::compare::{Audited, GoldenSource};
-use crate::error::{bad_flag, bad_output, ExitCode};
+use crate::commands::compare::{Audited, GoldenSource};
+use crate::commands::repro::{AgainstChoice, ReproOptions};
+use crate::data::target::{ReleaseSpec, TargetSpec};
+use crate::foundation::error::{bad_flag, bad_output, ExitCode};
 use crate::report::repro::{Criterion, ReproReport};
-use crate::repro::{AgainstChoice, ReproOptions};
-use crate::target::{ReleaseSpec, TargetSpec};
 
 /// The forms of a repro report (`repro`, `render`).
 pub(super) const FORMS: Forms<ReproReport> = Forms {
@@ -60,7 +60,7 @@ fn criterion(a: &ReproArgs) -> Result<Criterion> {
         float_tolerance: a.float_tolerance,
         text: String::new(),
     };
-    c.text = crate::repro::figures::criterion_text(&c);
+    c.text = crate::commands::repro::figures::criterion_text(&c);
     Ok(c)
 }
 
@@ -127,13 +127,13 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
     let (options, files, format) = command(a)?;
     let mut outputs = findings_outputs(&options, &files)?;
     if let Some(dest) = &options.bundle {
-        if crate::userfile::is_stdio(dest) {
+        if crate::foundation::userfile::is_stdio(dest) {
             return Err(bad_output(
                 "--out -: a bundle is a directory or a .zip file, not standard output",
             ));
         }
         // A bundle leaves the machine: it never replaces a file nor writes through a link.
-        if crate::repro::is_zip(dest) {
+        if crate::commands::repro::is_zip(dest) {
             outputs.check_new("--out", dest)?;
         } else {
             outputs.check_dir("--out", dest)?;
@@ -143,7 +143,7 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
                     dest.display()
                 )));
             }
-            crate::compare::plan::check_save_dir(dest, "--out")?;
+            crate::commands::compare::plan::check_save_dir(dest, "--out")?;
         }
         if let Some(f) = files.iter().find(|f| &f.path == dest) {
             return Err(bad_output(format!(
@@ -153,8 +153,8 @@ pub fn run(a: ReproArgs) -> Result<ExitCode> {
             )));
         }
     }
-    let report = crate::repro::run(&options, &mut outputs)?;
-    crate::interrupt::check()?;
+    let report = crate::commands::repro::run(&options, &mut outputs)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
 }

@@ -8,12 +8,12 @@ use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, print_json,
     print_stdout, runtime_choice,
 };
-use crate::bisect::ReleaseBisectOptions;
-use crate::compare::Audited;
-use crate::error::{bad_flag, ExitCode};
-use crate::layers::LayerOptions;
-use crate::runtime::Provisioner;
-use crate::runtime_cache;
+use crate::analyses::layers::LayerOptions;
+use crate::commands::bisect::ReleaseBisectOptions;
+use crate::commands::compare::Audited;
+use crate::commands::runtime_cache;
+use crate::execution::runtime::Provisioner;
+use crate::foundation::error::{bad_flag, ExitCode};
 
 /// Runs one `runtime` subcommand.
 pub fn run(command: RuntimeCommand) -> Result<ExitCode> {
@@ -103,7 +103,7 @@ fn bisect(a: ReleaseBisectArgs) -> Result<ExitCode> {
     };
     let files = findings_files(vec![("--out", out, None)]);
     let outputs = findings_outputs(&options, &files)?;
-    let found = crate::bisect::bisect(&options)?;
+    let found = crate::commands::bisect::bisect(&options)?;
     emit_findings(&found, &files, outputs, |found, json| match format {
         Format::Json => json,
         Format::Table => crate::render::bisect::render(found),

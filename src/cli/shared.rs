@@ -10,18 +10,18 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::args::{ExecArgs, GateArgs, InputArgs, ReferenceArgs, ReportFiles, ReportFormat, RuntimeEnv};
-use crate::compare::GoldenSource;
-use crate::error::{bad_flag, bad_output, bad_policy};
-use crate::exec::ExecOptions;
-use crate::inputs::InputOptions;
-use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
+use crate::commands::compare::GoldenSource;
+use crate::data::inputs::InputOptions;
+use crate::execution::exec::ExecOptions;
+use crate::execution::runtime::provision::RuntimeOverride;
+use crate::execution::runtime::RuntimeChoice;
+use crate::foundation::error::{bad_flag, bad_output, bad_policy};
+use crate::foundation::userfile::{is_stdio, Outputs, Reads};
+use crate::judge::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
 use crate::render::outputs::OutputPaths;
 use crate::render::{markdown, table};
+use crate::report::compare::Report;
 use crate::report::json;
-use crate::report::model::Report;
-use crate::runtime::provision::RuntimeOverride;
-use crate::runtime::RuntimeChoice;
-use crate::userfile::{is_stdio, Outputs, Reads};
 
 /// The most intra-op threads a worker may be given: more only thrashes (and ONNX Runtime then
 /// allocates per-thread state for each).
@@ -198,7 +198,7 @@ pub fn signal_limits_given(g: &GateArgs) -> Vec<&'static str> {
 /// The release policy of the gate flags: the policy file (`--config`, `NPU_AUDIT_CONFIG`, else
 /// the nearest `npu-audit.toml` unless `--no-config`) with the limit flags, the targets allowed
 /// to fail and the previous report of baseline mode on top.
-pub fn gate_policy(g: &GateArgs, allow_failure: &[crate::target::TargetPattern]) -> Result<Policy> {
+pub fn gate_policy(g: &GateArgs, allow_failure: &[crate::data::target::TargetPattern]) -> Result<Policy> {
     let flags = thresholds(g)?;
     policy_file(g.config.as_deref(), g.no_config)?.with_flags(&flags, allow_failure, g.baseline_report.as_deref())
 }
@@ -209,7 +209,7 @@ pub fn policy_with(
     config: Option<&Path>,
     no_config: bool,
     flags: &Thresholds,
-    allow_failure: &[crate::target::TargetPattern],
+    allow_failure: &[crate::data::target::TargetPattern],
 ) -> Result<Policy> {
     policy_file(config, no_config)?.with_flags(flags, allow_failure, None)
 }
@@ -241,7 +241,7 @@ fn policy_file(config: Option<&Path>, no_config: bool) -> Result<Policy> {
         None if no_config => Ok(Policy::empty()),
         None => match std::env::current_dir().ok().as_deref().and_then(find_policy) {
             Some(found) => {
-                crate::console::detail(format!("policy file {}", found.display()));
+                crate::foundation::console::detail(format!("policy file {}", found.display()));
                 Policy::load(&found)
             }
             None => Ok(Policy::empty()),

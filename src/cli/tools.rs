@@ -12,14 +12,14 @@ use super::shared::{
     emit_findings, exec_options, find_policy, findings_files, findings_outputs, input_options, print_json,
     print_stdout, runtime_choice,
 };
-use crate::compare::golden::{run_golden_create, GoldenOptions};
-use crate::error::{bad_flag, bad_output, bad_report, ExitCode};
-use crate::explain_failure::ExplainOptions;
-use crate::fingerprint::{FingerprintCommand, FingerprintOptions};
-use crate::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
+use crate::analyses::fingerprint::{FingerprintCommand, FingerprintOptions};
+use crate::commands::compare::golden::{run_golden_create, GoldenOptions};
+use crate::commands::explain_failure::ExplainOptions;
+use crate::data::target::distinct;
+use crate::foundation::error::{bad_flag, bad_output, bad_report, ExitCode};
+use crate::foundation::userfile::{is_stdio, InputFiles, Reads};
+use crate::judge::policy::{Policy, Thresholds, DEFAULT_FILE as DEFAULT_POLICY_FILE};
 use crate::report::json;
-use crate::target::distinct;
-use crate::userfile::{is_stdio, InputFiles, Reads};
 
 /// `check-config`: parses and checks the policy (and its previous report), then prints the
 /// limits each target gets.
@@ -46,11 +46,11 @@ pub fn check_config(a: CheckConfigArgs) -> Result<ExitCode> {
     }
     let wanted = if targets.is_empty() { &policy.targets } else { &targets };
     let ids: Vec<String> = if wanted.is_empty() {
-        crate::target::all_known().into_iter().map(|s| s.id).collect()
+        crate::data::target::all_known().into_iter().map(|s| s.id).collect()
     } else {
         distinct(wanted).into_iter().map(|s| s.id).collect()
     };
-    let shown = crate::userfile::shown(&file);
+    let shown = crate::foundation::userfile::shown(&file);
     print_stdout(&format!("{shown}: valid\n{}", policy.describe(&ids)))?;
     Ok(ExitCode::Success)
 }
@@ -113,8 +113,8 @@ pub fn fingerprint(a: FingerprintArgs) -> Result<ExitCode> {
     };
     let files = findings_files(vec![("--out", out, None)]);
     let outputs = findings_outputs(&command, &files)?;
-    let report = crate::fingerprint::run_command(&command)?;
-    crate::interrupt::check()?;
+    let report = crate::analyses::fingerprint::run_command(&command)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&report, &files, outputs, |r, json| match format {
         Format::Json => json,
         Format::Table => crate::render::fingerprint::render(r),
@@ -131,13 +131,13 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode> {
         format,
         exec,
     } = a;
-    let found = crate::explain_failure::run(&ExplainOptions {
+    let found = crate::commands::explain_failure::run(&ExplainOptions {
         model,
         targets: distinct(&targets),
         inputs: input_options(inputs),
         exec: exec_options(exec)?,
     })?;
-    crate::interrupt::check()?;
+    crate::foundation::interrupt::check()?;
     match format {
         Format::Json => print_json(&found)?,
         Format::Table => print_stdout(&crate::render::explain_failure::render(&found))?,
@@ -163,7 +163,7 @@ pub fn golden(command: GoldenCommand) -> Result<ExitCode> {
         inputs: input_options(inputs),
         exec: exec_options(exec)?,
     })?;
-    crate::console::note(format!("golden run written to {}", dir.display()));
+    crate::foundation::console::note(format!("golden run written to {}", dir.display()));
     Ok(ExitCode::Success)
 }
 
@@ -174,7 +174,7 @@ pub fn targets(a: TargetsArgs) -> Result<ExitCode> {
         runtime,
         runtime_env,
     } = a;
-    let rows = crate::targets::availability(&runtime_choice(runtime, &runtime_env))?;
+    let rows = crate::commands::availability::availability(&runtime_choice(runtime, &runtime_env))?;
     match format {
         Format::Json => print_json(&rows)?,
         Format::Table => print_stdout(&(crate::render::targets::targets_table(&rows) + "\n"))?,

@@ -9,11 +9,11 @@ use super::args::{ReportFormat, TriageArgs};
 use super::shared::{
     emit_findings, exec_options, findings_files, findings_outputs, golden_source, input_options, FindingsFile, Forms,
 };
-use crate::compare::Audited;
-use crate::device::ReportDefaults;
-use crate::error::{bad_flag, ExitCode};
-use crate::triage::{Thresholds, Triage, TriageOptions};
-use crate::userfile::{InputFiles, Reads};
+use crate::commands::compare::Audited;
+use crate::commands::triage::{Thresholds, Triage, TriageOptions};
+use crate::data::device::ReportDefaults;
+use crate::foundation::error::{bad_flag, ExitCode};
+use crate::foundation::userfile::{InputFiles, Reads};
 
 /// `triage` as asked: its options, the files it writes and how it prints.
 struct TriageCommand {
@@ -197,7 +197,7 @@ fn is_onnx(path: &std::path::Path) -> bool {
 /// The store used when `--db` is not given: one file in the user's data directory, keyed
 /// inside by model and reference (said by [`say_default_store`] once used).
 fn default_store() -> Result<PathBuf> {
-    let path = crate::triage::store::default_path().ok_or_else(|| {
+    let path = crate::commands::triage::store::default_path().ok_or_else(|| {
         bad_flag("no data directory for the triage store (neither NPU_AUDIT_DATA, XDG_DATA_HOME nor HOME is set): give --db FILE or --no-db")
     })?;
     Ok(path)
@@ -207,7 +207,7 @@ fn default_store() -> Result<PathBuf> {
 /// written where (a run that failed says only its error).
 fn say_default_store(db: Option<&std::path::Path>, named: bool) {
     if let Some(db) = db.filter(|_| !named) {
-        crate::console::note(format_args!(
+        crate::foundation::console::note(format_args!(
             "triage store: {} (--db FILE for another, --no-db for none)",
             db.display()
         ));
@@ -255,8 +255,8 @@ pub fn run(a: TriageArgs) -> Result<ExitCode> {
         Asked::Summary(s) => return summary(&s),
     };
     let outputs = findings_outputs(&cmd.options, &cmd.files)?;
-    let triage = crate::triage::run(&cmd.options)?;
-    crate::interrupt::check()?;
+    let triage = crate::commands::triage::run(&cmd.options)?;
+    crate::foundation::interrupt::check()?;
     emit_findings(&triage, &cmd.files, outputs, |t, json| {
         (FORMS.stdout)(cmd.format, t, json)
     })?;
@@ -267,8 +267,12 @@ pub fn run(a: TriageArgs) -> Result<ExitCode> {
 /// `triage --summary`: what the store holds, without triaging anything.
 fn summary(cmd: &SummaryCommand) -> Result<ExitCode> {
     let outputs = findings_outputs(cmd, &cmd.files)?;
-    let model_sha = cmd.model.as_ref().map(|m| crate::hash::sha256_file(m)).transpose()?;
-    let triages = crate::triage::summary(&cmd.db, model_sha.as_deref())?;
+    let model_sha = cmd
+        .model
+        .as_ref()
+        .map(|m| crate::foundation::hash::sha256_file(m))
+        .transpose()?;
+    let triages = crate::commands::triage::summary(&cmd.db, model_sha.as_deref())?;
     emit_findings(&triages, &cmd.files, outputs, |ts, json| match cmd.format {
         ReportFormat::Json => json,
         ReportFormat::Table | ReportFormat::Markdown => crate::render::triage::render_summary(&cmd.db, ts),

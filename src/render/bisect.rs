@@ -7,7 +7,7 @@ use tabled::builder::Builder;
 
 use super::grid::{bold, prose, table, Kind};
 use super::present::{db, divergence_at, num};
-use crate::bisect::{ReleaseBisection, ReleaseStep};
+use crate::commands::bisect::{ReleaseBisection, ReleaseStep};
 
 fn changes_cell(s: &ReleaseStep) -> String {
     if s.changes.is_empty() {

@@ -10,8 +10,8 @@ use tabled::builder::Builder;
 
 use super::grid::{bold, prose, table_with, Kind, Look};
 use super::present::{count, rule_values, signed};
+use crate::report::compare::Verdict;
 use crate::report::eval::{Comparison, Estimate, EvalReport, EvalTarget, FlipExplanation, Metrics, Proportion};
-use crate::report::model::Verdict;
 
 /// A percentage of a proportion with its interval: `99.00% (96.43–99.72)`.
 pub fn proportion(p: &Proportion) -> String {
@@ -333,7 +333,7 @@ pub fn explanation_text(t: &EvalTarget, x: &FlipExplanation) -> String {
     if x.first_code_difference.is_none() && x.first_beyond_rounding.is_none() && x.first_sqnr_loss.is_none() {
         return format!("over {samples}, no layer departs from the baseline at any level");
     }
-    let at = |p: &Option<crate::report::model::LayerPointer>| {
+    let at = |p: &Option<crate::report::compare::LayerPointer>| {
         p.as_ref()
             .map_or("none".into(), |p| format!("#{} {} ({})", p.index, p.node, p.op_type))
     };
@@ -461,7 +461,7 @@ pub fn markdown(report: &EvalReport) -> String {
 
 /// `sample-size` in the terminal: per target (or the expected rates) the samples that show the
 /// limit at even odds and with the asked power, and what they cost at the earlier eval's speed.
-pub fn sizing_text(sizing: &crate::eval::sizing::Sizing) -> String {
+pub fn sizing_text(sizing: &crate::commands::eval::sizing::Sizing) -> String {
     let mut b = Builder::default();
     let powered = format!("samples ({:.0}% power)", 100.0 * sizing.power);
     b.push_record([
@@ -476,7 +476,7 @@ pub fn sizing_text(sizing: &crate::eval::sizing::Sizing) -> String {
     for r in &sizing.rows {
         let time = match (r.powered, r.run_ms_median) {
             (Some(n), Some(ms)) => {
-                crate::console::elapsed_text(std::time::Duration::from_secs_f64(n as f64 * ms / 1000.0))
+                crate::foundation::console::elapsed_text(std::time::Duration::from_secs_f64(n as f64 * ms / 1000.0))
             }
             _ => "-".into(),
         };
@@ -528,7 +528,7 @@ mod tests {
         assert_eq!(points(0.25), "0.25 points");
     }
 
-    fn explained(role: &str, first: Option<crate::report::model::LayerPointer>) -> String {
+    fn explained(role: &str, first: Option<crate::report::compare::LayerPointer>) -> String {
         let x = FlipExplanation {
             samples: vec!["s1".into()],
             first_code_difference: first,
@@ -567,7 +567,7 @@ mod tests {
             reference: "\u{202e}0".into(),
             target: "1".into(),
             kind: "broken".into(),
-            sqnr_db: crate::report::model::Num(3.0),
+            sqnr_db: crate::report::compare::Num(3.0),
         };
         let text = flip_text(&flip);
         assert!(!text.chars().any(|c| c.is_control()), "{text:?}");

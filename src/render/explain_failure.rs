@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use crate::error::one_line_str as one_line;
-use crate::explain_failure::Explanation;
+use crate::commands::explain_failure::Explanation;
+use crate::foundation::error::one_line_str as one_line;
 
 /// The terminal rendering.
 pub fn render(list: &[Explanation]) -> String {

@@ -67,8 +67,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::report::compare::{LayerReport, Num, Report};
 use crate::report::facts::TargetRole;
-use crate::report::model::{LayerReport, Num, Report};
 use crate::report::RunStatus;
 
 /// SQNR values are clamped to ±this many dB (JSON has no infinity; an exact match is +inf dB).

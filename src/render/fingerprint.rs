@@ -8,7 +8,7 @@ use tabled::builder::Builder;
 use super::grid::{paragraph, prose, table_with, Frame, Kind, Look};
 
 use super::present::{exact_num, shorten};
-use crate::fingerprint::result::{FingerprintReport, ProbeResult};
+use crate::analyses::fingerprint::result::{FingerprintReport, ProbeResult};
 
 /// Whether a control came out other than a working harness must make it (a control the target
 /// refused or left to the CPU says nothing about the harness).

@@ -8,8 +8,8 @@ use tabled::builder::Builder;
 
 use super::grid::{bold, prose, table_with, Kind, Look};
 use super::present::count;
+use crate::report::compare::Num;
 use crate::report::generation::{GenerationReport, GenerationTarget, TargetSample, TextScores};
-use crate::report::model::Num;
 
 /// A rate as a percentage with one decimal ("12.5%"), `-` when it could not be computed.
 fn percent(v: Num) -> String {
@@ -68,7 +68,7 @@ fn kl(v: Num) -> String {
 
 /// A text in quotes, its control characters escaped.
 fn quoted(text: &str) -> String {
-    format!("\"{}\"", crate::console::printable(text))
+    format!("\"{}\"", crate::foundation::console::printable(text))
 }
 
 /// Where a sample's text first departed, in words: "step 3: \" cat\" → \" hat\"".
@@ -264,7 +264,7 @@ pub fn layers_words(x: &crate::report::generation::StepExplanation) -> String {
             x.part
         );
     }
-    let at = |p: &Option<crate::report::model::LayerPointer>| {
+    let at = |p: &Option<crate::report::compare::LayerPointer>| {
         p.as_ref()
             .map_or("none".into(), |p| format!("#{} {} ({})", p.index, p.node, p.op_type))
     };
@@ -408,9 +408,4 @@ fn diverged_markdown(s: &mut String, r: &GenerationReport, t: &GenerationTarget)
         }
     }
     let _ = writeln!(s, "\n</details>");
-}
-
-/// The report as one HTML page.
-pub fn html(r: &GenerationReport) -> String {
-    super::html::generation::render(r)
 }

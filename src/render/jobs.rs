@@ -9,10 +9,10 @@
 use serde_json::json;
 
 use super::present::duration;
-use crate::shard::jobs::JobPlan;
-use crate::shard::limits::{k8s_mem, minutes, slurm_mem, slurm_time};
-use crate::shard::resources::{TimesFrom, SAFETY, SETUP_SECONDS};
-use crate::shard::Unit;
+use crate::commands::shard::jobs::JobPlan;
+use crate::commands::shard::limits::{k8s_mem, minutes, slurm_mem, slurm_time};
+use crate::commands::shard::resources::{TimesFrom, SAFETY, SETUP_SECONDS};
+use crate::commands::shard::Unit;
 
 /// The time limit of a merge job, minutes: `merge` reads the shards' files (0.04 s for 2000
 /// samples' records in docs/scale.md's benchmark); this covers fetching them and a large set.

@@ -8,7 +8,7 @@ use tabled::builder::Builder;
 
 use super::grid::{bold, table_with, Kind, Look};
 use super::present::{self, db_opt, num};
-use crate::report::model::{
+use crate::report::compare::{
     CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, Report, TapEffects, TargetReport,
 };
 

@@ -8,7 +8,7 @@ use tabled::builder::Builder;
 
 use super::grid::{bold, table as grid_text, table_with, Kind, Look};
 use super::present::{bytes, db, db_opt, pct, signed};
-use crate::console::printable;
+use crate::foundation::console::printable;
 use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
 use crate::report::RunStatus;
 

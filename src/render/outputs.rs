@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::{explorer, html, junit, markdown};
-use crate::error::bad_output;
-use crate::exec::executor::sanitize;
-use crate::report::model::Report;
-use crate::userfile::{is_stdio, Outputs};
+use crate::execution::exec::executor::sanitize;
+use crate::foundation::error::bad_output;
+use crate::foundation::userfile::{is_stdio, Outputs};
+use crate::report::compare::Report;
 
 /// The report files one command writes (`--out`, `--markdown`, `--junit`, `--html`,
 /// `--node-data`).

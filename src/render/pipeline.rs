@@ -56,7 +56,7 @@ fn verdict_line(t: &PipelineTarget) -> String {
     let runtime = t
         .runtime
         .as_ref()
-        .map_or_else(|| "no runtime".into(), crate::report::model::RuntimeInfo::text);
+        .map_or_else(|| "no runtime".into(), crate::report::compare::RuntimeInfo::text);
     let threads = t.intra_op_threads.map_or(String::new(), |n| format!(", {n} thread(s)"));
     format!("{} [{runtime}{threads}]", verdict(t))
 }

@@ -3,9 +3,9 @@
 //! significant digits, dB with two decimals, percentages with one, counts with their noun, and
 //! the wording of a first divergence, a runtime, a placement summary.
 
+use crate::report::compare::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
 use crate::report::device::{Identity, IdentityStatus};
 use crate::report::facts::TargetRole;
-use crate::report::model::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
 use crate::report::triage::{FleetKind, Triage, VerdictKind};
 
 /// A metric with about four significant digits; `inf`/`-inf`; `-` when there is no figure (NaN).
@@ -56,7 +56,7 @@ pub struct StreamRow {
 }
 
 /// The rows of a report's stream (empty without one).
-pub fn stream_rows(report: &crate::report::model::Report) -> Vec<StreamRow> {
+pub fn stream_rows(report: &crate::report::compare::Report) -> Vec<StreamRow> {
     let Some(info) = &report.stream else {
         return Vec::new();
     };
@@ -87,7 +87,7 @@ pub fn stream_rows(report: &crate::report::model::Report) -> Vec<StreamRow> {
 }
 
 /// One decision over a stream: how many steps decided otherwise, and the first.
-pub fn decision_text(d: &crate::report::model::DecisionSeries) -> String {
+pub fn decision_text(d: &crate::report::compare::DecisionSeries) -> String {
     let first = d
         .first_disagreement
         .map_or(String::new(), |s| format!(", first at step {s}"));
@@ -171,7 +171,7 @@ pub fn shorten(text: &str, max: usize) -> String {
     out
 }
 
-pub use crate::console::printable;
+pub use crate::foundation::console::printable;
 
 /// Escapes text for HTML or XML content and quoted attribute values.
 pub fn escape_markup(text: &str) -> String {
@@ -412,7 +412,7 @@ pub fn placement_line(p: &PlacementSummary, target_ep: &str) -> String {
         p.total_nodes,
         ep_short(target_ep)
     );
-    if target_ep == crate::placement::CPU_EP {
+    if target_ep == crate::analyses::placement::CPU_EP {
         return line;
     }
     line.push_str(&format!(", {}", count(p.ep_partitions, "partition")));
@@ -547,7 +547,10 @@ fn shell_word(w: &str) -> String {
 
 /// The `npu-audit repro` command that cuts out a target's first layer beyond rounding against
 /// the report's baseline, as a standalone bundle (`None` without such a layer).
-pub fn repro_command(report: &crate::report::model::Report, t: &crate::report::model::TargetReport) -> Option<String> {
+pub fn repro_command(
+    report: &crate::report::compare::Report,
+    t: &crate::report::compare::TargetReport,
+) -> Option<String> {
     let layer = t.layer_summary.as_ref()?.first_beyond_rounding.as_ref()?;
     let mut words = vec!["npu-audit".to_string(), "repro".into(), shell_word(&report.model.path)];
     if report.reference.kind == "model" {

@@ -4,7 +4,7 @@ use tabled::builder::Builder;
 
 use super::grid::{prose, table_with, Frame, Kind, Look};
 
-use crate::runtime_cache::{version_span, CachedBuild, RuntimeRow};
+use crate::commands::runtime_cache::{version_span, CachedBuild, RuntimeRow};
 
 /// Renders `runtime list` as a table; with `all`, what the catalogue records about each plugin
 /// release follows it (the cores it runs on, where it fails and the runtime's words).

@@ -14,8 +14,8 @@ use super::grid::{paint, table_with, Kind, Look};
 use super::present::{
     bytes, cosine, db, ep_short, num, pct, placement_line, printable, signed_db, thread_probe_sentence,
 };
+use crate::report::compare::{OutputMetrics, Report, TargetReport, Verdict};
 use crate::report::facts::TargetRole;
-use crate::report::model::{OutputMetrics, Report, TargetReport, Verdict};
 use crate::report::RunStatus;
 
 fn status_style(s: RunStatus) -> Style {
@@ -44,7 +44,7 @@ fn targets_table(report: &Report) -> String {
         let runtime = t
             .runtime
             .as_ref()
-            .map_or_else(|| "-".into(), crate::report::model::RuntimeInfo::text);
+            .map_or_else(|| "-".into(), crate::report::compare::RuntimeInfo::text);
         let ran = t.status == RunStatus::Ok;
         let (create, run, wall) = t
             .timing
@@ -489,7 +489,7 @@ fn failures(s: &mut String, report: &Report) {
             indent_continuation(&t.error.clone().unwrap_or_default())
         );
         if t.status != RunStatus::Unavailable
-            && t.ep != crate::placement::CPU_EP
+            && t.ep != crate::analyses::placement::CPU_EP
             && t.failed_at == Some(crate::report::run::Phase::CreateSession)
         {
             let _ = writeln!(
@@ -510,7 +510,7 @@ fn placement(s: &mut String, report: &Report) {
     let shown: Vec<&TargetReport> = report
         .targets
         .iter()
-        .filter(|t| t.ep != crate::placement::CPU_EP && t.placement.is_some())
+        .filter(|t| t.ep != crate::analyses::placement::CPU_EP && t.placement.is_some())
         .collect();
     if shown.is_empty() {
         return;
@@ -621,11 +621,11 @@ fn verdict(s: &mut String, report: &Report) {
                 num(r.limit.0)
             ),
             "bit_exact" => format!("{} {} bit_exact: {} elements differ", r.target, r.output, r.measured.0),
-            _ if r.output == crate::gate::PLACEMENT_SCOPE && r.measured.0.is_nan() => format!(
+            _ if r.output == crate::judge::gate::PLACEMENT_SCOPE && r.measured.0.is_nan() => format!(
                 "{} {}: the runtime recorded no placement for this target",
                 r.target, r.rule
             ),
-            _ if r.output == crate::gate::PLACEMENT_SCOPE => {
+            _ if r.output == crate::judge::gate::PLACEMENT_SCOPE => {
                 format!("{} {}: {} vs limit {}", r.target, r.rule, r.measured.0, r.limit.0)
             }
             _ => format!(

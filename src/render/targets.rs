@@ -4,7 +4,7 @@ use tabled::builder::Builder;
 
 use super::grid::{table_with, Frame, Kind, Look};
 
-use crate::targets::TargetAvailability;
+use crate::commands::availability::TargetAvailability;
 
 /// Renders `targets` as a table.
 pub fn targets_table(rows: &[TargetAvailability]) -> String {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use tabled::builder::Builder;
 
 use super::grid::{bold, prose, table, Kind};
-use crate::report::model::AuditTimings;
+use crate::report::compare::AuditTimings;
 
 fn ms(v: f64) -> String {
     format!("{v:.0}")

@@ -8,9 +8,9 @@ use tabled::builder::Builder;
 
 use super::grid::{bold, prose, table_with, Kind, Look};
 use super::present::{chipset_label, db, fleet_keyword, signed_db, verdict_keyword};
-use crate::console::printable;
+use crate::commands::triage::fleet::chipset_group_label;
+use crate::foundation::console::printable;
 use crate::report::triage::{Fleet, GroupFigures, ReportEntry, Triage};
-use crate::triage::fleet::chipset_group_label;
 
 fn keyword(e: &ReportEntry) -> String {
     verdict_keyword(e.verdict.kind)

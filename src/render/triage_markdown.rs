@@ -18,8 +18,8 @@ use super::present::{
     chipset_label, copies, count, db_opt, fleet_keyword, identity_status, shorten, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
+use crate::commands::triage::fleet::chipset_group_label;
 use crate::report::triage::{Fleet, GroupFigures, ReportEntry, Triage};
-use crate::triage::fleet::chipset_group_label;
 
 /// Renders the triage as Markdown.
 pub fn render(t: &Triage) -> String {

@@ -1,6 +1,6 @@
 //! What a device report said and what was read from it, as the triage report states it: the
 //! device's own description, the chipset it identifies, the report's format, what its logs say
-//! and which file held each output. The parser of device reports (`crate::device`) has its own
+//! and which file held each output. The parser of device reports (`crate::data::device`) has its own
 //! types for these; triage converts them when it builds its report, so the parser can change
 //! without changing the triage report's schema unnoticed.
 

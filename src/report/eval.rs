@@ -1,13 +1,13 @@
 //! The JSON `eval` writes (`docs/eval.schema.json`, prose in `docs/eval.md`): per target its task
 //! metrics with intervals, paired comparisons with the reference and the baseline (drop, McNemar,
 //! non-inferiority), what flipped, and the gate. A contract other tools parse: the schema is
-//! derived from these types. The eval itself is in `crate::eval`.
+//! derived from these types. The eval itself is in `crate::commands::eval`.
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{LayerPointer, Num, RuleResult, RuntimeInfo};
+use super::compare::{LayerPointer, Num, RuleResult, RuntimeInfo};
 use super::run::RunStatus;
-use crate::error::ExitCode;
+use crate::foundation::error::ExitCode;
 
 /// The eval output's layout version (2: drops of accuracy bounded by Tango's score interval,
 /// bounds a sample cannot give said so, sample sizes, sequential decisions).
@@ -344,5 +344,5 @@ pub struct SequentialRule {
 pub struct EvalGate {
     pub rules: Vec<RuleResult>,
     /// `pass`, `fail` or `none` (no limit set).
-    pub verdict: super::model::Verdict,
+    pub verdict: super::compare::Verdict,
 }

@@ -1,8 +1,8 @@
 //! What the reports state about where and how figures were made: the host and what a target's
 //! figures owe to it, the model's tensors and external data, where the inputs came from, why a
 //! target is in the audit and the phases `--timings` splits the audit's own work into. The layers
-//! below have their own types for these facts (`crate::host`, `crate::model`, `crate::inputs`,
-//! `crate::target`, `crate::timings`); they are converted where a command builds its report
+//! below have their own types for these facts (`crate::foundation::host`, `crate::data::model`, `crate::data::inputs`,
+//! `crate::data::target`, `crate::foundation::timings`); they are converted where a command builds its report
 //! (`crate::into_report`), so the reports depend on serde and schemars alone.
 
 use serde::{Deserialize, Serialize};

@@ -5,10 +5,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::compare::{Num, ToolInfo};
 use super::facts::HostInfo;
-use super::model::{Num, ToolInfo};
 use super::RunStatus;
-use crate::error::ExitCode;
+use crate::foundation::error::ExitCode;
 
 /// The layout version of this report; a reader refuses another.
 pub const GENERATION_SCHEMA_VERSION: u32 = 1;
@@ -226,9 +226,9 @@ pub struct StepExplanation {
     /// Against the baseline: the first layer whose codes differ, the first beyond rounding, the
     /// first that loses SQNR (none of them on a target that computes as the baseline does: its
     /// departure is the quantized model's own).
-    pub first_code_difference: Option<super::model::LayerPointer>,
-    pub first_beyond_rounding: Option<super::model::LayerPointer>,
-    pub first_sqnr_loss: Option<super::model::LayerPointer>,
+    pub first_code_difference: Option<super::compare::LayerPointer>,
+    pub first_beyond_rounding: Option<super::compare::LayerPointer>,
+    pub first_sqnr_loss: Option<super::compare::LayerPointer>,
     pub error: Option<String>,
 }
 

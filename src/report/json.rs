@@ -1,12 +1,12 @@
 //! The report as JSON: written pretty-printed, and read back from another run (with the schema
 //! version checked).
 
-use crate::error::bad_report;
+use crate::foundation::error::bad_report;
 use std::path::Path;
 
 use anyhow::Result;
 
-use super::model::Report;
+use super::compare::Report;
 
 /// The report as pretty-printed JSON.
 pub fn to_string(report: &Report) -> Result<String> {
@@ -16,8 +16,9 @@ pub fn to_string(report: &Report) -> Result<String> {
 /// Reads a report another run wrote (`merge`, `render`, baseline mode). Errors name the file
 /// and, for malformed JSON or a field of the wrong kind, the line and column.
 pub fn read(path: &Path) -> Result<Report> {
-    let shown = crate::userfile::shown(path);
-    let bytes = crate::userfile::read_user_file(path).map_err(|e| bad_report(format!("{shown}: cannot read: {e}")))?;
+    let shown = crate::foundation::userfile::shown(path);
+    let bytes = crate::foundation::userfile::read_user_file(path)
+        .map_err(|e| bad_report(format!("{shown}: cannot read: {e}")))?;
     from_bytes(bytes, &shown)
 }
 
@@ -48,11 +49,11 @@ fn compare_from(text: &str, value: &serde_json::Value, shown: &str) -> Result<Re
         )));
     }
     match value.get("schema_version").and_then(|v| v.as_u64()) {
-        Some(v) if v == u64::from(super::model::SCHEMA_VERSION) => {}
+        Some(v) if v == u64::from(super::compare::SCHEMA_VERSION) => {}
         Some(v) => {
             return Err(bad_report(format!(
                 "{shown}: report schema version {v}, this npu-audit reads version {}",
-                super::model::SCHEMA_VERSION
+                super::compare::SCHEMA_VERSION
             )))
         }
         None => {
@@ -66,7 +67,7 @@ fn compare_from(text: &str, value: &serde_json::Value, shown: &str) -> Result<Re
             "{shown}:{}:{}: {}",
             e.line(),
             e.column(),
-            crate::error::plain_serde_message(&e.to_string())
+            crate::foundation::error::plain_serde_message(&e.to_string())
         ))
     })
 }
@@ -120,7 +121,7 @@ impl Kind {
     /// The layout version this release writes and reads (`None`: the kind carries none).
     fn schema_version(self) -> Option<u32> {
         match self {
-            Kind::Compare => Some(super::model::SCHEMA_VERSION),
+            Kind::Compare => Some(super::compare::SCHEMA_VERSION),
             Kind::Eval => Some(super::eval::EVAL_SCHEMA_VERSION),
             Kind::Triage => Some(super::triage::TRIAGE_SCHEMA_VERSION),
             Kind::Matrix => Some(super::matrix::MATRIX_SCHEMA_VERSION),
@@ -191,7 +192,7 @@ pub fn any_from_bytes(bytes: Vec<u8>, shown: &str) -> Result<AnyReport> {
             "{shown}:{}:{}: {} ({})",
             e.line(),
             e.column(),
-            crate::error::plain_serde_message(&e.to_string()),
+            crate::foundation::error::plain_serde_message(&e.to_string()),
             kind.noun()
         ))
     };

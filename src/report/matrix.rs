@@ -1,15 +1,15 @@
 //! The JSON `matrix` writes (`docs/matrix.schema.json`, prose in `docs/matrix.md`): every cell
 //! (a variant on a target), the recommendation per target, the dispatch table an app loads, and
 //! the mixed-precision searches. A contract other tools parse: the schema is derived from these
-//! types. The matrix itself is in `crate::matrix`.
+//! types. The matrix itself is in `crate::commands::matrix`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::Num;
+use super::compare::Num;
 use super::run::RunStatus;
-use crate::error::ExitCode;
+use crate::foundation::error::ExitCode;
 
 /// The matrix output's layout version.
 pub const MATRIX_SCHEMA_VERSION: u32 = 1;

@@ -3,13 +3,13 @@
 //! ([`model`], also `layers` and `merge`), and those of `triage`, `matrix` and `pipeline`. They
 //! depend on nothing above the execution layer, so analyses build their parts directly.
 
+pub mod compare;
 pub mod device;
 pub mod eval;
 pub mod facts;
 pub mod generation;
 pub mod json;
 pub mod matrix;
-pub mod model;
 pub mod pipeline;
 pub mod repro;
 pub mod run;

@@ -1,12 +1,12 @@
 //! The JSON `pipeline` writes (`docs/pipeline.schema.json`, prose in `docs/streams.md`): per
 //! target each stage's figures against the golden chain and the stage the final drift comes
 //! from. A contract other tools parse: the schema is derived from these types. The chain's audit
-//! is in `crate::pipeline`.
+//! is in `crate::commands::pipeline`.
 
 use serde::{Deserialize, Serialize};
 
-use super::model::Num;
-use crate::error::ExitCode;
+use super::compare::Num;
+use crate::foundation::error::ExitCode;
 
 /// What `pipeline` found.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -36,7 +36,7 @@ pub struct StageInfo {
     /// The reference as `compare` described it.
     pub reference: String,
     /// The golden run of this stage on the golden chain: its runtime, threads and timing.
-    pub golden: crate::report::model::ReferenceInfo,
+    pub golden: crate::report::compare::ReferenceInfo,
     /// `input <- STAGE.OUTPUT`.
     pub feeds: Vec<String>,
 }
@@ -46,7 +46,7 @@ pub struct StageInfo {
 pub struct PipelineTarget {
     pub id: String,
     /// The runtime every stage ran on (null when unavailable).
-    pub runtime: Option<crate::report::model::RuntimeInfo>,
+    pub runtime: Option<crate::report::compare::RuntimeInfo>,
     /// The EP options and session entries every stage ran with.
     pub options: std::collections::BTreeMap<String, String>,
     /// The intra-op threads of its sessions.

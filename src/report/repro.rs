@@ -1,13 +1,13 @@
 //! The JSON `repro` writes (`docs/repro.schema.json`, prose in `docs/repro.md`): the smallest
 //! window of layers whose isolated run departs on the target and not on the comparison, how it
 //! was found, the figures it shows, and the standalone bundle that reproduces it. A contract other
-//! tools parse: the schema is derived from these types. The search itself is in `crate::repro`.
+//! tools parse: the schema is derived from these types. The search itself is in `crate::commands::repro`.
 
 use serde::{Deserialize, Serialize};
 
+use super::compare::{Num, RuntimeInfo};
 use super::facts::HostInfo;
-use super::model::{Num, RuntimeInfo};
-use crate::error::ExitCode;
+use crate::foundation::error::ExitCode;
 
 /// The repro output's layout version.
 pub const REPRO_SCHEMA_VERSION: u32 = 1;

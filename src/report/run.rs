@@ -1,6 +1,6 @@
 //! How a target's run ended, as the reports state it: the status, the phase a failed worker
 //! reached, how a QNN context was obtained and which repeated runs differed. The execution layer
-//! has its own wire types for these (`crate::exec`); they are converted where a command builds its
+//! has its own wire types for these (`crate::execution::exec`); they are converted where a command builds its
 //! report, so a change to the worker's protocol cannot change a report's schema unnoticed.
 
 use serde::{Deserialize, Serialize};

@@ -6,8 +6,8 @@ use schemars::generate::SchemaSettings;
 use schemars::transform::{RecursiveTransform, Transform};
 use schemars::Schema;
 
+use super::compare::{Report, SCHEMA_VERSION};
 use super::matrix::{Matrix, MATRIX_SCHEMA_VERSION};
-use super::model::{Report, SCHEMA_VERSION};
 use super::pipeline::PipelineReport;
 use super::triage::{Triage, TRIAGE_SCHEMA_VERSION};
 
@@ -87,7 +87,7 @@ pub fn schema(contract: Contract) -> serde_json::Value {
         Contract::Compare => derived_schema::<Report>(
             format!("npu-audit report, schema version {SCHEMA_VERSION}"),
             "The JSON report of `npu-audit compare --format json` (and `--out FILE`, `merge`): derived from the \
-             report's types in src/report/model.rs. Prose in docs/report-schema.md, metric definitions in docs/metrics.md.",
+             report's types in src/report/compare.rs. Prose in docs/report-schema.md, metric definitions in docs/metrics.md.",
         ),
         Contract::Triage => derived_schema::<Triage>(
             format!("npu-audit triage, schema version {TRIAGE_SCHEMA_VERSION}"),

@@ -1,14 +1,14 @@
 //! The JSON `triage` writes (`docs/triage.schema.json`, prose in `docs/device-reports.md`): one
 //! entry per device report with its verdict and figures, the local runs it was compared with, the
 //! fleet's groups and conclusion. A contract other tools parse: the schema is derived from these
-//! types. The triage itself is in `crate::triage`.
+//! types. The triage itself is in `crate::commands::triage`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::compare::{CodeDiffs, Num};
 use super::device::{DeviceInfo, Identity, ReportFormat};
-use super::model::{CodeDiffs, Num};
 use super::run::RunStatus;
 
 /// Version of the triage JSON layout (`docs/device-reports.md`).

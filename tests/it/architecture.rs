@@ -5,9 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Every top-level module, lowest first. A module may use only modules listed before it. The
-/// layers (docs/ARCHITECTURE.md): foundation, data, execution, report model, report boundary
-/// (where the execution layer's and the device parser's types become the reports'), analyses, judge,
+/// Every layer, lowest first, as the tree holds it: a layer of several modules is a folder of
+/// `src/` (`src/foundation/error.rs`), a layer of one module is that module (`src/report/`). A
+/// module may use only modules listed before it (within its layer too). The layers
+/// (docs/ARCHITECTURE.md): foundation, data, execution, report model, report boundary (where the
+/// execution layer's and the device parser's types become the reports'), analyses, judge,
 /// commands, renderers, command line, and the fuzz harnesses (which reach every parser).
 const LAYERS: &[(&str, &[&str])] = &[
     (
@@ -26,8 +28,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("data", &["tensor", "model", "target", "inputs", "dataset", "device"]),
     ("execution", &["runtime", "exec", "golden"]),
-    ("report model", &["report"]),
-    ("report boundary", &["into_report"]),
+    ("report", &[]),
+    ("into_report", &[]),
     (
         "analyses",
         &[
@@ -52,7 +54,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "generation",
             "matrix",
             "merge",
-            "targets",
+            "availability",
             "runtime_cache",
             "pipeline",
             "bisect",
@@ -60,10 +62,30 @@ const LAYERS: &[(&str, &[&str])] = &[
             "repro",
         ],
     ),
-    ("renderers", &["render"]),
-    ("command line", &["cli"]),
-    ("fuzz harnesses", &["fuzzing"]),
+    ("render", &[]),
+    ("cli", &[]),
+    ("fuzzing", &[]),
 ];
+
+/// Whether `name` is a layer folder (a layer of several modules).
+fn is_layer_folder(name: &str) -> bool {
+    LAYERS.iter().any(|(layer, mods)| *layer == name && !mods.is_empty())
+}
+
+/// Every module in layer order: `layer::module` for a layer folder's, the layer's name for a
+/// layer of one module.
+fn units() -> Vec<String> {
+    LAYERS
+        .iter()
+        .flat_map(|(layer, mods)| {
+            if mods.is_empty() {
+                vec![layer.to_string()]
+            } else {
+                mods.iter().map(|m| format!("{layer}::{m}")).collect()
+            }
+        })
+        .collect()
+}
 
 /// The longest a function outside tests may be, in lines.
 const MAX_FUNCTION_LINES: usize = 80;
@@ -88,11 +110,25 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file belongs to (`src/layers/run.rs` -> `layers`).
-fn module_of(file: &Path) -> String {
+/// The module a file belongs to (`src/analyses/layers/run.rs` -> `analyses::layers`,
+/// `src/render/table.rs` -> `render`); `None` for the crate's root and a layer folder's `mod.rs`.
+fn module_of(file: &Path) -> Option<String> {
     let rel = file.strip_prefix(src()).expect("under src");
-    let first = rel.components().next().expect("component");
-    first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string()
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    let first = parts.first()?.clone();
+    if matches!(first.as_str(), "lib" | "main") {
+        return None;
+    }
+    if !is_layer_folder(&first) {
+        return Some(first);
+    }
+    match parts.get(1).map(String::as_str) {
+        None | Some("mod") => None,
+        Some(m) => Some(format!("{first}::{m}")),
+    }
 }
 
 /// The source with comments, string and character literals blanked (same length and lines), so
@@ -188,7 +224,8 @@ fn char_literal_len(rest: &[u8]) -> Option<usize> {
     (rest.get(1 + len) == Some(&b'\'')).then_some(len + 2)
 }
 
-/// Top-level modules a file's code refers to through `crate::`, with the line of each use.
+/// The modules a file's code refers to through `crate::` (`analyses::layers`, `report`), with
+/// the line of each use.
 fn uses(code: &str) -> Vec<(String, usize)> {
     let mut found = Vec::new();
     for (n, line) in code.lines().enumerate() {
@@ -198,12 +235,27 @@ fn uses(code: &str) -> Vec<(String, usize)> {
             let names: Vec<String> = if let Some(group) = rest.strip_prefix('{') {
                 group_heads(group, code, n)
             } else {
-                vec![rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()]
+                let head = ident(rest);
+                match rest[head.len()..].strip_prefix("::") {
+                    Some(inner) if is_layer_folder(&head) => match inner.strip_prefix('{') {
+                        Some(group) => group_heads(group, code, n)
+                            .into_iter()
+                            .map(|m| format!("{head}::{m}"))
+                            .collect(),
+                        None => vec![format!("{head}::{}", ident(inner))],
+                    },
+                    _ => vec![head],
+                }
             };
             found.extend(names.into_iter().filter(|s| !s.is_empty()).map(|s| (s, n + 1)));
         }
     }
     found
+}
+
+/// The identifier at the start of `text`.
+fn ident(text: &str) -> String {
+    text.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
 }
 
 /// The first segment of every path in `use crate::{a::b, c}` (which may span lines).
@@ -244,10 +296,7 @@ fn group_heads(first_line_rest: &str, code: &str, line: usize) -> Vec<String> {
 }
 
 fn rank(module: &str) -> Option<usize> {
-    LAYERS
-        .iter()
-        .flat_map(|(_, mods)| mods.iter())
-        .position(|m| *m == module)
+    units().iter().position(|m| m == module)
 }
 
 #[test]
@@ -257,10 +306,9 @@ fn modules_import_only_modules_below_them() {
     let mut violations = Vec::new();
     let mut graph: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     for file in &files {
-        let module = module_of(file);
-        if matches!(module.as_str(), "lib" | "main") {
+        let Some(module) = module_of(file) else {
             continue;
-        }
+        };
         let own = rank(&module).unwrap_or_else(|| panic!("{module} is not in LAYERS: place it in a layer"));
         let code = code_only(&std::fs::read_to_string(file).expect("read"));
         for (used, line) in uses(&code) {
@@ -298,7 +346,7 @@ fn modules_import_only_modules_below_them() {
 /// What the report contracts may use besides serde and schemars: their own types and the
 /// foundation's errors, file reading and hashes (to read a report). Never a type of the layers
 /// that make the figures: those are converted at the boundary (`src/into_report.rs`).
-const REPORT_MAY_USE: &[&str] = &["error", "userfile", "hash"];
+const REPORT_MAY_USE: &[&str] = &["foundation::error", "foundation::userfile", "foundation::hash"];
 
 #[test]
 fn the_report_contracts_own_their_types() {
@@ -323,14 +371,45 @@ fn the_report_contracts_own_their_types() {
     assert!(used_anything, "the scanner saw no use of another module in report/");
 }
 
+/// The `pub mod NAME;` lines of a Rust file, in order.
+fn declared_modules(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod ")?.strip_suffix(';').map(str::to_string))
+        .collect()
+}
+
 #[test]
-fn every_module_of_the_library_is_placed_in_a_layer() {
-    let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
-    for line in lib.lines() {
-        if let Some(name) = line.trim().strip_prefix("pub mod ").and_then(|s| s.strip_suffix(';')) {
-            assert!(rank(name).is_some(), "module {name} is not in LAYERS");
-        }
+fn the_tree_is_the_layering() {
+    let mut top = declared_modules(&src().join("lib.rs"));
+    let mut layers: Vec<String> = LAYERS.iter().map(|(l, _)| l.to_string()).collect();
+    top.sort();
+    layers.sort();
+    assert_eq!(
+        top, layers,
+        "src/lib.rs declares one module per layer, as LAYERS lists them"
+    );
+    for (layer, mods) in LAYERS.iter().filter(|(_, m)| !m.is_empty()) {
+        let mut declared = declared_modules(&src().join(layer).join("mod.rs"));
+        let mut listed: Vec<String> = mods.iter().map(|m| m.to_string()).collect();
+        declared.sort();
+        listed.sort();
+        assert_eq!(
+            declared, listed,
+            "src/{layer}/mod.rs declares the layer's modules as LAYERS lists them"
+        );
     }
+    let loose: Vec<String> = std::fs::read_dir(src())
+        .expect("read src")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file())
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .filter(|n| !matches!(n.as_str(), "lib.rs" | "main.rs" | "into_report.rs" | "fuzzing.rs"))
+        .collect();
+    assert!(
+        loose.is_empty(),
+        "files at the top of src/ outside any layer: {loose:?}"
+    );
 }
 
 /// Function lengths (lines from `fn` to its closing brace) outside `#[cfg(test)]` modules.
@@ -412,9 +491,12 @@ fn no_function_outside_tests_is_longer_than_a_screen() {
 
 #[test]
 fn the_scanner_sees_through_strings_comments_and_groups() {
-    let code = code_only("// crate::cli\nlet s = \"crate::render {\";\nuse crate::{model::pb, tensor::{Tensor, DType}};\nlet c = '{'; fn f<'a>() {}\n");
+    let code = code_only("// crate::cli\nlet s = \"crate::render {\";\nuse crate::{model::pb, tensor::{Tensor, DType}};\nlet c = '{'; fn f<'a>() {}\nuse crate::data::{model::pb, tensor};\nlet x = crate::analyses::layers::run();\n");
     let found: Vec<String> = uses(&code).into_iter().map(|(m, _)| m).collect();
-    assert_eq!(found, vec!["model", "tensor"]);
+    assert_eq!(
+        found,
+        vec!["model", "tensor", "data::model", "data::tensor", "analyses::layers"]
+    );
     assert!(!code.contains('"'));
     let lengths = function_lengths(&code_only("fn a() {\n    let x = \"}\";\n}\nfn b();\n"));
     assert_eq!(lengths, vec![(1, 3, "a".to_string())]);
@@ -429,7 +511,7 @@ fn sibling_uses(code: &str, parent_path: &str) -> Vec<(String, usize)> {
         for prefix in &prefixes {
             let mut rest = line;
             while let Some(at) = rest.find(prefix.as_str()) {
-                // `crate::layers::` must not match inside `crate::render::layers::`.
+                // `crate::analyses::layers::` must not match inside `crate::render::layers::`.
                 let before = &rest[..at];
                 rest = &rest[at + prefix.len()..];
                 if before.ends_with("::") || before.ends_with(|c: char| c.is_alphanumeric() || c == '_') {
@@ -523,7 +605,17 @@ fn files_within_a_module_import_each_other_without_circles() {
             })
             .collect();
         for (name, file) in &siblings {
-            let code = code_only(&std::fs::read_to_string(file).expect("read"));
+            // A subdirectory is every file in it: `render/html/generation.rs` is `html`'s.
+            let mut files = vec![file.clone()];
+            if file.ends_with("mod.rs") {
+                files.clear();
+                rust_files(file.parent().expect("a directory"), &mut files);
+            }
+            let code: String = files
+                .iter()
+                .map(|f| code_only(&std::fs::read_to_string(f).expect("read")))
+                .collect::<Vec<_>>()
+                .join("\n");
             let mut used: Vec<String> = sibling_uses(&code, path)
                 .into_iter()
                 .map(|(m, _)| m)
@@ -559,8 +651,12 @@ fn the_circle_finder_finds_circles_and_only_them() {
         find_circle(&graph(&[("a", "b"), ("b", "c"), ("c", "a")])),
         Some(vec!["a".to_string(), "b".into(), "c".into(), "a".into()])
     );
-    let code =
-        code_only("use super::{plan::X, state};\nlet y = crate::layers::run::f();\nuse crate::render::layers::x;\n");
-    let found: Vec<String> = sibling_uses(&code, "layers").into_iter().map(|(m, _)| m).collect();
+    let code = code_only(
+        "use super::{plan::X, state};\nlet y = crate::analyses::layers::run::f();\nuse crate::render::layers::x;\n",
+    );
+    let found: Vec<String> = sibling_uses(&code, "analyses::layers")
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
     assert_eq!(found, vec!["plan", "state", "run"]);
 }

@@ -10,7 +10,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 use serde_json::Value;
 
 /// The emulation's directory, from where the report says the emulated library lives.
@@ -119,7 +119,7 @@ fn emulated_targets_give_the_aarch64_wheels_own_outputs() {
 /// rounding (half to even) and exact integer products, recomputed here from the spec.
 #[test]
 fn an_emulated_cores_integer_kernels_compute_what_the_onnx_spec_says() {
-    use npu_audit::model::pb::{tensor_proto::DataType, NodeProto, TensorProto};
+    use npu_audit::data::model::pb::{tensor_proto::DataType, NodeProto, TensorProto};
     let dir = tempdir();
     let model = dir.path().join("mmi.onnx");
     let w: Vec<i8> = (0..64 * 16)
@@ -158,7 +158,7 @@ fn an_emulated_cores_integer_kernels_compute_what_the_onnx_spec_says() {
     // The initializers, added to the written graph.
     {
         use prost::Message;
-        let mut m = npu_audit::model::pb::ModelProto::decode(std::fs::read(&model).unwrap().as_slice()).unwrap();
+        let mut m = npu_audit::data::model::pb::ModelProto::decode(std::fs::read(&model).unwrap().as_slice()).unwrap();
         let g = m.graph.as_mut().unwrap();
         g.initializer
             .push(init("s", DataType::Float, vec![], 0.05f32.to_le_bytes().to_vec()));

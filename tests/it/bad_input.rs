@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 
 /// Runs `compare` with `--out` in a fresh directory; asserts the exit code, a single error line,
 /// and that no report file was left behind.

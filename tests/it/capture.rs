@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::*;
-use npu_audit::tensor::{read_npz_bytes, Tensor};
+use npu_audit::data::tensor::{read_npz_bytes, Tensor};
 use serde_json::Value;
 
 const MODEL: &str = "fixtures/models/cnn_qdq_u8.onnx";
@@ -32,7 +32,7 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
         .map(|k| {
             let t = Tensor::read_npy(&repo(GOLDEN).join(format!("inputs/s{k}/i0.npy"))).unwrap();
             let p = dir.join(format!("in{k}.npz"));
-            npu_audit::tensor::write_npz(&p, &[("image".to_string(), &t)]).unwrap();
+            npu_audit::data::tensor::write_npz(&p, &[("image".to_string(), &t)]).unwrap();
             p
         })
         .collect()
@@ -200,9 +200,9 @@ fn the_script_refuses_what_it_must_not_do_in_one_line() {
 
 /// Each output's quantization step, read from the model (the scale of its DequantizeLinear).
 fn output_steps() -> Vec<Option<f64>> {
-    let m = npu_audit::model::load_model(&repo(MODEL)).unwrap();
-    let sig = npu_audit::model::Signature::of(&m).unwrap();
-    npu_audit::model::constant::output_steps(m.proto.graph.as_ref().unwrap(), &sig.outputs)
+    let m = npu_audit::data::model::load_model(&repo(MODEL)).unwrap();
+    let sig = npu_audit::data::model::Signature::of(&m).unwrap();
+    npu_audit::data::model::constant::output_steps(m.proto.graph.as_ref().unwrap(), &sig.outputs)
 }
 
 /// A copy of the captured report `src` whose outputs are moved by `steps(output index, element)`
@@ -226,12 +226,12 @@ fn moved_copy(src: &Path, dst: &Path, steps: impl Fn(usize, usize) -> f32) {
                 .collect();
             (
                 name,
-                Tensor::new(t.shape.clone(), npu_audit::tensor::TensorData::Float32(v)).unwrap(),
+                Tensor::new(t.shape.clone(), npu_audit::data::tensor::TensorData::Float32(v)).unwrap(),
             )
         })
         .collect();
     let refs: Vec<(String, &Tensor)> = moved.iter().map(|(n, t)| (n.clone(), t)).collect();
-    npu_audit::tensor::write_npz(&dst.join("outputs.npz"), &refs).unwrap();
+    npu_audit::data::tensor::write_npz(&dst.join("outputs.npz"), &refs).unwrap();
 }
 
 #[test]

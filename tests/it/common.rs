@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use assert_cmd::Command;
-use npu_audit::tensor::{read_npz, Tensor};
+use npu_audit::data::tensor::{read_npz, Tensor};
 use serde_json::Value;
 
 /// Path of a file in the repository.
@@ -197,7 +197,7 @@ pub fn fails_with(args: &[&str], code: i32, needle: &str) {
 /// `decided.json`), named as docs/eval.md says: the id made a file name, then the first 12 hex
 /// digits of the id's SHA-256.
 pub fn records_file(dir: &std::path::Path, run: &str, suffix: &str) -> std::path::PathBuf {
-    let digest = npu_audit::hash::sha256_hex(run.as_bytes());
+    let digest = npu_audit::foundation::hash::sha256_hex(run.as_bytes());
     dir.join(format!("{}-{}.{suffix}", file_name_of(run), &digest[..12]))
 }
 
@@ -230,8 +230,8 @@ pub fn tempdir() -> tempfile::TempDir {
 }
 
 /// A graph input or output declaration: ONNX element type code and a fixed shape.
-pub fn tensor_value_info(name: &str, elem_type: i32, shape: &[usize]) -> npu_audit::model::pb::ValueInfoProto {
-    use npu_audit::model::pb::{
+pub fn tensor_value_info(name: &str, elem_type: i32, shape: &[usize]) -> npu_audit::data::model::pb::ValueInfoProto {
+    use npu_audit::data::model::pb::{
         tensor_shape_proto::{dimension::Value as DimValue, Dimension},
         type_proto, TensorShapeProto, TypeProto, ValueInfoProto,
     };
@@ -256,8 +256,8 @@ pub fn tensor_value_info(name: &str, elem_type: i32, shape: &[usize]) -> npu_aud
 }
 
 /// A node `op(input) -> output` named after its output.
-pub fn node(op: &str, input: &str, output: &str) -> npu_audit::model::pb::NodeProto {
-    npu_audit::model::pb::NodeProto {
+pub fn node(op: &str, input: &str, output: &str) -> npu_audit::data::model::pb::NodeProto {
+    npu_audit::data::model::pb::NodeProto {
         input: vec![input.into()],
         output: vec![output.into()],
         name: Some(format!("{op}_{output}")),
@@ -269,11 +269,11 @@ pub fn node(op: &str, input: &str, output: &str) -> npu_audit::model::pb::NodePr
 /// An opset-17 model of `nodes` with graph `inputs` and `outputs`, written to `path`.
 pub fn write_model(
     path: &Path,
-    nodes: Vec<npu_audit::model::pb::NodeProto>,
-    inputs: Vec<npu_audit::model::pb::ValueInfoProto>,
-    outputs: Vec<npu_audit::model::pb::ValueInfoProto>,
+    nodes: Vec<npu_audit::data::model::pb::NodeProto>,
+    inputs: Vec<npu_audit::data::model::pb::ValueInfoProto>,
+    outputs: Vec<npu_audit::data::model::pb::ValueInfoProto>,
 ) {
-    use npu_audit::model::pb::{GraphProto, ModelProto, OperatorSetIdProto};
+    use npu_audit::data::model::pb::{GraphProto, ModelProto, OperatorSetIdProto};
     use prost::Message;
     let model = ModelProto {
         ir_version: Some(9),
@@ -335,7 +335,7 @@ pub fn work_dirs(tmp: &Path) -> Vec<PathBuf> {
 
 /// Moves every raw initializer of a model into `weights.bin` beside it (ONNX external data).
 pub fn with_external_data(src: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
-    use npu_audit::model::pb::{ModelProto, StringStringEntryProto};
+    use npu_audit::data::model::pb::{ModelProto, StringStringEntryProto};
     use prost::Message;
     let mut model = ModelProto::decode(std::fs::read(src).unwrap().as_slice()).unwrap();
     let mut blob: Vec<u8> = Vec::new();
@@ -490,11 +490,11 @@ pub fn headless_url(browser: &Path, url: &str, stdout_file: &Path, extra: &[Stri
 /// (made aside, then renamed, so concurrent test processes never see half of one).
 pub fn venv_python(requirements: &str, name: &str) -> PathBuf {
     let reqs = repo(requirements);
-    let hash = npu_audit::hash::sha256_file(&reqs).unwrap();
+    let hash = npu_audit::foundation::hash::sha256_file(&reqs).unwrap();
     // The tool's cache: NPU_AUDIT_CACHE as the binary reads it, else the platform default.
     let cache = std::env::var_os("NPU_AUDIT_CACHE")
         .filter(|v| !v.is_empty())
-        .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from);
+        .map_or_else(npu_audit::execution::runtime::provision::cache_root, PathBuf::from);
     let venv = cache.join(format!("{name}-venv-{}", &hash[..12]));
     let py = venv.join("bin/python");
     if !venv.join("complete").exists() {

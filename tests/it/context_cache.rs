@@ -58,7 +58,7 @@ fn saved_outputs(dir: &Path) -> Vec<(String, String, Vec<u8>)> {
         .iter()
         .flat_map(|f| {
             let name = f.file_name().expect("name").to_string_lossy().to_string();
-            npu_audit::tensor::read_npz(f)
+            npu_audit::data::tensor::read_npz(f)
                 .expect("read npz")
                 .into_iter()
                 .map(move |(array, t)| (name.clone(), array, t.data.to_le_bytes()))
@@ -171,7 +171,7 @@ fn compiled_loaded_recompiled(model: &str) {
 /// SHA-256 of bytes as lowercase hex (through the crate's hash module, which its own unit test
 /// checks against the standard's test vectors).
 fn common_sha256(bytes: &[u8]) -> Value {
-    Value::String(npu_audit::hash::sha256_hex(bytes))
+    Value::String(npu_audit::foundation::hash::sha256_hex(bytes))
 }
 
 #[test]
@@ -272,7 +272,7 @@ fn the_cache_can_be_turned_off_and_collected() {
 /// loads the context the first compiled, with the same answers.
 #[test]
 fn eval_sessions_load_the_context_a_first_eval_compiled() {
-    use npu_audit::tensor::{Tensor, TensorData};
+    use npu_audit::data::tensor::{Tensor, TensorData};
     let tmp = tempdir();
     let set = tmp.path().join("set");
     std::fs::create_dir(&set).expect("mkdir");
@@ -281,7 +281,7 @@ fn eval_sessions_load_the_context_a_first_eval_compiled() {
             .map(|i| ((i * 7 + k * 13) % 200) as f32 / 100.0 - 1.0)
             .collect();
         let image = Tensor::new(vec![1, 3, 32, 32], TensorData::Float32(values)).expect("tensor");
-        npu_audit::tensor::write_npz(&set.join(format!("s{k}.npz")), &[("image".to_string(), &image)])
+        npu_audit::data::tensor::write_npz(&set.join(format!("s{k}.npz")), &[("image".to_string(), &image)])
             .expect("write sample");
     }
     let contexts = tmp.path().join("contexts");

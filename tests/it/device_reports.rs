@@ -8,7 +8,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 use serde_json::Value;
 
 const OUTPUTS: [&str; 2] = ["logits", "probs"];
@@ -238,7 +238,7 @@ fn archives_with_a_member_twice_or_a_member_that_is_a_link_are_refused() {
     );
     assert_refused(&only_entry(&[&link]), &link, "'logs/logcat.txt' is a symbolic link");
     // An AI Hub archive: logits twice, the second all zeros.
-    let logits = npu_audit::tensor::read_npz(&outputs).unwrap();
+    let logits = npu_audit::data::tensor::read_npz(&outputs).unwrap();
     let zeros = Tensor::new(vec![4, 1, 10], TensorData::Float32(vec![0.0; 40])).unwrap();
     let hub = dir.path().join("hub.npz");
     zip_with(

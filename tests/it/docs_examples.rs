@@ -443,12 +443,12 @@ impl Scratch {
 fn check_toml(scratch: &Scratch, path: &Path, pipeline: bool) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     if text.parse::<toml::Table>().is_ok_and(|t| t.contains_key("generation")) {
-        return npu_audit::generation::spec::check_text(&text);
+        return npu_audit::commands::generation::spec::check_text(&text);
     }
     if pipeline {
         let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
         let base = path.parent().unwrap_or(Path::new("."));
-        return npu_audit::pipeline::file::parse(&text, base)
+        return npu_audit::commands::pipeline::file::parse(&text, base)
             .map(|_| ())
             .map_err(|e| format!("{e:#}"));
     }

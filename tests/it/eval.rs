@@ -88,7 +88,7 @@ fn rapidocr() -> PathBuf {
                 .unwrap()
                 .path();
             assert_eq!(
-                npu_audit::hash::sha256_file(&wheel).unwrap(),
+                npu_audit::foundation::hash::sha256_file(&wheel).unwrap(),
                 RAPIDOCR_SHA256,
                 "{}",
                 wheel.display()
@@ -499,12 +499,12 @@ fn copy_of_clean(n: usize) -> PathBuf {
 #[test]
 fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
     let write_npz = |path: &Path, name: &str, shape: &[usize]| {
-        let t = npu_audit::tensor::Tensor::new(
+        let t = npu_audit::data::tensor::Tensor::new(
             shape.to_vec(),
-            npu_audit::tensor::TensorData::Float32(vec![0.0; shape.iter().product()]),
+            npu_audit::data::tensor::TensorData::Float32(vec![0.0; shape.iter().product()]),
         )
         .unwrap();
-        npu_audit::tensor::write_npz(path, &[(name.to_string(), &t)]).unwrap();
+        npu_audit::data::tensor::write_npz(path, &[(name.to_string(), &t)]).unwrap();
     };
     type Damage = Box<dyn Fn(&Path)>;
     let cases: Vec<(&str, Damage, &str, Vec<&str>)> = vec![
@@ -641,14 +641,14 @@ fn bad_sets_fail_on_one_line_with_exit_2_and_write_nothing() {
             "an array that is not one of the model's inputs",
             Box::new(move |d: &Path| {
                 let zeros = |shape: &[usize]| {
-                    npu_audit::tensor::Tensor::new(
+                    npu_audit::data::tensor::Tensor::new(
                         shape.to_vec(),
-                        npu_audit::tensor::TensorData::Float32(vec![0.0; shape.iter().product()]),
+                        npu_audit::data::tensor::TensorData::Float32(vec![0.0; shape.iter().product()]),
                     )
                     .unwrap()
                 };
                 let (x, meta) = (zeros(&[1, 3, 48, 192]), zeros(&[1]));
-                npu_audit::tensor::write_npz(
+                npu_audit::data::tensor::write_npz(
                     &d.join("line00006.npz"),
                     &[("x".to_string(), &x), ("meta".to_string(), &meta)],
                 )
@@ -753,7 +753,7 @@ fn record_indices(path: &Path) -> Vec<u64> {
 fn cache_root() -> PathBuf {
     std::env::var_os("NPU_AUDIT_CACHE")
         .filter(|v| !v.is_empty())
-        .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from)
+        .map_or_else(npu_audit::execution::runtime::provision::cache_root, PathBuf::from)
 }
 
 /// The records an eval of `set` keeps in the cache (`eval-records/<digest>/`, its `context.json`
@@ -1772,7 +1772,7 @@ fn sequential_of<'r>(report: &'r Value, target: &str) -> &'r Value {
 fn until_decided_stops_each_target_once_its_limit_is_shown_and_resumes_in_the_same_order() {
     // The fp32 model on the CPU EP and in fp16 on the HTP simulator: neither flips a line, so
     // each is decided at the sample the mixture's capital reaches 20 with every d = 0 (88, worked
-    // by hand in src/eval/sequential.rs), long before the 200.
+    // by hand in src/commands/eval/sequential.rs), long before the 200.
     let dir = tempdir().keep();
     let set = lines_200().display().to_string();
     let fp32 = real("ppocr_cls_fp32.onnx");

@@ -51,7 +51,7 @@ fn assert_metrics_equal(what: &str, got: &Value, want: &Value) {
     }
 }
 
-fn bits(t: &npu_audit::tensor::Tensor) -> Vec<u8> {
+fn bits(t: &npu_audit::data::tensor::Tensor) -> Vec<u8> {
     t.data.to_le_bytes()
 }
 

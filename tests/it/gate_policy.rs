@@ -146,7 +146,7 @@ fn top1_rules_match_argmax_agreement_recomputed_from_the_saved_outputs() {
     // Top-1 along axis 1 of the [1, T, D] hidden state: for each feature, the token with the
     // largest value.
     let gold = npz_array(&saved.join("golden/s0.npz"), "hidden");
-    let rows = |t: &npu_audit::tensor::Tensor| -> Vec<usize> {
+    let rows = |t: &npu_audit::data::tensor::Tensor| -> Vec<usize> {
         let (tokens, d) = (t.shape[1], t.shape[2]);
         let v = values(t);
         (0..d)

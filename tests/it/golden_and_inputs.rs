@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::*;
-use npu_audit::model::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
-use npu_audit::tensor::{read_npz, DType, Tensor};
+use npu_audit::data::model::pb::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
+use npu_audit::data::tensor::{read_npz, DType, Tensor};
 use prost::Message;
 
 fn onnx_code(dtype: &str) -> i32 {
@@ -132,7 +132,7 @@ fn a_golden_run_reproduces_the_reference_and_detects_tampering() {
         serde_json::from_slice(&std::fs::read(golden.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(
         manifest["reference_model"]["sha256"],
-        npu_audit::hash::sha256_hex(&std::fs::read(&fp32).unwrap())
+        npu_audit::foundation::hash::sha256_hex(&std::fs::read(&fp32).unwrap())
     );
     assert_eq!(manifest["runtime"]["version"], "1.31.1");
     assert_eq!(manifest["samples"].as_array().unwrap().len(), 2);

@@ -535,12 +535,12 @@ fn outputs_are_committed_together_or_not_at_all() {
 
 /// The cnn fixture's input as an uncompressed `.npz` archive, and where its data starts.
 fn cnn_inputs_npz(path: &std::path::Path) -> usize {
-    let t = npu_audit::tensor::Tensor::new(
+    let t = npu_audit::data::tensor::Tensor::new(
         vec![1, 3, 32, 32],
-        npu_audit::tensor::TensorData::Float32((0..3072).map(|i| (i as f32 / 3072.0) - 0.5).collect()),
+        npu_audit::data::tensor::TensorData::Float32((0..3072).map(|i| (i as f32 / 3072.0) - 0.5).collect()),
     )
     .unwrap();
-    npu_audit::tensor::write_npz(path, &[("image".to_string(), &t)]).unwrap();
+    npu_audit::data::tensor::write_npz(path, &[("image".to_string(), &t)]).unwrap();
     // Local header (30 bytes + "image.npy" + ZIP64 extra of 20) + the 128-byte .npy header.
     std::fs::read(path).unwrap().len() - 3072 * 4 - 200
 }
@@ -756,7 +756,7 @@ fn nan_in_the_golden_run_is_flagged_and_no_loosest_gate_is_offered() {
 /// A float32 model `x -> Relu -> y` whose graph also has `extra` outputs computed from `x`:
 /// `("name", "Neg")` or a cast `("name", "Cast:11")` to ONNX type 11 (double).
 fn model_with_outputs(path: &std::path::Path, y_cast: Option<i32>, extra: &[&str]) {
-    use npu_audit::model::pb::AttributeProto;
+    use npu_audit::data::model::pb::AttributeProto;
     let mut nodes = vec![node("Relu", "x", "r")];
     let mut outputs = Vec::new();
     match y_cast {

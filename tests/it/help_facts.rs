@@ -98,7 +98,7 @@ use Asks::{Flag, NotAsked};
 /// for a flag fails the test until it is classified here; a row whose message is gone fails too.
 const ASKED: &[(&str, &str, Asks)] = &[
     (
-        "src/accuracy/task.rs",
+        "src/analyses/accuracy/task.rs",
         "class-axis",
         Flag {
             commands: &["eval", "matrix"],
@@ -106,7 +106,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/accuracy/task.rs",
+        "src/analyses/accuracy/task.rs",
         "classes",
         Flag {
             commands: &["eval", "matrix"],
@@ -114,7 +114,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/accuracy/task.rs",
+        "src/analyses/accuracy/task.rs",
         "output",
         Flag {
             commands: &["eval", "matrix"],
@@ -203,7 +203,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
     ),
     // A baseline report (from the policy file as well as the flag) of another host or threads.
     (
-        "src/compare/plan.rs",
+        "src/commands/compare/plan.rs",
         "allow-other-hosts",
         Flag {
             commands: &["compare", "layers"],
@@ -211,7 +211,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/compare/plan.rs",
+        "src/commands/compare/plan.rs",
         "allow-other-threads",
         Flag {
             commands: &["compare", "layers"],
@@ -219,7 +219,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/compare/plan.rs",
+        "src/commands/compare/plan.rs",
         "threads",
         Flag {
             commands: &["compare", "layers"],
@@ -227,7 +227,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/compare/plan.rs",
+        "src/commands/compare/plan.rs",
         "input",
         Flag {
             commands: &["compare"],
@@ -235,12 +235,12 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/compare/plan.rs",
+        "src/commands/compare/plan.rs",
         "layers",
         NotAsked("--stream cannot be combined with --layers"),
     ),
     (
-        "src/compare/reference.rs",
+        "src/commands/compare/reference.rs",
         "reference",
         Flag {
             commands: &["*"],
@@ -248,7 +248,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/device/qnn.rs",
+        "src/data/device/qnn.rs",
         "inputs",
         Flag {
             commands: &["triage"],
@@ -256,12 +256,12 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/eval/broken_layers.rs",
+        "src/commands/eval/broken_layers.rs",
         "golden",
         NotAsked("give --reference with --golden: --golden was given"),
     ),
     (
-        "src/eval/broken_layers.rs",
+        "src/commands/eval/broken_layers.rs",
         "reference",
         Flag {
             commands: &["eval"],
@@ -269,7 +269,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/eval/mod.rs",
+        "src/commands/eval/mod.rs",
         "labels",
         Flag {
             commands: &["eval"],
@@ -277,7 +277,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/eval/mod.rs",
+        "src/commands/eval/mod.rs",
         "max-accuracy-drop",
         Flag {
             commands: &["eval"],
@@ -285,7 +285,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/eval/mod.rs",
+        "src/commands/eval/mod.rs",
         "min-accuracy",
         Flag {
             commands: &["eval"],
@@ -293,7 +293,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/golden.rs",
+        "src/execution/golden.rs",
         "force",
         Flag {
             commands: &["golden create"],
@@ -301,7 +301,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/inputs/mod.rs",
+        "src/data/inputs/mod.rs",
         "gen",
         Flag {
             commands: &["*"],
@@ -309,12 +309,12 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/inputs/mod.rs",
+        "src/data/inputs/mod.rs",
         "input",
         NotAsked("an input given twice names the flags it came from"),
     ),
     (
-        "src/inputs/mod.rs",
+        "src/data/inputs/mod.rs",
         "input-shape",
         Flag {
             commands: &["*"],
@@ -322,7 +322,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/inputs/mod.rs",
+        "src/data/inputs/mod.rs",
         "inputs",
         Flag {
             commands: &["*"],
@@ -330,7 +330,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/inputs/sequence.rs",
+        "src/data/inputs/sequence.rs",
         "input-shape",
         Flag {
             commands: &["compare"],
@@ -338,7 +338,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/merge/compare.rs",
+        "src/commands/merge/compare.rs",
         "allow-other-hosts",
         Flag {
             commands: &["merge"],
@@ -346,7 +346,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/merge/compare.rs",
+        "src/commands/merge/compare.rs",
         "allow-other-threads",
         Flag {
             commands: &["merge"],
@@ -354,12 +354,12 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/merge/compare.rs",
+        "src/commands/merge/compare.rs",
         "out",
         NotAsked("names how the shards were run (compare --out)"),
     ),
     (
-        "src/merge/compare.rs",
+        "src/commands/merge/compare.rs",
         "outputs",
         Flag {
             commands: &["merge"],
@@ -367,7 +367,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/policy/mod.rs",
+        "src/judge/policy/mod.rs",
         "baseline-report",
         Flag {
             commands: &["compare", "layers"],
@@ -375,7 +375,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/repro/files.rs",
+        "src/commands/repro/files.rs",
         "layer",
         Flag {
             commands: &["repro"],
@@ -383,7 +383,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/repro/mod.rs",
+        "src/commands/repro/mod.rs",
         "reference",
         Flag {
             commands: &["repro"],
@@ -391,7 +391,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/shard/mod.rs",
+        "src/commands/shard/mod.rs",
         "shard",
         Flag {
             commands: &["compare", "layers", "eval"],
@@ -399,7 +399,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/triage/reproduce.rs",
+        "src/commands/triage/reproduce.rs",
         "reference",
         Flag {
             commands: &["triage"],
@@ -407,7 +407,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/triage/store.rs",
+        "src/commands/triage/store.rs",
         "db",
         Flag {
             commands: &["triage"],
@@ -415,7 +415,7 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
-        "src/triage/store.rs",
+        "src/commands/triage/store.rs",
         "no-db",
         Flag {
             commands: &["triage"],

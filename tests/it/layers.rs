@@ -217,8 +217,8 @@ fn filters_that_match_nothing_and_an_unmatchable_reference_are_reported_and_the_
     let dir = tempdir();
     let other = dir.path().join("other.onnx");
     {
-        use npu_audit::model::build::GraphBuilder;
-        use npu_audit::tensor::{Tensor, TensorData};
+        use npu_audit::data::model::build::GraphBuilder;
+        use npu_audit::data::tensor::{Tensor, TensorData};
         let mut b = GraphBuilder::new("other");
         b.input("image", 1, &[1, 3, 32, 32]);
         b.constant("shape", &Tensor::new(vec![2], TensorData::Int64(vec![1, -1])).unwrap());
@@ -464,7 +464,7 @@ fn a_layer_the_baseline_cannot_return_is_counted_as_not_compared_not_as_agreeing
 /// The CNN fixture as old exporters write models: IR version 3 (ONNX Runtime then refuses an
 /// initializer no node reads) and nodes without names.
 fn ir3_unnamed_twin(src: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
-    use npu_audit::model::pb::ModelProto;
+    use npu_audit::data::model::pb::ModelProto;
     use prost::Message;
     let mut model = ModelProto::decode(std::fs::read(src).expect("read").as_slice()).expect("decode");
     model.ir_version = Some(3);

@@ -40,7 +40,7 @@ impl Workspace {
                     out.insert(p.clone(), "dir".into());
                     walk(&p, out);
                 } else {
-                    out.insert(p.clone(), npu_audit::hash::sha256_file(&p).expect("sha256"));
+                    out.insert(p.clone(), npu_audit::foundation::hash::sha256_file(&p).expect("sha256"));
                 }
             }
         }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 use serde_json::Value;
 
 pub(crate) fn real(name: &str) -> String {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 
 /// Runs the binary from the repository root; asserts it exits `code`; returns its stdout.
 fn stdout_of(args: &[&str], code: i32) -> String {

@@ -110,10 +110,10 @@ fn a_two_layer_departure_is_cut_out_and_its_bundle_reproduces_without_npu_audit(
     let sqnr = plain_metrics(&dequantized(&t, scale, zp), &g).sqnr_db;
     assert_close("target SQNR", num(&f["target_sqnr_db"]), sqnr, 1e-9);
     // The window as cut: only its 10 nodes, its own weights, the source's opset.
-    let model = npu_audit::model::load_model(&bundle.join("model.onnx")).unwrap();
+    let model = npu_audit::data::model::load_model(&bundle.join("model.onnx")).unwrap();
     let graph = model.proto.graph.as_ref().unwrap();
     assert_eq!(graph.node.len() as u64, w["nodes"].as_u64().unwrap());
-    let source = npu_audit::model::load_model(&repo("fixtures/models/cnn_qdq_u8.onnx")).unwrap();
+    let source = npu_audit::data::model::load_model(&repo("fixtures/models/cnn_qdq_u8.onnx")).unwrap();
     assert_eq!(model.proto.opset_import, source.proto.opset_import);
     let read: std::collections::BTreeSet<&str> = graph
         .node
@@ -165,10 +165,12 @@ fn a_two_layer_departure_is_cut_out_and_its_bundle_reproduces_without_npu_audit(
 /// stay within one step, so the window is minimal at that end.
 fn trimmed_window_does_not_depart(bundle: &Path, dir: &Path) {
     use prost::Message;
-    let mut model = npu_audit::model::load_model(&bundle.join("model.onnx")).unwrap().proto;
+    let mut model = npu_audit::data::model::load_model(&bundle.join("model.onnx"))
+        .unwrap()
+        .proto;
     let g = model.graph.as_mut().unwrap();
     let conv1 = "conv1_out_QuantizeLinear_Output";
-    let reads_conv1 = |n: &npu_audit::model::pb::NodeProto| n.input.iter().any(|i| i == conv1);
+    let reads_conv1 = |n: &npu_audit::data::model::pb::NodeProto| n.input.iter().any(|i| i == conv1);
     let dq = g.node.iter().find(|n| reads_conv1(n)).unwrap().output[0].clone();
     g.node.retain(|n| !reads_conv1(n));
     let bn = g.node.iter().find(|n| n.input.contains(&dq)).unwrap().output[0].clone();
@@ -380,7 +382,7 @@ fn weights_kept_in_external_data_are_brought_into_the_bundles_model() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let model = npu_audit::model::load_model(&bundle.join("model.onnx")).unwrap();
+    let model = npu_audit::data::model::load_model(&bundle.join("model.onnx")).unwrap();
     assert!(model.external_data_files().is_empty());
     let g = model.proto.graph.as_ref().unwrap();
     assert!(!g.initializer.is_empty());
@@ -414,7 +416,7 @@ fn weights_kept_in_external_data_are_brought_into_the_bundles_model() {
 fn no_output_replaces_the_references_external_data() {
     let tmp = tempdir();
     let reference = with_external_data(&repo("fixtures/models/cnn_fp32.onnx"), tmp.path());
-    let model = npu_audit::model::load_model(&reference).unwrap();
+    let model = npu_audit::data::model::load_model(&reference).unwrap();
     let data = tmp.path().join(&model.external_data_files()[0]);
     let before = std::fs::read(&data).unwrap();
     let m = repo("fixtures/models/cnn_qdq_u8.onnx");

@@ -112,7 +112,7 @@ fn real_release(key: &str, dir_name: &str) -> PathBuf {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let cache = std::env::var_os("NPU_AUDIT_CACHE")
         .filter(|v| !v.is_empty())
-        .map_or_else(npu_audit::runtime::provision::cache_root, PathBuf::from);
+        .map_or_else(npu_audit::execution::runtime::provision::cache_root, PathBuf::from);
     cache.join("runtimes").join(dir_name)
 }
 

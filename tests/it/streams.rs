@@ -236,7 +236,7 @@ fn cpu_stream_equals_an_independent_rerun_step_by_step() {
 /// member one row, its first value) give the figures of `--chunk`, bit for bit.
 #[test]
 fn a_sequence_archive_streams_as_the_chunked_file_does() {
-    use npu_audit::tensor::{npz_bytes, Tensor, TensorData};
+    use npu_audit::data::tensor::{npz_bytes, Tensor, TensorData};
     let chunked = stream("silero_vad_qdq_u8.onnx", &["cpu"], Some("40"), &[]);
     let speech = values(&Tensor::read_npy(&repo(SPEECH)).unwrap());
     let padded: Vec<f32> = std::iter::repeat_n(0.0, 64)
@@ -643,10 +643,10 @@ fn pipeline_limits_files_and_schema() {
 }
 
 /// A value declaration with named dimensions where `dims` has a name, fixed ones elsewhere.
-fn value_info(name: &str, dims: &[&str]) -> npu_audit::model::pb::ValueInfoProto {
-    use npu_audit::model::pb::tensor_shape_proto::dimension::Value as DimValue;
+fn value_info(name: &str, dims: &[&str]) -> npu_audit::data::model::pb::ValueInfoProto {
+    use npu_audit::data::model::pb::tensor_shape_proto::dimension::Value as DimValue;
     let mut info = tensor_value_info(name, 1, &vec![1; dims.len()]);
-    if let Some(npu_audit::model::pb::type_proto::Value::TensorType(t)) =
+    if let Some(npu_audit::data::model::pb::type_proto::Value::TensorType(t)) =
         info.r#type.as_mut().and_then(|t| t.value.as_mut())
     {
         for (d, text) in t.shape.as_mut().unwrap().dim.iter_mut().zip(dims) {
@@ -664,7 +664,7 @@ fn value_info(name: &str, dims: &[&str]) -> npu_audit::model::pb::ValueInfoProto
 fn kv_cache_model(model: &Path) {
     let mut concat = node("Concat", "past", "present");
     concat.input.push("x".into());
-    concat.attribute.push(npu_audit::model::pb::AttributeProto {
+    concat.attribute.push(npu_audit::data::model::pb::AttributeProto {
         name: Some("axis".into()),
         i: Some(1),
         r#type: Some(2),

@@ -8,7 +8,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 use prost::Message;
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ fn golden() -> String {
 /// The output's quantization step: the scale of its DequantizeLinear, read from the model.
 fn output_step() -> f64 {
     let bytes = std::fs::read(model()).unwrap();
-    let m = npu_audit::model::pb::ModelProto::decode(bytes.as_slice()).unwrap();
+    let m = npu_audit::data::model::pb::ModelProto::decode(bytes.as_slice()).unwrap();
     let init = m
         .graph
         .unwrap()

@@ -18,8 +18,8 @@ use crate::common;
 use std::path::Path;
 
 use common::*;
-use npu_audit::tensor::{write_npz, Tensor, TensorData};
-use npu_audit::triage::Triage;
+use npu_audit::commands::triage::Triage;
+use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
 use serde_json::Value;
 
 const OUTPUT: &str = "save_infer_model/scale_0.tmp_1";
@@ -180,7 +180,7 @@ fn build_fleet(fleet: &Path, runs: &Path, step: f32) {
 fn output_step() -> f32 {
     use prost::Message;
     let bytes = std::fs::read(repo(MODEL)).expect("model");
-    let m = npu_audit::model::pb::ModelProto::decode(bytes.as_slice()).expect("onnx");
+    let m = npu_audit::data::model::pb::ModelProto::decode(bytes.as_slice()).expect("onnx");
     let init = m
         .graph
         .expect("graph")
@@ -511,7 +511,7 @@ fn a_nan_figure_sits_on_its_own_band_and_leaves_the_axis_alone() {
             .position(|e| e.sqnr_db.is_some_and(|v| v.0 == f64::INFINITY))
             .expect("a +inf report"),
     );
-    t.reports[minus].sqnr_db = Some(npu_audit::report::model::Num(f64::NAN));
+    t.reports[minus].sqnr_db = Some(npu_audit::report::compare::Num(f64::NAN));
     t.reports[plus].sqnr_db = None;
     let after = npu_audit::render::html::triage::render(&t);
     assert!(after.contains(">NaN</text>") && after.contains("band-nan"));

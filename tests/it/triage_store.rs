@@ -54,20 +54,23 @@ fn triage_as(reports: &[&Path], extra: &[&str], unprivileged: bool) -> (i32, Val
 fn fleet(dir: &Path) -> PathBuf {
     let fleet = dir.join("fleet");
     std::fs::create_dir_all(&fleet).unwrap();
-    let outputs: Vec<(String, npu_audit::tensor::Tensor)> = ["logits", "probs"]
+    let outputs: Vec<(String, npu_audit::data::tensor::Tensor)> = ["logits", "probs"]
         .iter()
         .enumerate()
         .map(|(k, name)| {
             let flat: Vec<f32> = (0..4)
                 .flat_map(|s| {
-                    let t = npu_audit::tensor::Tensor::read_npy(
+                    let t = npu_audit::data::tensor::Tensor::read_npy(
                         &repo("golden/cnn_fp32/outputs").join(format!("s{s}/o{k}.npy")),
                     )
                     .unwrap();
                     values(&t).into_iter().map(|v| v as f32).collect::<Vec<f32>>()
                 })
                 .collect();
-            let t = npu_audit::tensor::Tensor::new(vec![4, 1, 10], npu_audit::tensor::TensorData::Float32(flat));
+            let t = npu_audit::data::tensor::Tensor::new(
+                vec![4, 1, 10],
+                npu_audit::data::tensor::TensorData::Float32(flat),
+            );
             (name.to_string(), t.unwrap())
         })
         .collect();
@@ -75,11 +78,11 @@ fn fleet(dir: &Path) -> PathBuf {
     fleet
 }
 
-fn add_report(fleet: &Path, name: &str, outputs: &[(String, npu_audit::tensor::Tensor)]) {
+fn add_report(fleet: &Path, name: &str, outputs: &[(String, npu_audit::data::tensor::Tensor)]) {
     let r = fleet.join(name);
     std::fs::create_dir_all(&r).unwrap();
-    let refs: Vec<(String, &npu_audit::tensor::Tensor)> = outputs.iter().map(|(n, t)| (n.clone(), t)).collect();
-    npu_audit::tensor::write_npz(&r.join("outputs.npz"), &refs).unwrap();
+    let refs: Vec<(String, &npu_audit::data::tensor::Tensor)> = outputs.iter().map(|(n, t)| (n.clone(), t)).collect();
+    npu_audit::data::tensor::write_npz(&r.join("outputs.npz"), &refs).unwrap();
     std::fs::write(r.join("device.json"), r#"{"soc_model": "SM8650"}"#).unwrap();
 }
 
@@ -260,14 +263,15 @@ fn a_read_only_store_serves_what_needs_no_writing() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(json[0]["reports"].as_array().map(Vec::len), Some(1), "{json}");
     // A new report: nothing runs, the store is said to be read-only.
-    let outputs = npu_audit::tensor::read_npz(&fleet.join("a/outputs.npz")).unwrap();
-    let scaled: Vec<(String, npu_audit::tensor::Tensor)> = outputs
+    let outputs = npu_audit::data::tensor::read_npz(&fleet.join("a/outputs.npz")).unwrap();
+    let scaled: Vec<(String, npu_audit::data::tensor::Tensor)> = outputs
         .into_iter()
         .map(|(n, t)| {
             let v: Vec<f32> = values(&t).into_iter().map(|v| v as f32 * 0.5).collect();
             (
                 n,
-                npu_audit::tensor::Tensor::new(t.shape.clone(), npu_audit::tensor::TensorData::Float32(v)).unwrap(),
+                npu_audit::data::tensor::Tensor::new(t.shape.clone(), npu_audit::data::tensor::TensorData::Float32(v))
+                    .unwrap(),
             )
         })
         .collect();

@@ -1,7 +1,7 @@
 //! One worker protocol, two workers: every case of the committed conformance corpus
 //! (`tests/data/worker_conformance/cases.json`) runs against the Rust worker (`npu-audit __worker
 //! JOB.json [--serve]`, on the CPU runtime the tool provisions) and against
-//! `src/exec/emulated_worker.py` (the same protocol in Python, run natively here by a host Python
+//! `src/execution/exec/emulated_worker.py` (the same protocol in Python, run natively here by a host Python
 //! with NumPy and the onnxruntime release of the tool's CPU build, in a virtual environment this
 //! test makes under the tool's cache from `tests/data/numpy-ort-requirements.txt`). They must
 //! agree: the same exit, the same `result.json` but for the fields listed in [`MASKED`] (times,
@@ -9,7 +9,7 @@
 //! byte-identical `.npy` outputs and the same frames in `--serve` mode. The few documented
 //! differences (an EP other than the CPU's, `delta_root`) are cases of their own, each worker held
 //! to its own expectation. Every job, result and ready frame is also checked against
-//! `docs/worker.schema.json`, the schema derived from `src/exec/job.rs`, which must be the one the
+//! `docs/worker.schema.json`, the schema derived from `src/execution/exec/job.rs`, which must be the one the
 //! code derives.
 
 use crate::common::{self, repo, venv_python};
@@ -81,7 +81,7 @@ fn workers() -> Workers {
 
 /// The release of the tool's CPU build, which both workers must report.
 fn cpu_release() -> String {
-    npu_audit::runtime::Build::get("cpu")
+    npu_audit::execution::runtime::Build::get("cpu")
         .expect("a cpu build")
         .version
         .clone()
@@ -149,7 +149,7 @@ fn worker_command(side: Side, w: &Workers, job: &Path, serve: bool) -> Command {
             // As runtime::emulation starts it: no user site, no bytecode, one BLAS thread.
             let mut c = Command::new(&w.python);
             c.args(["-s", "-B"])
-                .arg(repo("src/exec/emulated_worker.py"))
+                .arg(repo("src/execution/exec/emulated_worker.py"))
                 .arg(job)
                 .env("PYTHONNOUSERSITE", "1")
                 .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -301,10 +301,10 @@ fn npy_files(out: &Path) -> BTreeMap<String, Value> {
 
 /// Bytes compared by size and SHA-256 (byte for byte, without printing them).
 fn tensor_bytes(bytes: &[u8]) -> Value {
-    json!({"bytes": bytes.len(), "sha256": npu_audit::hash::sha256_hex(bytes)})
+    json!({"bytes": bytes.len(), "sha256": npu_audit::foundation::hash::sha256_hex(bytes)})
 }
 
-/// The frames of a serving worker's standard output (src/exec/wire.rs), each as JSON: a ready
+/// The frames of a serving worker's standard output (src/execution/exec/wire.rs), each as JSON: a ready
 /// frame's result, an error's text, an outputs frame's names and bytes; what does not parse
 /// ends the list as a `damaged` frame.
 fn parse_frames(mut b: &[u8]) -> Vec<Value> {
@@ -504,7 +504,7 @@ fn check_documents(run: &Run, schema: &jsonschema::Validator, release: &str) -> 
 }
 
 fn worker_schema() -> jsonschema::Validator {
-    let file = repo(npu_audit::exec::schema::WORKER_SCHEMA_FILE);
+    let file = repo(npu_audit::execution::exec::schema::WORKER_SCHEMA_FILE);
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let schema: Value = serde_json::from_str(&text).expect("the worker schema is JSON");
     jsonschema::draft202012::new(&schema).expect("the worker schema compiles")
@@ -645,15 +645,15 @@ fn the_corpus_covers_the_protocol() {
 
 #[test]
 fn the_committed_worker_schema_is_the_one_derived_from_the_job_types() {
-    let derived = npu_audit::exec::schema::worker_schema_text();
-    let file = npu_audit::exec::schema::WORKER_SCHEMA_FILE;
+    let derived = npu_audit::execution::exec::schema::worker_schema_text();
+    let file = npu_audit::execution::exec::schema::WORKER_SCHEMA_FILE;
     let committed = std::fs::read_to_string(repo(file)).unwrap_or_default();
     if derived != committed {
         let fresh = Path::new(env!("CARGO_TARGET_TMPDIR")).join("worker.schema.json");
         std::fs::write(&fresh, &derived).unwrap();
         panic!(
-            "{file} differs from the schema derived from src/exec/job.rs: the derived one is {}; \
-             copy it over ({file}) and make src/exec/emulated_worker.py write and read the same",
+            "{file} differs from the schema derived from src/execution/exec/job.rs: the derived one is {}; \
+             copy it over ({file}) and make src/execution/exec/emulated_worker.py write and read the same",
             fresh.display()
         );
     }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::plot::{hatch_pattern, svg_open};
 use crate::render::present::{escape_markup, num, shorten};
-use crate::report::model::{AgreementEntry, Report};
+use crate::report::compare::{AgreementEntry, Report};
 
 /// The agreement fraction of an entry, `None` when the outputs cannot be compared.
 fn agreement_fraction(e: &AgreementEntry) -> Option<f64> {

@@ -13,8 +13,8 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::plot::{nice_ticks, tick_label};
 use super::{SELF_CHECK_JS, STYLE};
 use crate::render::eval::{drop, explanation_text, margin_word, primary, samples_needed_text, sequential_text};
+use crate::report::compare::Verdict;
 use crate::report::eval::{ConfusionCell, EvalReport, EvalTarget, Metrics};
-use crate::report::model::Verdict;
 
 const WIDTH: f64 = 760.0;
 const LEFT: f64 = 200.0;

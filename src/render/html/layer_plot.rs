@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use super::plot::{nice_ticks, svg_open, target_colour, tick_label, Scale};
 use crate::render::present::{divergence_sentence, escape_markup, shorten};
+use crate::report::compare::{LayerReport, Report, TargetReport};
 use crate::report::facts::TargetRole;
-use crate::report::model::{LayerReport, Report, TargetReport};
 
 /// Where a layer's SQNR is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]

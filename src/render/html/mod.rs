@@ -54,8 +54,8 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::present::{
     count, db, divergence_sentence, ep_short, num, pct, rule_values, signed_db, thread_probe_sentence,
 };
+use crate::report::compare::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
 use crate::report::facts::TargetRole;
-use crate::report::model::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
 use crate::report::RunStatus;
 use plot::target_colour;
 
@@ -301,7 +301,7 @@ fn targets_table(report: &Report) -> Markup {
                     td { (target_label(t)) }
                     td { (status_html(t.status)) }
                     td { (ep_short(&t.ep)) }
-                    td { (t.runtime.as_ref().map_or_else(|| "-".into(), crate::report::model::RuntimeInfo::text)) }
+                    td { (t.runtime.as_ref().map_or_else(|| "-".into(), crate::report::compare::RuntimeInfo::text)) }
                     td.num { (t.placement.as_ref().map_or_else(|| "-".into(), |p| format!("{}/{}", p.target_ep_nodes, p.total_nodes))) }
                     td.num { (t.timing.as_ref().and_then(|x| x.run_ms).filter(|_| ran).map_or_else(|| "-".into(), |v| format!("{v:.2}"))) }
                     td.num { (t.timing.as_ref().map_or_else(|| "-".into(), |x| format!("{:.0}", x.wall_ms))) }
@@ -599,7 +599,7 @@ fn placement_table(placed: &[(&TargetReport, &PlacementSummary)]) -> Markup {
 }
 
 fn fallback_list(placed: &[(&TargetReport, &PlacementSummary)]) -> Markup {
-    let rows: Vec<(&TargetReport, &crate::report::model::FallbackNode)> = placed
+    let rows: Vec<(&TargetReport, &crate::report::compare::FallbackNode)> = placed
         .iter()
         .flat_map(|(t, p)| p.fallback.iter().filter(|f| f.kind == "compute").map(move |f| (*t, f)))
         .collect();
@@ -704,7 +704,7 @@ mod tests {
     use super::*;
     use crate::render::markdown::tests::small_report;
     use crate::render::present::escape_markup as escape;
-    use crate::report::model::{FallbackNode, Partition};
+    use crate::report::compare::{FallbackNode, Partition};
 
     fn count(haystack: &str, needle: &str) -> usize {
         haystack.matches(needle).count()

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::plot::{ep_colour, hatch_pattern, svg_open, Scale};
 use crate::render::present::{count, ep_short, escape_markup, shorten};
-use crate::report::model::{Partition, PlacementSummary, TargetReport};
+use crate::report::compare::{Partition, PlacementSummary, TargetReport};
 
 /// What a partition of a target is: nodes on the target's own EP (or any EP of a CPU target),
 /// nodes of a non-CPU target that fell back to the CPU, or such nodes that include a compute op

@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 
 use crate::render::present::escape_markup;
+use crate::report::compare::{Report, TargetReport};
 use crate::report::facts::TargetRole;
-use crate::report::model::{Report, TargetReport};
 
 /// Evenly spaced round tick values covering `[lo, hi]` (about `n` intervals): the first and last
 /// ticks enclose the range.

@@ -17,9 +17,9 @@
 use std::fmt::Write as _;
 
 use super::plot::{nice_ticks, svg_open, tick_label, Scale};
+use crate::commands::triage::fleet::{chipset_group_label, chipset_of};
 use crate::render::present::{chipset_label, db, escape_markup, shorten, verdict_keyword};
 use crate::report::triage::{ReportEntry, Triage};
-use crate::triage::fleet::{chipset_group_label, chipset_of};
 
 /// Where a figure is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]

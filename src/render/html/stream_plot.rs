@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::plot::{nice_ticks, svg_open, target_colour, tick_label, Scale};
 use crate::render::present::{escape_markup, shorten};
-use crate::report::model::{Report, StreamRun, TargetReport};
+use crate::report::compare::{Report, StreamRun, TargetReport};
 
 const WIDTH: f64 = 1180.0;
 const HEIGHT: f64 = 420.0;

@@ -26,14 +26,14 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::sqnr_plot::{rows, sqnr_plot, verdict_colour};
 use super::{SELF_CHECK_JS, STYLE};
+use crate::commands::triage::fleet::chipset_group_label;
 use crate::render::present::{
     chipset_label, copies, count, db, db_opt, fleet_keyword, identity_status, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
-use crate::report::model::Num;
+use crate::report::compare::Num;
 use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Triage};
 use crate::report::RunStatus;
-use crate::triage::fleet::chipset_group_label;
 
 /// Renders the triage as one self-contained HTML page.
 pub fn render(t: &Triage) -> String {
@@ -68,7 +68,9 @@ pub fn render(t: &Triage) -> String {
 /// log lines) may carry terminal escapes, BEL or bidirectional overrides, and the page's own
 /// markup has none of them.
 fn escape_controls(page: String) -> String {
-    let hostile = |c: char| (c.is_control() && !matches!(c, '\n' | '\t' | '\r')) || crate::console::is_bidi_control(c);
+    let hostile = |c: char| {
+        (c.is_control() && !matches!(c, '\n' | '\t' | '\r')) || crate::foundation::console::is_bidi_control(c)
+    };
     if !page.chars().any(hostile) {
         return page;
     }

@@ -1,0 +1,466 @@
+//! Where the loops run: the reference's parts on the CPU EP (the golden run's settings) and each
+//! target's parts, one serving worker per part, every run on its own thread. The reference decodes
+//! each sample first and hands its tokens and logits to every target as soon as it has them, so
+//! the slow targets (the QNN simulator) start on sample 1 while the reference is on sample 2.
+
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use super::decode::{PartFailure, PartRunner};
+use super::explain::DivergentCall;
+use super::figures::{decode_reference, decode_target, ReferenceDecode, TargetDecode};
+use super::spec::GenerationSpec;
+use super::{GenSample, GenerationOptions, Specs};
+use crate::data::tensor::Tensor;
+use crate::execution::exec::executor::{cpu_runtime, reference_job, target_job};
+use crate::execution::exec::selection as targets;
+use crate::execution::exec::serve::ServeSession;
+use crate::execution::exec::ModelScope::Whole;
+use crate::execution::exec::{Executor, Job, PlannedTarget};
+use crate::execution::runtime::Provisioner;
+use crate::report::generation::PartRun;
+use crate::report::RunStatus;
+
+/// Samples the reference may decode ahead of the slowest target.
+const REFERENCE_AHEAD: usize = 2;
+
+/// A reference decode handed to every target's thread.
+type Shared = Arc<ReferenceDecode>;
+
+/// A target's run: how it ended, its parts' sessions, its decode of each sample it reached.
+pub struct TargetRun {
+    pub planned: PlannedTarget,
+    pub status: RunStatus,
+    pub error: Option<String>,
+    pub runtime: Option<String>,
+    pub parts: Vec<PartRun>,
+    /// One per sample, in order, until the run ended.
+    pub decodes: Vec<TargetDecode>,
+    /// `--explain`: the first K divergent part calls, with their inputs.
+    pub divergent_calls: Vec<DivergentCall>,
+}
+
+/// Every decode of the set.
+pub struct Decoded {
+    pub reference: Vec<ReferenceDecode>,
+    pub targets: Vec<TargetRun>,
+}
+
+/// A run's serving sessions, one per part, as a [`PartRunner`]: a part whose worker stopped
+/// (crashed, timed out) ends the run, and every later call says so.
+struct Sessions<'p> {
+    parts: Vec<(&'static str, ServeSession, Job)>,
+    dead: Option<PartFailure>,
+    /// Where each token decoded is counted (the progress line), and as which run.
+    progress: Option<(&'p Mutex<Progress>, usize)>,
+}
+
+impl PartRunner for Sessions<'_> {
+    fn run(&mut self, part: &'static str, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, PartFailure> {
+        if let Some(dead) = &self.dead {
+            return Err(dead.clone());
+        }
+        let Some((_, session, _)) = self.parts.iter_mut().find(|(p, _, _)| *p == part) else {
+            return Err(PartFailure {
+                part: part.into(),
+                status: RunStatus::Failed,
+                error: "no session for this part".into(),
+            });
+        };
+        session.send(&inputs);
+        match session.receive() {
+            Ok(Ok(outputs)) => {
+                if let Some((progress, run)) = self.progress.filter(|_| STEP_PARTS.contains(&part)) {
+                    if let Ok(mut p) = progress.lock() {
+                        p.tick(run, 1, false);
+                    }
+                }
+                Ok(outputs)
+            }
+            Ok(Err(error)) => Err(PartFailure {
+                part: part.into(),
+                status: RunStatus::Failed,
+                error,
+            }),
+            Err(stopped) => {
+                let f = PartFailure {
+                    part: part.into(),
+                    status: stopped.status.into(),
+                    error: stopped.error,
+                };
+                self.dead = Some(f.clone());
+                Err(f)
+            }
+        }
+    }
+}
+
+/// The parts called once per token (the encoder and a prompt part run once per sample).
+const STEP_PARTS: [&str; 3] = ["step", "decoder_with_past", "decoder"];
+
+impl<'p> Sessions<'p> {
+    /// Starts one worker per part (all at once, so compilers overlap) and waits for each; the
+    /// first part whose session cannot be made ends the run, named.
+    fn start(
+        jobs: Vec<(&'static str, Job, std::path::PathBuf)>,
+        timeout: Duration,
+        progress: (&'p Mutex<Progress>, usize),
+    ) -> Result<Sessions<'p>, PartFailure> {
+        let mut spawned = Vec::new();
+        for (part, job, dir) in jobs {
+            let fail = |status: RunStatus, error: String| PartFailure {
+                part: part.into(),
+                status,
+                error,
+            };
+            std::fs::create_dir_all(&dir).map_err(|e| fail(RunStatus::Crashed, e.to_string()))?;
+            let s = ServeSession::spawn(&job, &dir, timeout).map_err(|s| fail(s.status.into(), s.error))?;
+            spawned.push((part, s, job));
+        }
+        let mut parts = Vec::new();
+        for (part, s, job) in spawned {
+            let ready = s.await_ready().map_err(|s| PartFailure {
+                part: part.into(),
+                status: s.status.into(),
+                error: s.error,
+            })?;
+            parts.push((part, ready, job));
+        }
+        Ok(Sessions {
+            parts,
+            dead: None,
+            progress: Some(progress),
+        })
+    }
+
+    /// What each part's session did: creation, context, runs, placement.
+    fn summary(&self, target_ep: &str) -> Vec<PartRun> {
+        self.parts
+            .iter()
+            .map(|(part, s, _)| {
+                let r = &s.ready;
+                let total: usize = r.placement.iter().map(|g| g.nodes.len()).sum();
+                let on_ep: usize = r
+                    .placement
+                    .iter()
+                    .filter(|g| g.ep == target_ep)
+                    .map(|g| g.nodes.len())
+                    .sum();
+                PartRun {
+                    part: (*part).into(),
+                    session_create_ms: r.session_create_ms,
+                    qnn_context: r
+                        .context
+                        .and_then(|c| serde_json::to_value(c).ok())
+                        .and_then(|v| v.as_str().map(str::to_string)),
+                    runs: s.answered(),
+                    mean_run_ms: s.mean_run_ms(),
+                    nodes_on_ep: (total > 0).then_some([on_ep, total]),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Per-token progress shared by the runs: tokens decoded and samples done per run, for the line
+/// that says how far each is and how long is left.
+struct Progress {
+    started: Instant,
+    samples: usize,
+    runs: Vec<(String, usize, usize)>,
+}
+
+impl Progress {
+    /// The time the slowest run still needs: a run that finished samples, at its time per
+    /// sample; one still on its first, at its rate per step over the steps the reference took
+    /// (once the reference has decoded the whole set).
+    fn time_left(&self) -> Option<Duration> {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let (_, reference_steps, reference_done) = self.runs.first()?;
+        let reference_complete = *reference_done == self.samples;
+        let mut left: Option<f64> = None;
+        for (_, steps, done) in &self.runs {
+            let run_left = if *done >= self.samples {
+                0.0
+            } else if *done > 0 {
+                elapsed / *done as f64 * (self.samples - done) as f64
+            } else if reference_complete && *steps > 0 {
+                elapsed / *steps as f64 * reference_steps.saturating_sub(*steps) as f64
+            } else {
+                return None;
+            };
+            left = Some(left.map_or(run_left, |l: f64| l.max(run_left)));
+        }
+        left.map(Duration::from_secs_f64)
+    }
+
+    fn tick(&mut self, run: usize, tokens: usize, sample_done: bool) {
+        let entry = &mut self.runs[run];
+        entry.1 += tokens;
+        if sample_done {
+            entry.2 += 1;
+        }
+        let left = self.time_left().map_or(String::new(), |d| {
+            format!("; about {} left", crate::foundation::console::elapsed_text(d))
+        });
+        let each: Vec<String> = self
+            .runs
+            .iter()
+            .map(|(id, tokens, done)| format!("{id} {done}/{} ({tokens} steps)", self.samples))
+            .collect();
+        crate::foundation::console::activity(format!("generate: {}{left}", each.join(", ")));
+    }
+}
+
+/// Decodes the set on the reference and on every target.
+pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]) -> Result<Decoded> {
+    let requested = targets::targets(
+        opts.targets.as_deref(),
+        &opts.allow_failure,
+        opts.baseline,
+        &opts.policy.releases,
+    )?;
+    let provisioner = Provisioner::new(&opts.exec.runtimes)?;
+    let planned = targets::provision(requested, &provisioner)?;
+    let cpu = cpu_runtime(&provisioner)?;
+    let executor = Executor::new(&opts.exec)?;
+    let bytes: u64 = specs.audited.parts.iter().map(|p| p.model.total_bytes()).sum();
+    executor.expect_model_bytes(bytes);
+    let work = executor.work().to_path_buf();
+    let timeout = opts.exec.timeout;
+    let explain = opts.explain;
+    let reference_jobs: Vec<_> = specs
+        .reference()
+        .parts
+        .iter()
+        .map(|p| {
+            let (job, dir) = reference_job(&cpu, p.path.clone(), &[], &work.join(format!("golden-{}", p.name)), &[]);
+            (p.name, job, dir)
+        })
+        .collect();
+    let target_jobs: Vec<Option<Vec<_>>> = planned
+        .iter()
+        .enumerate()
+        .map(|(i, t)| jobs_of(&executor, &specs.audited, i, t, &work))
+        .collect();
+    let progress = Mutex::new(Progress {
+        started: Instant::now(),
+        samples: samples.len(),
+        runs: std::iter::once("reference".to_string())
+            .chain(planned.iter().map(|t| t.spec.id.clone()))
+            .map(|id| (id, 0, 0))
+            .collect(),
+    });
+    let _beat = crate::foundation::console::TerminalHeartbeat::start(format!("generate: {} samples", samples.len()));
+    // The reference runs at most a few samples ahead of the slowest target: its logits (a
+    // vocabulary per step) are held only until every target has compared with them.
+    let (senders, receivers): (Vec<SyncSender<Shared>>, Vec<Receiver<Shared>>) =
+        planned.iter().map(|_| sync_channel(REFERENCE_AHEAD)).unzip();
+    let (reference, targets) = std::thread::scope(|scope| {
+        let progress = &progress;
+        let handles: Vec<_> = planned
+            .iter()
+            .zip(target_jobs)
+            .zip(receivers)
+            .enumerate()
+            .map(|(i, ((t, jobs), rx))| {
+                let spec = &specs.audited;
+                scope.spawn(move || run_target(t, jobs, spec, samples, (rx, timeout), (progress, i + 1, explain)))
+            })
+            .collect();
+        let reference = run_reference(specs.reference(), reference_jobs, samples, (senders, timeout), progress);
+        let targets: Vec<TargetRun> = handles
+            .into_iter()
+            .zip(&planned)
+            .map(|(h, t)| {
+                h.join()
+                    .unwrap_or_else(|_| ended(t, RunStatus::Crashed, "the target's thread panicked".into()))
+            })
+            .collect();
+        (reference, targets)
+    });
+    Ok(Decoded {
+        reference: reference?,
+        targets,
+    })
+}
+
+/// A target's jobs, one per part (`None`: no runtime for it here).
+fn jobs_of(
+    executor: &Executor,
+    spec: &GenerationSpec,
+    index: usize,
+    t: &PlannedTarget,
+    work: &Path,
+) -> Option<Vec<(&'static str, Job, std::path::PathBuf)>> {
+    spec.parts
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let (mut job, _) = target_job(index * 100 + k, t, (&p.path, Whole), &[], work, executor.threads(), &[])?;
+            job.inspect_placement = false;
+            let job = executor.prepared(job);
+            let dir = job.output_dir.clone();
+            Some((p.name, job, dir))
+        })
+        .collect()
+}
+
+/// The reference's decode of every sample, each handed to every target as soon as it is done.
+/// A reference that cannot start, or that fails on a sample, ends the audit: without it nothing
+/// can be compared.
+fn run_reference(
+    spec: &GenerationSpec,
+    jobs: Vec<(&'static str, Job, std::path::PathBuf)>,
+    samples: &[GenSample],
+    (senders, timeout): (Vec<SyncSender<Shared>>, Duration),
+    progress: &Mutex<Progress>,
+) -> Result<Vec<ReferenceDecode>> {
+    let mut sessions = Sessions::start(jobs, timeout, (progress, 0)).map_err(|f| {
+        reference_failed(format!(
+            "the fp32 reference's part {} did not start on the CPU EP: {}",
+            f.part, f.error
+        ))
+    })?;
+    let mut decodes = Vec::with_capacity(samples.len());
+    for s in samples {
+        if crate::foundation::interrupt::stopping() {
+            break;
+        }
+        let d = decode_reference(spec, &mut sessions, &s.input);
+        if let Some(f) = &d.error {
+            return Err(reference_failed(format!(
+                "the fp32 reference failed on sample {} in part {}: {}",
+                s.id, f.part, f.error
+            )));
+        }
+        if let Ok(mut p) = progress.lock() {
+            p.tick(0, 0, true);
+        }
+        let kept = ReferenceDecode {
+            tokens: d.tokens.clone(),
+            stop: d.stop,
+            logits: Vec::new(),
+            error: None,
+        };
+        let shared = Arc::new(d);
+        for tx in &senders {
+            let _ = tx.send(shared.clone());
+        }
+        decodes.push(kept);
+    }
+    Ok(decodes)
+}
+
+/// A target's decode of every sample, each once the reference's is there.
+fn run_target(
+    t: &PlannedTarget,
+    jobs: Option<Vec<(&'static str, Job, std::path::PathBuf)>>,
+    spec: &GenerationSpec,
+    samples: &[GenSample],
+    (rx, timeout): (Receiver<Arc<ReferenceDecode>>, Duration),
+    (progress, run, explain): (&Mutex<Progress>, usize, usize),
+) -> TargetRun {
+    let Some(jobs) = jobs.filter(|_| t.runtime.is_ok()) else {
+        let why = t
+            .runtime
+            .as_ref()
+            .err()
+            .cloned()
+            .unwrap_or_else(|| "no runtime for this target".into());
+        return ended(t, RunStatus::Unavailable, why);
+    };
+    let ep = jobs
+        .first()
+        .map_or_else(String::new, |(_, job, _)| ep_name(job).to_string());
+    let mut sessions = match Sessions::start(jobs, timeout, (progress, run)) {
+        Ok(s) => s,
+        Err(f) => return ended(t, f.status, format!("part {}: {}", f.part, f.error)),
+    };
+    let runtime = runtime_words(t, &sessions);
+    let mut decodes = Vec::new();
+    let mut explained = Vec::new();
+    for s in samples {
+        let Ok(reference) = rx.recv() else { break };
+        let keep = explained.len() < explain;
+        let mut d = decode_target(spec, &mut sessions, &s.input, (&reference, keep));
+        if let Some((part, inputs)) = d.divergent_call.take() {
+            explained.push(DivergentCall {
+                sample: decodes.len(),
+                part,
+                inputs,
+            });
+        }
+        if let Ok(mut p) = progress.lock() {
+            p.tick(run, 0, true);
+        }
+        decodes.push(d);
+        if sessions.dead.is_some() {
+            break;
+        }
+    }
+    let (status, error) = match &sessions.dead {
+        Some(f) => (f.status, Some(format!("part {}: {}", f.part, f.error))),
+        None if decodes.len() < samples.len() => (RunStatus::Crashed, Some("the audit was interrupted".into())),
+        None => (RunStatus::Ok, None),
+    };
+    TargetRun {
+        planned: t.clone(),
+        status,
+        error,
+        runtime,
+        parts: sessions.summary(&ep),
+        decodes,
+        divergent_calls: explained,
+    }
+}
+
+/// The EP a target's job asks for (the CPU EP's name for a CPU target).
+fn ep_name(job: &Job) -> &str {
+    match &job.ep {
+        crate::execution::exec::EpSetup::Cpu { .. } => "CPUExecutionProvider",
+        crate::execution::exec::EpSetup::Plugin { ep_name, .. }
+        | crate::execution::exec::EpSetup::BuiltIn { ep_name, .. } => ep_name,
+    }
+}
+
+/// The runtime a target ran on, in words: the core's release as its library states it, and the
+/// plugin's.
+fn runtime_words(t: &PlannedTarget, sessions: &Sessions) -> Option<String> {
+    let rt = t.runtime.as_ref().ok()?;
+    let core = sessions
+        .parts
+        .first()
+        .and_then(|(_, s, _)| s.ready.ort_version.clone())
+        .unwrap_or_else(|| rt.host.version.clone().unwrap_or_default());
+    Some(match &rt.plugin {
+        Some(p) => format!(
+            "onnxruntime {core} + {} {}",
+            p.package,
+            p.version.clone().unwrap_or_default()
+        ),
+        None => format!("{} {core}", rt.host.package),
+    })
+}
+
+/// A target that ran nothing.
+fn ended(t: &PlannedTarget, status: RunStatus, error: String) -> TargetRun {
+    TargetRun {
+        planned: t.clone(),
+        status,
+        error: Some(error),
+        runtime: None,
+        parts: Vec::new(),
+        decodes: Vec::new(),
+        divergent_calls: Vec::new(),
+    }
+}
+
+/// The reference could not decode: nothing can be compared (exit 4, as a golden run that fails).
+fn reference_failed(message: String) -> anyhow::Error {
+    crate::foundation::error::RunError(message).into()
+}

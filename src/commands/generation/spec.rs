@@ -1,0 +1,684 @@
+//! A generation spec (`docs/generation.md`): which ONNX files make one autoregressive model, how
+//! its decoding loop is fed, and which tokenizer turns its tokens into text. Everything in it is a
+//! stranger's file: the TOML is read closed to unknown keys, every part is loaded and its inputs
+//! and outputs checked against the layout before any session starts, and the tokenizer's
+//! vocabulary against the logits.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Deserialize;
+
+use crate::data::model::{load_model, Dim, LoadedModel, Signature};
+use crate::foundation::error::bad_input;
+
+/// How the model is split into parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// An encoder run once per sample and a decoder that attends to its output (Whisper).
+    EncoderDecoder,
+    /// One decoder fed the prompt, then its own tokens (an LLM).
+    DecoderOnly,
+}
+
+impl Layout {
+    /// The layout as the spec spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::EncoderDecoder => "encoder-decoder",
+            Layout::DecoderOnly => "decoder-only",
+        }
+    }
+}
+
+/// How the decoder's key/value state is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Form {
+    /// Optimum's export: the past grows by one position a step (shapes change every step).
+    Dynamic,
+    /// Fixed-length KV buffers with a mask and positions saying what is filled: the only form a
+    /// compiler of static shapes (QNN) takes.
+    Static,
+}
+
+impl Form {
+    /// The form as the spec spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Dynamic => "dynamic",
+            Form::Static => "static",
+        }
+    }
+}
+
+/// The TOML as written, before its files are opened.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    generation: GenerationTable,
+    parts: BTreeMap<String, PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GenerationTable {
+    layout: Layout,
+    form: Form,
+    tokenizer: PathBuf,
+    #[serde(default)]
+    start_tokens: Vec<String>,
+    end_token: String,
+    max_new_tokens: usize,
+    #[serde(default)]
+    kv_length: Option<usize>,
+    #[serde(default)]
+    suppress_tokens: Vec<u32>,
+    #[serde(default)]
+    suppress_at_start: Vec<u32>,
+    #[serde(default)]
+    reference: Option<PathBuf>,
+}
+
+/// Checks a spec's text without opening the files it names: the TOML's keys, the parts its
+/// layout needs, the static form's buffer length (what the docs' examples are held to).
+pub fn check_text(text: &str) -> Result<(), String> {
+    let file: SpecFile = toml::from_str(text).map_err(|e| e.message().trim().to_string())?;
+    check_table(&file.generation, &file.parts)
+}
+
+/// The `[generation]` table's settings and the `[parts]` names agree with the layout and form.
+fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PathBuf>) -> Result<(), String> {
+    let names = part_names(g.layout, g.form);
+    let layout_words = format!("{} {}", g.layout.name(), g.form.name());
+    for name in parts.keys() {
+        if !names.contains(&name.as_str()) {
+            return Err(format!(
+                "[parts] {name} is not a part of the {layout_words} layout (its parts: {})",
+                names.join(", ")
+            ));
+        }
+    }
+    if let Some(missing) = names.iter().find(|n| !parts.contains_key(**n)) {
+        return Err(format!(
+            "[parts] needs {missing} (the {layout_words} layout's parts: {})",
+            names.join(", ")
+        ));
+    }
+    if g.max_new_tokens == 0 {
+        return Err("max_new_tokens must be at least 1".into());
+    }
+    match (g.form, g.kv_length) {
+        (Form::Static, None) => Err("the static form needs kv_length (the slots of every KV buffer)".into()),
+        (Form::Static, Some(0)) => Err("kv_length must be at least 1".into()),
+        (Form::Dynamic, Some(_)) => Err("kv_length belongs to the static form: the dynamic form's past grows".into()),
+        _ => Ok(()),
+    }
+}
+
+/// The parts each layout and form is made of, in the order they run.
+pub fn part_names(layout: Layout, form: Form) -> &'static [&'static str] {
+    match (layout, form) {
+        (Layout::EncoderDecoder, Form::Dynamic) => &["encoder", "decoder", "decoder_with_past"],
+        (Layout::EncoderDecoder, Form::Static) => &["encoder", "prompt", "step"],
+        (Layout::DecoderOnly, Form::Dynamic) => &["decoder"],
+        (Layout::DecoderOnly, Form::Static) => &["step"],
+    }
+}
+
+/// One part: its name in the spec, its file, the model loaded and its signature.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub name: &'static str,
+    pub path: PathBuf,
+    pub model: LoadedModel,
+    pub signature: Signature,
+}
+
+/// The shape of the decoder's key/value state, read off the parts: what the loop builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvShape {
+    /// Decoder layers.
+    pub layers: usize,
+    /// Key/value heads and head width of the decoder's self-attention state.
+    pub heads: usize,
+    pub head_dim: usize,
+}
+
+/// A generation spec, read and checked: its parts, the loop's tokens, the tokenizer.
+pub struct GenerationSpec {
+    pub path: PathBuf,
+    pub layout: Layout,
+    pub form: Form,
+    pub parts: Vec<Part>,
+    pub tokenizer_path: PathBuf,
+    pub tokenizer: tokenizers::Tokenizer,
+    /// The SHA-256 of the tokenizer file's bytes, as read.
+    pub tokenizer_sha256: String,
+    pub start_tokens: Vec<(String, u32)>,
+    pub end_token: (String, u32),
+    pub max_new_tokens: usize,
+    pub kv_length: Option<usize>,
+    pub suppress_tokens: Vec<u32>,
+    pub suppress_at_start: Vec<u32>,
+    /// The spec named as this one's fp32 reference (`None`: this spec is its own).
+    pub reference: Option<PathBuf>,
+    pub kv: KvShape,
+    /// The logits' vocabulary size.
+    pub vocab: usize,
+}
+
+impl std::fmt::Debug for GenerationSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GenerationSpec")
+            .field("path", &self.path)
+            .field("layout", &self.layout)
+            .field("form", &self.form)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The most bytes a spec file may have: a spec is a few lines.
+const MAX_SPEC_BYTES: u64 = 1 << 20;
+
+impl GenerationSpec {
+    /// Reads a spec and every file it names; each error is one line naming the spec and what in
+    /// it is wrong.
+    pub fn load(path: &Path) -> Result<GenerationSpec> {
+        let shown = path.display().to_string();
+        let bytes = read_small(path, MAX_SPEC_BYTES).map_err(|e| bad_input(format!("generation spec {shown}: {e}")))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| bad_input(format!("generation spec {shown}: not UTF-8 text")))?;
+        let file: SpecFile = toml::from_str(&text).map_err(|e| {
+            let what = e.message().trim().to_string();
+            let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+            bad_input(match line {
+                Some(l) => format!("generation spec {shown}:{l}: {what}"),
+                None => format!("generation spec {shown}: {what}"),
+            })
+        })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::from_file(path, &dir, file)
+    }
+
+    fn from_file(path: &Path, dir: &Path, file: SpecFile) -> Result<GenerationSpec> {
+        let shown = path.display().to_string();
+        let fail = |what: String| bad_input(format!("generation spec {shown}: {what}"));
+        let g = file.generation;
+        check_table(&g, &file.parts).map_err(fail)?;
+        let mut parts = Vec::new();
+        for name in part_names(g.layout, g.form) {
+            // check_table found every part of the layout named, and no other.
+            let part_path = dir.join(&file.parts[*name]);
+            let model = load_model(&part_path)
+                .map_err(|e| fail(format!("part {name}: {}", crate::foundation::error::one_line(&e))))?;
+            let signature = Signature::of(&model)
+                .map_err(|e| fail(format!("part {name}: {}", crate::foundation::error::one_line(&e))))?;
+            parts.push(Part {
+                name,
+                path: part_path,
+                model,
+                signature,
+            });
+        }
+        let tokenizer_path = dir.join(&g.tokenizer);
+        let (tokenizer, tokenizer_sha256) = read_tokenizer(&tokenizer_path).map_err(fail)?;
+        let id = |t: &str, key: &str| -> Result<(String, u32)> {
+            tokenizer.token_to_id(t).map(|i| (t.to_string(), i)).ok_or_else(|| {
+                fail(format!(
+                    "{key} '{t}' is not in the tokenizer's vocabulary ({})",
+                    tokenizer_path.display()
+                ))
+            })
+        };
+        let start_tokens = g
+            .start_tokens
+            .iter()
+            .map(|t| id(t, "start token"))
+            .collect::<Result<Vec<_>>>()?;
+        if g.layout == Layout::EncoderDecoder && start_tokens.is_empty() {
+            return Err(fail(
+                "an encoder-decoder needs start_tokens: the decoder's prompt".into(),
+            ));
+        }
+        let end_token = id(&g.end_token, "end_token")?;
+        let mut spec = GenerationSpec {
+            path: path.to_path_buf(),
+            layout: g.layout,
+            form: g.form,
+            parts,
+            tokenizer_path,
+            tokenizer,
+            tokenizer_sha256,
+            start_tokens,
+            end_token,
+            max_new_tokens: g.max_new_tokens,
+            kv_length: g.kv_length,
+            suppress_tokens: g.suppress_tokens,
+            suppress_at_start: g.suppress_at_start,
+            reference: g.reference.map(|r| dir.join(r)),
+            kv: KvShape {
+                layers: 0,
+                heads: 0,
+                head_dim: 0,
+            },
+            vocab: 0,
+        };
+        spec.check_parts().map_err(fail)?;
+        Ok(spec)
+    }
+
+    /// The part of this name (every name of the layout is present once loaded).
+    pub fn part(&self, name: &str) -> &Part {
+        self.parts
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("part {name} of a checked spec"))
+    }
+
+    /// The part that produces each step's logits (the one the per-layer audit of a step cuts).
+    pub fn step_part(&self) -> &Part {
+        match (self.layout, self.form) {
+            (Layout::EncoderDecoder, Form::Dynamic) => self.part("decoder_with_past"),
+            (Layout::DecoderOnly, Form::Dynamic) => self.part("decoder"),
+            (_, Form::Static) => self.part("step"),
+        }
+    }
+
+    /// The input the samples of an eval set feed: the encoder's features or the prompt's ids.
+    pub fn sample_input(&self) -> &str {
+        match self.layout {
+            Layout::EncoderDecoder => "input_features",
+            Layout::DecoderOnly => "input_ids",
+        }
+    }
+
+    /// Every file the spec reads: itself, the parts (with external data) and the tokenizer.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.path.clone(), self.tokenizer_path.clone()];
+        for p in &self.parts {
+            files.push(p.path.clone());
+            files.extend(p.model.external_data_paths());
+        }
+        files
+    }
+
+    /// Checks every part against its layout's names and the parts against each other: one KV
+    /// state shape, one vocabulary, and the tokenizer's ids within the logits.
+    fn check_parts(&mut self) -> Result<(), String> {
+        let step = self.step_part();
+        let logits = output(step, "logits")?;
+        let vocab = last_fixed(&logits.dims)
+            .ok_or_else(|| format!("part {}: logits has no fixed vocabulary axis", step.name))?;
+        let self_kv = if self.layout == Layout::EncoderDecoder {
+            ".decoder.key"
+        } else {
+            ".key"
+        };
+        let layers = step
+            .signature
+            .inputs
+            .iter()
+            .filter(|i| i.name.starts_with("past_key_values.") && i.name.ends_with(self_kv))
+            .count();
+        if layers == 0 {
+            return Err(format!(
+                "part {}: no past_key_values.N{self_kv} input: not a decoder with a KV state",
+                step.name
+            ));
+        }
+        let first = input(step, &format!("past_key_values.0{self_kv}"))?;
+        let dims = fixed_dims(&first.dims);
+        let (heads, head_dim) = match dims.as_slice() {
+            [_, Some(h), _, Some(d)] => (*h, *d),
+            _ => {
+                return Err(format!(
+                    "part {}: past_key_values.0{self_kv} is {}: a KV state needs fixed heads and head width [batch, heads, positions, width]",
+                    step.name,
+                    first.shape_text()
+                ))
+            }
+        };
+        self.kv = KvShape {
+            layers,
+            heads,
+            head_dim,
+        };
+        self.vocab = vocab;
+        self.check_names()?;
+        self.check_agreement()?;
+        self.check_static_length()?;
+        let tokenizer_size = self.tokenizer.get_vocab_size(true);
+        let ids = self
+            .start_tokens
+            .iter()
+            .chain(std::iter::once(&self.end_token))
+            .map(|(_, i)| *i)
+            .chain(self.suppress_tokens.iter().copied())
+            .chain(self.suppress_at_start.iter().copied());
+        for id in ids {
+            if id as usize >= vocab {
+                return Err(format!(
+                    "token id {id} is outside the model's {vocab} logits (the tokenizer has {tokenizer_size} tokens): this tokenizer is not the model's"
+                ));
+            }
+        }
+        if tokenizer_size > vocab + 1024 || vocab > tokenizer_size + 1024 {
+            return Err(format!(
+                "the tokenizer has {tokenizer_size} tokens and the model's logits {vocab}: this tokenizer is not the model's"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every part has the inputs and outputs its role in the loop needs, KV names for every layer.
+    fn check_names(&self) -> Result<(), String> {
+        let l = self.kv.layers;
+        let kv = |prefix: &str, kind: &str| -> Vec<String> {
+            (0..l)
+                .flat_map(|n| ["key", "value"].map(|kv| format!("{prefix}.{n}{kind}.{kv}")))
+                .collect()
+        };
+        let need = |part: &str, ins: Vec<String>, outs: Vec<String>| -> Result<(), String> {
+            let p = self.part(part);
+            for i in &ins {
+                input(p, i)?;
+            }
+            for o in &outs {
+                output(p, o)?;
+            }
+            Ok(())
+        };
+        let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let cat = |mut a: Vec<String>, b: Vec<String>| {
+            a.extend(b);
+            a
+        };
+        match (self.layout, self.form) {
+            (Layout::EncoderDecoder, form) => {
+                need("encoder", v(&["input_features"]), v(&["last_hidden_state"]))?;
+                let first = if form == Form::Dynamic { "decoder" } else { "prompt" };
+                let later = if form == Form::Dynamic {
+                    "decoder_with_past"
+                } else {
+                    "step"
+                };
+                let first_outs = cat(
+                    cat(v(&["logits"]), kv("present", ".decoder")),
+                    kv("present", ".encoder"),
+                );
+                need(first, v(&["input_ids", "encoder_hidden_states"]), first_outs)?;
+                let mut ins = cat(
+                    cat(v(&["input_ids"]), kv("past_key_values", ".decoder")),
+                    kv("past_key_values", ".encoder"),
+                );
+                if form == Form::Static {
+                    ins.extend(v(&["position_ids", "attention_mask"]));
+                }
+                need(later, ins, cat(v(&["logits"]), kv("present", ".decoder")))
+            }
+            (Layout::DecoderOnly, form) => {
+                let part = if form == Form::Dynamic { "decoder" } else { "step" };
+                let mut ins = cat(v(&["input_ids", "attention_mask"]), kv("past_key_values", ""));
+                if form == Form::Static {
+                    ins.push("position_ids".into());
+                }
+                need(part, ins, cat(v(&["logits"]), kv("present", "")))
+            }
+        }
+    }
+
+    /// Every part's logits have the step's vocabulary, and every self-attention key and value
+    /// they take or give has the step's heads and width (where the part fixes them).
+    fn check_agreement(&self) -> Result<(), String> {
+        let kind = if self.layout == Layout::EncoderDecoder {
+            ".decoder."
+        } else {
+            "."
+        };
+        for p in &self.parts {
+            for o in p.signature.outputs.iter().filter(|o| o.name == "logits") {
+                if let Some(v) = last_fixed(&o.dims).filter(|v| *v != self.vocab) {
+                    return Err(format!(
+                        "part {}'s logits have {v} entries and part {}'s {}: the parts disagree",
+                        p.name,
+                        self.step_part().name,
+                        self.vocab
+                    ));
+                }
+            }
+            let kv = p.signature.inputs.iter().chain(&p.signature.outputs).filter(|t| {
+                (t.name.starts_with("past_key_values.") || t.name.starts_with("present."))
+                    && t.name.contains(kind)
+                    && !t.name.contains(".encoder.")
+            });
+            for t in kv {
+                let dims = fixed_dims(&t.dims);
+                let fits = dims.len() == 4
+                    && dims[1].is_none_or(|h| h == self.kv.heads)
+                    && dims[3].is_none_or(|d| d == self.kv.head_dim);
+                if !fits {
+                    return Err(format!(
+                        "part {}'s {} is {}, where the step's state is [batch, {}, positions, {}]: the parts disagree",
+                        p.name,
+                        t.name,
+                        t.shape_text(),
+                        self.kv.heads,
+                        self.kv.head_dim
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A static step's buffers are `kv_length` long, as the spec says, and hold the start tokens
+    /// and every new token but the last.
+    fn check_static_length(&self) -> Result<(), String> {
+        let Some(k) = self.kv_length else { return Ok(()) };
+        let step = self.step_part();
+        let name = if self.layout == Layout::EncoderDecoder {
+            "past_key_values.0.decoder.key"
+        } else {
+            "past_key_values.0.key"
+        };
+        let dims = fixed_dims(&input(step, name)?.dims);
+        if dims.get(2).copied().flatten() != Some(k) {
+            return Err(format!(
+                "kv_length is {k} and part step's {name} is {}: they must agree",
+                input(step, name)?.shape_text()
+            ));
+        }
+        let needed = self.start_tokens.len() + self.max_new_tokens - 1;
+        if self.layout == Layout::EncoderDecoder && needed > k {
+            return Err(format!(
+                "kv_length {k} cannot hold {} start tokens and {} new tokens (needs {needed})",
+                self.start_tokens.len(),
+                self.max_new_tokens
+            ));
+        }
+        Ok(())
+    }
+
+    /// The text of tokens, special tokens skipped, as the tokenizer decodes it.
+    pub fn text(&self, tokens: &[u32]) -> String {
+        match quietly(|| self.tokenizer.decode(tokens, true)) {
+            Some(Ok(text)) => text,
+            Some(Err(e)) => format!("<undecodable: {e}>"),
+            None => "<undecodable>".into(),
+        }
+    }
+
+    /// One token as the tokenizer spells it (special tokens included), for "where it departed".
+    pub fn token_text(&self, token: u32) -> String {
+        self.tokenizer
+            .id_to_token(token)
+            .map(|t| {
+                quietly(|| self.tokenizer.decode(&[token], false))
+                    .and_then(Result::ok)
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or(t)
+            })
+            .unwrap_or_else(|| format!("#{token}"))
+    }
+}
+
+/// A regular file's bytes, at most `max` of them.
+fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    crate::foundation::userfile::regular_file(path)?;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", max >> 20),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The tokenizer a spec names, and the SHA-256 of its bytes.
+fn read_tokenizer(path: &Path) -> Result<(tokenizers::Tokenizer, String), String> {
+    let bytes = read_small(path, 256 << 20).map_err(|e| format!("tokenizer {}: {e}", path.display()))?;
+    let sha256 = crate::foundation::hash::sha256_hex(&bytes);
+    let tokenizer = tokenizer_from_bytes(bytes).map_err(|e| format!("tokenizer {}: {e}", path.display()))?;
+    Ok((tokenizer, sha256))
+}
+
+/// A stranger's `tokenizer.json` parsed, or why not in one line. The `tokenizers` crate panics on
+/// some malformed files (an `unwrap` in its decoder's deserializer, found by fuzzing): such a
+/// file is refused like any other.
+pub fn tokenizer_from_bytes(bytes: Vec<u8>) -> Result<tokenizers::Tokenizer, String> {
+    match quietly(|| tokenizers::Tokenizer::from_bytes(bytes)) {
+        Some(Ok(t)) => Ok(t),
+        Some(Err(e)) => {
+            let text = e.to_string();
+            Err(format!(
+                "not a tokenizers JSON file: {}",
+                text.lines().next().unwrap_or("unreadable")
+            ))
+        }
+        None => Err("not a tokenizers JSON file: the tokenizers library could not read it".into()),
+    }
+}
+
+/// `f`'s value, or `None` when it panicked; the panic is not printed. For calls into the
+/// `tokenizers` crate on a stranger's file, made while no other thread of the audit runs.
+pub fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.ok()
+}
+
+fn input<'a>(p: &'a Part, name: &str) -> Result<&'a crate::data::model::TensorInfo, String> {
+    find(p, &p.signature.inputs, "input", name)
+}
+
+fn output<'a>(p: &'a Part, name: &str) -> Result<&'a crate::data::model::TensorInfo, String> {
+    find(p, &p.signature.outputs, "output", name)
+}
+
+/// The tensor `name` among a part's inputs or outputs (`side`), or the one line that lists them.
+fn find<'a>(
+    p: &'a Part,
+    tensors: &'a [crate::data::model::TensorInfo],
+    side: &str,
+    name: &str,
+) -> Result<&'a crate::data::model::TensorInfo, String> {
+    tensors.iter().find(|t| t.name == name).ok_or_else(|| {
+        format!(
+            "part {} ({}) has no {side} {name} (its {side}s: {})",
+            p.name,
+            p.path.display(),
+            short_list(tensors.iter().map(|t| t.name.as_str()))
+        )
+    })
+}
+
+/// At most eight names, then how many more.
+fn short_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let all: Vec<&str> = names.collect();
+    let mut text = all.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    if all.len() > 8 {
+        text.push_str(&format!(", … {} more", all.len() - 8));
+    }
+    text
+}
+
+fn fixed_dims(dims: &Option<Vec<Dim>>) -> Vec<Option<usize>> {
+    dims.as_ref()
+        .map(|d| {
+            d.iter()
+                .map(|x| match x {
+                    Dim::Fixed(n) => Some(*n),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn last_fixed(dims: &Option<Vec<Dim>>) -> Option<usize> {
+    fixed_dims(dims).last().copied().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STATIC: &str = r#"
+[generation]
+layout = "encoder-decoder"
+form = "static"
+tokenizer = "t.json"
+start_tokens = ["<s>"]
+end_token = "</s>"
+max_new_tokens = 4
+kv_length = 8
+[parts]
+encoder = "e.onnx"
+prompt = "p.onnx"
+step = "s.onnx"
+"#;
+
+    #[test]
+    fn a_spec_names_exactly_its_layouts_parts() {
+        assert_eq!(check_text(STATIC), Ok(()));
+        let dynamic_part = STATIC.replace("prompt = ", "decoder = ");
+        let e = check_text(&dynamic_part).unwrap_err();
+        assert!(
+            e.contains("[parts] decoder is not a part of the encoder-decoder static layout"),
+            "{e}"
+        );
+        let missing = STATIC.replace("step = \"s.onnx\"\n", "");
+        assert!(check_text(&missing).unwrap_err().contains("[parts] needs step"));
+    }
+
+    #[test]
+    fn the_static_form_and_only_it_has_a_buffer_length() {
+        let e = check_text(&STATIC.replace("kv_length = 8\n", "")).unwrap_err();
+        assert!(e.contains("needs kv_length"), "{e}");
+        let dynamic = STATIC
+            .replace("form = \"static\"", "form = \"dynamic\"")
+            .replace("prompt = ", "decoder = ")
+            .replace("step = ", "decoder_with_past = ");
+        assert!(check_text(&dynamic)
+            .unwrap_err()
+            .contains("kv_length belongs to the static form"));
+        assert!(check_text(&STATIC.replace("max_new_tokens = 4", "max_new_tokens = 0"))
+            .unwrap_err()
+            .contains("at least 1"));
+    }
+
+    #[test]
+    fn unknown_keys_and_layouts_are_refused() {
+        assert!(check_text(&STATIC.replace("end_token", "end_tokn")).is_err());
+        assert!(check_text(&STATIC.replace("encoder-decoder", "seq2seq")).is_err());
+        assert!(check_text("[generation]\n").is_err());
+    }
+}
