@@ -12,8 +12,9 @@ use crate::analyses::metrics::Agreement;
 use crate::analyses::outcome::TargetEnd;
 use crate::data::tensor::Tensor;
 use crate::execution::exec::{Executor, Outcome, PlannedTarget};
+use crate::report::common::Num;
 use crate::report::compare::{
-    AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, Num, ThreadDifference, ThreadProbe,
+    AgreementEntry, Determinism, DriftExplanation, FingerprintBrief, ThreadDifference, ThreadProbe,
 };
 use crate::report::RunStatus;
 

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::analyses::metrics::ClassAxisFlag;
-use crate::analyses::stream::{Decision, Feeds};
+use crate::analyses::metrics::Decision;
+use crate::analyses::stream::Feeds;
 use crate::commands::matrix::Variant;
 use crate::commands::merge::ShardOutputs;
 use crate::commands::shard::{Costs, ShardFlag};
@@ -82,10 +83,11 @@ pub enum Command {
     /// What to ship where: every model variant on every target, the cheapest variant that meets
     /// the policy per target (a dispatch table), and mixed-precision fixes proven by re-audit.
     Matrix(Box<MatrixArgs>),
-    /// Task accuracy on a labelled set, per target, with the statistics to trust it (docs/eval.md).
+    /// Task accuracy on a labelled set, or a generation spec decoded token by token.
     ///
-    /// Intervals, paired drops against the reference and the baseline, McNemar, non-inferiority,
-    /// what flipped.
+    /// docs/eval.md, docs/generation.md. A model: intervals, paired drops against the reference and the baseline, McNemar,
+    /// non-inferiority, what flipped. A generation spec (a speech recognizer, an LLM) decodes on
+    /// every target with its own tokens and takes its own flags: npu-audit eval SPEC.toml --help.
     Eval(Box<EvalArgs>),
     /// The smallest piece of the model that shows a target's departure, cut out as a standalone
     /// bundle a vendor runs without npu-audit (model, inputs, expected outputs, run.py;
@@ -122,11 +124,11 @@ pub enum Command {
     /// each is written in the forms its command writes: --junit and --node-data for compare
     /// reports, --html for compare, eval, triage and matrix, --dispatch for a matrix.
     Render(RenderArgs),
-    /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval or repro.
+    /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval, generation, repro.
     ///
     /// Derived from the types the tool writes: `report` is the JSON of `compare`, `layers` and
-    /// `merge`; `triage`, `matrix`, `pipeline`, `eval` and `repro` that of the command of the
-    /// name. Each is published as docs/KIND.schema.json.
+    /// `merge`; `generation` that of `eval SPEC.toml`; `triage`, `matrix`, `pipeline`, `eval` and
+    /// `repro` that of the command of the name. Each is published as docs/KIND.schema.json.
     Schema {
         /// Which output's schema.
         #[arg(value_enum, default_value_t = SchemaKind::Report)]
@@ -969,7 +971,10 @@ pub enum TaskChoice {
 /// `eval`: the model, its reference, the set, the task, the targets, the statistics, the files.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
-    /// The quantized ONNX model to evaluate, or a generation spec (.toml: docs/generation.md).
+    /// The ONNX model, or a generation spec (eval SPEC.toml --help lists its flags).
+    ///
+    /// A generation spec (.toml, docs/generation.md) is decoded token by token on every target
+    /// and takes its own flags.
     pub model: PathBuf,
     #[command(flatten)]
     pub reference: ReferenceArgs,
@@ -987,26 +992,12 @@ pub struct EvalArgs {
     /// Class axis: AXIS, none, OUTPUT=AXIS or OUTPUT=none.
     #[arg(long = "class-axis", value_name = "AXIS", help_heading = "Task", value_parser = ClassAxisFlag::parse)]
     pub class_axis: Vec<ClassAxisFlag>,
-    /// Target (repeatable); default: every target this machine can run.
-    #[arg(long = "target", short = 't', value_name = "TARGET", help_heading = "Targets", value_parser = TargetList::parse)]
-    pub targets: Vec<TargetList>,
-    /// Targets whose failure does not fail the eval (id, prefix*, or all).
-    #[arg(long = "allow-failure", value_name = "PATTERN", help_heading = "Targets", value_parser = TargetPattern::parse)]
-    pub allow_failure: Vec<TargetPattern>,
-    /// Do not add the cpu:noopt baseline (the reference integer implementation).
-    #[arg(long, help_heading = "Targets")]
-    pub no_baseline: bool,
+    #[command(flatten)]
+    pub targets: SetTargetArgs,
     #[command(flatten)]
     pub task_args: TaskArgs,
-    /// The release policy file.
-    ///
-    /// Its `min_accuracy` and `max_accuracy_drop` per target. Default: npu-audit.toml in the current directory or the nearest parent up to the
-    /// repository root.
-    #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG", help_heading = "Gate")]
-    pub config: Option<PathBuf>,
-    /// Read no policy file.
-    #[arg(long, conflicts_with = "config", help_heading = "Gate")]
-    pub no_config: bool,
+    #[command(flatten)]
+    pub policy: PolicyFileArgs,
     /// The per-layer audit of up to K samples each target broke.
     ///
     /// It says which layer the flips come from.
@@ -1045,20 +1036,8 @@ pub struct EvalArgs {
     pub order_seed: u64,
     #[command(flatten)]
     pub exec: ExecArgs,
-    /// Format on stdout.
-    #[arg(long, value_enum, default_value_t = ReportFormat::Table, help_heading = "Reports")]
-    pub format: ReportFormat,
-    /// Also write the eval as JSON to FILE (`-`: stdout).
-    #[arg(long, value_name = "FILE", help_heading = "Reports")]
-    pub out: Option<PathBuf>,
-    /// Also write the eval as Markdown.
-    #[arg(long, value_name = "FILE", help_heading = "Reports")]
-    pub markdown: Option<PathBuf>,
-    /// Also write one self-contained HTML page.
-    ///
-    /// Intervals, drops, flips, confusions.
-    #[arg(long, value_name = "FILE", help_heading = "Reports")]
-    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub reports: FindingsReportArgs,
 }
 
 /// `repro`: the model, its reference, the target and what it is compared with, where to start,
@@ -1134,12 +1113,8 @@ pub struct ReproArgs {
 /// labels and size, the task's settings, the statistics and the accuracy limits.
 #[derive(Debug, Clone, Args)]
 pub struct TaskArgs {
-    /// A labels file (labels.csv or labels.jsonl) instead of the set's own.
-    #[arg(long, value_name = "FILE", help_heading = "Set")]
-    pub labels: Option<PathBuf>,
-    /// Evaluate the first N samples of the set.
-    #[arg(long, value_name = "N", help_heading = "Set", value_parser = clap::value_parser!(u64).range(1..))]
-    pub limit: Option<u64>,
+    #[command(flatten)]
+    pub set: SetArgs,
     /// The output the task reads; required when the model has several.
     #[arg(long, value_name = "NAME", help_heading = "Task")]
     pub output: Option<String>,
@@ -1163,6 +1138,26 @@ pub struct TaskArgs {
     /// Non-inferiority margin in points (accuracy, or CER for ctc).
     #[arg(long, value_name = "POINTS", help_heading = "Gate")]
     pub margin: Option<f64>,
+    #[command(flatten)]
+    pub stats: StatArgs,
+    #[command(flatten)]
+    pub limits: AccuracyLimitArgs,
+}
+
+/// Which samples of a labelled set run, and whose labels: `eval` and generation audits.
+#[derive(Debug, Clone, Args)]
+pub struct SetArgs {
+    /// A labels file (labels.csv or labels.jsonl) instead of the set's own.
+    #[arg(long, value_name = "FILE", help_heading = "Set")]
+    pub labels: Option<PathBuf>,
+    /// Evaluate the first N samples of the set.
+    #[arg(long, value_name = "N", help_heading = "Set", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+}
+
+/// How the statistics are drawn: `eval` and generation audits.
+#[derive(Debug, Clone, Args)]
+pub struct StatArgs {
     /// Resamples of every bootstrap.
     #[arg(long, value_name = "N", default_value_t = 10_000, help_heading = "Statistics", value_parser = clap::value_parser!(u64).range(100..=1_000_000))]
     pub resamples: u64,
@@ -1174,17 +1169,129 @@ pub struct TaskArgs {
         help_heading = "Statistics"
     )]
     pub stat_seed: u64,
+}
+
+/// The limits of a set's accuracy: `eval`, `matrix --task` and generation audits.
+#[derive(Debug, Clone, Args)]
+pub struct AccuracyLimitArgs {
     /// Fail (exit 1) unless the accuracy is shown at least FRACTION.
     ///
-    /// Shown: its one-sided 95% Wilson lower bound is at least FRACTION.
+    /// Shown: its one-sided 95% Wilson lower bound is at least FRACTION. For a generation spec:
+    /// the share of transcripts equal to their label (transcribe) or of texts equal to the
+    /// reference's (generate).
     #[arg(long = "min-accuracy", value_name = "FRACTION", help_heading = "Gate")]
     pub min_accuracy: Option<f64>,
     /// Fail (exit 1) unless the drop is shown within POINTS.
     ///
     /// Non-inferiority: the drop's one-sided 95% upper bound against the reference (Tango's
-    /// score bound for accuracy) is at most POINTS; a sample too small to show it fails.
+    /// score bound for accuracy) is at most POINTS; a sample too small to show it fails. For a
+    /// generation spec: the WER's increase (transcribe) or the share of texts unlike the
+    /// reference's (generate), in points.
     #[arg(long = "max-accuracy-drop", value_name = "POINTS", help_heading = "Gate")]
     pub max_accuracy_drop: Option<f64>,
+}
+
+/// The targets of a set audit: `eval` and generation audits.
+#[derive(Debug, Clone, Args)]
+pub struct SetTargetArgs {
+    /// Target (repeatable); default: every target this machine can run.
+    #[arg(long = "target", short = 't', value_name = "TARGET", help_heading = "Targets", value_parser = TargetList::parse)]
+    pub targets: Vec<TargetList>,
+    /// Targets whose failure does not fail the eval (id, prefix*, or all).
+    #[arg(long = "allow-failure", value_name = "PATTERN", help_heading = "Targets", value_parser = TargetPattern::parse)]
+    pub allow_failure: Vec<TargetPattern>,
+    /// Do not add the cpu:noopt baseline (the reference integer implementation).
+    #[arg(long, help_heading = "Targets")]
+    pub no_baseline: bool,
+}
+
+/// The release policy file of a set audit: `eval` and generation audits.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyFileArgs {
+    /// The release policy file.
+    ///
+    /// Its `min_accuracy` and `max_accuracy_drop` per target. Default: npu-audit.toml in the current directory or the nearest parent up to the
+    /// repository root.
+    #[arg(long, value_name = "FILE", env = "NPU_AUDIT_CONFIG", help_heading = "Gate")]
+    pub config: Option<PathBuf>,
+    /// Read no policy file.
+    #[arg(long, conflicts_with = "config", help_heading = "Gate")]
+    pub no_config: bool,
+}
+
+/// Where a set audit's findings go: `eval` and generation audits.
+#[derive(Debug, Clone, Args)]
+pub struct FindingsReportArgs {
+    /// Format on stdout.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table, help_heading = "Reports")]
+    pub format: ReportFormat,
+    /// Also write the findings as JSON to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub out: Option<PathBuf>,
+    /// Also write the findings as Markdown.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub markdown: Option<PathBuf>,
+    /// Also write one self-contained HTML page.
+    #[arg(long, value_name = "FILE", help_heading = "Reports")]
+    pub html: Option<PathBuf>,
+}
+
+/// What a generation spec's samples are to the audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GenerationTaskChoice {
+    /// Labels are the spoken text: WER, CER and the first divergent token per sample.
+    Transcribe,
+    /// No labels needed: agreement with the reference's text, the first divergent token per
+    /// sample.
+    Generate,
+}
+
+/// `eval SPEC.toml`: a generation spec (docs/generation.md) decoded token by token on every
+/// target, its own tokens fed back, against the fp32 reference's decode.
+#[derive(Debug, Args)]
+pub struct GenerationArgs {
+    /// The generation spec (.toml: docs/generation.md).
+    pub spec: PathBuf,
+    /// The set: a directory of .npz samples (input_features, or a prompt's input_ids).
+    #[arg(long, value_name = "DIR|FILE.npz", help_heading = "Set")]
+    pub dataset: PathBuf,
+    #[command(flatten)]
+    pub set: SetArgs,
+    /// What the samples are to the audit.
+    #[arg(long, value_enum, help_heading = "Task")]
+    pub task: GenerationTaskChoice,
+    #[command(flatten)]
+    pub targets: SetTargetArgs,
+    #[command(flatten)]
+    pub stats: StatArgs,
+    #[command(flatten)]
+    pub limits: AccuracyLimitArgs,
+    #[command(flatten)]
+    pub policy: PolicyFileArgs,
+    /// The per-layer audit of the part call at the first divergence of up to K samples per
+    /// target.
+    #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Layers")]
+    pub explain: u64,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    #[command(flatten)]
+    pub reports: FindingsReportArgs,
+}
+
+/// The command line of `eval` on a generation spec, parsed apart from the others' (its flags are
+/// its own: one that only a one-pass eval takes is refused by clap as unknown here).
+#[derive(Debug, Parser)]
+#[command(
+    name = "eval",
+    bin_name = "npu-audit eval",
+    about = "Decode a generation spec (SPEC.toml: docs/generation.md) on every target, its own tokens fed back, against the fp32 reference: where each departs, what it costs in words, how each step's logits drift",
+    after_help = EXIT_CODES
+)]
+pub struct GenerationCli {
+    #[command(flatten)]
+    pub args: GenerationArgs,
+    #[command(flatten)]
+    pub global: GlobalArgs,
 }
 
 /// `pipeline`: the pipeline file, the targets, the first stage's inputs and the files.

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::args::{EvalArgs, ReportFormat, TaskArgs, TaskChoice};
+use super::args::{
+    AccuracyLimitArgs, EvalArgs, FindingsReportArgs, PolicyFileArgs, ReportFormat, SetArgs, SetTargetArgs, StatArgs,
+    TaskArgs, TaskChoice,
+};
 use super::shared::{
     accuracy_thresholds, emit_findings, exec_options, findings_files, findings_outputs, golden_source, policy_with,
     FindingsFile, Forms,
@@ -43,7 +46,7 @@ pub(super) struct TaskFlags {
     output: Option<String>,
     top_k: u64,
     classes: Option<PathBuf>,
-    decision: Option<crate::analyses::stream::Decision>,
+    decision: Option<crate::analyses::metrics::Decision>,
     vocab: Option<PathBuf>,
     resamples: u64,
     stat_seed: u64,
@@ -59,18 +62,18 @@ impl TaskFlags {
     /// The flags read and the limits checked.
     pub(super) fn read(a: TaskArgs) -> Result<TaskFlags> {
         let TaskArgs {
-            labels,
-            limit,
+            set: SetArgs { labels, limit },
             output,
             top_k,
             classes,
             decision,
             vocab,
             margin,
-            resamples,
-            stat_seed,
-            min_accuracy,
-            max_accuracy_drop,
+            stats: StatArgs { resamples, stat_seed },
+            limits: AccuracyLimitArgs {
+                min_accuracy,
+                max_accuracy_drop,
+            },
         } = a;
         let thresholds = accuracy_thresholds(min_accuracy, max_accuracy_drop, margin)?;
         let set_only = [
@@ -205,12 +208,13 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         dataset,
         task: choice,
         class_axis,
-        targets,
-        allow_failure,
-        no_baseline,
+        targets: SetTargetArgs {
+            targets,
+            allow_failure,
+            no_baseline,
+        },
         task_args,
-        config,
-        no_config,
+        policy: PolicyFileArgs { config, no_config },
         explain,
         records,
         shard,
@@ -218,10 +222,13 @@ fn command(a: EvalArgs) -> Result<EvalCommand> {
         until_decided,
         order_seed,
         exec,
-        format,
-        out,
-        markdown,
-        html,
+        reports:
+            FindingsReportArgs {
+                format,
+                out,
+                markdown,
+                html,
+            },
     } = a;
     let task_flags = TaskFlags::read(task_args)?;
     let (task, task_files) = task_flags.task(choice)?;
@@ -294,15 +301,6 @@ fn stdout_text(format: ReportFormat, report: &EvalReport, json: String) -> Strin
 /// Runs `eval`: every file asked for written together once the eval is done (or none), the
 /// `--format` rendering on stdout, the exit code the gate decides.
 pub fn run(a: EvalArgs) -> Result<ExitCode> {
-    if super::generate::is_generation(a.task) {
-        return super::generate::run(a);
-    }
-    if a.model.extension().is_some_and(|e| e == "toml") {
-        return Err(bad_flag(format!(
-            "{} is a generation spec: decode it with --task transcribe or --task generate",
-            a.model.display()
-        )));
-    }
     let cmd = command(a)?;
     let mut outputs = findings_outputs(&cmd.options, &cmd.files)?;
     if let Records::Named(dir) = &cmd.options.records {
@@ -334,7 +332,7 @@ pub(super) fn say_missing_targets(report: &EvalReport) {
         .gate
         .rules
         .iter()
-        .filter(|r| r.rule == crate::report::compare::Rule::Ran && !r.pass)
+        .filter(|r| r.rule == crate::report::gate::Rule::Ran && !r.pass)
         .map(|r| {
             let status = report
                 .targets
@@ -457,15 +455,16 @@ pub fn sample_size(a: super::args::SampleSizeArgs) -> Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
-/// An eval's JSON report named with `flag`, read and parsed.
+/// An eval's JSON report named with `flag`, read and parsed; a report of another kind is refused,
+/// named.
 pub(super) fn read_eval_report(flag: &str, path: &Path) -> Result<EvalReport> {
-    let shown = path.display();
-    let bytes =
-        crate::foundation::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{flag} {shown}: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        crate::foundation::error::bad_report(format!(
-            "{flag} {shown}: not an eval's JSON report: {}",
-            crate::foundation::error::plain_serde_message(&e.to_string())
-        ))
-    })
+    let shown = format!("{flag} {}", path.display());
+    let bytes = crate::foundation::userfile::read_user_file(path).map_err(|e| bad_flag(format!("{shown}: {e}")))?;
+    match crate::report::json::any_from_bytes(bytes, &shown)? {
+        crate::report::json::AnyReport::Eval(r) => Ok(*r),
+        other => Err(crate::foundation::error::bad_report(format!(
+            "{shown}: {}; {flag} reads an eval report (npu-audit eval --out FILE)",
+            other.kind().noun()
+        ))),
+    }
 }

@@ -1,22 +1,24 @@
-//! `npu-audit eval SPEC.toml --task transcribe|generate`: `eval`'s flags read for a generation
-//! spec (the flags of a one-pass eval that mean nothing to a decode refused by name), the audit
-//! run, its table, JSON, Markdown and HTML.
+//! `npu-audit eval SPEC.toml --task transcribe|generate`: a generation spec's own command line
+//! (`GenerationArgs`, parsed apart from a one-pass eval's, so a flag that means nothing to a
+//! decode is one clap does not know here), turned once into the audit's options; the audit run,
+//! its table, JSON, Markdown and HTML.
+
+use std::ffi::OsString;
 
 use anyhow::Result;
+use clap::{CommandFactory, FromArgMatches};
 
-use super::args::{EvalArgs, ReferenceArgs, ReportFormat, TaskArgs, TaskChoice};
+use super::args::{
+    AccuracyLimitArgs, FindingsReportArgs, GenerationArgs, GenerationCli, GenerationTaskChoice, PolicyFileArgs,
+    ReportFormat, SetArgs, SetTargetArgs, StatArgs,
+};
 use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, policy_with, FindingsFile, Forms};
 use crate::analyses::accuracy::StatOptions;
 use crate::commands::eval::DatasetOptions;
 use crate::commands::generation::{GenerationOptions, GenerationTask};
 use crate::data::target::distinct;
-use crate::foundation::error::{bad_flag, ExitCode};
+use crate::foundation::error::ExitCode;
 use crate::report::generation::GenerationReport;
-
-/// Whether `eval`'s task is a decode of a generation spec.
-pub(super) fn is_generation(task: TaskChoice) -> bool {
-    matches!(task, TaskChoice::Transcribe | TaskChoice::Generate)
-}
 
 /// The forms of a generation report (`eval` and `render`).
 pub(super) const FORMS: Forms<GenerationReport> = Forms {
@@ -34,107 +36,125 @@ fn stdout_text(format: ReportFormat, report: &GenerationReport, json: String) ->
     }
 }
 
-/// The flags given that a generation audit has no use for, by name.
-fn refused(a: &EvalArgs) -> Vec<&'static str> {
-    let ReferenceArgs {
-        reference,
-        golden_dir,
-        allow_golden_mismatch,
-    } = &a.reference;
-    let TaskArgs {
-        output,
-        top_k,
-        classes,
-        decision,
-        vocab,
-        margin,
-        min_accuracy,
-        max_accuracy_drop: _,
-        labels: _,
-        limit: _,
-        resamples: _,
-        stat_seed: _,
-    } = &a.task_args;
-    [
-        (
-            "--reference (the spec's `reference` names the fp32 spec)",
-            reference.is_some(),
-        ),
-        ("--golden", golden_dir.is_some()),
-        ("--allow-golden-mismatch", *allow_golden_mismatch),
-        ("--output", output.is_some()),
-        ("--top-k", *top_k != 5),
-        ("--classes", classes.is_some()),
-        ("--decision", decision.is_some()),
-        ("--vocab (the spec names its tokenizer)", vocab.is_some()),
-        ("--margin", margin.is_some()),
-        ("--min-accuracy", min_accuracy.is_some()),
-        ("--class-axis", !a.class_axis.is_empty()),
-        ("--records", a.records.is_some()),
-        ("--shard", a.shard.is_some()),
-        ("--costs", a.costs.is_some()),
-        ("--until-decided", a.until_decided),
-    ]
-    .into_iter()
-    .filter_map(|(flag, given)| given.then_some(flag))
-    .collect()
+/// Whether a command line runs `eval` on a generation spec: its MODEL, the first argument after
+/// `eval` that is neither a flag nor a flag's value, is a `.toml` file.
+pub(super) fn is_spec_eval(argv: &[OsString]) -> bool {
+    let root = super::args::Cli::command();
+    let Some(eval) = root.find_subcommand("eval") else {
+        return false;
+    };
+    let mut args = argv.iter().skip(1).map(|a| a.to_string_lossy().into_owned());
+    // The global flags before the command, then the command.
+    loop {
+        match args.next() {
+            Some(a) if a == "eval" => break,
+            Some(a) if takes_value(&root, &a) => {
+                args.next();
+            }
+            Some(a) if a.starts_with('-') => {}
+            _ => return false,
+        }
+    }
+    while let Some(a) = args.next() {
+        if a == "--" {
+            return args.next().is_some_and(|m| is_spec(&m));
+        }
+        if takes_value(eval, &a) {
+            args.next();
+        } else if !a.starts_with('-') || a == "-" {
+            return is_spec(&a);
+        }
+    }
+    false
 }
 
-/// Runs the generation audit `eval` was asked for.
-pub(super) fn run(a: EvalArgs) -> Result<ExitCode> {
-    let refused = refused(&a);
-    if let Some(flag) = refused.first() {
-        return Err(bad_flag(format!(
-            "{flag} does not apply to --task {}: a generation spec is decoded whole, token by token (docs/generation.md)",
-            if a.task == TaskChoice::Transcribe { "transcribe" } else { "generate" }
-        )));
+/// A spec is a `.toml` file.
+fn is_spec(model: &str) -> bool {
+    std::path::Path::new(model)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+}
+
+/// Whether `arg` is a flag of `cmd` whose value is the next argument (`--dataset DIR`, `-t X`;
+/// not `--dataset=DIR`).
+fn takes_value(cmd: &clap::Command, arg: &str) -> bool {
+    let flag = |a: &clap::Arg| a.get_action().takes_values();
+    if let Some(long) = arg.strip_prefix("--") {
+        return !long.contains('=') && cmd.get_arguments().any(|a| a.get_long() == Some(long) && flag(a));
     }
-    let a_explain = a.explain as usize;
-    let EvalArgs {
-        model,
+    match arg.strip_prefix('-').map(|s| s.chars().collect::<Vec<_>>()).as_deref() {
+        Some([c]) => cmd.get_arguments().any(|a| a.get_short() == Some(*c) && flag(a)),
+        _ => false,
+    }
+}
+
+/// Parses a generation spec's command line (`npu-audit ... eval SPEC.toml ...`): the command's
+/// own flags and the global ones.
+pub(super) fn parse(argv: &[OsString]) -> Result<GenerationCli, clap::Error> {
+    let at = argv.iter().position(|a| a == "eval").unwrap_or(0);
+    // The globals before `eval` are as valid after it: clap reads them as the command's.
+    let mut line: Vec<OsString> = vec!["npu-audit eval".into()];
+    line.extend(argv[1..at].iter().cloned());
+    line.extend(argv[at + 1..].iter().cloned());
+    let cmd = super::help::generation_command().bin_name("npu-audit eval");
+    let matches = cmd.try_get_matches_from(line)?;
+    GenerationCli::from_arg_matches(&matches)
+}
+
+/// Runs the generation audit of a spec's command line.
+pub(super) fn run(a: GenerationArgs) -> Result<ExitCode> {
+    let GenerationArgs {
+        spec,
         dataset,
+        set: SetArgs { labels, limit },
         task,
-        targets,
-        allow_failure,
-        no_baseline,
-        task_args,
-        config,
-        no_config,
+        targets: SetTargetArgs {
+            targets,
+            allow_failure,
+            no_baseline,
+        },
+        stats: StatArgs { resamples, stat_seed },
+        limits: AccuracyLimitArgs {
+            min_accuracy,
+            max_accuracy_drop,
+        },
+        policy: PolicyFileArgs { config, no_config },
+        explain,
         exec,
-        format,
-        out,
-        markdown,
-        html,
-        ..
+        reports:
+            FindingsReportArgs {
+                format,
+                out,
+                markdown,
+                html,
+            },
     } = a;
-    // `eval`'s own check of the limit (the one flag of its gate a decode is held to).
-    let thresholds = super::shared::accuracy_thresholds(None, task_args.max_accuracy_drop, None)?;
+    let thresholds = super::shared::accuracy_thresholds(min_accuracy, max_accuracy_drop, None)?;
     let policy = policy_with(config.as_deref(), no_config, &thresholds, &allow_failure)?;
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let options = GenerationOptions {
-        spec: model,
-        task: if task == TaskChoice::Transcribe {
-            GenerationTask::Transcribe
-        } else {
-            GenerationTask::Generate
+        spec,
+        task: match task {
+            GenerationTaskChoice::Transcribe => GenerationTask::Transcribe,
+            GenerationTaskChoice::Generate => GenerationTask::Generate,
         },
         dataset: DatasetOptions {
             path: dataset,
-            labels: task_args.labels,
-            limit: task_args.limit.map(|n| n as usize),
+            labels,
+            limit: limit.map(|n| n as usize),
         },
         targets: (!asked.is_empty()).then(|| distinct(asked)),
         allow_failure: policy.allow_failure.clone(),
         baseline: !no_baseline,
         exec: exec_options(exec)?,
         stats: StatOptions {
-            seed: task_args.stat_seed,
-            resamples: task_args.resamples as usize,
+            seed: stat_seed,
+            resamples: resamples as usize,
             margin_points: None,
             sequential: None,
         },
         policy,
-        explain: a_explain,
+        explain: explain as usize,
     };
     let files: Vec<FindingsFile<GenerationReport>> = findings_files(vec![
         ("--out", out, None),
@@ -146,4 +166,30 @@ pub(super) fn run(a: EvalArgs) -> Result<ExitCode> {
     crate::foundation::interrupt::check()?;
     emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(line: &str) -> Vec<OsString> {
+        line.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_spec_is_the_first_argument_after_eval_that_is_no_flags_value() {
+        assert!(is_spec_eval(&argv(
+            "npu-audit eval s.toml --dataset d --task transcribe"
+        )));
+        assert!(is_spec_eval(&argv(
+            "npu-audit -v eval --dataset d.toml s.TOML --task generate"
+        )));
+        assert!(is_spec_eval(&argv("npu-audit --cache-dir c eval -t cpu s.toml")));
+        assert!(!is_spec_eval(&argv(
+            "npu-audit eval m.onnx --config p.toml --dataset d"
+        )));
+        assert!(!is_spec_eval(&argv("npu-audit eval --config p.toml m.onnx")));
+        assert!(!is_spec_eval(&argv("npu-audit compare s.toml")));
+        assert!(is_spec_eval(&argv("npu-audit eval --dataset=d -- s.toml")));
+    }
 }

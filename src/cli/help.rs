@@ -144,6 +144,25 @@ const LAYERS_REFUSED: &[&str] = &[
 /// Commands with at most this many flags show them all with `-h` too.
 const SHORT_ENOUGH: usize = 16;
 
+/// The flags a generation spec's `-h` shows beside `eval`'s: what its documented examples use.
+const GENERATION_FLAGS: &[&str] = &["no-baseline", "limit"];
+
+/// The command line of `eval SPEC.toml`, with the short help trimmed as every command's is.
+pub fn generation_command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = trim_short_help(hide_uncommon_globals(super::args::GenerationCli::command()));
+    for long in GENERATION_FLAGS {
+        let id = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .map(|a| a.get_id().to_string());
+        if let Some(id) = id {
+            cmd = cmd.mut_arg(id, |a| a.hide_short_help(false));
+        }
+    }
+    cmd
+}
+
 /// The command line the tool parses: the derived one, with the short help trimmed.
 pub fn command() -> clap::Command {
     let cmd = hide_uncommon_globals(Cli::command())

@@ -176,8 +176,13 @@ fn requested(asked: &[TargetList], policy: &crate::judge::policy::Policy, baseli
 fn eval_plan(args: Vec<String>, e: &EvalArgs, split: Split) -> Result<JobPlan> {
     // Read as `eval` reads them: the limits checked, the set as the flags name it.
     let flags = super::eval::TaskFlags::read(e.task_args.clone())?;
-    let policy = super::shared::policy_with(e.config.as_deref(), e.no_config, &flags.thresholds, &e.allow_failure)?;
-    let runs = requested(&e.targets, &policy, !e.no_baseline)?;
+    let policy = super::shared::policy_with(
+        e.policy.config.as_deref(),
+        e.policy.no_config,
+        &flags.thresholds,
+        &e.targets.allow_failure,
+    )?;
+    let runs = requested(&e.targets.targets, &policy, !e.targets.no_baseline)?;
     let named = flags.dataset(e.dataset.clone());
     let set = crate::data::dataset::Dataset::open(&named.path, named.labels.as_deref(), named.limit)?;
     let work = workload(

@@ -12,8 +12,9 @@ use super::shared::{
 use crate::commands::merge::{EvalMergeOptions, MergeOptions, PartKind};
 use crate::foundation::error::{bad_flag, bad_report, ExitCode};
 use crate::foundation::userfile::{InputFiles, Reads};
+use crate::report::common::ReportKind;
 use crate::report::compare::Report;
-use crate::report::json::{AnyReport, Kind};
+use crate::report::json::AnyReport;
 
 /// `merge`: the parts read once, by kind, and joined into one report, written in every format asked for;
 /// no file it writes may replace a shard report or the outputs it reads.
@@ -118,16 +119,46 @@ pub fn render(a: RenderArgs) -> Result<ExitCode> {
         files,
         dispatch,
     };
-    match crate::report::json::any_from_bytes(bytes, &shown)? {
+    let report = crate::report::json::any_from_bytes(bytes, &shown)?;
+    let as_stored = judged_again(&report).map_err(|e| {
+        bad_report(format!(
+            "{shown}: {e}: the stored gate does not follow from the report's own figures (edited or damaged), so it is not rendered"
+        ))
+    })?;
+    let kind = report.kind();
+    match report {
         AnyReport::Compare(r) => render_compare(&r, &source, asked),
-        AnyReport::Eval(r) => render_findings(&*r, Kind::Eval, &super::eval::FORMS, &source, asked),
-        AnyReport::Triage(r) => render_findings(&*r, Kind::Triage, &super::triage::FORMS, &source, asked),
-        AnyReport::Matrix(r) => render_findings(&*r, Kind::Matrix, &super::matrix::FORMS, &source, asked),
-        AnyReport::Pipeline(r) => render_findings(&*r, Kind::Pipeline, &super::pipeline::FORMS, &source, asked),
-        AnyReport::Repro(r) => render_findings(&*r, Kind::Repro, &super::repro::FORMS, &source, asked),
-        AnyReport::Generation(r) => render_findings(&*r, Kind::Generation, &super::generate::FORMS, &source, asked),
+        AnyReport::Eval(r) => render_findings(&*r, ReportKind::Eval, &super::eval::FORMS, &source, asked),
+        AnyReport::Triage(r) => render_findings(&*r, ReportKind::Triage, &super::triage::FORMS, &source, asked),
+        AnyReport::Matrix(r) => render_findings(&*r, ReportKind::Matrix, &super::matrix::FORMS, &source, asked),
+        AnyReport::Pipeline(r) => render_findings(&*r, ReportKind::Pipeline, &super::pipeline::FORMS, &source, asked),
+        AnyReport::Repro(r) => render_findings(&*r, ReportKind::Repro, &super::repro::FORMS, &source, asked),
+        AnyReport::Generation(r) => {
+            render_findings(&*r, ReportKind::Generation, &super::generate::FORMS, &source, asked)
+        }
     }?;
+    if as_stored {
+        crate::foundation::console::note(format!(
+            "{}: its verdicts are printed as the report states them (they rest on the runs it made, which it does not hold whole)",
+            kind.noun()
+        ));
+    }
     Ok(ExitCode::Success)
+}
+
+/// A report's verdicts judged again from its own figures and limits (`judge::gate::rejudge`);
+/// `true` for the kinds whose verdicts rest on what a run saw (triage's candidate runs, repro's
+/// windows), which are printed as stored and said to be.
+fn judged_again(report: &AnyReport) -> Result<bool, String> {
+    use crate::judge::gate::rejudge;
+    match report {
+        AnyReport::Compare(r) => rejudge::compare(r).map(|()| false),
+        AnyReport::Eval(r) => rejudge::eval(r).map(|()| false),
+        AnyReport::Generation(r) => rejudge::generation(r).map(|()| false),
+        AnyReport::Pipeline(r) => rejudge::pipeline(r).map(|()| false),
+        AnyReport::Matrix(r) => rejudge::matrix(r).map(|()| false),
+        AnyReport::Triage(_) | AnyReport::Repro(_) => Ok(true),
+    }
 }
 
 /// A compare report in every format `compare` writes (`--dispatch` is a matrix's).
@@ -135,7 +166,7 @@ fn render_compare(report: &Report, source: &RenderSource, asked: Asked) -> Resul
     if asked.dispatch.is_some() {
         return Err(not_for(
             "--dispatch",
-            Kind::Compare,
+            ReportKind::Compare,
             "--out, --markdown, --junit, --html, --node-data",
         ));
     }
@@ -148,7 +179,7 @@ fn render_compare(report: &Report, source: &RenderSource, asked: Asked) -> Resul
 /// command writes (`forms`); a flag for a form it does not have is refused, naming the kind.
 fn render_findings<T: serde::Serialize>(
     report: &T,
-    kind: Kind,
+    kind: ReportKind,
     forms: &Forms<T>,
     source: &RenderSource,
     asked: Asked,
@@ -181,7 +212,7 @@ fn render_findings<T: serde::Serialize>(
 }
 
 /// A file flag given for a kind of report that has no such form, on one line.
-fn not_for(flag: &str, kind: Kind, forms: &str) -> anyhow::Error {
+fn not_for(flag: &str, kind: ReportKind, forms: &str) -> anyhow::Error {
     bad_flag(format!(
         "{flag} does not apply to {}, which renders as {forms} (and --format on stdout)",
         kind.noun()

@@ -19,7 +19,8 @@ use crate::execution::exec::ExecOptions;
 use crate::execution::runtime::catalog::{catalogue, version_order};
 use crate::foundation::error::bad_flag;
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
-use crate::report::compare::{LayerPointer, Num, Report};
+use crate::report::common::Num;
+use crate::report::compare::{LayerPointer, Report};
 use crate::report::RunStatus;
 
 /// What `runtime bisect` is asked.

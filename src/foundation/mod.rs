@@ -11,3 +11,4 @@ pub mod pattern;
 pub mod process;
 pub mod timings;
 pub mod userfile;
+pub mod words;

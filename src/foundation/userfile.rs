@@ -25,20 +25,41 @@ pub const MAX_READ_BYTES: u64 = 1 << 30;
 /// The bytes of a file the user named, or of standard input for `-`. A pipe (`<(...)`) is read
 /// like a file, but never beyond [`MAX_READ_BYTES`].
 pub fn read_user_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_capped(path, MAX_READ_BYTES)
+}
+
+/// The bytes of a file the user named (standard input for `-`), at most `cap` of them: a file
+/// larger than its format can be is refused before it fills memory. The one size-capped read of
+/// the tool, with [`read_limited`] for a reader already open.
+pub fn read_capped(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    if is_stdio(path) {
+        read_limited(std::io::stdin(), cap)
+    } else {
+        read_limited(File::open(path)?, cap)
+    }
+}
+
+/// Everything `reader` holds, at most `cap` bytes; more is an error saying the cap.
+pub fn read_limited(reader: impl std::io::Read, cap: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    if is_stdio(path) {
-        std::io::stdin().take(MAX_READ_BYTES + 1).read_to_end(&mut bytes)?;
-    } else {
-        File::open(path)?.take(MAX_READ_BYTES + 1).read_to_end(&mut bytes)?;
-    }
-    if bytes.len() as u64 > MAX_READ_BYTES {
+    reader.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("larger than {} MiB", MAX_READ_BYTES >> 20),
+            format!("larger than {}", size_words(cap)),
         ));
     }
     Ok(bytes)
+}
+
+/// A size cap in words: whole MiB when it is one, else bytes.
+fn size_words(cap: u64) -> String {
+    if cap >= 1 << 20 && cap.is_multiple_of(1 << 20) {
+        format!("{} MiB", cap >> 20)
+    } else {
+        format!("{cap} bytes")
+    }
 }
 
 /// Checks that `path` is a regular file (following links), for files a format says are files:

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table, Kind};
+use super::grid::{bold, prose, table, ColumnKind};
 use super::present::{db, divergence_at, num};
 use crate::commands::bisect::{ReleaseBisection, ReleaseStep};
 
@@ -59,7 +59,7 @@ pub fn render(found: &ReleaseBisection) -> String {
             },
         ]);
     }
-    use Kind::{Figure, Key, Text};
+    use ColumnKind::{Figure, Key, Text};
     let _ = writeln!(s, "{}", table(b, &[Key, Text, Key, Figure, Text, Key]));
     for st in found.steps.iter().filter(|st| st.error.is_some()) {
         let _ = writeln!(

@@ -8,10 +8,13 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table_with, Kind, Look};
+use super::grid::{bold, prose, table_with, ColumnKind, Look};
 use super::present::{count, rule_values, signed};
-use crate::report::compare::Verdict;
-use crate::report::eval::{Comparison, Estimate, EvalReport, EvalTarget, FlipExplanation, Metrics, Proportion};
+use crate::report::eval::{
+    Comparison, Estimate, EvalReport, EvalTarget, FlipExplanation, Metrics, Proportion, SequentialDecision,
+};
+use crate::report::facts::TargetRole;
+use crate::report::gate::{Rule, Verdict};
 
 /// A percentage of a proportion with its interval: `99.00% (96.43–99.72)`.
 pub fn proportion(p: &Proportion) -> String {
@@ -84,7 +87,7 @@ fn targets_table(report: &EvalReport) -> String {
     let baseline = report
         .targets
         .iter()
-        .find(|t| t.role == "baseline")
+        .find(|t| t.role == TargetRole::Baseline)
         .map(|t| t.id.clone());
     let mut b = Builder::default();
     let mut head = vec![
@@ -119,7 +122,7 @@ fn targets_table(report: &EvalReport) -> String {
         b.push_record(row);
     }
     // Every cell is a key or figures; the margin's verdict is words, wrapped but never cut.
-    use Kind::{Figure, Key, Words};
+    use ColumnKind::{Figure, Key, Words};
     let mut kinds = vec![Key, Key, Figure, Figure, Figure, Figure, Figure];
     kinds.extend(baseline.as_ref().map(|_| Figure));
     kinds.push(Words);
@@ -133,7 +136,7 @@ fn header(s: &mut String, report: &EvalReport) {
         s,
         "{} {} eval · {}\nset      {} ({}; labels: {})\ntask     {} on output '{}' ({})\nreference {}: {}",
         bold("npu-audit"),
-        report.tool_version,
+        report.tool.version,
         report.model,
         report.dataset.path,
         count(report.dataset.samples, "sample"),
@@ -284,15 +287,10 @@ fn details(s: &mut String, report: &EvalReport, t: &EvalTarget) {
     if let Some(need) = samples_needed_text(t) {
         let _ = writeln!(s, "  {}: {need}", t.id);
     }
-    let broken: Vec<String> = t
-        .flips
-        .iter()
-        .filter(|f| f.kind == "broken")
-        .take(5)
-        .map(flip_text)
-        .collect();
+    let broken: Vec<String> = t.flips.iter().filter(|f| f.kind == "broken").map(flip_text).collect();
     if !broken.is_empty() {
-        let _ = writeln!(s, "  {} broke: {}", t.id, broken.join("; "));
+        let shown = crate::foundation::words::listed_with(&broken, 5, "; ");
+        let _ = writeln!(s, "  {} broke: {shown}", t.id);
     }
     if let Some(x) = &t.explanation {
         let _ = writeln!(
@@ -324,7 +322,7 @@ pub fn explanation_text(t: &EvalTarget, x: &FlipExplanation) -> String {
     if let Some(e) = &x.error {
         return format!("the per-layer audit of {samples} failed: {e}");
     }
-    if t.role == "baseline" {
+    if t.role == TargetRole::Baseline {
         return format!(
             "{} is the baseline the per-layer audit compares every target's layers with: no first departure of its own",
             t.id
@@ -353,7 +351,7 @@ fn gate(s: &mut String, report: &EvalReport) {
         .filter(|r| !r.pass)
         .map(|r| {
             let (m, l) = rule_values(r.rule.as_str(), r.measured, r.limit);
-            let bound = bound_word(report, &r.target, r.rule.as_str());
+            let bound = bound_word(report, &r.target, r.rule);
             format!("{} {}: {bound}{m} vs limit {l} ({})", r.target, r.rule, r.origin)
         })
         .collect();
@@ -370,17 +368,17 @@ fn gate(s: &mut String, report: &EvalReport) {
 
 /// Which bound a failed eval rule measured: the drop's upper bound and the accuracy's lower
 /// one, unless a sequential decision broke the limit with the other.
-fn bound_word(report: &EvalReport, target: &str, rule: &str) -> &'static str {
+fn bound_word(report: &EvalReport, target: &str, rule: Rule) -> &'static str {
     let broken = report
         .targets
         .iter()
         .find(|t| t.id == target)
         .and_then(|t| t.sequential.as_ref())
         .and_then(|q| q.rules.iter().find(|r| r.rule == rule))
-        .is_some_and(|r| r.decision == "fail");
+        .is_some_and(|r| r.decision == SequentialDecision::Fail);
     match (rule, broken) {
-        ("max_accuracy_drop", false) | ("min_accuracy", true) => "upper bound ",
-        ("min_accuracy", false) | ("max_accuracy_drop", true) => "lower bound ",
+        (Rule::MaxAccuracyDrop, false) | (Rule::MinAccuracy, true) => "upper bound ",
+        (Rule::MinAccuracy, false) | (Rule::MaxAccuracyDrop, true) => "lower bound ",
         _ => "",
     }
 }
@@ -496,12 +494,12 @@ pub fn sizing_text(sizing: &crate::commands::eval::sizing::Sizing) -> String {
         sizing.source
     );
     let kinds = [
-        Kind::Key,
-        Kind::Figure,
-        Kind::Figure,
-        Kind::Figure,
-        Kind::Figure,
-        Kind::Figure,
+        ColumnKind::Key,
+        ColumnKind::Figure,
+        ColumnKind::Figure,
+        ColumnKind::Figure,
+        ColumnKind::Figure,
+        ColumnKind::Figure,
     ];
     let _ = writeln!(s, "{}", table_with(b, &Look::grid(&kinds)));
     if sizing.rows.iter().any(|r| r.even_odds.is_none()) {
@@ -567,7 +565,7 @@ mod tests {
             reference: "\u{202e}0".into(),
             target: "1".into(),
             kind: "broken".into(),
-            sqnr_db: crate::report::compare::Num(3.0),
+            sqnr_db: crate::report::common::Num(3.0),
         };
         let text = flip_text(&flip);
         assert!(!text.chars().any(|c| c.is_control()), "{text:?}");

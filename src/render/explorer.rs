@@ -67,7 +67,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::report::compare::{LayerReport, Num, Report};
+use crate::report::common::Num;
+use crate::report::compare::{LayerReport, Report};
 use crate::report::facts::TargetRole;
 use crate::report::RunStatus;
 

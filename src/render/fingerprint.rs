@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{paragraph, prose, table_with, Frame, Kind, Look};
+use super::grid::{paragraph, prose, table_with, ColumnKind, Frame, Look};
 
 use super::present::{exact_num, shorten};
 use crate::analyses::fingerprint::result::{FingerprintReport, ProbeResult};
@@ -86,8 +86,8 @@ fn verdict_table(r: &FingerprintReport) -> String {
     b.push_record(status);
     // Probe ids and each target's verdict words: read whole; the op's description wraps. Too
     // many targets for the terminal, the verdicts continue in another table by probe.
-    let mut kinds = vec![Kind::Key; 2 + r.targets.len()];
-    kinds[1] = Kind::Words;
+    let mut kinds = vec![ColumnKind::Key; 2 + r.targets.len()];
+    kinds[1] = ColumnKind::Words;
     table_with(b, &Look::plain(Frame::Psql, &kinds).splittable(1, &[1]))
 }
 
@@ -167,7 +167,7 @@ fn evidence(r: &FingerprintReport) -> String {
                 row.push(exact_num(e.observed));
                 b.push_record(row);
             }
-            let kinds = vec![Kind::Figure; 3 + p.evidence[0].predicted.len()];
+            let kinds = vec![ColumnKind::Figure; 3 + p.evidence[0].predicted.len()];
             let table = table_with(b, &Look::plain(Frame::Blank, &kinds).indented(4));
             for line in table.lines() {
                 let _ = writeln!(evidence, "    {line}");

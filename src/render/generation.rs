@@ -1,68 +1,50 @@
-//! A generation report in the terminal and in Markdown: per target the WER against the labels
-//! and against the reference's, where its text first departs, how each step's logits drift; per
-//! sample the first divergent token with both texts.
+//! A generation report in the terminal and in Markdown: per target first its agreement with the
+//! reference (same text, first divergence), then how each step's logits drift, and the WER only
+//! when the set has labels; per sample the first divergent token with both texts; the gate.
 
 use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table_with, Kind, Look};
-use super::present::count;
-use crate::report::compare::Num;
-use crate::report::generation::{GenerationReport, GenerationTarget, TargetSample, TextScores};
+use super::grid::{bold, prose, table_with, ColumnKind, Look};
+use super::present::{count, db, exact_num, num, pct, rate_with_interval, signed};
+use crate::report::common::Num;
+use crate::report::gate::{Rule, RuleResult, Verdict};
+use crate::report::generation::{GenerationReport, GenerationTarget, StopReason, TargetSample, TextScores};
 
-/// A rate as a percentage with one decimal ("12.5%"), `-` when it could not be computed.
-fn percent(v: Num) -> String {
-    if v.0.is_finite() {
-        format!("{:.1}%", 100.0 * v.0)
-    } else {
-        "-".into()
-    }
-}
-
-/// A WER or CER with its 95% interval: "12.5% (8.1–17.0)".
-fn rate(v: Num, interval: [Num; 2]) -> String {
-    let p = |x: Num| {
-        if x.0.is_finite() {
-            format!("{:.1}", 100.0 * x.0)
-        } else {
-            "-".into()
-        }
-    };
-    format!("{} ({}–{})", percent(v), p(interval[0]), p(interval[1]))
-}
-
-/// The change of the WER in points with its interval: "+4.2 (+0.0 to +9.1)".
+/// The change of the WER in points with its interval: "+4.2 (+0.0 to +9.1)"; "+0.0 (no
+/// interval)" when the sample cannot bound it.
 fn delta(t: &GenerationTarget) -> String {
-    match (t.summary.wer_delta_points, t.summary.wer_delta_interval) {
-        (Some(d), Some([lo, hi])) if d.0.is_finite() => {
-            format!("{} ({} to {})", signed1(d.0), signed1(lo.0), signed1(hi.0))
-        }
+    let m = &t.summary;
+    match (m.wer_delta_points, m.wer_delta_interval) {
+        (Some(d), Some([lo, hi])) => format!("{} ({} to {})", signed(d.0, 1), signed(lo.0, 1), signed(hi.0, 1)),
+        (Some(d), None) => format!("{} (no interval)", signed(d.0, 1)),
         _ => "-".into(),
     }
 }
 
-fn signed1(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    let v = if v.abs() < 0.05 { 0.0 } else { v };
-    format!("{v:+.1}")
-}
-
-fn db(v: Num) -> String {
-    match v.0 {
-        x if x == f64::INFINITY => "inf".into(),
-        x if x.is_finite() => format!("{x:.2}"),
-        _ => "-".into(),
-    }
-}
-
-fn kl(v: Num) -> String {
-    if v.0.is_finite() {
-        format!("{:.4}", v.0)
+/// The mean KL of a target's steps, with the share of steps it is over when some were not
+/// finite: "0.0044 (6 of 38 steps)".
+fn mean_kl(t: &GenerationTarget) -> String {
+    let m = &t.summary;
+    if m.nonfinite_steps == 0 {
+        num(m.mean_kl.0)
     } else {
-        "-".into()
+        format!(
+            "{} ({} of {} steps)",
+            num(m.mean_kl.0),
+            m.steps - m.nonfinite_steps,
+            m.steps
+        )
+    }
+}
+
+/// Samples scored, and of how many when some did not finish: "5 of 6".
+fn samples(t: &GenerationTarget, total: usize) -> String {
+    if t.summary.samples == total {
+        total.to_string()
+    } else {
+        format!("{} of {total}", t.summary.samples)
     }
 }
 
@@ -88,8 +70,8 @@ fn scores_words(s: &Option<TextScores>) -> String {
     match s {
         Some(s) => format!(
             "WER {}, CER {}, {} of {} exact",
-            rate(s.wer, s.wer_interval),
-            rate(s.cer, s.cer_interval),
+            rate_with_interval(s.wer, s.wer_interval),
+            rate_with_interval(s.cer, s.cer_interval),
             s.exact,
             s.samples
         ),
@@ -98,34 +80,42 @@ fn scores_words(s: &Option<TextScores>) -> String {
 }
 
 fn header(s: &mut String, r: &GenerationReport) {
+    let scored = r.dataset.samples - r.unscored.len();
+    let set = if r.unscored.is_empty() {
+        count(r.dataset.samples, "sample")
+    } else {
+        format!("{} of which {scored} scored", count(r.dataset.samples, "sample"))
+    };
     let _ = writeln!(
         s,
-        "{} {} generation · {}\nspec      {} ({} parts: {}; max {} new tokens{})\nset       {} ({}; labels: {})\ntask      {}\nreference {} on the CPU EP: {}",
+        "{} {} generation · {}\nspec      {} ({}: {}; max {} new tokens{})\nset       {} ({set}; labels: {})\ntask      {}\nreference {} on the CPU EP: {}",
         bold("npu-audit"),
         r.tool.version,
         r.spec.path,
         format_args!("{}, {}", r.spec.layout, r.spec.form),
-        r.spec.parts.len(),
+        count(r.spec.parts.len(), "part"),
         r.spec.parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
         r.spec.max_new_tokens,
         r.spec.kv_length.map_or(String::new(), |k| format!(", KV buffers of {k}")),
         r.dataset.path,
-        count(r.dataset.samples, "sample"),
         r.dataset.labels_from.as_deref().unwrap_or("none"),
-        r.task,
+        r.task.name(),
         r.reference.path,
         scores_words(&r.reference_scores)
     );
 }
 
+/// Whether the set has labels (the WER columns are shown only then).
+fn labelled(r: &GenerationReport) -> bool {
+    r.reference_scores.is_some()
+}
+
 fn targets_table(r: &GenerationReport) -> String {
-    let mut b = Builder::default();
-    b.push_record([
+    let with_wer = labelled(r);
+    let mut head = vec![
         "target",
         "status",
         "samples",
-        "WER (95% CI)",
-        "WER change, points (95% CI)",
         "same text",
         "diverged",
         "median first step",
@@ -133,29 +123,40 @@ fn targets_table(r: &GenerationReport) -> String {
         "mean KL",
         "median SQNR dB",
         "s/token",
-    ]);
+    ];
+    if with_wer {
+        head.extend(["WER (95% CI)", "WER change, points (95% CI)"]);
+    }
+    let mut b = Builder::default();
+    b.push_record(head.clone());
     for t in &r.targets {
         let m = &t.summary;
-        b.push_record([
+        let mut row = vec![
             t.id.clone(),
             t.status.as_str().to_string(),
-            m.samples.to_string(),
-            m.scores.as_ref().map_or("-".into(), |s| rate(s.wer, s.wer_interval)),
-            delta(t),
+            samples(t, r.dataset.samples),
             format!("{}/{}", m.same_text, m.samples),
             format!("{}/{}", m.diverged, m.samples),
             m.median_divergence_step.map_or("-".into(), |v| format!("{v}")),
-            percent(m.top1_agreement),
-            kl(m.mean_kl),
-            db(m.median_sqnr_db),
+            pct(Some(m.top1_agreement.0).filter(|v| !v.is_nan())),
+            mean_kl(t),
+            db(m.median_sqnr_db.0),
             m.seconds_per_token.map_or("-".into(), |v| format!("{v:.3}")),
-        ]);
+        ];
+        if with_wer {
+            row.push(
+                m.scores
+                    .as_ref()
+                    .map_or("-".into(), |s| rate_with_interval(s.wer, s.wer_interval)),
+            );
+            row.push(delta(t));
+        }
+        b.push_record(row);
     }
-    use Kind::{Figure, Key};
-    let kinds = [
-        Key, Key, Figure, Figure, Figure, Figure, Figure, Figure, Figure, Figure, Figure, Figure,
-    ];
-    table_with(b, &Look::grid(&kinds).splittable(1, &[7, 8, 9, 10, 11]))
+    let mut kinds = vec![ColumnKind::Key, ColumnKind::Key];
+    kinds.resize(head.len(), ColumnKind::Figure);
+    let secondary: Vec<usize> = (6..head.len()).collect();
+    table_with(b, &Look::grid(&kinds).splittable(1, &secondary))
 }
 
 fn samples_table(t: &GenerationTarget) -> String {
@@ -176,22 +177,22 @@ fn samples_table(t: &GenerationTarget) -> String {
             s.words.map_or("-".into(), |w| format!("{}/{}", w.edits, w.of)),
             stop_word(s.stop).into(),
             match &s.error {
-                Some(e) => format!("error: {e}"),
+                Some(e) => format!("not scored: {e}"),
+                None if !s.scored => format!("not scored: {}", quoted(&s.text)),
                 None => quoted(&s.text),
             },
         ]);
     }
-    use Kind::{Figure, Key, Words};
+    use ColumnKind::{Figure, Key, Words};
     table_with(b, &Look::grid(&[Key, Words, Figure, Figure, Key, Words]))
 }
 
-fn stop_word(s: crate::report::generation::StopReason) -> &'static str {
-    use crate::report::generation::StopReason::*;
+fn stop_word(s: StopReason) -> &'static str {
     match s {
-        EndToken => "end",
-        Limit => "limit",
-        NoNumber => "NaN",
-        Failed => "failed",
+        StopReason::EndToken => "end",
+        StopReason::Limit => "limit",
+        StopReason::NoNumber => "NaN",
+        StopReason::Failed => "failed",
     }
 }
 
@@ -207,7 +208,7 @@ fn reference_table(r: &GenerationReport) -> String {
             s.label.as_deref().map_or("-".into(), quoted),
         ]);
     }
-    use Kind::{Figure, Key, Words};
+    use ColumnKind::{Figure, Key, Words};
     table_with(b, &Look::grid(&[Key, Figure, Key, Words, Words]))
 }
 
@@ -236,23 +237,117 @@ pub fn table_text(r: &GenerationReport) -> String {
             }
         }
     }
-    if !r.gate.is_empty() {
-        let _ = writeln!(s, "\n{}", bold("GATE"));
-        for g in &r.gate {
-            let _ = writeln!(s, "{}", rule_words(g));
-        }
-        let failed: Vec<&str> = r.gate.iter().filter(|g| !g.pass).map(|g| g.target.as_str()).collect();
-        let verdict = if failed.is_empty() {
-            "PASS".to_string()
-        } else {
-            format!("FAIL ({})", failed.join(", "))
-        };
-        let _ = writeln!(s, "{} {verdict}", bold("VERDICT"));
-    }
-    for n in &r.notes {
+    gate_text(&mut s, r);
+    for n in notes(r) {
         let _ = writeln!(s, "note: {n}");
     }
     prose(&s)
+}
+
+/// The report's notes, and what a reader needs to read its WER: a WER over 100% is insertions.
+fn notes(r: &GenerationReport) -> Vec<String> {
+    let mut notes = r.notes.clone();
+    let over: Vec<&str> = r
+        .targets
+        .iter()
+        .filter(|t| t.summary.scores.as_ref().is_some_and(|s| s.wer.0 > 1.0))
+        .map(|t| t.id.as_str())
+        .collect();
+    if !over.is_empty() {
+        notes.push(format!(
+            "a WER over 100% ({}) counts words a text adds beyond its label: a decode that loops or runs past a short label inserts more words than the label has",
+            over.join(", ")
+        ));
+    }
+    notes
+}
+
+/// The gate's lines: each limit with its estimate, its bound and the limit; a target that did
+/// not run to the end; the verdict.
+fn gate_text(s: &mut String, r: &GenerationReport) {
+    let lines: Vec<String> = r.gate.rules.iter().filter_map(|g| rule_words(r, g)).collect();
+    if lines.is_empty() && r.gate.verdict == Verdict::None {
+        return;
+    }
+    let _ = writeln!(s, "\n{}", bold("GATE"));
+    for l in lines {
+        let _ = writeln!(s, "{l}");
+    }
+    let _ = writeln!(s, "{} {}", bold("VERDICT"), verdict_words(r));
+}
+
+/// The verdict with the targets that failed it and those it did not gate: `FAIL (cpu)`,
+/// `PASS (not gated: qnn:sm8650)`, `no limits set`.
+fn verdict_words(r: &GenerationReport) -> String {
+    let targets = |pick: &dyn Fn(&RuleResult) -> bool| {
+        let mut ids: Vec<&str> = r
+            .gate
+            .rules
+            .iter()
+            .filter(|g| pick(g))
+            .map(|g| g.target.as_str())
+            .collect();
+        ids.dedup();
+        ids.join(", ")
+    };
+    let ungated = targets(&|g| g.ungated);
+    let ungated = if ungated.is_empty() {
+        String::new()
+    } else {
+        format!(" (not gated: {ungated})")
+    };
+    match r.gate.verdict {
+        Verdict::None => format!("no limits set{ungated}"),
+        Verdict::Pass => format!("PASS{ungated}"),
+        Verdict::Fail => format!("FAIL ({}){ungated}", targets(&|g| !g.pass)),
+    }
+}
+
+/// A gate rule in words (`None` for a `ran` rule that passed: every target that ran says so
+/// in its row): what was measured, its bound against the limit, the outcome.
+pub fn rule_words(r: &GenerationReport, g: &RuleResult) -> Option<String> {
+    if g.rule == Rule::Ran {
+        return match (g.pass, g.ungated) {
+            (true, false) => None,
+            (_, true) => Some(format!("{}: {}", g.target, g.origin)),
+            (false, false) => Some(format!("{}: {}: FAIL", g.target, g.origin)),
+        };
+    }
+    let what = g.measure.map_or(g.rule.as_str(), |m| m.words());
+    let points = g.rule == Rule::MaxAccuracyDrop;
+    let value = |v: Num| {
+        if points {
+            signed(v.0, 1)
+        } else {
+            pct(Some(v.0).filter(|x| !x.is_nan()))
+        }
+    };
+    let limit = if points {
+        exact_num(g.limit.0)
+    } else {
+        pct(Some(g.limit.0))
+    };
+    let bound = match g.bound {
+        Some(b) if !g.measured.0.is_nan() => format!("{} {}", b.words(), value(g.measured)),
+        Some(b) => format!("{} not measured: {}", b.words(), unmeasured_reason(r, g)),
+        None => value(g.measured),
+    };
+    let estimate = g.estimate.map_or(String::new(), |e| format!(" {}", value(e)));
+    let unit = if points { " points" } else { "" };
+    let side = if g.pass { "within" } else { "beyond" };
+    Some(format!(
+        "{}: {what}{estimate}{unit}, {bound}, {side} the limit {limit}{unit} ({}): {}",
+        g.target,
+        g.origin,
+        if g.pass { "pass" } else { "FAIL" }
+    ))
+}
+
+/// Why a rule's bound is not a number, from the target's figures.
+fn unmeasured_reason(r: &GenerationReport, g: &RuleResult) -> String {
+    let t = r.targets.iter().find(|t| t.id == g.target);
+    t.and_then(|t| t.summary.wer_delta_unbounded.clone())
+        .unwrap_or_else(|| "the set cannot bound it".into())
 }
 
 /// The per-layer audit of a divergent step in words: the layer that introduces the most error
@@ -274,7 +369,7 @@ pub fn layers_words(x: &crate::report::generation::StepExplanation) -> String {
             w.index,
             w.node,
             w.op_type,
-            db(w.introduced_sqnr_db)
+            db(w.introduced_sqnr_db.0)
         )
     });
     format!(
@@ -286,34 +381,18 @@ pub fn layers_words(x: &crate::report::generation::StepExplanation) -> String {
     )
 }
 
-/// A gate rule in words: what was measured, its upper bound against the limit, the outcome.
-pub fn rule_words(g: &crate::report::generation::GenerationRule) -> String {
-    let what = if g.measure == "wer_increase" {
-        "WER increase"
-    } else {
-        "texts unlike the reference's"
-    };
-    format!(
-        "{}: {what} {} points, one-sided 95% upper bound {} {} the limit {} ({}): {}",
-        g.target,
-        signed1(g.estimate.0),
-        signed1(g.upper.0),
-        if g.pass { "within" } else { "beyond" },
-        g.limit,
-        g.origin,
-        if g.pass { "pass" } else { "FAIL" }
-    )
-}
-
 /// One part's session in words: how it was made, its steps and their time, its placement.
 pub fn part_words(p: &crate::report::generation::PartRun) -> String {
     let mut w = format!("part {}: session {:.0} ms", p.part, p.session_create_ms);
     if let Some(c) = &p.qnn_context {
         let _ = write!(w, " (context {c})");
     }
-    let _ = write!(w, ", {} runs", p.runs);
+    let _ = write!(w, ", {}", count(p.runs, "run"));
     if let Some(ms) = p.mean_run_ms {
         let _ = write!(w, " of {ms:.1} ms");
+    }
+    if let Some(threads) = p.intra_op_threads {
+        let _ = write!(w, ", {}", count(threads, "thread"));
     }
     if let Some([on, all]) = p.nodes_on_ep {
         let _ = write!(w, ", {on} of {all} nodes on the EP");
@@ -331,45 +410,62 @@ pub fn markdown(r: &GenerationReport) -> String {
         "{} of `{}`, task `{}`; reference `{}`: {}\n",
         count(r.dataset.samples, "sample"),
         esc(&r.dataset.path),
-        r.task,
+        r.task.name(),
         esc(&r.reference.path),
         scores_words(&r.reference_scores)
     );
+    let with_wer = labelled(r);
     let _ = writeln!(
         s,
-        "| target | status | WER (95% CI) | WER change, points | same text | diverged | median first step | top-1 per step | mean KL | median SQNR dB |"
+        "| target | status | samples | same text | diverged | median first step | top-1 per step | mean KL | median SQNR dB |{}",
+        if with_wer { " WER (95% CI) | WER change, points |" } else { "" }
     );
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        s,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |{}",
+        if with_wer { " --- | --- |" } else { "" }
+    );
     for t in &r.targets {
         let m = &t.summary;
+        let wer = if with_wer {
+            format!(
+                " {} | {} |",
+                m.scores
+                    .as_ref()
+                    .map_or("-".into(), |x| rate_with_interval(x.wer, x.wer_interval)),
+                delta(t)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {}/{} | {}/{} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {}/{} | {}/{} | {} | {} | {} | {} |{wer}",
             esc(&t.id),
             t.status.as_str(),
-            m.scores.as_ref().map_or("-".into(), |x| rate(x.wer, x.wer_interval)),
-            delta(t),
+            samples(t, r.dataset.samples),
             m.same_text,
             m.samples,
             m.diverged,
             m.samples,
             m.median_divergence_step.map_or("-".into(), |v| format!("{v}")),
-            percent(m.top1_agreement),
-            kl(m.mean_kl),
-            db(m.median_sqnr_db)
+            pct(Some(m.top1_agreement.0).filter(|v| !v.is_nan())),
+            mean_kl(t),
+            db(m.median_sqnr_db.0)
         );
     }
     for t in &r.targets {
         diverged_markdown(&mut s, r, t);
     }
-    if !r.gate.is_empty() {
-        let _ = writeln!(s);
-        for g in &r.gate {
-            let _ = writeln!(s, "- {}", esc(&rule_words(g)));
+    let lines: Vec<String> = r.gate.rules.iter().filter_map(|g| rule_words(r, g)).collect();
+    if !lines.is_empty() || r.gate.verdict != Verdict::None {
+        let _ = writeln!(s, "\n**Verdict: {}**\n", verdict_words(r));
+        for l in lines {
+            let _ = writeln!(s, "- {}", esc(&l));
         }
     }
-    for n in &r.notes {
-        let _ = writeln!(s, "\n> {}", esc(n));
+    for n in notes(r) {
+        let _ = writeln!(s, "\n> {}", esc(&n));
     }
     s
 }

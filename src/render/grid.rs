@@ -35,7 +35,7 @@ const MAX_WORD: usize = 16;
 /// may be shortened to fit, so a figure is never cut whatever it looks like and a text that holds
 /// digits is still text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum ColumnKind {
     /// What tells rows apart (a target id, a stage name), or a word that must be read whole (a
     /// status, a verdict): never shortened.
     Key,
@@ -65,13 +65,13 @@ pub enum Frame {
 
 /// How a terminal table is drawn and fitted: its frame, whether the cells below the header are
 /// right-aligned, how far in it is printed, and what each column holds (columns past the
-/// declared ones are [`Kind::Text`]).
+/// declared ones are [`ColumnKind::Text`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Look {
     frame: Frame,
     right_aligned: bool,
     indent: usize,
-    kinds: Vec<Kind>,
+    kinds: Vec<ColumnKind>,
     split: Option<Split>,
 }
 
@@ -91,7 +91,7 @@ const MAX_PARTS: usize = 3;
 
 impl Look {
     /// Rounded, figures right-aligned: the look of the report tables, its columns of `kinds`.
-    pub fn grid(kinds: &[Kind]) -> Self {
+    pub fn grid(kinds: &[ColumnKind]) -> Self {
         Look {
             frame: Frame::Rounded,
             right_aligned: true,
@@ -102,7 +102,7 @@ impl Look {
     }
 
     /// `frame` with every cell left-aligned, its columns of `kinds`: listings and probe tables.
-    pub fn plain(frame: Frame, kinds: &[Kind]) -> Self {
+    pub fn plain(frame: Frame, kinds: &[ColumnKind]) -> Self {
         Look {
             frame,
             right_aligned: false,
@@ -130,19 +130,19 @@ impl Look {
     }
 
     /// What column `c` holds.
-    fn kind(&self, c: usize) -> Kind {
-        self.kinds.get(c).copied().unwrap_or(Kind::Text)
+    fn kind(&self, c: usize) -> ColumnKind {
+        self.kinds.get(c).copied().unwrap_or(ColumnKind::Text)
     }
 }
 
 /// A rounded table with right-aligned cells below the header, its columns of `kinds`, fitted to
 /// the terminal.
-pub fn table(builder: Builder, kinds: &[Kind]) -> String {
+pub fn table(builder: Builder, kinds: &[ColumnKind]) -> String {
     table_with(builder, &Look::grid(kinds))
 }
 
 /// [`table`] for a table printed `indent` columns in.
-pub fn table_indented(builder: Builder, indent: usize, kinds: &[Kind]) -> String {
+pub fn table_indented(builder: Builder, indent: usize, kinds: &[ColumnKind]) -> String {
     table_with(builder, &Look::grid(kinds).indented(indent))
 }
 
@@ -357,7 +357,12 @@ fn draw(rows: &[Vec<String>], look: &Look) -> String {
     if look.right_aligned {
         t.with(Modify::new(Rows::new(1..)).with(Alignment::right()));
         // Words read from their start: text and paths stay left-aligned among the figures.
-        let words = |c: &usize| matches!(look.kind(*c), Kind::Text | Kind::Path | Kind::Wrapped | Kind::Words);
+        let words = |c: &usize| {
+            matches!(
+                look.kind(*c),
+                ColumnKind::Text | ColumnKind::Path | ColumnKind::Wrapped | ColumnKind::Words
+            )
+        };
         for c in (0..rows.first().map_or(0, Vec::len)).filter(words) {
             t.with(Modify::new(Columns::one(c).not(Rows::first())).with(Alignment::left()));
         }
@@ -406,14 +411,14 @@ fn columns(rows: &[Vec<String>], look: &Look) -> Vec<Column> {
             let natural = body.max(get_text_width(head));
             let floor = cells
                 .map(|cell| match look.kind(c) {
-                    Kind::Key | Kind::Figure => get_text_width(cell),
-                    Kind::Text | Kind::Path => text_floor(cell),
-                    Kind::Wrapped => longest_item(cell),
-                    Kind::Words => words_floor(cell),
+                    ColumnKind::Key | ColumnKind::Figure => get_text_width(cell),
+                    ColumnKind::Text | ColumnKind::Path => text_floor(cell),
+                    ColumnKind::Wrapped => longest_item(cell),
+                    ColumnKind::Words => words_floor(cell),
                 })
                 .fold(head_floor, usize::max);
             let lossless = match look.kind(c) {
-                Kind::Words | Kind::Wrapped => floor,
+                ColumnKind::Words | ColumnKind::Wrapped => floor,
                 _ => body,
             };
             Column {
@@ -534,18 +539,18 @@ fn give_back(mut widths: Vec<usize>, wanted: &[usize], budget: usize) -> Vec<usi
 /// A cell of `kind` shortened to `width` columns: each longer line of a text cut with `…` at its
 /// end (never inside a number), of a path at its start, of a list wrapped between items; keys
 /// and figures as they are.
-fn shorten(cell: &str, width: usize, kind: Kind) -> String {
+fn shorten(cell: &str, width: usize, kind: ColumnKind) -> String {
     if get_text_width(cell) <= width {
         return cell.to_string();
     }
     cell.lines()
         .map(|line| match kind {
             _ if get_text_width(line) <= width => line.to_string(),
-            Kind::Key | Kind::Figure => line.to_string(),
-            Kind::Text => cut(&strip_ansi(line), width),
-            Kind::Path => cut_path(&strip_ansi(line), width),
-            Kind::Wrapped => fill(&list_items(line), width, width).join("\n"),
-            Kind::Words => fill(&spaced_pieces(line), width, width).join("\n"),
+            ColumnKind::Key | ColumnKind::Figure => line.to_string(),
+            ColumnKind::Text => cut(&strip_ansi(line), width),
+            ColumnKind::Path => cut_path(&strip_ansi(line), width),
+            ColumnKind::Wrapped => fill(&list_items(line), width, width).join("\n"),
+            ColumnKind::Words => fill(&spaced_pieces(line), width, width).join("\n"),
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -869,15 +874,15 @@ mod tests {
     }
 
     /// What the columns of [`targets`] hold.
-    const TARGET_KINDS: &[Kind] = &[
-        Kind::Key,
-        Kind::Key,
-        Kind::Key,
-        Kind::Figure,
-        Kind::Text,
-        Kind::Figure,
-        Kind::Figure,
-        Kind::Text,
+    const TARGET_KINDS: &[ColumnKind] = &[
+        ColumnKind::Key,
+        ColumnKind::Key,
+        ColumnKind::Key,
+        ColumnKind::Figure,
+        ColumnKind::Text,
+        ColumnKind::Figure,
+        ColumnKind::Figure,
+        ColumnKind::Text,
     ];
 
     /// The compare TARGETS table of the issue: ids, statuses, runtimes, timings, fingerprints.
@@ -997,7 +1002,7 @@ mod tests {
             &["#", "tensor", "codes ≠ baseline"],
             &["1", "conv1_out_QuantizeLinear_Output", "1 (±1 on 1, 0 on .5, ±2 on 0)"],
         ]);
-        let look = Look::grid(&[Kind::Key, Kind::Text, Kind::Words]);
+        let look = Look::grid(&[ColumnKind::Key, ColumnKind::Text, ColumnKind::Words]);
         let out = fit(&t, &look, Some(26));
         assert!(widest(&out) <= 26, "{out}");
         let lines: Vec<&str> = out.lines().collect();
@@ -1019,7 +1024,13 @@ mod tests {
             &["cpu", "0.1222", "975117568", "36.38", "100.0%"],
             &["qnn:sm8650", "0.1316", "2082928", "36.85", "100.0%"],
         ]);
-        let figures = Look::grid(&[Kind::Key, Kind::Figure, Kind::Figure, Kind::Figure, Kind::Figure]);
+        let figures = Look::grid(&[
+            ColumnKind::Key,
+            ColumnKind::Figure,
+            ColumnKind::Figure,
+            ColumnKind::Figure,
+            ColumnKind::Figure,
+        ]);
         let out = fit(&t, &figures, Some(40));
         assert!(out.starts_with("-[ target cpu ]-"), "{out}");
         assert!(out.contains("\nmax ULP │ 975117568\n"), "{out}");
@@ -1038,13 +1049,19 @@ mod tests {
         assert_eq!(cut("1957463 differ", 5), "1957463…");
         // A sign stays with its number; a path keeps its end, whole components first.
         assert_eq!(cut("drift ±12 steps", 8), "drift…");
-        let path = |p: &str, w| shorten(p, w, Kind::Path);
+        let path = |p: &str, w| shorten(p, w, ColumnKind::Path);
         assert_eq!(path("fixtures/device_reports/fleet/a_s24", 14), "…/fleet/a_s24");
         assert_eq!(path("fixtures/device_reports/fleet/b_s24_round", 8), "…4_round");
         // Keys and figures are never cut, whatever they look like; text with digits is text.
-        assert_eq!(shorten("unavailable", 4, Kind::Key), "unavailable");
-        assert_eq!(shorten("99.00% (96.43–99.72)", 6, Kind::Figure), "99.00% (96.43–99.72)");
-        assert_eq!(shorten("onnxruntime 1.31.1 of 2025", 16, Kind::Text), "onnxruntime…");
+        assert_eq!(shorten("unavailable", 4, ColumnKind::Key), "unavailable");
+        assert_eq!(
+            shorten("99.00% (96.43–99.72)", 6, ColumnKind::Figure),
+            "99.00% (96.43–99.72)"
+        );
+        assert_eq!(
+            shorten("onnxruntime 1.31.1 of 2025", 16, ColumnKind::Text),
+            "onnxruntime…"
+        );
     }
 
     #[test]
@@ -1139,8 +1156,8 @@ mod tests {
     }
 
     fn output_look() -> Look {
-        let mut kinds = vec![Kind::Key];
-        kinds.extend([Kind::Figure; 11]);
+        let mut kinds = vec![ColumnKind::Key];
+        kinds.extend([ColumnKind::Figure; 11]);
         Look::grid(&kinds).splittable(1, &[3, 4, 5, 6, 10])
     }
 
@@ -1176,8 +1193,8 @@ mod tests {
         }
         // Piped, and wide enough, the table is one table as it is; not splittable, blocks.
         assert_eq!(fit(&t, &output_look(), None), draw(&t, &output_look()));
-        let mut kinds = vec![Kind::Key];
-        kinds.extend([Kind::Figure; 11]);
+        let mut kinds = vec![ColumnKind::Key];
+        kinds.extend([ColumnKind::Figure; 11]);
         assert!(fit(&t, &Look::grid(&kinds), Some(100)).starts_with("-[ target cpu ]"));
     }
 
@@ -1187,7 +1204,7 @@ mod tests {
             &["target", "points lost vs reference", "median vs CPU EP dB"],
             &["cpu", "+1.00", "-17.65"],
         ]);
-        let look = Look::grid(&[Kind::Key, Kind::Figure, Kind::Figure]).splittable(1, &[2]);
+        let look = Look::grid(&[ColumnKind::Key, ColumnKind::Figure, ColumnKind::Figure]).splittable(1, &[2]);
         let out = fit(&t, &look, Some(40));
         assert!(widest(&out) <= 40 && out.matches('╭').count() == 1, "{out}");
         assert!(out.contains("+1.00") && out.contains("-17.65"), "{out}");
@@ -1204,7 +1221,12 @@ mod tests {
                 "the cheapest variant that meets the policy on qnn:sm8650",
             ],
         ]);
-        let look = Look::grid(&[Kind::Key, Kind::Figure, Kind::Wrapped, Kind::Words]);
+        let look = Look::grid(&[
+            ColumnKind::Key,
+            ColumnKind::Figure,
+            ColumnKind::Wrapped,
+            ColumnKind::Words,
+        ]);
         let out = fit(&t, &look, Some(60));
         assert!(widest(&out) <= 60 && !out.contains('…') && !out.contains("-["), "{out}");
         for item in ["garbage 1,", "reproduced 3,", "rounding 1,", "unexplained 1"] {

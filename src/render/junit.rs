@@ -25,7 +25,8 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report as Junit, TestCase, TestCaseStatus, TestSuite};
 
 use super::present::{rule_value, rule_values};
-use crate::report::compare::{Report, Rule, RuleResult, TargetReport};
+use crate::report::compare::{Report, TargetReport};
+use crate::report::gate::{Rule, RuleResult};
 use crate::report::RunStatus;
 
 /// How a test case ended.

@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table_with, Kind, Look};
+use super::grid::{bold, table_with, ColumnKind, Look};
 use super::present::{self, db_opt, num};
+use crate::report::common::Num;
 use crate::report::compare::{
-    CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, Report, TapEffects, TargetReport,
+    CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Report, TapEffects, TargetReport,
 };
 
 /// Orders layers worst first: the largest SQNR drop, then the most codes differing from the
@@ -70,7 +71,7 @@ fn layer_table(layers: &[&LayerReport]) -> String {
             codes_cell(l.introduced_vs_baseline.as_ref(), l.quantized),
         ]);
     }
-    use Kind::{Figure, Key, Text, Wrapped};
+    use ColumnKind::{Figure, Key, Text, Wrapped};
     let kinds = [Key, Key, Text, Text, Figure, Figure, Figure, Wrapped, Figure, Wrapped];
     // Too wide, the tensor, max abs and the codes the layer introduces go to a second table.
     let look = Look::grid(&kinds).indented(4).splittable(1, &[3, 6, 9]);

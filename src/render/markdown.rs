@@ -13,8 +13,9 @@
 use std::fmt::Write as _;
 
 use super::present::{db, divergence_cell, num, pct, plural_s, rule_value, rule_values, shorten, signed_db};
-use crate::report::compare::{Report, RuleResult, TargetReport, Verdict};
+use crate::report::compare::{Report, TargetReport};
 use crate::report::facts::TargetRole;
+use crate::report::gate::{RuleResult, Verdict};
 use crate::report::RunStatus;
 
 /// The most bytes the rendering takes (GitHub's comment limit is 65536 characters).
@@ -471,7 +472,8 @@ pub(super) fn code(text: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::report::compare::{Report, RuleResult};
+    use crate::report::compare::Report;
+    use crate::report::gate::RuleResult;
 
     /// A small report written by hand: `qnn:sm8650` ran (two outputs, one named with a pipe
     /// and a newline; two layers, one bit-exact), `openvino` was required and failed, and the
@@ -560,7 +562,7 @@ pub(crate) mod tests {
         let long = "x|".repeat(400);
         r.gate.rules = (0..5000)
             .map(|i| RuleResult {
-                rule: crate::report::compare::Rule::MinSqnrDb,
+                rule: crate::report::gate::Rule::MinSqnrDb,
                 target: format!("qnn:sm{i}{long}"),
                 output: format!("output_{i}\n{long}"),
                 origin: long.clone(),

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, table as grid_text, table_with, Kind, Look};
+use super::grid::{bold, table as grid_text, table_with, ColumnKind, Look};
 use super::present::{bytes, db, db_opt, pct, signed};
 use crate::foundation::console::printable;
 use crate::report::matrix::{Cell, Matrix, RemedyKind, RemedySearch};
@@ -80,20 +80,27 @@ fn variant_rows(m: &Matrix) -> impl Iterator<Item = (&String, Vec<String>)> {
 }
 
 /// The matrix's columns: the variant, its size, then one cell of figures per target.
-fn grid_kinds(targets: usize) -> Vec<Kind> {
-    let mut kinds = vec![Kind::Key, Kind::Figure];
-    kinds.extend(vec![Kind::Figure; targets]);
+fn grid_kinds(targets: usize) -> Vec<ColumnKind> {
+    let mut kinds = vec![ColumnKind::Key, ColumnKind::Figure];
+    kinds.extend(vec![ColumnKind::Figure; targets]);
     kinds
 }
 
 /// What the columns of [`recommendation_rows`] hold.
 /// The reasons are sentences read whole: wrapped in their cells, never cut.
-const RECOMMENDATION_KINDS: [Kind; 6] = [Kind::Key, Kind::Key, Kind::Text, Kind::Figure, Kind::Words, Kind::Words];
+const RECOMMENDATION_KINDS: [ColumnKind; 6] = [
+    ColumnKind::Key,
+    ColumnKind::Key,
+    ColumnKind::Text,
+    ColumnKind::Figure,
+    ColumnKind::Words,
+    ColumnKind::Words,
+];
 
 /// What the columns of [`remedy_rows`] hold: the step, the layer's tensor and op, figures and the
 /// kept word, each failing target's figures, then where it runs.
-fn remedy_kinds(failing_targets: usize) -> Vec<Kind> {
-    use Kind::{Figure, Key, Text};
+fn remedy_kinds(failing_targets: usize) -> Vec<ColumnKind> {
+    use ColumnKind::{Figure, Key, Text};
     let mut kinds = vec![Key, Text, Key, Figure, Key];
     kinds.extend(vec![Figure; failing_targets]);
     kinds.push(Text);

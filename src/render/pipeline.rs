@@ -6,19 +6,19 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::Kind;
+use super::grid::ColumnKind;
 use super::present::{db, num};
 use crate::report::pipeline::{PipelineReport, PipelineTarget};
 
 /// What the columns of [`HEADER`] hold.
-const HEADER_KINDS: [Kind; 7] = [
-    Kind::Key,
-    Kind::Key,
-    Kind::Key,
-    Kind::Figure,
-    Kind::Figure,
-    Kind::Figure,
-    Kind::Figure,
+const HEADER_KINDS: [ColumnKind; 7] = [
+    ColumnKind::Key,
+    ColumnKind::Key,
+    ColumnKind::Key,
+    ColumnKind::Figure,
+    ColumnKind::Figure,
+    ColumnKind::Figure,
+    ColumnKind::Figure,
 ];
 
 const HEADER: [&str; 7] = [

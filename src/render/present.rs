@@ -3,7 +3,8 @@
 //! significant digits, dB with two decimals, percentages with one, counts with their noun, and
 //! the wording of a first divergence, a runtime, a placement summary.
 
-use crate::report::compare::{DivergenceRules, LayerPointer, Num, PlacementSummary, TargetReport, ThreadProbe};
+use crate::report::common::Num;
+use crate::report::compare::{DivergenceRules, LayerPointer, PlacementSummary, TargetReport, ThreadProbe};
 use crate::report::device::{Identity, IdentityStatus};
 use crate::report::facts::TargetRole;
 use crate::report::triage::{FleetKind, Triage, VerdictKind};
@@ -129,6 +130,17 @@ pub fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{:.1}%", x * 100.0))
 }
 
+/// A rate (a WER, a CER) as a percentage with its 95% interval: `12.5% (8.1–17.0)`, or
+/// `0.0% (no interval)` when the sample cannot bound it.
+pub fn rate_with_interval(v: Num, [lo, hi]: [Num; 2]) -> String {
+    let value = pct(Some(v.0).filter(|x| !x.is_nan()));
+    if lo.0.is_nan() || hi.0.is_nan() {
+        format!("{value} (no interval)")
+    } else {
+        format!("{value} ({:.1}–{:.1})", 100.0 * lo.0, 100.0 * hi.0)
+    }
+}
+
 /// A cosine similarity: six decimals when finite.
 pub fn cosine(v: f64) -> String {
     if v.is_finite() {
@@ -138,14 +150,7 @@ pub fn cosine(v: f64) -> String {
     }
 }
 
-/// `s` when `n` is not one.
-pub fn plural_s(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
+pub use crate::foundation::words::{count, plural_s};
 
 /// Reports that copy another: `1 copy`, `3 copies`.
 pub fn copies(n: usize) -> String {
@@ -154,11 +159,6 @@ pub fn copies(n: usize) -> String {
     } else {
         format!("{n} copies")
     }
-}
-
-/// A count with its noun: `1 rule`, `3 rules`.
-pub fn count(n: usize, noun: &str) -> String {
-    format!("{n} {noun}{}", plural_s(n))
 }
 
 /// At most `max` characters of `text`, with `…` when cut.

@@ -2,7 +2,7 @@
 
 use tabled::builder::Builder;
 
-use super::grid::{prose, table_with, Frame, Kind, Look};
+use super::grid::{prose, table_with, ColumnKind, Frame, Look};
 
 use crate::commands::runtime_cache::{version_span, CachedBuild, RuntimeRow};
 
@@ -33,7 +33,7 @@ pub fn runtime_table(rows: &[RuntimeRow], all: bool) -> String {
         ]);
     }
     // The release tells a key's rows apart and the state is the row's status: never shortened.
-    use Kind::{Key, Path, Text};
+    use ColumnKind::{Key, Path, Text};
     let mut out = table_with(b, &Look::plain(Frame::Rounded, &[Key, Key, Key, Text, Key, Path]));
     if all {
         for r in rows.iter().filter(|r| !r.runs_on.is_empty() || !r.refused.is_empty()) {
@@ -77,7 +77,7 @@ pub fn gc_table(rows: &[CachedBuild], dry_run: bool) -> String {
             r.why.clone(),
         ]);
     }
-    use Kind::{Figure, Key, Text};
+    use ColumnKind::{Figure, Key, Text};
     let t = table_with(b, &Look::plain(Frame::Rounded, &[Key, Key, Figure, Key, Text]));
     prose(&format!(
         "{t}\n{} {:.0} MB",

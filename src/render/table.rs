@@ -9,13 +9,14 @@ use anstyle::{AnsiColor, Style};
 use tabled::builder::Builder;
 
 pub use super::grid::{bold, table};
-use super::grid::{paint, table_with, Kind, Look};
+use super::grid::{paint, table_with, ColumnKind, Look};
 
 use super::present::{
     bytes, cosine, db, ep_short, num, pct, placement_line, printable, signed_db, thread_probe_sentence,
 };
-use crate::report::compare::{OutputMetrics, Report, TargetReport, Verdict};
+use crate::report::compare::{OutputMetrics, Report, TargetReport};
 use crate::report::facts::TargetRole;
+use crate::report::gate::Verdict;
 use crate::report::RunStatus;
 
 fn status_style(s: RunStatus) -> Style {
@@ -90,7 +91,7 @@ fn targets_table(report: &Report) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
-    use Kind::{Figure, Key, Text};
+    use ColumnKind::{Figure, Key, Text};
     let kinds = [Key, Text, Key, Key, Figure, Text, Figure, Figure, Figure, Text];
     // Too wide, the chipsets, runtimes and fingerprints follow the statuses and timings.
     table_with(b, &Look::grid(&kinds).splittable(1, &[1, 5, 9]))
@@ -170,8 +171,8 @@ fn output_table(report: &Report, name: &str) -> (String, Option<String>) {
         b.push_record(metric_row(t, o, baseline.is_some()));
     }
     // The target, then figures only (a row whose output failed holds the runtime's words).
-    let mut kinds = vec![Kind::Key];
-    kinds.extend(vec![Kind::Figure; if baseline.is_some() { 11 } else { 10 }]);
+    let mut kinds = vec![ColumnKind::Key];
+    kinds.extend(vec![ColumnKind::Figure; if baseline.is_some() { 11 } else { 10 }]);
     // Too wide, the figures that decide stay in the first table (bit-identical, max abs, SQNR,
     // excess, top-1, NaN/Inf) and mean abs, RMSE, max ULP, cosine and top-5 go to a second.
     let top5 = if baseline.is_some() { 10 } else { 9 };
@@ -252,8 +253,8 @@ fn agreement_matrix(report: &Report, output: &str) -> Option<String> {
         b.push_record(row);
     }
     // Row keys down the side and counts of differing elements.
-    let mut kinds = vec![Kind::Key];
-    kinds.extend(vec![Kind::Figure; ids.len()]);
+    let mut kinds = vec![ColumnKind::Key];
+    kinds.extend(vec![ColumnKind::Figure; ids.len()]);
     Some(table(b, &kinds))
 }
 
@@ -344,7 +345,7 @@ fn stream(s: &mut String, report: &Report) {
             row.last_db,
         ]);
     }
-    use Kind::{Figure, Key, Text};
+    use ColumnKind::{Figure, Key, Text};
     let kinds = [Key, Figure, Text, Figure, Figure, Figure, Figure, Figure];
     let _ = writeln!(s, "{}", table(b, &kinds));
 }

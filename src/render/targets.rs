@@ -2,7 +2,7 @@
 
 use tabled::builder::Builder;
 
-use super::grid::{table_with, Frame, Kind, Look};
+use super::grid::{table_with, ColumnKind, Frame, Look};
 
 use crate::commands::availability::TargetAvailability;
 
@@ -20,6 +20,6 @@ pub fn targets_table(rows: &[TargetAvailability]) -> String {
         ]);
     }
     // Descriptions and reasons are read whole: wrapped in their cells, never cut.
-    use Kind::{Key, Words};
+    use ColumnKind::{Key, Words};
     table_with(b, &Look::plain(Frame::Rounded, &[Key, Key, Words, Words, Words]))
 }

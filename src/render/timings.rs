@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table, Kind};
+use super::grid::{bold, prose, table, ColumnKind};
 use crate::report::compare::AuditTimings;
 
 fn ms(v: f64) -> String {
@@ -38,7 +38,7 @@ pub fn render(t: &AuditTimings) -> String {
             p.count.to_string(),
         ]);
     }
-    use Kind::{Figure, Key};
+    use ColumnKind::{Figure, Key};
     s.push_str(&table(b, &[Key, Key, Figure, Figure, Figure]));
     s.push('\n');
     if !t.workers.is_empty() {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::grid::{bold, prose, table_with, Kind, Look};
+use super::grid::{bold, prose, table_with, ColumnKind, Look};
 use super::present::{chipset_label, db, fleet_keyword, signed_db, verdict_keyword};
 use crate::commands::triage::fleet::chipset_group_label;
 use crate::foundation::console::printable;
@@ -35,7 +35,7 @@ fn reports_table(t: &Triage) -> String {
         ]);
     }
     // The path is cut from its start, where reports differ; the verdict is the row's status.
-    use Kind::{Figure, Key, Path, Text};
+    use ColumnKind::{Figure, Key, Path, Text};
     table_with(b, &Look::grid(&[Key, Path, Text, Figure, Figure, Figure, Key]))
 }
 
@@ -63,7 +63,7 @@ fn groups_table(title: &str, groups: &[GroupFigures], label: fn(&str) -> String)
             verdicts.join(", "),
         ]);
     }
-    use Kind::{Figure, Key, Wrapped};
+    use ColumnKind::{Figure, Key, Wrapped};
     table_with(b, &Look::grid(&[Key, Figure, Figure, Figure, Figure, Wrapped]))
 }
 

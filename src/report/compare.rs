@@ -4,94 +4,27 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
+use super::common::{Num, ToolInfo};
 use super::facts::TargetRole;
 use super::facts::TensorSummary;
+use super::gate::GateReport;
 use super::run::Phase;
 use super::run::RunStatus;
 use crate::foundation::error::ExitCode;
 
 /// Version of the JSON layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// A number that may be infinite or NaN. JSON has neither, so they are written as the strings
-/// `"inf"`, `"-inf"` and `"nan"`.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Num(pub f64);
-
-impl Num {
-    /// Not a number: a figure that could not be computed (also the default of a field that
-    /// older layouts lack).
-    pub fn nan() -> Num {
-        Num(f64::NAN)
-    }
-}
-
-impl Serialize for Num {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let v = self.0;
-        if v.is_nan() {
-            s.serialize_str("nan")
-        } else if v == f64::INFINITY {
-            s.serialize_str("inf")
-        } else if v == f64::NEG_INFINITY {
-            s.serialize_str("-inf")
-        } else {
-            s.serialize_f64(v)
-        }
-    }
-}
-
-impl JsonSchema for Num {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Num".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "A number that may be infinite or NaN: a JSON number when finite, else the string \"inf\", \"-inf\" or \"nan\".",
-            "anyOf": [{ "type": "number" }, { "enum": ["inf", "-inf", "nan"] }]
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Num {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Number(f64),
-            Text(String),
-        }
-        match Repr::deserialize(d)? {
-            Repr::Number(v) => Ok(Num(v)),
-            Repr::Text(t) => match t.as_str() {
-                "inf" => Ok(Num(f64::INFINITY)),
-                "-inf" => Ok(Num(f64::NEG_INFINITY)),
-                "nan" => Ok(Num(f64::NAN)),
-                other => Err(serde::de::Error::custom(format!("'{other}' is not a number"))),
-            },
-        }
-    }
-}
-
-/// The overall result of the gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Pass,
-    Fail,
-    /// No threshold was set.
-    None,
-}
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Top-level report.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Report {
-    /// The version of this layout; bumped on any incompatible change.
+    /// The layout version of this kind; a reader refuses a version it does not know.
     pub schema_version: u32,
-    /// The tool that wrote the report.
+    /// Which kind of report this is (`compare`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
     pub tool: ToolInfo,
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
@@ -465,15 +398,6 @@ pub struct BisectStep {
     pub differing: u64,
     /// The largest difference there from the baseline's codes, in LSB.
     pub max_steps: u64,
-}
-
-/// The tool that wrote the report.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ToolInfo {
-    /// Always `npu-audit`.
-    pub name: String,
-    /// The version of the tool.
-    pub version: String,
 }
 
 /// The audited model.
@@ -1082,157 +1006,6 @@ impl Tolerance {
     pub fn is_measured(&self) -> bool {
         !(self.min_sqnr_db.0.is_nan() || self.max_abs.0.is_nan() || self.min_cosine.0.is_nan())
     }
-}
-
-/// Gate rules and the verdict.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct GateReport {
-    /// `pass`, `fail`, or `none` when no threshold was set.
-    pub verdict: Verdict,
-    /// Every rule, in the order evaluated.
-    pub rules: Vec<RuleResult>,
-    /// The policy file the limits came from, and the previous report of baseline mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<PolicyInfo>,
-}
-
-/// Where a gate's limits came from.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct PolicyInfo {
-    /// The policy file (`npu-audit.toml`), `null` when the limits came from flags only.
-    pub file: Option<String>,
-    /// The policy file's SHA-256.
-    pub sha256: Option<String>,
-    /// `absolute` (limits), `baseline` (only regressions against a previous report) or `both`.
-    pub mode: String,
-    /// The previous report baseline mode compares with, and its model's SHA-256.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline_report: Option<String>,
-    /// The SHA-256 of the previous report's model.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline_model_sha256: Option<String>,
-    /// Targets whose failure does not fail the gate (patterns, from flags and the policy).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allowed_to_fail: Vec<String>,
-    /// `[runtime]` rules between two releases of one target (kept here so that `merge` can
-    /// evaluate them on the merged report).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub release_limits: Vec<ReleaseLimit>,
-}
-
-/// A rule between two releases of one target, as the policy sets it.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ReleaseLimit {
-    /// `release_sqnr_change_db` or `release_bit_exact`.
-    pub rule: Rule,
-    /// The limit (dB; 0 elements for bit exactness).
-    pub limit: Num,
-    /// Where it was set (`npu-audit.toml:12`).
-    pub origin: String,
-}
-
-/// The rules a gate evaluates, as the report names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Rule {
-    /// An output's SQNR against the golden run is at least the limit (dB).
-    MinSqnrDb,
-    /// An output's largest absolute error is at most the limit.
-    MaxAbs,
-    /// The fraction of rows whose top-1 class agrees with the golden run's.
-    MinTop1Agreement,
-    /// Elements that differ from the golden run's bits (limit 0).
-    BitExact,
-    /// Compute nodes a non-CPU target leaves to the CPU EP.
-    MaxFallbackNodes,
-    /// Any compute node on the CPU EP fails.
-    FailOnFallback,
-    /// Partitions the target's EP compiles the graph into.
-    MaxPartitions,
-    /// A required target ran (1) or not (0).
-    Ran,
-    /// The largest per-layer SQNR loss against the baseline on the same layer (dB).
-    MaxLayerSqnrLossDb,
-    /// A stream's decisions agree with the golden stream's on at least this fraction of steps.
-    MinDecisionAgreement,
-    /// A stream's state diverges no earlier than this step.
-    MaxDivergenceStep,
-    /// Baseline mode: dB of SQNR lost since the previous report.
-    SqnrRegressionDb,
-    /// Baseline mode: growth of the largest absolute error.
-    MaxAbsRegression,
-    /// Baseline mode: top-1 agreement lost.
-    Top1Regression,
-    /// Baseline mode: more compute nodes on the CPU EP.
-    FallbackRegression,
-    /// Baseline mode: more partitions.
-    PartitionsRegression,
-    /// Eval: a target's accuracy on the set (a fraction).
-    MinAccuracy,
-    /// Eval: the one-sided 95% upper bound of the points lost against the reference.
-    MaxAccuracyDrop,
-    /// Between two releases of one target: SQNR change (dB).
-    ReleaseSqnrChangeDb,
-    /// Between two releases of one target: elements that differ (limit 0).
-    ReleaseBitExact,
-}
-
-impl Rule {
-    /// The name the report, the policy file and the renderings use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::MinSqnrDb => "min_sqnr_db",
-            Rule::MaxAbs => "max_abs",
-            Rule::MinTop1Agreement => "min_top1_agreement",
-            Rule::BitExact => "bit_exact",
-            Rule::MaxFallbackNodes => "max_fallback_nodes",
-            Rule::FailOnFallback => "fail_on_fallback",
-            Rule::MaxPartitions => "max_partitions",
-            Rule::Ran => "ran",
-            Rule::MaxLayerSqnrLossDb => "max_layer_sqnr_loss_db",
-            Rule::MinDecisionAgreement => "min_decision_agreement",
-            Rule::MaxDivergenceStep => "max_divergence_step",
-            Rule::SqnrRegressionDb => "sqnr_regression_db",
-            Rule::MaxAbsRegression => "max_abs_regression",
-            Rule::Top1Regression => "top1_regression",
-            Rule::FallbackRegression => "fallback_regression",
-            Rule::PartitionsRegression => "partitions_regression",
-            Rule::MinAccuracy => "min_accuracy",
-            Rule::MaxAccuracyDrop => "max_accuracy_drop",
-            Rule::ReleaseSqnrChangeDb => "release_sqnr_change_db",
-            Rule::ReleaseBitExact => "release_bit_exact",
-        }
-    }
-}
-
-impl std::fmt::Display for Rule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One rule evaluated on one target and output.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct RuleResult {
-    /// Which rule.
-    pub rule: Rule,
-    /// The target the rule is about.
-    pub target: String,
-    /// The output, or `(placement)` / `(run)` for rules about the whole target.
-    pub output: String,
-    /// The measured value (for a regression rule: the change since the previous report).
-    pub measured: Num,
-    /// The limit (or the margin of a regression rule).
-    pub limit: Num,
-    /// Whether the rule passes.
-    pub pass: bool,
-    /// Where the limit was set: `--min-sqnr`, `npu-audit.toml:12`, `required` (a target that
-    /// must run), or for a regression rule the margin's origin and the previous report.
-    #[serde(default)]
-    pub origin: String,
-    /// Regression rules: the previous report's value (`measured` is the change).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous: Option<Num>,
 }
 
 /// How many elements of two quantized outputs differ by one step (a rounding difference), and

@@ -5,19 +5,24 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{LayerPointer, Num, RuleResult, RuntimeInfo};
+use super::common::Num;
+use super::compare::{LayerPointer, RuntimeInfo};
 use super::run::RunStatus;
 use crate::foundation::error::ExitCode;
 
 /// The eval output's layout version (2: drops of accuracy bounded by Tango's score interval,
 /// bounds a sample cannot give said so, sample sizes, sequential decisions).
-pub const EVAL_SCHEMA_VERSION: u32 = 2;
+pub const EVAL_SCHEMA_VERSION: u32 = 3;
 
 /// What `eval` found.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EvalReport {
+    /// The layout version of this kind; a reader refuses a version it does not know.
     pub schema_version: u32,
-    pub tool_version: String,
+    /// Which kind of report this is (`eval`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
+    pub tool: super::common::ToolInfo,
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,7 +38,7 @@ pub struct EvalReport {
     /// The reference's own figures against the labels.
     pub reference_metrics: Metrics,
     pub targets: Vec<EvalTarget>,
-    pub gate: EvalGate,
+    pub gate: super::gate::GateReport,
     pub notes: Vec<String>,
     pub exit_code: ExitCode,
 }
@@ -254,7 +259,7 @@ pub struct FlipExplanation {
 pub struct EvalTarget {
     pub id: String,
     /// `target`, or `baseline` for `cpu:noopt` added as the reference integer implementation.
-    pub role: String,
+    pub role: super::facts::TargetRole,
     pub status: RunStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -315,34 +320,49 @@ pub struct SamplesNeeded {
 pub struct SequentialOutcome {
     /// `pass` (every limit shown met), `fail` (a limit shown broken) or `undecided` (the set ran
     /// out, or the target stopped, first).
-    pub decision: String,
+    pub decision: SequentialDecision,
     /// Samples it ran before the decision (all it ran when undecided).
     pub samples_used: usize,
     /// Each limit's bounds at its decision (at the stop when undecided).
     pub rules: Vec<SequentialRule>,
 }
 
+/// Where a sequential decision stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SequentialDecision {
+    /// Shown met (every limit, for a target).
+    Pass,
+    /// Shown broken (one limit breaks a target).
+    Fail,
+    /// Not shown either way when the samples ran out or the target stopped.
+    Undecided,
+}
+
+impl SequentialDecision {
+    /// The decision as the report spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SequentialDecision::Pass => "pass",
+            SequentialDecision::Fail => "fail",
+            SequentialDecision::Undecided => "undecided",
+        }
+    }
+}
+
 /// One limit of a sequential decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SequentialRule {
     /// `max_accuracy_drop` (points) or `min_accuracy` (a fraction).
-    pub rule: String,
+    pub rule: super::gate::Rule,
     pub limit: Num,
     /// The anytime-valid one-sided 95% bounds when it was decided (at the stop when undecided),
     /// in the limit's units.
     pub lower: Num,
     pub upper: Num,
     /// `pass`, `fail` or `undecided`.
-    pub decision: String,
+    pub decision: SequentialDecision,
     /// The sample count at which it was decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<usize>,
-}
-
-/// The gate of an eval: its rules and verdict.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct EvalGate {
-    pub rules: Vec<RuleResult>,
-    /// `pass`, `fail` or `none` (no limit set).
-    pub verdict: super::compare::Verdict,
 }

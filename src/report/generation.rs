@@ -5,59 +5,84 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::compare::{Num, ToolInfo};
+use super::common::{Num, ToolInfo};
+use super::eval::StatisticsInfo;
 use super::facts::HostInfo;
+use super::gate::GateReport;
 use super::RunStatus;
 use crate::foundation::error::ExitCode;
 
 /// The layout version of this report; a reader refuses another.
-pub const GENERATION_SCHEMA_VERSION: u32 = 1;
+pub const GENERATION_SCHEMA_VERSION: u32 = 2;
 
 /// A generation audit's report.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GenerationReport {
+    /// The layout version of this kind; a reader refuses a version it does not know.
     pub schema_version: u32,
-    /// Always `"generation"`: what tells this report from the others.
-    pub kind: String,
+    /// Which kind of report this is (`generation`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
     pub tool: ToolInfo,
     pub host: HostInfo,
-    /// `transcribe` (labels are the spoken text: WER and CER) or `generate` (agreement with the
-    /// reference's text; labels, when the set has them, also scored).
-    pub task: String,
+    pub task: GenerationTask,
     /// The spec every target ran.
     pub spec: SpecSummary,
     /// The fp32 spec the targets are compared with, decoded on the CPU EP without graph
     /// optimizations (the golden run).
     pub reference: SpecSummary,
     pub dataset: GenerationSet,
+    /// How the intervals were drawn (the bootstrap's seed and resamples) and with which methods
+    /// (absent in reports of layout 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistics: Option<StatisticsInfo>,
+    /// The intra-op threads every target's sessions were asked to run with (`--threads`; the
+    /// reference runs with 1); absent in reports of layout 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_op_threads: Option<usize>,
     /// The reference's own decode of every sample.
     pub reference_samples: Vec<ReferenceSample>,
-    /// The reference's text against the labels (`None` without labels).
+    /// Samples no figure counts: the reference gave no number to decode them by.
+    #[serde(default)]
+    pub unscored: Vec<UnscoredSample>,
+    /// The reference's text against the labels, over the scored samples (`None` without labels).
     pub reference_scores: Option<TextScores>,
     pub targets: Vec<GenerationTarget>,
-    /// `max_accuracy_drop` per target, judged on the one-sided 95% upper bound of the loss.
-    pub gate: Vec<GenerationRule>,
+    /// The gate, as every kind of audit forms it: per target `ran` (every sample decoded to its
+    /// end) and the limits (`max_accuracy_drop`, `min_accuracy`), each held to the bound that
+    /// cannot pass by luck.
+    pub gate: GateReport,
     pub notes: Vec<String>,
     pub exit_code: ExitCode,
 }
 
-/// One target's limit on the points it may lose against the reference: for `transcribe`, the
-/// WER's increase (its paired bootstrap's 95th percentile); for `generate`, the share of samples
-/// whose text differs from the reference's (its one-sided 95% Wilson bound), in points.
+/// What the set's labels are to a generation audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GenerationTask {
+    /// Labels are the spoken text: WER and CER of every transcript, the reference's included.
+    Transcribe,
+    /// Agreement with the reference's text (labels, when the set has them, scored too).
+    Generate,
+}
+
+impl GenerationTask {
+    /// The task's name on the command line and in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            GenerationTask::Transcribe => "transcribe",
+            GenerationTask::Generate => "generate",
+        }
+    }
+}
+
+/// A sample no figure counts, and why.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GenerationRule {
-    pub target: String,
-    /// `wer_increase` or `text_disagreement`.
-    pub measure: String,
-    /// The point estimate and the one-sided 95% upper bound the limit is held to, in points.
-    pub estimate: Num,
-    pub upper: Num,
-    pub limit: f64,
-    /// Where the limit came from (`--max-accuracy-drop`, the policy file's line).
-    pub origin: String,
-    pub pass: bool,
+pub struct UnscoredSample {
+    pub id: String,
+    pub why: String,
 }
 
 /// What a spec is: its file and parts with their digests, the loop's settings.
@@ -161,6 +186,9 @@ pub struct GenerationTarget {
     pub error: Option<String>,
     /// The ONNX Runtime release and EP it ran on, in words.
     pub runtime: Option<String>,
+    /// The intra-op threads its sessions ran with, as the workers state them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_op_threads: Option<usize>,
     /// Per part: how its session was made (`compiled`, `loaded` from the context cache, ...),
     /// its creation time in ms.
     pub parts: Vec<PartRun>,
@@ -175,6 +203,9 @@ pub struct PartRun {
     pub part: String,
     pub session_create_ms: f64,
     pub qnn_context: Option<String>,
+    /// The intra-op threads the session ran with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intra_op_threads: Option<usize>,
     /// Steps it ran, and their mean time in ms (the session's own time).
     pub runs: usize,
     pub mean_run_ms: Option<f64>,
@@ -200,6 +231,14 @@ pub struct TargetSample {
     pub token_edits: usize,
     /// Whether its text equals the reference's.
     pub same_text: bool,
+    /// Whether the figures count it: this target decoded it to its end, and the reference gave a
+    /// number to compare with.
+    #[serde(default = "counted")]
+    pub scored: bool,
+    /// Teacher-forced steps whose logits (the target's or the reference's) hold a value that is
+    /// not finite: their KL and SQNR are not numbers and leave the means.
+    #[serde(default)]
+    pub nonfinite_steps: usize,
     pub words: Option<EditCounts>,
     pub chars: Option<EditCounts>,
     /// Per reference step under teacher forcing (the reference's tokens fed from the first
@@ -272,11 +311,22 @@ pub struct StepFigures {
     pub sqnr_db: Num,
 }
 
-/// A target's figures over the set.
+/// A sample counts unless a report says otherwise (reports of layout 1 counted every one).
+fn counted() -> bool {
+    true
+}
+
+/// A target's figures over the set: every figure over its scored samples (decoded to their end,
+/// with a reference to compare with).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TargetSummary {
+    /// Samples scored.
     pub samples: usize,
+    /// Samples it did not decode to their end (a part failed, crashed or timed out, or the audit
+    /// stopped first): listed, and left out of every figure.
+    #[serde(default)]
+    pub unfinished: Vec<String>,
     /// Samples whose tokens departed from the reference's.
     pub diverged: usize,
     /// The median first divergent step over diverged samples.
@@ -286,16 +336,25 @@ pub struct TargetSummary {
     /// Teacher-forced steps whose top-1 equals the reference's, of all steps.
     pub top1_agreement: Num,
     pub steps: usize,
+    /// Steps whose logits hold a value that is not finite; the mean KL and the median SQNR are
+    /// over the others.
+    #[serde(default)]
+    pub nonfinite_steps: usize,
     pub mean_kl: Num,
     pub median_sqnr_db: Num,
     /// Against the labels (`None` without).
     pub scores: Option<TextScores>,
     /// The WER's change from the reference's in points (target − reference), paired by sample,
-    /// with its bootstrap interval.
+    /// with its bootstrap interval (`None` when the sample cannot bound it).
     pub wer_delta_points: Option<Num>,
     pub wer_delta_interval: Option<[Num; 2]>,
-    /// The one-sided 95% upper bound of the WER change (the bootstrap's 95th percentile).
+    /// The one-sided 95% upper bound of the WER change (the bootstrap's 95th percentile; `nan`
+    /// when the sample cannot bound it, which fails a limit on it).
     pub wer_delta_upper: Option<Num>,
+    /// Why the WER change has no interval: no sample's word edits differ from the reference's,
+    /// so every resample gives the same figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wer_delta_unbounded: Option<String>,
     /// Exact matches with the label the reference had and the target lost (broken), and the
     /// reverse (fixed), with McNemar's exact p.
     pub broken: usize,

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::Num;
+use super::common::Num;
 use super::run::RunStatus;
 use crate::foundation::error::ExitCode;
 
 /// The matrix output's layout version.
-pub const MATRIX_SCHEMA_VERSION: u32 = 1;
+pub const MATRIX_SCHEMA_VERSION: u32 = 2;
 
 /// A variant as measured: its file, size and precision.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -33,8 +33,12 @@ pub struct VariantInfo {
 /// What `matrix` found.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Matrix {
+    /// The layout version of this kind; a reader refuses a version it does not know.
     pub schema_version: u32,
-    pub tool_version: String,
+    /// Which kind of report this is (`matrix`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
+    pub tool: super::common::ToolInfo,
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,12 +1,16 @@
 //! The reports: the serialized output contracts every command writes and every renderer reads
 //! (serde types, JSON load and save, the JSON Schemas derived from them): `compare`'s report
-//! ([`model`], also `layers` and `merge`), and those of `triage`, `matrix` and `pipeline`. They
-//! depend on nothing above the execution layer, so analyses build their parts directly.
+//! ([`compare`], also `layers` and `merge`), and those of `eval`, `generation`, `triage`,
+//! `matrix`, `pipeline` and `repro`; what they share ([`common`]: the header, numbers) and the
+//! gate every kind emits ([`gate`]). They depend on nothing above the execution layer, so
+//! analyses build their parts directly.
 
+pub mod common;
 pub mod compare;
 pub mod device;
 pub mod eval;
 pub mod facts;
+pub mod gate;
 pub mod generation;
 pub mod json;
 pub mod matrix;

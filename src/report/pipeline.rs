@@ -5,13 +5,22 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::Num;
+use super::common::Num;
 use crate::foundation::error::ExitCode;
+
+/// The layout version of this report; a reader refuses another (reports of releases before
+/// it was recorded have none, and are read as version 0).
+pub const PIPELINE_SCHEMA_VERSION: u32 = 1;
 
 /// What `pipeline` found.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PipelineReport {
-    pub tool_version: String,
+    /// The layout version of this kind; a reader refuses a version it does not know.
+    pub schema_version: u32,
+    /// Which kind of report this is (`pipeline`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
+    pub tool: super::common::ToolInfo,
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,18 +5,23 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{Num, RuntimeInfo};
+use super::common::Num;
+use super::compare::RuntimeInfo;
 use super::facts::HostInfo;
 use crate::foundation::error::ExitCode;
 
 /// The repro output's layout version.
-pub const REPRO_SCHEMA_VERSION: u32 = 1;
+pub const REPRO_SCHEMA_VERSION: u32 = 2;
 
 /// What `repro` found and wrote.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReproReport {
+    /// The layout version of this kind; a reader refuses a version it does not know.
     pub schema_version: u32,
-    pub tool_version: String,
+    /// Which kind of report this is (`repro`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
+    pub tool: super::common::ToolInfo,
     /// The audited model and its SHA-256.
     pub model: String,
     pub model_sha256: String,

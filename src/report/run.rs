@@ -85,6 +85,17 @@ impl RunStatus {
             RunStatus::Unavailable => "unavailable",
         }
     }
+
+    /// How a run that did not end well ended, as a clause: `it failed`, `it timed out`.
+    pub fn ended_words(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "it ran to the end",
+            RunStatus::Failed => "it failed",
+            RunStatus::Crashed => "it crashed",
+            RunStatus::Timeout => "it timed out",
+            RunStatus::Unavailable => "it cannot run here",
+        }
+    }
 }
 
 impl Phase {

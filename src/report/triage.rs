@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{CodeDiffs, Num};
+use super::common::Num;
+use super::compare::CodeDiffs;
 use super::device::{DeviceInfo, Identity, ReportFormat};
 use super::run::RunStatus;
 
 /// Version of the triage JSON layout (`docs/device-reports.md`).
-pub const TRIAGE_SCHEMA_VERSION: u32 = 1;
+pub const TRIAGE_SCHEMA_VERSION: u32 = 2;
 
 /// The numbers that turn measurements into verdicts, recorded in the output.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -92,8 +93,12 @@ pub struct ReportEntry {
 /// What `triage` found.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Triage {
+    /// The layout version of this kind; a reader refuses a version it does not know.
     pub schema_version: u32,
-    pub tool_version: String,
+    /// Which kind of report this is (`triage`): what a reader parses it as.
+    pub kind: super::common::ReportKind,
+    /// The tool that wrote it.
+    pub tool: super::common::ToolInfo,
     /// The machine that made the figures: CPU, the instruction-set features that select kernels,
     /// their class (`docs/hosts.md`). Absent in reports of releases before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -111,6 +111,7 @@ fn short_help_fits_a_screen_and_long_help_has_every_flag() {
         "compare",
         "layers",
         "eval",
+        "eval spec.toml",
         "matrix",
         "triage",
         "repro",

@@ -437,18 +437,21 @@ fn bad_specs_and_flags_are_refused_on_one_line() {
     )
     .unwrap();
     refused(&hostile, &[], 2, "the tokenizers library could not read it");
-    refused(
-        &data("tiny_u8.toml"),
-        &["--shard", "1/2"],
-        2,
-        "--shard does not apply to --task transcribe",
-    );
-    refused(
-        &data("tiny_u8.toml"),
-        &["--until-decided", "--max-accuracy-drop", "5"],
-        2,
-        "--until-decided does not apply",
-    );
+    // A one-pass eval's flags are not a spec's: clap does not know them there, and the error
+    // says where a spec's flags are listed.
+    for flag in [
+        &["--shard", "1/2"][..],
+        &["--until-decided"],
+        &["--top-k", "3"],
+        &["--golden", "g"],
+    ] {
+        refused(
+            &data("tiny_u8.toml"),
+            flag,
+            2,
+            "a generation spec takes the flags `npu-audit eval SPEC.toml --help` lists",
+        );
+    }
     refused(
         &data("tiny_u8.toml"),
         &["--labels", &data("set_lm/labels.csv")],
@@ -469,7 +472,11 @@ fn bad_specs_and_flags_are_refused_on_one_line() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is a generation spec"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid value 'classify'") && stderr.contains("a generation spec takes the flags"),
+        "{stderr}"
+    );
 }
 
 /// `audit`, of a spec anywhere (an edited copy), on the tiny encoder-decoder's set and `cpu`.
@@ -549,11 +556,19 @@ fn the_gate_holds_each_target_to_the_upper_bound_of_its_loss() {
         ],
     );
     assert_eq!(code, 1, "{stderr}");
-    let rule = &report["gate"][0];
+    let rules = report["gate"]["rules"].as_array().unwrap();
+    let rule = rules.iter().find(|r| r["rule"] == "max_accuracy_drop").unwrap();
     assert_eq!(rule["measure"], "text_disagreement");
+    assert_eq!(rule["bound"], "wilson_upper");
     assert_close("estimate", num(&rule["estimate"]), 50.0, 1e-12);
-    assert_close("upper", num(&rule["upper"]), 81.761, 1e-4);
+    assert_close("upper", num(&rule["measured"]), 81.761, 1e-4);
     assert_eq!(rule["pass"], false);
+    assert_eq!(report["gate"]["verdict"], "fail");
+    let ran = rules.iter().find(|r| r["rule"] == "ran").unwrap();
+    assert_eq!(
+        (&ran["target"], &ran["pass"]),
+        (&Value::from("cpu"), &Value::Bool(true))
+    );
     let (code, _, stderr) = audit(
         "lm_u8.toml",
         &[

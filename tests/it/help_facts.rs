@@ -139,14 +139,6 @@ const ASKED: &[(&str, &str, Asks)] = &[
     ),
     (
         "src/cli/eval.rs",
-        "task",
-        Flag {
-            commands: &["eval"],
-            presupposes: None,
-        },
-    ),
-    (
-        "src/cli/eval.rs",
         "decision",
         Flag {
             commands: &["eval", "matrix"],

@@ -6,7 +6,8 @@ use crate::common;
 
 use common::{parse_junit, repo};
 use npu_audit::render::junit::render;
-use npu_audit::report::compare::{Report, Verdict};
+use npu_audit::report::compare::Report;
+use npu_audit::report::gate::Verdict;
 
 fn small_report() -> Report {
     let text = std::fs::read_to_string(repo("tests/data/small_report.json")).expect("tests/data/small_report.json");

@@ -22,6 +22,7 @@ mod generation;
 mod golden_and_inputs;
 mod hardening;
 mod help_facts;
+mod honest_figures;
 mod hosts;
 mod html_report;
 mod junit_format;

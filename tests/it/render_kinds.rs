@@ -333,7 +333,7 @@ fn json_that_is_no_report_of_this_release_is_refused_on_one_line() {
         ),
         ("{\"tool_version\": 1", "not JSON"),
         (
-            &triage.replacen("\"schema_version\": 1", "\"schema_version\": 7", 1),
+            &triage.replacen("\"schema_version\": 2", "\"schema_version\": 7", 1),
             "a triage report of schema version 7",
         ),
         (

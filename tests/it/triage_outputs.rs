@@ -511,7 +511,7 @@ fn a_nan_figure_sits_on_its_own_band_and_leaves_the_axis_alone() {
             .position(|e| e.sqnr_db.is_some_and(|v| v.0 == f64::INFINITY))
             .expect("a +inf report"),
     );
-    t.reports[minus].sqnr_db = Some(npu_audit::report::compare::Num(f64::NAN));
+    t.reports[minus].sqnr_db = Some(npu_audit::report::common::Num(f64::NAN));
     t.reports[plus].sqnr_db = None;
     let after = npu_audit::render::html::triage::render(&t);
     assert!(after.contains(">NaN</text>") && after.contains("band-nan"));

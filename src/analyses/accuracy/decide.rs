@@ -12,8 +12,9 @@
 
 use super::sequential::{ConfidenceSequence, Side};
 use super::Record;
-use crate::report::compare::Num;
-use crate::report::eval::{SequentialOutcome, SequentialRule};
+use crate::report::common::Num;
+use crate::report::eval::{SequentialDecision, SequentialOutcome, SequentialRule};
+use crate::report::gate::Rule;
 
 /// Each bound's one-sided miscoverage, uniform over time.
 pub const ALPHA: f64 = 0.05;
@@ -45,10 +46,12 @@ pub enum Decision {
 }
 
 impl Decision {
-    fn word(self) -> &'static str {
-        match self {
-            Decision::Pass => "pass",
-            Decision::Fail => "fail",
+    /// The decision as the report states it.
+    fn stated(decided: Option<Decision>) -> SequentialDecision {
+        match decided {
+            Some(Decision::Pass) => SequentialDecision::Pass,
+            Some(Decision::Fail) => SequentialDecision::Fail,
+            None => SequentialDecision::Undecided,
         }
     }
 }
@@ -56,7 +59,7 @@ impl Decision {
 /// One limit's sequence and when it was decided.
 #[derive(Debug, Clone)]
 struct Watch {
-    rule: &'static str,
+    rule: Rule,
     limit: f64,
     sequence: ConfidenceSequence,
     /// The side that means the limit is met.
@@ -71,7 +74,7 @@ impl Watch {
     /// never exceeds 100) and a minimum accuracy of 0 or less are met; a minimum accuracy of 1 or
     /// more is never shown (no lower bound reaches 100%), nor a drop limit of -100 points or less.
     fn decided_by_its_limit(&self) -> Option<Decision> {
-        let (lo, hi) = if self.rule == "max_accuracy_drop" {
+        let (lo, hi) = if self.rule == Rule::MaxAccuracyDrop {
             (-1.0, 1.0)
         } else {
             (0.0, 1.0)
@@ -105,11 +108,11 @@ impl Watch {
 
     fn rule(&self) -> SequentialRule {
         SequentialRule {
-            rule: self.rule.into(),
+            rule: self.rule,
             limit: Num(self.limit),
             lower: Num(self.scale * self.sequence.lower()),
             upper: Num(self.scale * self.sequence.upper()),
-            decision: self.decided.map_or("undecided", |(d, _)| d.word()).into(),
+            decision: Decision::stated(self.decided.map(|(d, _)| d)),
             decided_at: self.decided.map(|(_, at)| at),
         }
     }
@@ -129,7 +132,7 @@ impl Decider {
         let mut watches = Vec::new();
         if let Some(points) = limits.max_drop_points {
             watches.push(Watch {
-                rule: "max_accuracy_drop",
+                rule: Rule::MaxAccuracyDrop,
                 limit: points,
                 sequence: ConfidenceSequence::new(-1.0, 1.0, ALPHA),
                 passing: Side::Below,
@@ -139,7 +142,7 @@ impl Decider {
         }
         if let Some(fraction) = limits.min_accuracy {
             watches.push(Watch {
-                rule: "min_accuracy",
+                rule: Rule::MinAccuracy,
                 limit: fraction,
                 sequence: ConfidenceSequence::new(0.0, 1.0, ALPHA),
                 passing: Side::Above,
@@ -193,24 +196,10 @@ impl Decider {
         let d = f64::from(u8::from(broken)) - f64::from(u8::from(fixed));
         let correct = f64::from(u8::from(target.judged.correct));
         for w in &mut self.watches {
-            let x = if w.rule == "max_accuracy_drop" { d } else { correct };
+            let x = if w.rule == Rule::MaxAccuracyDrop { d } else { correct };
             w.push(x, self.samples);
         }
-        let any_broken = self
-            .watches
-            .iter()
-            .any(|w| matches!(w.decided, Some((Decision::Fail, _))));
-        let all_met = self
-            .watches
-            .iter()
-            .all(|w| matches!(w.decided, Some((Decision::Pass, _))));
-        self.decided = if any_broken {
-            Some(Decision::Fail)
-        } else if all_met {
-            Some(Decision::Pass)
-        } else {
-            None
-        };
+        self.decided = self.overall();
         self.decided
     }
 
@@ -227,7 +216,7 @@ impl Decider {
     /// The decision as the report states it.
     pub fn outcome(&self) -> SequentialOutcome {
         SequentialOutcome {
-            decision: self.decided.map_or("undecided", Decision::word).into(),
+            decision: Decision::stated(self.decided),
             samples_used: self.samples,
             rules: self.watches.iter().map(Watch::rule).collect(),
         }
@@ -243,7 +232,7 @@ pub fn fewest_to_pass(limits: Limits) -> Option<usize> {
     let passes = |t: usize| {
         let mut d = decider.clone();
         d.watches.iter_mut().all(|w| {
-            let x = if w.rule == "max_accuracy_drop" { 0.0 } else { 1.0 };
+            let x = if w.rule == Rule::MaxAccuracyDrop { 0.0 } else { 1.0 };
             w.sequence.push_many(x, t as u64);
             w.sequence.decides(w.limit / w.scale) == Some(w.passing)
         })
@@ -317,7 +306,7 @@ mod tests {
         let reference = target.clone();
         let d = replay(limits, &target, &reference).unwrap();
         let outcome = d.outcome();
-        assert_eq!((outcome.decision.as_str(), outcome.samples_used), ("pass", 88));
+        assert_eq!((outcome.decision, outcome.samples_used), (SequentialDecision::Pass, 88));
         assert_eq!(fewest_to_pass(limits), Some(88));
         assert!(outcome.rules[0].upper.0 <= 5.0 && outcome.rules[0].lower.0 < 0.0);
     }
@@ -335,7 +324,7 @@ mod tests {
         assert_eq!(d.decision(), Some(Decision::Fail));
         let o = d.outcome();
         assert!(o.samples_used < 300);
-        assert_eq!(o.rules[0].decision, "fail");
+        assert_eq!(o.rules[0].decision, SequentialDecision::Fail);
         // Limits the range decides: met at once, or never shown.
         let edge = |max_drop_points, min_accuracy| {
             Decider::new(Limits {
@@ -350,7 +339,7 @@ mod tests {
         assert_eq!(edge(Some(100.0), Some(0.5)), None);
         // 4 samples cannot decide a one-point limit either way.
         let d = replay(limits, &target[..4], &reference[..4]).unwrap();
-        assert_eq!(d.outcome().decision, "undecided");
+        assert_eq!(d.outcome().decision, SequentialDecision::Undecided);
         assert!(Decider::new(Limits {
             max_drop_points: None,
             min_accuracy: None

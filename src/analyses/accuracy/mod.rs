@@ -14,7 +14,7 @@ pub mod task;
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::compare::Num;
+use crate::report::common::Num;
 use crate::report::eval::{Comparison, ConfusionCell, Estimate, Flip, Metrics, Proportion, SqnrBin, WorstSample};
 use stats::{bootstrap, ratio_at, wilson, Spread, Z95};
 use task::{Judged, Prediction, Task, TaskKind, Truth};
@@ -298,35 +298,68 @@ fn score_drop(broken: u64, fixed: u64, n: u64) -> Comparison {
 fn bootstrap_drop(pairs: &[(&Record, &Record)], stats: &StatOptions) -> Comparison {
     let edits = |r: &Record| r.judged.reading.map_or(0.0, |x| x.char_edits as f64);
     let chars = |r: &Record| r.judged.reading.map_or(0.0, |x| x.label_chars as f64);
-    let te: Vec<f64> = pairs.iter().map(|(t, _)| edits(t)).collect();
-    let tc: Vec<f64> = pairs.iter().map(|(t, _)| chars(t)).collect();
-    let oe: Vec<f64> = pairs.iter().map(|(_, o)| edits(o)).collect();
-    let oc: Vec<f64> = pairs.iter().map(|(_, o)| chars(o)).collect();
-    let mut drop_at = |i: &[usize]| 100.0 * (ratio_at(&te, &tc, i) - ratio_at(&oe, &oc, i));
-    let all: Vec<usize> = (0..pairs.len()).collect();
-    let value = drop_at(&all);
-    let spread = bootstrap(pairs.len(), stats.resamples, stats.seed, &mut drop_at);
-    let informative = te.iter().zip(&oe).filter(|(t, o)| t != o).count();
+    let column = |f: &dyn Fn(&(&Record, &Record)) -> f64| pairs.iter().map(f).collect::<Vec<f64>>();
+    let (te, tc) = (column(&|(t, _)| edits(t)), column(&|(t, _)| chars(t)));
+    let (oe, oc) = (column(&|(_, o)| edits(o)), column(&|(_, o)| chars(o)));
+    let change = paired_rate_change((&te, &tc), (&oe, &oc), stats);
+    bounds_only(change.estimate, (change.lower, change.upper), "bootstrap", None)
+}
+
+/// A rate pooled over samples (Σ edits / Σ units: a WER, a CER), with its 95% percentile
+/// bootstrap interval over samples; no interval when every resample gives the same figure.
+pub fn pooled_rate(edits: &[f64], units: &[f64], stats: &StatOptions) -> Estimate {
+    let all: Vec<usize> = (0..edits.len()).collect();
+    let spread = bootstrap(edits.len(), stats.resamples, stats.seed, &mut |ix| {
+        ratio_at(edits, units, ix)
+    });
+    estimate(ratio_at(edits, units, &all), &spread, edits.len())
+}
+
+/// A pooled rate's change between two runs of the same samples, in points (`target − other`),
+/// with its paired bootstrap (both resampled on the same samples): the two-sided 95% interval
+/// and the one-sided 95% bounds (`lower`, `upper`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateChange {
+    pub estimate: Estimate,
+    pub lower: f64,
+    pub upper: f64,
+}
+
+/// The paired change of a pooled rate (`target` and `other` as (edits, units) per sample). A
+/// sample where no pair's edits differ cannot bound the change (every resample gives 0): then
+/// there is no interval and both bounds are NaN, which fails any limit on them. The CER drop of
+/// `eval` and the WER change of a generation audit are this.
+pub fn paired_rate_change(target: (&[f64], &[f64]), other: (&[f64], &[f64]), stats: &StatOptions) -> RateChange {
+    let ((te, tu), (oe, ou)) = (target, other);
+    let n = te.len();
+    let mut change_at = |i: &[usize]| 100.0 * (ratio_at(te, tu, i) - ratio_at(oe, ou, i));
+    let all: Vec<usize> = (0..n).collect();
+    let value = change_at(&all);
+    let informative = te.iter().zip(oe).filter(|(t, o)| t != o).count();
     if informative == 0 {
-        let drop = Estimate {
+        let estimate = Estimate {
             value: Num(value),
             lo: Num(f64::NAN),
             hi: Num(f64::NAN),
             unbounded: Some(format!(
-                "no sample's edits differ between the runs: {} samples cannot bound the drop",
-                pairs.len()
+                "no sample's edits differ between the runs: {} cannot bound the change",
+                crate::foundation::words::count(n, "sample")
             )),
         };
-        return bounds_only(drop, (f64::NAN, f64::NAN), "bootstrap", None);
+        return RateChange {
+            estimate,
+            lower: f64::NAN,
+            upper: f64::NAN,
+        };
     }
-    let drop = estimate(value, &spread, pairs.len());
-    let unbounded = drop.unbounded.is_some();
-    let (lower, upper) = if unbounded {
+    let spread = bootstrap(n, stats.resamples, stats.seed, &mut change_at);
+    let estimate = estimate(value, &spread, n);
+    let (lower, upper) = if estimate.unbounded.is_some() {
         (f64::NAN, f64::NAN)
     } else {
         (spread.lo90, spread.hi90)
     };
-    bounds_only(drop, (lower, upper), "bootstrap", None)
+    RateChange { estimate, lower, upper }
 }
 
 /// What a prediction (or its absence) reads as in a report.

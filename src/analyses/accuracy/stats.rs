@@ -80,6 +80,28 @@ pub fn percentile(values: &mut [f64], q: f64) -> f64 {
     values[lo] + (values[hi] - values[lo]) * (pos - lo as f64)
 }
 
+/// The median of the values that are not NaN (the mean of the middle two of an even count, as
+/// NumPy's; infinities count, and two equal ones give themselves); `None` when none is left. The
+/// one median of the tool: every report's medians are this.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        let (a, b) = (v[n / 2 - 1], v[n / 2]);
+        if a == b {
+            a
+        } else {
+            (a + b) / 2.0
+        }
+    })
+}
+
 /// A bootstrap's resampled statistic: its percentiles of interest.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spread {
@@ -165,6 +187,17 @@ mod tests {
         assert_eq!(mcnemar_exact(0, 0), 1.0);
         // b = 2, c = 12: 2 · (1 + 14 + 91) / 16384.
         assert!((mcnemar_exact(2, 12) - 212.0 / 16384.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_median_skips_nan_and_keeps_infinities() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[3.0, f64::INFINITY, 1.0]), Some(3.0));
+        assert_eq!(median(&[1.0, 2.0, f64::NAN, 4.0, 8.0]), Some(3.0));
+        assert_eq!(median(&[f64::INFINITY, f64::INFINITY]), Some(f64::INFINITY));
+        assert_eq!(median(&[f64::NAN]), None);
+        assert_eq!(median(&[]), None);
     }
 
     #[test]

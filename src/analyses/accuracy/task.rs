@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ctc::{best_classes, score, Reading, Vocabulary};
 use crate::analyses::metrics::ClassAxisPolicy;
-use crate::analyses::stream::Decision;
+use crate::analyses::metrics::Decision;
 use crate::data::dataset::Label;
 use crate::data::model::Signature;
 use crate::data::tensor::Tensor;

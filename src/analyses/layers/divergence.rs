@@ -12,7 +12,8 @@
 //! The per-layer summary, the bisection (which looks for level 2 at its cuts) and every renderer
 //! read these definitions from here.
 
-use crate::report::compare::{CodeComparison, DivergenceRules, LayerPointer, LayerReport, Num};
+use crate::report::common::Num;
+use crate::report::compare::{CodeComparison, DivergenceRules, LayerPointer, LayerReport};
 
 /// Level 1: the codes differ at all (quantized layers only).
 pub fn differs_in_codes(c: &CodeComparison, quantized: bool) -> bool {

@@ -26,7 +26,8 @@ pub mod tap;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::report::compare::{CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, Num, TargetLayerSummary};
+use crate::report::common::Num;
+use crate::report::compare::{CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, TargetLayerSummary};
 use measure::LayerAcc;
 use points::Point;
 

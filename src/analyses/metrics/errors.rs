@@ -424,12 +424,8 @@ impl ErrorStats {
             f64::NAN
         } else if self.nonfinite_mismatch > 0 {
             f64::NEG_INFINITY
-        } else if self.sum_sq_err == 0.0 {
-            f64::INFINITY
-        } else if self.sum_sq_ref == 0.0 {
-            f64::NEG_INFINITY
         } else {
-            10.0 * (self.sum_sq_ref / self.sum_sq_err).log10()
+            super::sqnr_from_sums(self.sum_sq_ref, self.sum_sq_err)
         }
     }
 

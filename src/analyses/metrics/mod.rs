@@ -4,7 +4,9 @@
 
 pub mod agreement;
 pub mod class_axis;
+pub mod decision;
 pub mod errors;
+pub mod logits;
 pub mod topk;
 
 use std::collections::HashMap;
@@ -13,12 +15,27 @@ use anyhow::{Context, Result};
 
 pub use agreement::Agreement;
 pub use class_axis::{ClassAxisFlag, ClassAxisPolicy};
+pub use decision::Decision;
 pub use errors::ErrorStats;
 pub use topk::TopKStats;
 
+/// `10·log10(signal / noise)` of summed squares: +inf when there is no noise (an exact match),
+/// -inf when there is noise and no signal. The one SQNR formula of the tool: every SQNR it
+/// reports (outputs, layers, logits, repro windows) comes through here.
+pub fn sqnr_from_sums(signal: f64, noise: f64) -> f64 {
+    if noise == 0.0 {
+        f64::INFINITY
+    } else if signal == 0.0 {
+        f64::NEG_INFINITY
+    } else {
+        10.0 * (signal / noise).log10()
+    }
+}
+
 use crate::data::tensor::Tensor;
 use crate::execution::exec::OutputFile;
-use crate::report::compare::{AgreementEntry, BitExactGroups, Num, OutputMetrics};
+use crate::report::common::Num;
+use crate::report::compare::{AgreementEntry, BitExactGroups, OutputMetrics};
 
 /// One side of a comparison: a target's output files, per sample.
 pub struct RunOutputs<'a> {

@@ -12,8 +12,12 @@ use anyhow::{Context, Result};
 use crate::analyses::metrics::errors::ErrorStats;
 use crate::data::tensor::Tensor;
 use crate::execution::exec::OutputFile;
-use crate::report::compare::{DecisionSeries, Num, StepSeries, StreamRun};
-pub use spec::{Decision, Feeds, StreamSpec};
+use crate::report::common::Num;
+use crate::report::compare::{DecisionSeries, StepSeries, StreamRun};
+pub use spec::{Feeds, StreamSpec};
+
+use crate::analyses::accuracy::stats::median;
+use crate::analyses::metrics::Decision;
 
 /// One side of a stream: per step, every output file.
 pub type Steps<'a> = &'a [Vec<OutputFile>];
@@ -68,7 +72,7 @@ pub fn measure(golden: &Golden<'_>, run: Steps<'_>, spec: &StreamSpec, decisions
         .map(|i| i + 1);
     Ok(StreamRun {
         outputs: series,
-        state_sqnr_median_db: Num(median(state.iter().map(|v| v.0).collect())),
+        state_sqnr_median_db: Num(median(&state.iter().map(|v| v.0).collect::<Vec<_>>()).unwrap_or(f64::NAN)),
         growth_db_per_step: growth(&state, divergence_step).map(Num),
         state_sqnr_db: state,
         divergence_step,
@@ -133,26 +137,6 @@ fn decision_series(d: &Decision, agrees: Vec<bool>) -> DecisionSeries {
     }
 }
 
-/// The median of the values that are not NaN (NaN when none is); infinities count.
-fn median(mut values: Vec<f64>) -> f64 {
-    values.retain(|v| !v.is_nan());
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        let (a, b) = (values[n / 2 - 1], values[n / 2]);
-        if a == b {
-            a
-        } else {
-            (a + b) / 2.0
-        }
-    }
-}
-
 /// The least-squares slope of `-state` (the error in dB over the golden energy) against the
 /// 1-based step, over steps `1..=until` (every step when `until` is `None`), finite values only.
 fn growth(state: &[Num], until: Option<usize>) -> Option<f64> {
@@ -188,13 +172,5 @@ mod tests {
         let state = [Num(f64::INFINITY), Num(40.0), Num(30.0), Num(5.0), Num(50.0)];
         assert_eq!(growth(&state, Some(3)), Some(10.0));
         assert_eq!(growth(&state[..2], None), None);
-    }
-
-    #[test]
-    fn median_of_finite_and_infinite_values() {
-        assert_eq!(median(vec![3.0, f64::INFINITY, 1.0]), 3.0);
-        assert_eq!(median(vec![1.0, 2.0, f64::NAN, 4.0, 8.0]), 3.0);
-        assert_eq!(median(vec![f64::INFINITY, f64::INFINITY]), f64::INFINITY);
-        assert!(median(vec![]).is_nan());
     }
 }

@@ -23,7 +23,8 @@ use crate::execution::exec::{Executor, JobResult, Outcome, OutputFile};
 use crate::execution::runtime::{Runtime, TargetRuntime};
 use crate::foundation::error::{bad_model, run_error};
 use crate::foundation::hash::sha256_hex;
-use crate::report::compare::{BaselineDelta, Num, OutputMetrics, ReferenceInfo, TargetStream};
+use crate::report::common::Num;
+use crate::report::compare::{BaselineDelta, OutputMetrics, ReferenceInfo, TargetStream};
 use crate::report::RunStatus;
 
 /// What the audit found.

@@ -18,9 +18,10 @@ use crate::judge::gate::Judgement;
 use super::facts::{target_runtime_info, timing};
 use crate::data::model::{LoadedModel, Signature};
 use crate::execution::runtime::Runtime;
+use crate::report::common::{Num, ReportKind, ToolInfo};
 use crate::report::compare::{
-    AuditTimings, ChipsetInfo, InputsInfo, ModelInfo, Num, PhaseTiming, Report, ShardInfo, StreamInfo, TargetReport,
-    ToolInfo, WorkerTiming, SCHEMA_VERSION,
+    AuditTimings, ChipsetInfo, InputsInfo, ModelInfo, PhaseTiming, Report, ShardInfo, StreamInfo, TargetReport,
+    WorkerTiming, SCHEMA_VERSION,
 };
 use crate::report::facts::TensorSummary;
 use crate::report::RunStatus;
@@ -157,10 +158,8 @@ pub fn report(
     notes.extend(judgement.notes);
     Ok(Report {
         schema_version: SCHEMA_VERSION,
-        tool: ToolInfo {
-            name: "npu-audit".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
+        kind: ReportKind::Compare,
+        tool: ToolInfo::this(),
         host: Some(crate::foundation::host::this_host().into()),
         model: model_info(&plan.model, &plan.signature)?,
         reference: analysis.reference_info,

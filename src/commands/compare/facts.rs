@@ -28,21 +28,6 @@ pub fn input_tensor_info(inputs: &InputSet) -> Result<Vec<InputTensorInfo>> {
     Ok(out)
 }
 
-/// Median of a non-empty list (mean of the middle two for even lengths).
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Timing of a worker that produced a result.
 pub fn timing(outcome: &Outcome) -> Option<Timing> {
     let r = outcome.result.as_ref();
@@ -53,7 +38,7 @@ pub fn timing(outcome: &Outcome) -> Option<Timing> {
         load_ms: r.and_then(|r| past(Phase::LoadRuntime, r.load_ms)),
         register_ms: r.and_then(|r| past(Phase::RegisterEp, r.register_ms)),
         session_create_ms: r.and_then(|r| past(Phase::CreateSession, r.session_create_ms)),
-        run_ms: (!runs.is_empty()).then(|| median(runs)),
+        run_ms: crate::analyses::accuracy::stats::median(runs),
         run_ms_total: (!runs.is_empty()).then(|| runs.iter().sum()),
         wall_ms: outcome.wall_ms,
     })
@@ -99,15 +84,4 @@ pub fn target_runtime_info(
         info.emulation = Some(e.describe());
     }
     info
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
 }

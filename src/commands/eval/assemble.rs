@@ -18,11 +18,13 @@ use crate::data::target::TargetRole;
 use crate::execution::exec::selection::BASELINE_ID;
 use crate::foundation::error::ExitCode;
 use crate::foundation::host::HostInfo;
-use crate::report::compare::{Num, Rule, RuleResult, Verdict};
+use crate::judge::gate::{self, sets};
+use crate::report::common::Num;
 use crate::report::eval::{
-    Comparison, DatasetInfo, EvalGate, EvalReport, EvalTarget, SamplesNeeded, SequentialInfo, StatisticsInfo, TaskInfo,
+    Comparison, DatasetInfo, EvalReport, EvalTarget, SamplesNeeded, SequentialInfo, StatisticsInfo, TaskInfo,
     EVAL_SCHEMA_VERSION,
 };
+use crate::report::gate::{GateReport, Rule, Verdict};
 use crate::report::RunStatus;
 
 /// Worst samples listed per target.
@@ -51,7 +53,7 @@ pub struct Basis {
 pub struct TargetBasis {
     pub id: String,
     /// `target`, or `baseline` for the `cpu:noopt` run the eval added.
-    pub role: String,
+    pub role: TargetRole,
     /// Whether its failure fails the eval (exit code 3).
     pub required: bool,
     pub min_accuracy: Option<GateLimit>,
@@ -65,7 +67,7 @@ impl TargetBasis {
             max_drop_points: self.max_accuracy_drop.as_ref().map(|l| l.value),
             min_accuracy: self.min_accuracy.as_ref().map(|l| l.value),
         };
-        (self.role == "target" && limits.any()).then_some(limits)
+        (self.role == TargetRole::Target && limits.any()).then_some(limits)
     }
 }
 
@@ -92,10 +94,7 @@ impl Basis {
                 let limits = opts.policy.limits(&t.spec.id, None);
                 TargetBasis {
                     id: t.spec.id.clone(),
-                    role: match t.role {
-                        TargetRole::Baseline => "baseline".into(),
-                        TargetRole::Target => "target".into(),
-                    },
+                    role: t.role,
                     required: t.required,
                     min_accuracy: limit(&limits.min_accuracy),
                     max_accuracy_drop: limit(&limits.max_accuracy_drop),
@@ -180,7 +179,8 @@ pub fn build(basis: &Basis, host: Option<HostInfo>, reference: &RunSummary, runs
     let exit_code = exit_code(basis, &targets, gate.verdict);
     EvalReport {
         schema_version: EVAL_SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").into(),
+        kind: crate::report::common::ReportKind::Eval,
+        tool: crate::report::common::ToolInfo::this(),
         host: host.map(Into::into),
         model: basis.model.clone(),
         model_sha256: basis.model_sha256.clone(),
@@ -233,11 +233,11 @@ fn target_row(
         .or(stats.margin_points);
     let samples_needed = comparisons
         .iter()
-        .find(|c| c.against == "reference" && planned.role == "target")
+        .find(|c| c.against == "reference" && planned.role == TargetRole::Target)
         .and_then(|c| samples_needed(task, c, limit?));
     EvalTarget {
         id: run.id.clone(),
-        role: planned.role.clone(),
+        role: planned.role.into(),
         status: run.end.as_ref().map_or(RunStatus::Ok, |e| e.status),
         error: run.end.as_ref().and_then(|e| e.error.clone()),
         runtime: run.runtime.clone(),
@@ -355,98 +355,53 @@ fn methods(stats: &StatOptions) -> Vec<String> {
 }
 
 /// The gate: `min_accuracy` and `max_accuracy_drop` per target from the policy and flags, and
-/// `ran` for required targets.
-fn gate(basis: &Basis, targets: &[EvalTarget]) -> EvalGate {
+/// `ran` for each target asked for (the baseline the eval added is for comparison), as every kind
+/// of audit forms them (`judge::gate`).
+fn gate(basis: &Basis, targets: &[EvalTarget]) -> GateReport {
     let mut rules = Vec::new();
     let mut active = false;
-    // The user's targets only, as compare gates: the baseline the eval added is for comparison.
-    let asked = targets.iter().zip(&basis.targets).filter(|(_, p)| p.role == "target");
+    let cer = primary_is_cer(&basis.task);
+    let asked = targets
+        .iter()
+        .zip(&basis.targets)
+        .filter(|(_, p)| p.role == TargetRole::Target);
     for (t, planned) in asked {
-        let rule = |rule: Rule, measured: f64, limit: f64, pass: bool, origin: &str| RuleResult {
-            rule,
-            target: t.id.clone(),
-            output: "(set)".into(),
-            measured: Num(measured),
-            limit: Num(limit),
-            pass: pass && !measured.is_nan(),
-            origin: origin.to_string(),
-            previous: None,
-        };
+        active |= planned.min_accuracy.is_some() || planned.max_accuracy_drop.is_some();
+        let finished = t.status == RunStatus::Ok;
+        let unfinished = (!finished).then(|| t.status.ended_words());
+        rules.push(gate::ran_rule(&t.id, planned.required, unfinished));
+        if !finished {
+            continue;
+        }
         if let Some(l) = &planned.min_accuracy {
-            active = true;
-            let (measured, pass) = accuracy_bound(t, l.value);
-            rules.push(rule(Rule::MinAccuracy, measured, l.value, pass, &l.origin));
+            rules.push(gate::bounded_rule(
+                Rule::MinAccuracy,
+                &t.id,
+                sets::eval_accuracy(t),
+                (l.value, &l.origin),
+            ));
         }
         if let Some(l) = &planned.max_accuracy_drop {
-            active = true;
-            let (measured, pass) = drop_bound(t, l.value);
-            rules.push(rule(Rule::MaxAccuracyDrop, measured, l.value, pass, &l.origin));
-        }
-        if planned.required {
-            let ok = t.status == RunStatus::Ok;
-            let origin = if ok {
-                "required"
-            } else {
-                "required: did not run to the end"
-            };
-            rules.push(rule(Rule::Ran, f64::from(u8::from(ok)), 1.0, ok, origin));
+            rules.push(gate::bounded_rule(
+                Rule::MaxAccuracyDrop,
+                &t.id,
+                sets::eval_drop(t, cer),
+                (l.value, &l.origin),
+            ));
         }
     }
-    EvalGate {
-        verdict: crate::judge::gate::verdict(active, &rules),
+    GateReport {
+        verdict: gate::verdict(active, &rules),
         rules,
+        policy: None,
     }
-}
-
-/// A sequential decision's rule of that name: the bound that decided it (the one that crossed
-/// the limit; while undecided the one that would pass it, `upper` or not) and whether it passed.
-fn decided(t: &EvalTarget, rule: &str, upper: bool) -> Option<(f64, bool)> {
-    let r = t.sequential.as_ref()?.rules.iter().find(|r| r.rule == rule)?;
-    let passing = if upper { r.upper.0 } else { r.lower.0 };
-    let failing = if upper { r.lower.0 } else { r.upper.0 };
-    Some(match r.decision.as_str() {
-        "fail" => (failing, false),
-        "pass" => (passing, true),
-        _ => (passing, false),
-    })
-}
-
-/// What `min_accuracy` judges: the accuracy's one-sided 95% lower bound (the sequence's, in a
-/// sequential eval), and whether it meets `limit`.
-fn accuracy_bound(t: &EvalTarget, limit: f64) -> (f64, bool) {
-    decided(t, "min_accuracy", false).unwrap_or_else(|| {
-        let lower = t
-            .metrics
-            .as_ref()
-            .map_or(f64::NAN, |m| accuracy::stats::wilson_lower(m.accuracy.k, m.accuracy.n));
-        (lower, lower >= limit)
-    })
-}
-
-/// What `max_accuracy_drop` judges: the drop's one-sided 95% upper bound against the reference
-/// (the sequence's, in a sequential eval), and whether it is within `limit`.
-fn drop_bound(t: &EvalTarget, limit: f64) -> (f64, bool) {
-    decided(t, "max_accuracy_drop", true).unwrap_or_else(|| {
-        let upper = t
-            .comparisons
-            .iter()
-            .find(|c| c.against == "reference")
-            .map_or(f64::NAN, |c| c.drop_upper.0);
-        (upper, upper <= limit)
-    })
 }
 
 /// A required target that did not run to the end (3) wins over a failed gate (1).
 fn exit_code(basis: &Basis, targets: &[EvalTarget], verdict: Verdict) -> ExitCode {
-    let missing = targets
+    let unfinished = targets
         .iter()
         .zip(&basis.targets)
         .any(|(t, p)| p.required && t.status != RunStatus::Ok);
-    if missing {
-        ExitCode::TargetFailed
-    } else if verdict == Verdict::Fail {
-        ExitCode::DriftExceeded
-    } else {
-        ExitCode::Success
-    }
+    gate::exit_code(unfinished, verdict)
 }

@@ -22,7 +22,7 @@ use crate::data::tensor::Tensor;
 use crate::execution::exec::job::JobResult;
 use crate::execution::exec::serve::{Answer, ServeSession};
 use crate::foundation::error::{bad_input, run_error};
-use crate::report::compare::Num;
+use crate::report::common::Num;
 use crate::report::RunStatus;
 
 /// Samples in flight per session.
@@ -878,7 +878,8 @@ impl Progress {
         if let Some(outcome) = live.decider.as_ref().filter(|_| live.decided()).map(Decider::outcome) {
             bar.set_message(format!(
                 "decided: {} after {} samples",
-                outcome.decision, outcome.samples_used
+                outcome.decision.as_str(),
+                outcome.samples_used
             ));
             return;
         }

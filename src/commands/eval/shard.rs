@@ -82,10 +82,10 @@ pub fn run(opts: &EvalOptions, shard: Shard, previous: &Path, outputs: &mut Outp
     let mut plan = sessions::plan(opts, &dataset)?;
     outputs.add_inputs(InputFiles::new().add_all(&plan.model.external_data_paths()));
     let weights = weights(opts, &plan);
-    let units = units(&weights, dataset.len(), shard.count)
-        .into_iter()
-        .nth(shard.index - 1)
-        .unwrap_or_default();
+    let split = units(&weights, dataset.len(), shard.count);
+    let given = format!("--shard {}/{}", shard.index, shard.count);
+    crate::commands::shard::jobs::refuse_idle_eval_shards(&given, &split, (dataset.len(), weights.len()))?;
+    let units = split.into_iter().nth(shard.index - 1).unwrap_or_default();
     let (identity, samples_sha256) = identity_with_contents(opts, &plan, &dataset, (shard, &weights))?;
     if let Some(done) = finished(previous, &identity) {
         return Ok(ShardRun::AlreadyDone(done));

@@ -1,19 +1,24 @@
 //! The report from the decodes: each sample's texts and where they part, each target's figures
-//! over the set (WER and CER with bootstrap intervals, paired against the reference's), and the
-//! exit code.
+//! over the samples it decoded to their end (WER and CER with bootstrap intervals, paired against
+//! the reference's), the gate as every kind of audit forms it, and the exit code.
 
 use super::figures::{divergence, edits, later_differing, normalise, ReferenceDecode, TargetDecode};
 use super::sessions::{Decoded, TargetRun};
 use super::spec::GenerationSpec;
 use super::{GenSample, GenerationOptions, Specs};
 use crate::analyses::accuracy::ctc::edit_distance;
-use crate::analyses::accuracy::stats::{bootstrap, mcnemar_exact, ratio_at};
+use crate::analyses::accuracy::stats::{mcnemar_exact, median};
+use crate::analyses::accuracy::{paired_rate_change, pooled_rate, StatOptions};
 use crate::data::dataset::Dataset;
-use crate::foundation::error::ExitCode;
-use crate::report::compare::{Num, ToolInfo};
+use crate::data::target::TargetRole;
+use crate::foundation::words::{count, listed};
+use crate::judge::gate::{self, sets};
+use crate::report::common::{Num, ReportKind, ToolInfo};
+use crate::report::eval::StatisticsInfo;
+use crate::report::gate::{GateReport, Rule};
 use crate::report::generation::{
-    EditCounts, GenerationReport, GenerationRule, GenerationSet, GenerationTarget, PartSummary, ReferenceSample,
-    SpecSummary, StepExplanation, StopReason, TargetSample, TargetSummary, TextScores, GENERATION_SCHEMA_VERSION,
+    EditCounts, GenerationReport, GenerationSet, GenerationTarget, PartSummary, ReferenceSample, SpecSummary,
+    StepExplanation, StopReason, TargetSample, TargetSummary, TextScores, UnscoredSample, GENERATION_SCHEMA_VERSION,
 };
 use crate::report::RunStatus;
 
@@ -31,31 +36,40 @@ pub fn report(
         .zip(&decoded.reference)
         .map(|(s, d)| reference_sample(spec, s, d))
         .collect();
+    let unscored = unscored(&reference_samples);
+    let scored: Vec<&ReferenceSample> = reference_samples
+        .iter()
+        .filter(|r| !unscored.iter().any(|u| u.id == r.id))
+        .collect();
     let reference_scores = scores(
-        opts,
-        &reference_samples.iter().map(|r| (r.words, r.chars)).collect::<Vec<_>>(),
+        &opts.stats,
+        &scored.iter().map(|r| (r.words, r.chars)).collect::<Vec<_>>(),
     );
     let targets: Vec<GenerationTarget> = decoded
         .targets
         .iter()
         .zip(explanations)
-        .map(|(t, x)| target_row(opts, spec, samples, &decoded.reference, &reference_samples, (t, x)))
+        .map(|(t, x)| {
+            target_row(
+                opts,
+                (spec, samples),
+                (&decoded.reference, &reference_samples, &unscored),
+                (t, x),
+            )
+        })
         .collect();
-    let notes = stop_notes(&reference_samples, &targets);
-    let gate = gate(opts, &targets);
-    let exit_code = match exit_code(&decoded.targets) {
-        ExitCode::Success if gate.iter().any(|r| !r.pass) => ExitCode::DriftExceeded,
-        code => code,
-    };
+    let gate = gate(opts, &decoded.targets, &targets, samples.len());
+    let required_unfinished = decoded
+        .targets
+        .iter()
+        .zip(&targets)
+        .any(|(run, row)| run.planned.required && !finished(row));
     GenerationReport {
         schema_version: GENERATION_SCHEMA_VERSION,
-        kind: "generation".into(),
-        tool: ToolInfo {
-            name: "npu-audit".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
+        kind: ReportKind::Generation,
+        tool: ToolInfo::this(),
         host: crate::foundation::host::this_host().into(),
-        task: opts.task.name().into(),
+        task: opts.task,
         spec: spec_summary(spec),
         reference: spec_summary(specs.reference()),
         dataset: GenerationSet {
@@ -63,59 +77,140 @@ pub fn report(
             samples: samples.len(),
             labels_from: dataset.labels_from.clone(),
         },
+        statistics: Some(statistics_info(&opts.stats)),
+        intra_op_threads: Some(
+            opts.exec
+                .threads
+                .unwrap_or(crate::execution::exec::executor::DEFAULT_INTRA_OP_THREADS),
+        ),
+        notes: notes(opts, &reference_samples, &unscored, &targets),
         reference_samples,
+        unscored,
         reference_scores,
+        exit_code: gate::exit_code(required_unfinished, gate.verdict),
         targets,
         gate,
-        notes,
-        exit_code,
     }
 }
 
-/// Each target's `max_accuracy_drop` (flag or policy) held to the upper bound of its loss: the
-/// WER's increase for `transcribe`, the share of texts that differ from the reference's for
-/// `generate`.
-fn gate(opts: &GenerationOptions, targets: &[GenerationTarget]) -> Vec<GenerationRule> {
-    let mut rules = Vec::new();
-    for t in targets.iter().filter(|t| t.status == RunStatus::Ok) {
-        let Some(limit) = opts.policy.limits(&t.id, None).max_accuracy_drop else {
-            continue;
-        };
-        let m = &t.summary;
-        let transcribe = opts.task == super::GenerationTask::Transcribe;
-        let (measure, estimate, upper) = match (m.wer_delta_points, m.wer_delta_upper) {
-            (Some(e), Some(u)) if transcribe => ("wer_increase", e.0, u.0),
-            _ => {
-                let differ = (m.samples - m.same_text) as u64;
-                let n = m.samples as u64;
-                let upper = 100.0
-                    * crate::analyses::accuracy::stats::wilson(differ, n, crate::analyses::accuracy::stats::Z90).1;
-                ("text_disagreement", 100.0 * differ as f64 / n.max(1) as f64, upper)
-            }
-        };
-        rules.push(GenerationRule {
-            target: t.id.clone(),
-            measure: measure.into(),
-            estimate: Num(estimate),
-            upper: Num(upper),
-            limit: limit.value,
-            origin: limit.origin.clone(),
-            pass: upper <= limit.value,
-        });
-    }
-    rules
-}
-
-/// A required target that did not decode the whole set fails the audit (exit 3).
-fn exit_code(targets: &[TargetRun]) -> ExitCode {
-    let failed = targets
+/// The samples the reference gave no number to decode by: nothing can be compared with them.
+fn unscored(reference: &[ReferenceSample]) -> Vec<UnscoredSample> {
+    reference
         .iter()
-        .any(|t| t.planned.required && (t.status != RunStatus::Ok || t.decodes.iter().any(|d| d.error.is_some())));
-    if failed {
-        ExitCode::TargetFailed
-    } else {
-        ExitCode::Success
+        .filter(|r| r.stop == StopReason::NoNumber)
+        .map(|r| UnscoredSample {
+            id: r.id.clone(),
+            why: format!(
+                "the reference's logits held no number after {} (its features or the model produce NaN)",
+                count(r.tokens.len(), "token")
+            ),
+        })
+        .collect()
+}
+
+/// Whether a target decoded every sample to its end.
+fn finished(row: &GenerationTarget) -> bool {
+    row.status == RunStatus::Ok && row.summary.unfinished.is_empty()
+}
+
+/// Why a target did not decode every sample to its end, in words (`None` when it did).
+fn unfinished_words(row: &GenerationTarget, samples: usize) -> Option<String> {
+    if finished(row) {
+        return None;
     }
+    let k = row.summary.unfinished.len();
+    let of = format!("{k} of {samples} samples did not finish");
+    Some(if row.status == RunStatus::Ok {
+        of
+    } else {
+        format!("{} ({of})", row.status.ended_words())
+    })
+}
+
+/// The gate, as every kind of audit forms it: `ran` for each target asked for (every sample
+/// decoded to its end), then its limits (flag or policy), each held to the bound of its loss that
+/// cannot pass by luck. A target that did not finish is not judged on what it did decode.
+fn gate(opts: &GenerationOptions, runs: &[TargetRun], rows: &[GenerationTarget], samples: usize) -> GateReport {
+    let mut rules = Vec::new();
+    let mut active = false;
+    let asked = runs
+        .iter()
+        .zip(rows)
+        .filter(|(r, _)| r.planned.role == TargetRole::Target);
+    for (run, row) in asked {
+        let limits = opts.policy.limits(&row.id, None);
+        active |= limits.min_accuracy.is_some() || limits.max_accuracy_drop.is_some();
+        let unfinished = unfinished_words(row, samples);
+        rules.push(gate::ran_rule(&row.id, run.planned.required, unfinished.as_deref()));
+        if unfinished.is_some() {
+            continue;
+        }
+        if let Some(l) = &limits.max_accuracy_drop {
+            let figure = sets::generation_drop(opts.task, &row.summary);
+            rules.push(gate::bounded_rule(
+                Rule::MaxAccuracyDrop,
+                &row.id,
+                figure,
+                (l.value, &l.origin),
+            ));
+        }
+        if let Some(l) = &limits.min_accuracy {
+            let figure = sets::generation_accuracy(opts.task, &row.summary);
+            rules.push(gate::bounded_rule(
+                Rule::MinAccuracy,
+                &row.id,
+                figure,
+                (l.value, &l.origin),
+            ));
+        }
+    }
+    GateReport {
+        verdict: gate::verdict(active, &rules),
+        rules,
+        policy: None,
+    }
+}
+
+/// The report's notes: decodes stopped at the limit, samples no figure counts, steps whose
+/// logits were not numbers, and the policy's limits a generation audit does not apply.
+fn notes(
+    opts: &GenerationOptions,
+    reference: &[ReferenceSample],
+    unscored: &[UnscoredSample],
+    targets: &[GenerationTarget],
+) -> Vec<String> {
+    let mut notes = stop_notes(reference, targets);
+    if !unscored.is_empty() {
+        notes.push(format!(
+            "the reference's logits held no number on {}: {} (no target is scored on them)",
+            count(unscored.len(), "sample"),
+            listed(&unscored.iter().map(|u| u.id.as_str()).collect::<Vec<_>>(), 8)
+        ));
+    }
+    for t in targets {
+        let m = &t.summary;
+        if m.nonfinite_steps > 0 {
+            notes.push(format!(
+                "{}: {} of {} teacher-forced steps have logits that are not all finite (NaN or ±inf); its mean KL and median SQNR are over the other {}",
+                t.id,
+                m.nonfinite_steps,
+                m.steps,
+                m.steps - m.nonfinite_steps
+            ));
+        }
+        if !m.unfinished.is_empty() {
+            notes.push(format!(
+                "{}: {} did not finish and {} not scored: {}",
+                t.id,
+                count(m.unfinished.len(), "sample"),
+                if m.unfinished.len() == 1 { "is" } else { "are" },
+                listed(&m.unfinished, 8)
+            ));
+        }
+    }
+    let ids: Vec<String> = targets.iter().map(|t| t.id.clone()).collect();
+    notes.extend(opts.policy.not_applied(ReportKind::Generation, &ids));
+    notes
 }
 
 /// Notes on decodes stopped at the limit: a loop that never ends is reported, not hidden.
@@ -131,19 +226,19 @@ fn stop_notes(reference: &[ReferenceSample], targets: &[GenerationTarget]) -> Ve
     let r = at_limit(reference.iter().map(|s| (s.id.as_str(), s.stop)).collect());
     if !r.is_empty() {
         notes.push(format!(
-            "the reference reached max_new_tokens without the end token on {} sample(s): {}",
-            r.len(),
-            r.join(", ")
+            "the reference reached max_new_tokens without the end token on {}: {}",
+            count(r.len(), "sample"),
+            listed(&r, 8)
         ));
     }
     for t in targets {
         let ids = at_limit(t.samples.iter().map(|s| (s.id.as_str(), s.stop)).collect());
         if !ids.is_empty() {
             notes.push(format!(
-                "{} reached max_new_tokens without the end token on {} sample(s): {}",
+                "{} reached max_new_tokens without the end token on {}: {}",
                 t.id,
-                ids.len(),
-                ids.join(", ")
+                count(ids.len(), "sample"),
+                listed(&ids, 8)
             ));
         }
     }
@@ -161,7 +256,7 @@ fn reference_sample(spec: &GenerationSpec, s: &GenSample, d: &ReferenceDecode) -
         label: s.label.clone(),
         words,
         chars,
-        error: d.error.as_ref().map(|f| format!("part {}: {}", f.part, f.error)),
+        error: d.error.as_ref().map(|f| f.words()),
     }
 }
 
@@ -179,21 +274,24 @@ fn target_sample(spec: &GenerationSpec, s: &GenSample, reference: &ReferenceDeco
             .map_or(0, |k| later_differing(&reference.tokens, &d.tokens, k)),
         token_edits: edit_distance(&reference.tokens, &d.tokens),
         same_text: normalise(&text) == normalise(&reference_text),
+        scored: d.error.is_none() && d.stop != StopReason::Failed,
+        nonfinite_steps: d.steps.iter().filter(|f| f.kl.0.is_nan()).count(),
         words,
         chars,
         steps: d.steps.clone(),
-        error: d.error.as_ref().map(|f| format!("part {}: {}", f.part, f.error)),
+        error: d.error.as_ref().map(|f| f.words()),
         text,
         layers: None,
     }
 }
 
+/// The reference's decodes, its rows, and the samples no figure counts.
+type ReferenceSide<'a> = (&'a [ReferenceDecode], &'a [ReferenceSample], &'a [UnscoredSample]);
+
 fn target_row(
     opts: &GenerationOptions,
-    spec: &GenerationSpec,
-    samples: &[GenSample],
-    reference: &[ReferenceDecode],
-    reference_samples: &[ReferenceSample],
+    (spec, samples): (&GenerationSpec, &[GenSample]),
+    (reference, reference_rows, unscored): ReferenceSide<'_>,
     (run, explained): (&TargetRun, &[(usize, StepExplanation)]),
 ) -> GenerationTarget {
     let mut rows: Vec<TargetSample> = samples
@@ -207,49 +305,49 @@ fn target_row(
             row.layers = Some(x.clone());
         }
     }
-    let summary = summary(opts, &rows, &reference_samples[..rows.len()], run);
+    for row in &mut rows {
+        row.scored &= !unscored.iter().any(|u| u.id == row.id);
+    }
+    // Samples it never reached did not finish either.
+    let unfinished: Vec<String> = rows
+        .iter()
+        .filter(|r| r.error.is_some() || r.stop == StopReason::Failed)
+        .map(|r| r.id.clone())
+        .chain(samples[rows.len()..].iter().map(|s| s.id.clone()))
+        .collect();
+    let counted: Vec<(&TargetSample, &ReferenceSample)> =
+        rows.iter().zip(reference_rows).filter(|(t, _)| t.scored).collect();
+    let mut summary = summary(&opts.stats, &counted, run);
+    summary.unfinished = unfinished;
     GenerationTarget {
         id: run.planned.spec.id.clone(),
         status: run.status,
         error: run.error.clone(),
         runtime: run.runtime.clone(),
+        intra_op_threads: run.parts.iter().find_map(|p| p.intra_op_threads),
         parts: run.parts.clone(),
         samples: rows,
         summary,
     }
 }
 
-fn summary(
-    opts: &GenerationOptions,
-    rows: &[TargetSample],
-    reference: &[ReferenceSample],
-    run: &TargetRun,
-) -> TargetSummary {
-    let mut divergences: Vec<f64> = rows
+/// A target's figures over its scored samples, each beside the reference's row of the sample.
+fn summary(stats: &StatOptions, rows: &[(&TargetSample, &ReferenceSample)], run: &TargetRun) -> TargetSummary {
+    let divergences: Vec<f64> = rows
         .iter()
-        .filter_map(|r| r.first_divergence.as_ref().map(|d| d.step as f64))
+        .filter_map(|(t, _)| t.first_divergence.as_ref().map(|d| d.step as f64))
         .collect();
-    divergences.sort_by(f64::total_cmp);
-    let steps: Vec<_> = rows.iter().flat_map(|r| &r.steps).collect();
+    let steps: Vec<_> = rows.iter().flat_map(|(t, _)| &t.steps).collect();
     let top1 = steps.iter().filter(|s| s.top1).count();
     let kls: Vec<f64> = steps.iter().map(|s| s.kl.0).filter(|v| v.is_finite()).collect();
-    let mut sqnrs: Vec<f64> = steps.iter().map(|s| s.sqnr_db.0).filter(|v| !v.is_nan()).collect();
-    sqnrs.sort_by(f64::total_cmp);
-    let scores = scores(opts, &rows.iter().map(|r| (r.words, r.chars)).collect::<Vec<_>>());
-    let (wer_delta_points, wer_delta_interval, wer_delta_upper) = wer_delta(opts, rows, reference);
+    let sqnrs: Vec<f64> = steps.iter().filter(|s| !s.kl.0.is_nan()).map(|s| s.sqnr_db.0).collect();
+    let scores = scores(stats, &rows.iter().map(|(t, _)| (t.words, t.chars)).collect::<Vec<_>>());
+    let change = wer_change(stats, rows);
     let exact = |w: Option<EditCounts>| w.is_some_and(|w| w.edits == 0);
-    let broken = rows
-        .iter()
-        .zip(reference)
-        .filter(|(t, r)| exact(r.words) && !exact(t.words))
-        .count();
-    let fixed = rows
-        .iter()
-        .zip(reference)
-        .filter(|(t, r)| !exact(r.words) && exact(t.words))
-        .count();
-    let labelled = rows.iter().any(|r| r.words.is_some());
-    let new_tokens: usize = rows.iter().map(|r| r.tokens.len()).sum();
+    let broken = rows.iter().filter(|(t, r)| exact(r.words) && !exact(t.words)).count();
+    let fixed = rows.iter().filter(|(t, r)| !exact(r.words) && exact(t.words)).count();
+    let labelled = rows.iter().any(|(t, _)| t.words.is_some());
+    let new_tokens: usize = rows.iter().map(|(t, _)| t.tokens.len()).sum();
     let busy_s: f64 = run
         .parts
         .iter()
@@ -257,15 +355,13 @@ fn summary(
         .sum();
     TargetSummary {
         samples: rows.len(),
+        unfinished: Vec::new(),
         diverged: divergences.len(),
         median_divergence_step: median(&divergences),
-        same_text: rows.iter().filter(|r| r.same_text).count(),
-        top1_agreement: Num(if steps.is_empty() {
-            f64::NAN
-        } else {
-            top1 as f64 / steps.len() as f64
-        }),
+        same_text: rows.iter().filter(|(t, _)| t.same_text).count(),
+        top1_agreement: Num(ratio(top1, steps.len())),
         steps: steps.len(),
+        nonfinite_steps: steps.iter().filter(|s| s.kl.0.is_nan()).count(),
         mean_kl: Num(if kls.is_empty() {
             f64::NAN
         } else {
@@ -273,9 +369,13 @@ fn summary(
         }),
         median_sqnr_db: Num(median(&sqnrs).unwrap_or(f64::NAN)),
         scores,
-        wer_delta_points,
-        wer_delta_interval,
-        wer_delta_upper,
+        wer_delta_points: change.as_ref().map(|c| c.estimate.value),
+        wer_delta_interval: change
+            .as_ref()
+            .filter(|c| c.estimate.unbounded.is_none())
+            .map(|c| [c.estimate.lo, c.estimate.hi]),
+        wer_delta_upper: change.as_ref().map(|c| Num(c.upper)),
+        wer_delta_unbounded: change.as_ref().and_then(|c| c.estimate.unbounded.clone()),
         broken,
         fixed,
         mcnemar_p: labelled.then(|| Num(mcnemar_exact(broken as u64, fixed as u64))),
@@ -285,67 +385,67 @@ fn summary(
     }
 }
 
-fn median(sorted: &[f64]) -> Option<f64> {
-    match sorted.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(sorted[n / 2]),
-        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+/// `k / n`, NaN when `n` is 0.
+fn ratio(k: usize, n: usize) -> f64 {
+    if n == 0 {
+        f64::NAN
+    } else {
+        k as f64 / n as f64
     }
 }
 
 /// WER and CER over the labelled samples, pooled (edits over label words), with 95% percentile
-/// bootstrap intervals over samples.
-fn scores(opts: &GenerationOptions, rows: &[(Option<EditCounts>, Option<EditCounts>)]) -> Option<TextScores> {
+/// bootstrap intervals over samples (none when every resample gives the same figure).
+fn scores(stats: &StatOptions, rows: &[(Option<EditCounts>, Option<EditCounts>)]) -> Option<TextScores> {
     let labelled: Vec<(EditCounts, EditCounts)> = rows.iter().filter_map(|(w, c)| w.zip(*c)).collect();
     if labelled.is_empty() {
         return None;
     }
     let col =
         |f: &dyn Fn(&(EditCounts, EditCounts)) -> usize| labelled.iter().map(|x| f(x) as f64).collect::<Vec<f64>>();
-    let (we, wn) = (col(&|x| x.0.edits), col(&|x| x.0.of));
-    let (ce, cn) = (col(&|x| x.1.edits), col(&|x| x.1.of));
-    let all: Vec<usize> = (0..labelled.len()).collect();
-    let interval = |num: &[f64], den: &[f64]| {
-        let s = bootstrap(labelled.len(), opts.stats.resamples, opts.stats.seed, &mut |ix| {
-            ratio_at(num, den, ix)
-        });
-        [Num(s.lo95), Num(s.hi95)]
-    };
+    let wer = pooled_rate(&col(&|x| x.0.edits), &col(&|x| x.0.of), stats);
+    let cer = pooled_rate(&col(&|x| x.1.edits), &col(&|x| x.1.of), stats);
     Some(TextScores {
         samples: labelled.len(),
-        wer: Num(ratio_at(&we, &wn, &all)),
-        wer_interval: interval(&we, &wn),
-        cer: Num(ratio_at(&ce, &cn, &all)),
-        cer_interval: interval(&ce, &cn),
+        wer: wer.value,
+        wer_interval: [wer.lo, wer.hi],
+        cer: cer.value,
+        cer_interval: [cer.lo, cer.hi],
         exact: labelled.iter().filter(|(w, _)| w.edits == 0).count(),
     })
 }
 
-/// The WER change in points, its 95% interval and its one-sided 95% upper bound.
-type WerDelta = (Option<Num>, Option<[Num; 2]>, Option<Num>);
-
-/// The target's WER minus the reference's in points, paired by sample, with the 95% percentile
-/// bootstrap interval of the difference (both resampled on the same indices).
-fn wer_delta(opts: &GenerationOptions, rows: &[TargetSample], reference: &[ReferenceSample]) -> WerDelta {
-    let pairs: Vec<(EditCounts, EditCounts)> = rows
-        .iter()
-        .zip(reference)
-        .filter_map(|(t, r)| t.words.zip(r.words))
-        .collect();
+/// The target's WER minus the reference's in points, paired by sample (both resampled on the
+/// same indices); `None` without labels.
+fn wer_change(
+    stats: &StatOptions,
+    rows: &[(&TargetSample, &ReferenceSample)],
+) -> Option<crate::analyses::accuracy::RateChange> {
+    let pairs: Vec<(EditCounts, EditCounts)> = rows.iter().filter_map(|(t, r)| t.words.zip(r.words)).collect();
     if pairs.is_empty() {
-        return (None, None, None);
+        return None;
     }
     let te: Vec<f64> = pairs.iter().map(|(t, _)| t.edits as f64).collect();
     let re: Vec<f64> = pairs.iter().map(|(_, r)| r.edits as f64).collect();
     let n: Vec<f64> = pairs.iter().map(|(_, r)| r.of as f64).collect();
-    let all: Vec<usize> = (0..pairs.len()).collect();
-    let delta = |ix: &[usize]| 100.0 * (ratio_at(&te, &n, ix) - ratio_at(&re, &n, ix));
-    let s = bootstrap(pairs.len(), opts.stats.resamples, opts.stats.seed, &mut |ix| delta(ix));
-    (
-        Some(Num(delta(&all))),
-        Some([Num(s.lo95), Num(s.hi95)]),
-        Some(Num(s.hi90)),
-    )
+    Some(paired_rate_change((&te, &n), (&re, &n), stats))
+}
+
+/// How the intervals were drawn, and with which methods.
+fn statistics_info(stats: &StatOptions) -> StatisticsInfo {
+    StatisticsInfo {
+        seed: stats.seed,
+        resamples: stats.resamples,
+        margin_points: None,
+        sequential: None,
+        methods: vec![
+            "WER and CER: pooled over samples (edits over label words or characters), 95% percentile bootstrap over samples; no interval when every resample gives the same figure".into(),
+            "WER change: paired percentile bootstrap (both runs resampled on the same samples), its 95th percentile the one-sided 95% upper bound max_accuracy_drop gates; a sample where no word edit differs cannot bound it, and the gate fails".into(),
+            "texts unlike the reference's (generate) and exact transcripts or same texts (min_accuracy): one-sided 95% Wilson score bounds".into(),
+            "McNemar: exact two-sided binomial test of the samples broken and fixed on exact match".into(),
+            "per-step KL and SQNR: over the teacher-forced steps whose logits are all finite".into(),
+        ],
+    }
 }
 
 fn spec_summary(spec: &GenerationSpec) -> SpecSummary {
@@ -357,7 +457,7 @@ fn spec_summary(spec: &GenerationSpec) -> SpecSummary {
             .parts
             .iter()
             .map(|p| PartSummary {
-                name: p.name.into(),
+                name: p.kind.name().into(),
                 file: p.path.display().to_string(),
                 sha256: p.model.sha256.clone(),
             })

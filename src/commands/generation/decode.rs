@@ -3,21 +3,38 @@
 //! step's token chosen greedily or forced. The parts run wherever a [`PartRunner`] runs them (a
 //! target's serving sessions, or a test's stand-in), so the loop is the same for every target.
 
-use super::spec::{Form, GenerationSpec, Layout};
+use super::spec::{Form, GenerationSpec, Layout, PartKind};
 use crate::data::tensor::{Tensor, TensorData};
 use crate::report::RunStatus;
 
-/// A part that did not answer: which, how it ended, the runtime's words.
+/// A part that did not answer: which, how it ended, the runtime's words. `part` is `None` when
+/// the loop itself stopped before any part ran (an empty prompt).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartFailure {
-    pub part: String,
+    pub part: Option<PartKind>,
     pub status: RunStatus,
     pub error: String,
 }
 
-/// Runs one part of the model on its inputs (by part name) and returns its outputs by name.
+impl PartFailure {
+    /// Where it failed and why, in one line: `part step: ...`.
+    pub fn words(&self) -> String {
+        match self.part {
+            Some(p) => format!("part {p}: {}", self.error),
+            None => self.error.clone(),
+        }
+    }
+}
+
+/// A part's answer: its outputs by name.
+pub type PartOutputs = Vec<(String, Tensor)>;
+
+/// Runs one part of the model on its inputs and returns its outputs by name.
 pub trait PartRunner {
-    fn run(&mut self, part: &'static str, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, PartFailure>;
+    fn run(&mut self, part: PartKind, inputs: Vec<(String, Tensor)>) -> Result<PartOutputs, PartFailure>;
+
+    /// Told once per new token whose logits the loop has (for a progress line).
+    fn token(&mut self) {}
 }
 
 /// The decoder's state between steps: the self-attention keys and values per layer (`key`,
@@ -34,8 +51,6 @@ pub struct State {
 pub struct Loop<'s> {
     spec: &'s GenerationSpec,
 }
-
-type Outputs = Vec<(String, Tensor)>;
 
 impl<'s> Loop<'s> {
     pub fn new(spec: &'s GenerationSpec) -> Loop<'s> {
@@ -56,13 +71,10 @@ impl<'s> Loop<'s> {
         runner: &mut dyn PartRunner,
         sample: &Tensor,
     ) -> Result<(State, Vec<f32>), PartFailure> {
-        let enc = runner.run("encoder", vec![("input_features".into(), sample.clone())])?;
-        let hidden = take(&enc, "encoder", "last_hidden_state")?;
+        let enc = runner.run(PartKind::Encoder, vec![("input_features".into(), sample.clone())])?;
+        let hidden = take(&enc, PartKind::Encoder, "last_hidden_state")?;
         let ids: Vec<i64> = self.spec.start_tokens.iter().map(|(_, i)| i64::from(*i)).collect();
-        let first = match self.spec.form {
-            Form::Dynamic => "decoder",
-            Form::Static => "prompt",
-        };
+        let first = self.spec.first_decoder_kind();
         let out = runner.run(
             first,
             vec![
@@ -93,16 +105,17 @@ impl<'s> Loop<'s> {
         let mut ids: Vec<i64> = self.spec.start_tokens.iter().map(|(_, i)| i64::from(*i)).collect();
         ids.extend(prompt_ids(sample));
         if ids.is_empty() {
-            return Err(failure(
-                "input",
-                "the prompt is empty and the spec has no start tokens".into(),
-            ));
+            return Err(PartFailure {
+                part: None,
+                status: RunStatus::Failed,
+                error: "the prompt is empty and the spec has no start tokens".into(),
+            });
         }
         match self.spec.form {
             Form::Dynamic => {
                 let kv = self.spec.kv;
                 let empty = Tensor::new(vec![1, kv.heads, 0, kv.head_dim], TensorData::Float32(Vec::new()))
-                    .map_err(|e| failure("decoder", e.to_string()))?;
+                    .map_err(|e| failure(PartKind::Decoder, e.to_string()))?;
                 let state = State {
                     self_kv: vec![empty; 2 * kv.layers],
                     cross_kv: Vec::new(),
@@ -136,7 +149,7 @@ impl<'s> Loop<'s> {
                 Ok(logits)
             }
             (Layout::EncoderDecoder, Form::Dynamic) => {
-                let part = "decoder_with_past";
+                let part = PartKind::DecoderWithPast;
                 let mut inputs = vec![("input_ids".to_string(), ids_tensor(&[id]))];
                 inputs.extend(self.kv_inputs(&state.self_kv, ".decoder"));
                 inputs.extend(self.kv_inputs(&state.cross_kv, ".encoder"));
@@ -155,7 +168,7 @@ impl<'s> Loop<'s> {
         state: State,
         ids: &[i64],
     ) -> Result<(State, Vec<f32>), PartFailure> {
-        let part = "decoder";
+        let part = PartKind::Decoder;
         let past = state.filled;
         let total = past + ids.len();
         let mut inputs = vec![
@@ -180,7 +193,7 @@ impl<'s> Loop<'s> {
     /// One step of a static part: the token at position `filled`, the buffers' filled slots
     /// unmasked, the token's key and value written into its slot.
     fn feed_static(&self, runner: &mut dyn PartRunner, state: &mut State, id: i64) -> Result<Vec<f32>, PartFailure> {
-        let part = "step";
+        let part = PartKind::Step;
         let k = self.spec.kv_length.unwrap_or(0);
         let n = state.filled;
         if n >= k {
@@ -221,7 +234,7 @@ impl<'s> Loop<'s> {
         }
     }
 
-    fn has_input(&self, part: &str, name: &str) -> bool {
+    fn has_input(&self, part: PartKind, name: &str) -> bool {
         self.spec.part(part).signature.inputs.iter().any(|i| i.name == name)
     }
 
@@ -239,7 +252,7 @@ impl<'s> Loop<'s> {
     }
 
     /// A prompt's keys and values (`[1, heads, positions, width]`) written into fresh buffers.
-    fn prompt_buffers(&self, present: &[Tensor], positions: usize, part: &str) -> Result<Vec<Tensor>, PartFailure> {
+    fn prompt_buffers(&self, present: &[Tensor], positions: usize, part: PartKind) -> Result<Vec<Tensor>, PartFailure> {
         let mut buffers = self.empty_buffers();
         for (buffer, p) in buffers.iter_mut().zip(present) {
             if p.shape.get(2) != Some(&positions) {
@@ -263,7 +276,13 @@ impl<'s> Loop<'s> {
             .collect()
     }
 
-    fn kv_outputs(&self, out: &Outputs, part: &str, prefix: &str, kind: &str) -> Result<Vec<Tensor>, PartFailure> {
+    fn kv_outputs(
+        &self,
+        out: &PartOutputs,
+        part: PartKind,
+        prefix: &str,
+        kind: &str,
+    ) -> Result<Vec<Tensor>, PartFailure> {
         kv_names(prefix, kind, self.spec.kv.layers)
             .iter()
             .map(|name| take(out, part, name).map(|t| as_f32(t.clone())))
@@ -280,7 +299,7 @@ fn kv_names(prefix: &str, kind: &str, layers: usize) -> Vec<String> {
 
 /// Writes `new` (`[1, heads, m, width]`) into `buffer` (`[1, heads, k, width]`) at slots
 /// `at..at + m`.
-fn write_slots(buffer: &mut Tensor, new: &Tensor, at: usize, part: &str) -> Result<(), PartFailure> {
+fn write_slots(buffer: &mut Tensor, new: &Tensor, at: usize, part: PartKind) -> Result<(), PartFailure> {
     let (b, n) = (buffer.shape.clone(), new.shape.clone());
     let fits = b.len() == 4 && n.len() == 4 && b[1] == n[1] && b[3] == n[3] && at + n[2] <= b[2];
     if !fits {
@@ -304,7 +323,7 @@ fn write_slots(buffer: &mut Tensor, new: &Tensor, at: usize, part: &str) -> Resu
     Ok(())
 }
 
-fn take<'a>(out: &'a Outputs, part: &str, name: &str) -> Result<&'a Tensor, PartFailure> {
+fn take<'a>(out: &'a PartOutputs, part: PartKind, name: &str) -> Result<&'a Tensor, PartFailure> {
     out.iter()
         .find(|(n, _)| n == name)
         .map(|(_, t)| t)
@@ -312,7 +331,7 @@ fn take<'a>(out: &'a Outputs, part: &str, name: &str) -> Result<&'a Tensor, Part
 }
 
 /// The logits of the last position (`[.., positions, vocab]`), as float32.
-fn last_logits(out: &Outputs, part: &str, vocab: usize) -> Result<Vec<f32>, PartFailure> {
+fn last_logits(out: &PartOutputs, part: PartKind, vocab: usize) -> Result<Vec<f32>, PartFailure> {
     let t = take(out, part, "logits")?;
     if t.shape.last() != Some(&vocab) || t.len() < vocab {
         return Err(failure(
@@ -355,9 +374,9 @@ pub fn prompt_ids(sample: &Tensor) -> Vec<i64> {
         .collect()
 }
 
-fn failure(part: &str, error: String) -> PartFailure {
+fn failure(part: PartKind, error: String) -> PartFailure {
     PartFailure {
-        part: part.into(),
+        part: Some(part),
         status: RunStatus::Failed,
         error,
     }
@@ -402,11 +421,11 @@ mod tests {
             shape: vec![1, 2, 1, 2],
             data: TensorData::Float32(vec![1.0, 2.0, 3.0, 4.0]),
         };
-        write_slots(&mut buffer, &new, 1, "step").unwrap();
+        write_slots(&mut buffer, &new, 1, PartKind::Step).unwrap();
         assert_eq!(
             buffer.data,
             TensorData::Float32(vec![0.0, 0.0, 1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0, 4.0, 0.0, 0.0])
         );
-        assert!(write_slots(&mut buffer, &new, 3, "step").is_err());
+        assert!(write_slots(&mut buffer, &new, 3, PartKind::Step).is_err());
     }
 }

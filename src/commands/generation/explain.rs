@@ -7,6 +7,7 @@
 
 use anyhow::Result;
 
+use super::spec::PartKind;
 use super::{GenerationOptions, Specs};
 use crate::analyses::layers::LayerOptions;
 use crate::commands::compare::{run_compare, Audited, CompareOptions, Execution, GoldenSource, Measured};
@@ -22,7 +23,7 @@ use crate::report::generation::{IntroducedLayer, StepExplanation};
 pub struct DivergentCall {
     /// The sample's position in the set.
     pub sample: usize,
-    pub part: &'static str,
+    pub part: PartKind,
     pub inputs: Vec<(String, Tensor)>,
 }
 
@@ -36,7 +37,7 @@ pub fn explain(
     match audit(opts, specs, planned, call) {
         Ok(row) => explanation(call.part, &row),
         Err(e) => StepExplanation {
-            part: call.part.into(),
+            part: call.part.name().into(),
             worst_introduced: None,
             first_code_difference: None,
             first_beyond_rounding: None,
@@ -47,7 +48,7 @@ pub fn explain(
 }
 
 /// What a target's row of the per-layer audit says of the step.
-fn explanation(part: &str, row: &TargetReport) -> StepExplanation {
+fn explanation(part: PartKind, row: &TargetReport) -> StepExplanation {
     let summary = row.layer_summary.clone();
     let worst = row
         .layers
@@ -61,7 +62,7 @@ fn explanation(part: &str, row: &TargetReport) -> StepExplanation {
             introduced_sqnr_db: v,
         });
     StepExplanation {
-        part: part.into(),
+        part: part.name().into(),
         worst_introduced: worst,
         first_code_difference: summary.as_ref().and_then(|s| s.first_code_difference.clone()),
         first_beyond_rounding: summary.as_ref().and_then(|s| s.first_beyond_rounding.clone()),
@@ -79,9 +80,7 @@ fn audit(
     let model = specs.audited.part(call.part).path.clone();
     let reference = specs
         .reference()
-        .parts
-        .iter()
-        .find(|p| p.name == call.part)
+        .find_part(call.part)
         .map(|p| p.path.clone())
         .ok_or_else(|| {
             crate::foundation::error::bad_input(format!(

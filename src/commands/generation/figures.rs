@@ -3,11 +3,12 @@
 //! figures), and the figures that compare them. Every number here comes from the logits and
 //! tokens alone, so a test can compute each one by hand.
 
-use super::decode::{greedy, Loop, PartFailure, PartRunner, State};
-use super::spec::GenerationSpec;
+use super::decode::{greedy, Loop, PartFailure, PartOutputs, PartRunner, State};
+use super::spec::{GenerationSpec, PartKind};
 use crate::analyses::accuracy::ctc::edit_distance;
+use crate::analyses::metrics::logits;
 use crate::data::tensor::Tensor;
-use crate::report::compare::Num;
+use crate::report::common::Num;
 use crate::report::generation::{Divergence, EditCounts, StepFigures, StopReason};
 
 /// The reference's decode of one sample, with every step's logits (what targets are held to).
@@ -24,7 +25,7 @@ pub struct ReferenceDecode {
 pub struct TargetDecode {
     /// The part call that produced the divergent step's logits and the inputs the target fed it
     /// (kept only when asked: `--explain`).
-    pub divergent_call: Option<(&'static str, Vec<(String, Tensor)>)>,
+    pub divergent_call: Option<(PartKind, Vec<(String, Tensor)>)>,
     pub tokens: Vec<u32>,
     pub stop: StopReason,
     /// The first step whose token is not the reference's.
@@ -67,6 +68,7 @@ fn free_run(
     let mut tokens = Vec::new();
     loop {
         let step = tokens.len();
+        runner.token();
         let choice = greedy(&logits, &suppressed(spec, step));
         watch(step, &logits, choice, &state);
         let Some(token) = choice else {
@@ -160,15 +162,19 @@ struct Recording<'r> {
     inner: &'r mut dyn PartRunner,
     keep: bool,
     frozen: &'r std::cell::Cell<bool>,
-    last: Option<(&'static str, Vec<(String, Tensor)>)>,
+    last: Option<(PartKind, Vec<(String, Tensor)>)>,
 }
 
 impl PartRunner for Recording<'_> {
-    fn run(&mut self, part: &'static str, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, PartFailure> {
+    fn run(&mut self, part: PartKind, inputs: Vec<(String, Tensor)>) -> Result<PartOutputs, PartFailure> {
         if self.keep && !self.frozen.get() {
             self.last = Some((part, inputs.clone()));
         }
         self.inner.run(part, inputs)
+    }
+
+    fn token(&mut self) {
+        self.inner.token();
     }
 }
 
@@ -184,6 +190,7 @@ fn force_from(
     let lp = Loop::new(spec);
     for step in at..reference.tokens.len().saturating_sub(1) {
         let logits = lp.feed(runner, &mut state, reference.tokens[step])?;
+        runner.token();
         let want = reference.tokens[step + 1];
         let choice = greedy(&logits, &suppressed(spec, step + 1));
         steps.push(step_figures(&reference.logits[step + 1], &logits, choice == Some(want)));
@@ -196,42 +203,8 @@ fn force_from(
 pub fn step_figures(reference: &[f32], target: &[f32], top1: bool) -> StepFigures {
     StepFigures {
         top1,
-        kl: Num(kl_divergence(reference, target)),
-        sqnr_db: Num(sqnr_db(reference, target)),
-    }
-}
-
-/// KL(p ‖ q) in nats of p = softmax(reference), q = softmax(target), in float64; NaN when a
-/// logit is not finite or the lengths differ.
-pub fn kl_divergence(reference: &[f32], target: &[f32]) -> f64 {
-    if reference.len() != target.len() || reference.iter().chain(target).any(|v| !v.is_finite()) {
-        return f64::NAN;
-    }
-    let log_softmax = |x: &[f32]| -> Vec<f64> {
-        let m = x.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
-        let sum: f64 = x.iter().map(|&v| (f64::from(v) - m).exp()).sum();
-        let lse = m + sum.ln();
-        x.iter().map(|&v| f64::from(v) - lse).collect()
-    };
-    let (lp, lq) = (log_softmax(reference), log_softmax(target));
-    let kl: f64 = lp.iter().zip(&lq).map(|(a, b)| a.exp() * (a - b)).sum();
-    kl.max(0.0)
-}
-
-/// 10·log10(Σr² / Σ(t − r)²); +inf when equal, NaN when not comparable.
-pub fn sqnr_db(reference: &[f32], target: &[f32]) -> f64 {
-    if reference.len() != target.len() || reference.iter().chain(target).any(|v| !v.is_finite()) {
-        return f64::NAN;
-    }
-    let (mut signal, mut noise) = (0.0f64, 0.0f64);
-    for (&r, &t) in reference.iter().zip(target) {
-        signal += f64::from(r) * f64::from(r);
-        noise += (f64::from(t) - f64::from(r)).powi(2);
-    }
-    if noise == 0.0 {
-        f64::INFINITY
-    } else {
-        10.0 * (signal / noise).log10()
+        kl: Num(logits::kl_divergence(reference, target)),
+        sqnr_db: Num(logits::sqnr_db(reference, target)),
     }
 }
 
@@ -306,19 +279,6 @@ mod tests {
         assert_eq!((w.edits, w.of), (3, 6));
         // "the cat sat" vs "the cat sat on the mat": 11 more characters.
         assert_eq!((c.edits, c.of), (11, 22));
-    }
-
-    #[test]
-    fn kl_and_sqnr_match_hand_worked_values() {
-        // p = softmax([0, ln 3]) = [1/4, 3/4]; q = softmax([0, 0]) = [1/2, 1/2].
-        let kl = kl_divergence(&[0.0, 3f32.ln()], &[0.0, 0.0]);
-        let want = 0.25 * (0.5f64).ln() + 0.75 * (1.5f64).ln();
-        assert!((kl - want).abs() < 1e-7, "{kl} vs {want}");
-        // signal 1² + 2² = 5, noise 0.1² + 0 = 0.01: 10·log10(500).
-        let s = sqnr_db(&[1.0, 2.0], &[1.1, 2.0]);
-        assert!((s - 10.0 * 500f64.log10()).abs() < 1e-4, "{s}");
-        assert_eq!(sqnr_db(&[1.0], &[1.0]), f64::INFINITY);
-        assert!(kl_divergence(&[f32::NAN], &[0.0]).is_nan());
     }
 
     #[test]

@@ -28,26 +28,8 @@ use crate::foundation::error::{bad_flag, bad_input};
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
 use crate::judge::policy::Policy;
 use crate::report::generation::GenerationReport;
+pub use crate::report::generation::GenerationTask;
 use spec::{GenerationSpec, Layout};
-
-/// What the set's labels are to the audit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GenerationTask {
-    /// Labels are the spoken text: WER and CER of every transcript, the reference's included.
-    Transcribe,
-    /// No labels needed: agreement with the reference's text (labels, when present, scored too).
-    Generate,
-}
-
-impl GenerationTask {
-    /// The task's name on the command line and in the report.
-    pub fn name(self) -> &'static str {
-        match self {
-            GenerationTask::Transcribe => "transcribe",
-            GenerationTask::Generate => "generate",
-        }
-    }
-}
 
 /// Everything a generation audit was asked to do.
 #[derive(Debug, Clone)]
@@ -135,7 +117,7 @@ pub fn load_specs(path: &std::path::Path) -> Result<Specs> {
 fn sample_signature(spec: &GenerationSpec) -> Signature {
     let input = match spec.layout {
         Layout::EncoderDecoder => spec
-            .part("encoder")
+            .part(spec::PartKind::Encoder)
             .signature
             .inputs
             .iter()

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::decode::{PartFailure, PartRunner};
+use super::decode::{PartFailure, PartOutputs, PartRunner};
 use super::explain::DivergentCall;
 use super::figures::{decode_reference, decode_target, ReferenceDecode, TargetDecode};
-use super::spec::GenerationSpec;
+use super::spec::{GenerationSpec, PartKind};
 use super::{GenSample, GenerationOptions, Specs};
 use crate::data::tensor::Tensor;
 use crate::execution::exec::executor::{cpu_runtime, reference_job, target_job};
@@ -53,42 +53,35 @@ pub struct Decoded {
 /// A run's serving sessions, one per part, as a [`PartRunner`]: a part whose worker stopped
 /// (crashed, timed out) ends the run, and every later call says so.
 struct Sessions<'p> {
-    parts: Vec<(&'static str, ServeSession, Job)>,
+    parts: Vec<(PartKind, ServeSession, Job)>,
     dead: Option<PartFailure>,
     /// Where each token decoded is counted (the progress line), and as which run.
     progress: Option<(&'p Mutex<Progress>, usize)>,
 }
 
 impl PartRunner for Sessions<'_> {
-    fn run(&mut self, part: &'static str, inputs: Vec<(String, Tensor)>) -> Result<Vec<(String, Tensor)>, PartFailure> {
+    fn run(&mut self, part: PartKind, inputs: Vec<(String, Tensor)>) -> Result<PartOutputs, PartFailure> {
         if let Some(dead) = &self.dead {
             return Err(dead.clone());
         }
         let Some((_, session, _)) = self.parts.iter_mut().find(|(p, _, _)| *p == part) else {
             return Err(PartFailure {
-                part: part.into(),
+                part: Some(part),
                 status: RunStatus::Failed,
                 error: "no session for this part".into(),
             });
         };
         session.send(&inputs);
         match session.receive() {
-            Ok(Ok(outputs)) => {
-                if let Some((progress, run)) = self.progress.filter(|_| STEP_PARTS.contains(&part)) {
-                    if let Ok(mut p) = progress.lock() {
-                        p.tick(run, 1, false);
-                    }
-                }
-                Ok(outputs)
-            }
+            Ok(Ok(outputs)) => Ok(outputs),
             Ok(Err(error)) => Err(PartFailure {
-                part: part.into(),
+                part: Some(part),
                 status: RunStatus::Failed,
                 error,
             }),
             Err(stopped) => {
                 let f = PartFailure {
-                    part: part.into(),
+                    part: Some(part),
                     status: stopped.status.into(),
                     error: stopped.error,
                 };
@@ -97,23 +90,28 @@ impl PartRunner for Sessions<'_> {
             }
         }
     }
-}
 
-/// The parts called once per token (the encoder and a prompt part run once per sample).
-const STEP_PARTS: [&str; 3] = ["step", "decoder_with_past", "decoder"];
+    fn token(&mut self) {
+        if let Some((progress, run)) = self.progress {
+            if let Ok(mut p) = progress.lock() {
+                p.tick(run, 1, false);
+            }
+        }
+    }
+}
 
 impl<'p> Sessions<'p> {
     /// Starts one worker per part (all at once, so compilers overlap) and waits for each; the
     /// first part whose session cannot be made ends the run, named.
     fn start(
-        jobs: Vec<(&'static str, Job, std::path::PathBuf)>,
+        jobs: Vec<(PartKind, Job, std::path::PathBuf)>,
         timeout: Duration,
         progress: (&'p Mutex<Progress>, usize),
     ) -> Result<Sessions<'p>, PartFailure> {
         let mut spawned = Vec::new();
         for (part, job, dir) in jobs {
             let fail = |status: RunStatus, error: String| PartFailure {
-                part: part.into(),
+                part: Some(part),
                 status,
                 error,
             };
@@ -124,7 +122,7 @@ impl<'p> Sessions<'p> {
         let mut parts = Vec::new();
         for (part, s, job) in spawned {
             let ready = s.await_ready().map_err(|s| PartFailure {
-                part: part.into(),
+                part: Some(part),
                 status: s.status.into(),
                 error: s.error,
             })?;
@@ -151,8 +149,9 @@ impl<'p> Sessions<'p> {
                     .map(|g| g.nodes.len())
                     .sum();
                 PartRun {
-                    part: (*part).into(),
+                    part: part.name().into(),
                     session_create_ms: r.session_create_ms,
+                    intra_op_threads: r.intra_threads,
                     qnn_context: r
                         .context
                         .and_then(|c| serde_json::to_value(c).ok())
@@ -238,8 +237,8 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
         .parts
         .iter()
         .map(|p| {
-            let (job, dir) = reference_job(&cpu, p.path.clone(), &[], &work.join(format!("golden-{}", p.name)), &[]);
-            (p.name, job, dir)
+            let (job, dir) = reference_job(&cpu, p.path.clone(), &[], &work.join(format!("golden-{}", p.kind)), &[]);
+            (p.kind, job, dir)
         })
         .collect();
     let target_jobs: Vec<Option<Vec<_>>> = planned
@@ -296,7 +295,7 @@ fn jobs_of(
     index: usize,
     t: &PlannedTarget,
     work: &Path,
-) -> Option<Vec<(&'static str, Job, std::path::PathBuf)>> {
+) -> Option<Vec<(PartKind, Job, std::path::PathBuf)>> {
     spec.parts
         .iter()
         .enumerate()
@@ -305,7 +304,7 @@ fn jobs_of(
             job.inspect_placement = false;
             let job = executor.prepared(job);
             let dir = job.output_dir.clone();
-            Some((p.name, job, dir))
+            Some((p.kind, job, dir))
         })
         .collect()
 }
@@ -315,17 +314,13 @@ fn jobs_of(
 /// can be compared.
 fn run_reference(
     spec: &GenerationSpec,
-    jobs: Vec<(&'static str, Job, std::path::PathBuf)>,
+    jobs: Vec<(PartKind, Job, std::path::PathBuf)>,
     samples: &[GenSample],
     (senders, timeout): (Vec<SyncSender<Shared>>, Duration),
     progress: &Mutex<Progress>,
 ) -> Result<Vec<ReferenceDecode>> {
-    let mut sessions = Sessions::start(jobs, timeout, (progress, 0)).map_err(|f| {
-        reference_failed(format!(
-            "the fp32 reference's part {} did not start on the CPU EP: {}",
-            f.part, f.error
-        ))
-    })?;
+    let mut sessions = Sessions::start(jobs, timeout, (progress, 0))
+        .map_err(|f| reference_failed(format!("the fp32 reference did not start on the CPU EP: {}", f.words())))?;
     let mut decodes = Vec::with_capacity(samples.len());
     for s in samples {
         if crate::foundation::interrupt::stopping() {
@@ -334,8 +329,9 @@ fn run_reference(
         let d = decode_reference(spec, &mut sessions, &s.input);
         if let Some(f) = &d.error {
             return Err(reference_failed(format!(
-                "the fp32 reference failed on sample {} in part {}: {}",
-                s.id, f.part, f.error
+                "the fp32 reference failed on sample {}: {}",
+                s.id,
+                f.words()
             )));
         }
         if let Ok(mut p) = progress.lock() {
@@ -359,7 +355,7 @@ fn run_reference(
 /// A target's decode of every sample, each once the reference's is there.
 fn run_target(
     t: &PlannedTarget,
-    jobs: Option<Vec<(&'static str, Job, std::path::PathBuf)>>,
+    jobs: Option<Vec<(PartKind, Job, std::path::PathBuf)>>,
     spec: &GenerationSpec,
     samples: &[GenSample],
     (rx, timeout): (Receiver<Arc<ReferenceDecode>>, Duration),
@@ -379,7 +375,7 @@ fn run_target(
         .map_or_else(String::new, |(_, job, _)| ep_name(job).to_string());
     let mut sessions = match Sessions::start(jobs, timeout, (progress, run)) {
         Ok(s) => s,
-        Err(f) => return ended(t, f.status, format!("part {}: {}", f.part, f.error)),
+        Err(f) => return ended(t, f.status, f.words()),
     };
     let runtime = runtime_words(t, &sessions);
     let mut decodes = Vec::new();
@@ -404,7 +400,7 @@ fn run_target(
         }
     }
     let (status, error) = match &sessions.dead {
-        Some(f) => (f.status, Some(format!("part {}: {}", f.part, f.error))),
+        Some(f) => (f.status, Some(f.words())),
         None if decodes.len() < samples.len() => (RunStatus::Crashed, Some("the audit was interrupted".into())),
         None => (RunStatus::Ok, None),
     };

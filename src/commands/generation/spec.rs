@@ -54,6 +54,47 @@ impl Form {
     }
 }
 
+/// A part of a spec, by what it does in the decoding loop; its name is its `[parts]` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PartKind {
+    /// Encoder-decoder: the encoder, run once per sample on its features (`encoder`).
+    Encoder,
+    /// Dynamic encoder-decoder: the decoder on the start tokens, with no past; once per sample
+    /// (`decoder`).
+    FirstDecoder,
+    /// Dynamic encoder-decoder: the decoder on one token after its past; once per token
+    /// (`decoder_with_past`).
+    DecoderWithPast,
+    /// Static encoder-decoder: the start tokens, their keys and values written into fresh
+    /// buffers; once per sample (`prompt`).
+    Prompt,
+    /// Static form: one token on the fixed key/value buffers; once per token, a decoder-only
+    /// model's prompt included (`step`).
+    Step,
+    /// Dynamic decoder-only: any number of tokens after a growing past, the prompt in one call
+    /// and then once per token (`decoder`).
+    Decoder,
+}
+
+impl PartKind {
+    /// The part's key in `[parts]`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartKind::Encoder => "encoder",
+            PartKind::FirstDecoder | PartKind::Decoder => "decoder",
+            PartKind::DecoderWithPast => "decoder_with_past",
+            PartKind::Prompt => "prompt",
+            PartKind::Step => "step",
+        }
+    }
+}
+
+impl std::fmt::Display for PartKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The TOML as written, before its files are opened.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -91,7 +132,7 @@ pub fn check_text(text: &str) -> Result<(), String> {
 
 /// The `[generation]` table's settings and the `[parts]` names agree with the layout and form.
 fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PathBuf>) -> Result<(), String> {
-    let names = part_names(g.layout, g.form);
+    let names: Vec<&str> = parts_of(g.layout, g.form).iter().map(|k| k.name()).collect();
     let layout_words = format!("{} {}", g.layout.name(), g.form.name());
     for name in parts.keys() {
         if !names.contains(&name.as_str()) {
@@ -119,19 +160,20 @@ fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PathBuf>) -> Result
 }
 
 /// The parts each layout and form is made of, in the order they run.
-pub fn part_names(layout: Layout, form: Form) -> &'static [&'static str] {
+pub fn parts_of(layout: Layout, form: Form) -> &'static [PartKind] {
+    use PartKind::*;
     match (layout, form) {
-        (Layout::EncoderDecoder, Form::Dynamic) => &["encoder", "decoder", "decoder_with_past"],
-        (Layout::EncoderDecoder, Form::Static) => &["encoder", "prompt", "step"],
-        (Layout::DecoderOnly, Form::Dynamic) => &["decoder"],
-        (Layout::DecoderOnly, Form::Static) => &["step"],
+        (Layout::EncoderDecoder, Form::Dynamic) => &[Encoder, FirstDecoder, DecoderWithPast],
+        (Layout::EncoderDecoder, Form::Static) => &[Encoder, Prompt, Step],
+        (Layout::DecoderOnly, Form::Dynamic) => &[Decoder],
+        (Layout::DecoderOnly, Form::Static) => &[Step],
     }
 }
 
-/// One part: its name in the spec, its file, the model loaded and its signature.
+/// One part: what it does, its file, the model loaded and its signature.
 #[derive(Debug, Clone)]
 pub struct Part {
-    pub name: &'static str,
+    pub kind: PartKind,
     pub path: PathBuf,
     pub model: LoadedModel,
     pub signature: Signature,
@@ -209,15 +251,16 @@ impl GenerationSpec {
         let g = file.generation;
         check_table(&g, &file.parts).map_err(fail)?;
         let mut parts = Vec::new();
-        for name in part_names(g.layout, g.form) {
+        for &kind in parts_of(g.layout, g.form) {
+            let name = kind.name();
             // check_table found every part of the layout named, and no other.
-            let part_path = dir.join(&file.parts[*name]);
+            let part_path = dir.join(&file.parts[name]);
             let model = load_model(&part_path)
                 .map_err(|e| fail(format!("part {name}: {}", crate::foundation::error::one_line(&e))))?;
             let signature = Signature::of(&model)
                 .map_err(|e| fail(format!("part {name}: {}", crate::foundation::error::one_line(&e))))?;
             parts.push(Part {
-                name,
+                kind,
                 path: part_path,
                 model,
                 signature,
@@ -270,20 +313,39 @@ impl GenerationSpec {
         Ok(spec)
     }
 
-    /// The part of this name (every name of the layout is present once loaded).
-    pub fn part(&self, name: &str) -> &Part {
+    /// The part of this kind (every part of the layout is present once loaded).
+    pub fn part(&self, kind: PartKind) -> &Part {
         self.parts
             .iter()
-            .find(|p| p.name == name)
-            .unwrap_or_else(|| panic!("part {name} of a checked spec"))
+            .find(|p| p.kind == kind)
+            .unwrap_or_else(|| panic!("part {kind} of a checked spec"))
+    }
+
+    /// The part of this kind, if the spec's layout has one.
+    pub fn find_part(&self, kind: PartKind) -> Option<&Part> {
+        self.parts.iter().find(|p| p.kind == kind)
     }
 
     /// The part that produces each step's logits (the one the per-layer audit of a step cuts).
     pub fn step_part(&self) -> &Part {
+        self.part(self.step_kind())
+    }
+
+    /// The kind of the part called once per new token.
+    pub fn step_kind(&self) -> PartKind {
         match (self.layout, self.form) {
-            (Layout::EncoderDecoder, Form::Dynamic) => self.part("decoder_with_past"),
-            (Layout::DecoderOnly, Form::Dynamic) => self.part("decoder"),
-            (_, Form::Static) => self.part("step"),
+            (Layout::EncoderDecoder, Form::Dynamic) => PartKind::DecoderWithPast,
+            (Layout::DecoderOnly, Form::Dynamic) => PartKind::Decoder,
+            (_, Form::Static) => PartKind::Step,
+        }
+    }
+
+    /// The kind of the part that starts a sample's decoder after the encoder (an
+    /// encoder-decoder's).
+    pub fn first_decoder_kind(&self) -> PartKind {
+        match self.form {
+            Form::Dynamic => PartKind::FirstDecoder,
+            Form::Static => PartKind::Prompt,
         }
     }
 
@@ -311,7 +373,7 @@ impl GenerationSpec {
         let step = self.step_part();
         let logits = output(step, "logits")?;
         let vocab = last_fixed(&logits.dims)
-            .ok_or_else(|| format!("part {}: logits has no fixed vocabulary axis", step.name))?;
+            .ok_or_else(|| format!("part {}: logits has no fixed vocabulary axis", step.kind))?;
         let self_kv = if self.layout == Layout::EncoderDecoder {
             ".decoder.key"
         } else {
@@ -326,7 +388,7 @@ impl GenerationSpec {
         if layers == 0 {
             return Err(format!(
                 "part {}: no past_key_values.N{self_kv} input: not a decoder with a KV state",
-                step.name
+                step.kind
             ));
         }
         let first = input(step, &format!("past_key_values.0{self_kv}"))?;
@@ -336,7 +398,7 @@ impl GenerationSpec {
             _ => {
                 return Err(format!(
                     "part {}: past_key_values.0{self_kv} is {}: a KV state needs fixed heads and head width [batch, heads, positions, width]",
-                    step.name,
+                    step.kind,
                     first.shape_text()
                 ))
             }
@@ -349,6 +411,7 @@ impl GenerationSpec {
         self.vocab = vocab;
         self.check_names()?;
         self.check_agreement()?;
+        self.check_wiring()?;
         self.check_static_length()?;
         let tokenizer_size = self.tokenizer.get_vocab_size(true);
         let ids = self
@@ -381,7 +444,7 @@ impl GenerationSpec {
                 .flat_map(|n| ["key", "value"].map(|kv| format!("{prefix}.{n}{kind}.{kv}")))
                 .collect()
         };
-        let need = |part: &str, ins: Vec<String>, outs: Vec<String>| -> Result<(), String> {
+        let need = |part: PartKind, ins: Vec<String>, outs: Vec<String>| -> Result<(), String> {
             let p = self.part(part);
             for i in &ins {
                 input(p, i)?;
@@ -396,36 +459,33 @@ impl GenerationSpec {
             a.extend(b);
             a
         };
-        match (self.layout, self.form) {
-            (Layout::EncoderDecoder, form) => {
-                need("encoder", v(&["input_features"]), v(&["last_hidden_state"]))?;
-                let first = if form == Form::Dynamic { "decoder" } else { "prompt" };
-                let later = if form == Form::Dynamic {
-                    "decoder_with_past"
-                } else {
-                    "step"
-                };
+        match self.layout {
+            Layout::EncoderDecoder => {
+                need(PartKind::Encoder, v(&["input_features"]), v(&["last_hidden_state"]))?;
                 let first_outs = cat(
                     cat(v(&["logits"]), kv("present", ".decoder")),
                     kv("present", ".encoder"),
                 );
-                need(first, v(&["input_ids", "encoder_hidden_states"]), first_outs)?;
+                need(
+                    self.first_decoder_kind(),
+                    v(&["input_ids", "encoder_hidden_states"]),
+                    first_outs,
+                )?;
                 let mut ins = cat(
                     cat(v(&["input_ids"]), kv("past_key_values", ".decoder")),
                     kv("past_key_values", ".encoder"),
                 );
-                if form == Form::Static {
+                if self.form == Form::Static {
                     ins.extend(v(&["position_ids", "attention_mask"]));
                 }
-                need(later, ins, cat(v(&["logits"]), kv("present", ".decoder")))
+                need(self.step_kind(), ins, cat(v(&["logits"]), kv("present", ".decoder")))
             }
-            (Layout::DecoderOnly, form) => {
-                let part = if form == Form::Dynamic { "decoder" } else { "step" };
+            Layout::DecoderOnly => {
                 let mut ins = cat(v(&["input_ids", "attention_mask"]), kv("past_key_values", ""));
-                if form == Form::Static {
+                if self.form == Form::Static {
                     ins.push("position_ids".into());
                 }
-                need(part, ins, cat(v(&["logits"]), kv("present", "")))
+                need(self.step_kind(), ins, cat(v(&["logits"]), kv("present", "")))
             }
         }
     }
@@ -443,8 +503,8 @@ impl GenerationSpec {
                 if let Some(v) = last_fixed(&o.dims).filter(|v| *v != self.vocab) {
                     return Err(format!(
                         "part {}'s logits have {v} entries and part {}'s {}: the parts disagree",
-                        p.name,
-                        self.step_part().name,
+                        p.kind,
+                        self.step_kind(),
                         self.vocab
                     ));
                 }
@@ -462,12 +522,46 @@ impl GenerationSpec {
                 if !fits {
                     return Err(format!(
                         "part {}'s {} is {}, where the step's state is [batch, {}, positions, {}]: the parts disagree",
-                        p.name,
+                        p.kind,
                         t.name,
                         t.shape_text(),
                         self.kv.heads,
                         self.kv.head_dim
                     ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What one part hands the next meets it: an encoder-decoder's encoder output and the
+    /// decoder input it feeds, the cross-attention keys and values the first decoder part gives
+    /// and the step takes, and (dynamic form) its self-attention state, every axis both fix
+    /// (but the positions a dynamic past grows by). Parts of two models fail here, before any
+    /// session starts.
+    fn check_wiring(&self) -> Result<(), String> {
+        if self.layout != Layout::EncoderDecoder {
+            return Ok(());
+        }
+        let (encoder, first, step) = (
+            self.part(PartKind::Encoder),
+            self.part(self.first_decoder_kind()),
+            self.step_part(),
+        );
+        meet((encoder, "last_hidden_state"), (first, "encoder_hidden_states"), None)?;
+        for n in 0..self.kv.layers {
+            for kv in ["key", "value"] {
+                let cross = (
+                    format!("present.{n}.encoder.{kv}"),
+                    format!("past_key_values.{n}.encoder.{kv}"),
+                );
+                meet((first, &cross.0), (step, &cross.1), None)?;
+                if self.form == Form::Dynamic {
+                    let own = (
+                        format!("present.{n}.decoder.{kv}"),
+                        format!("past_key_values.{n}.decoder.{kv}"),
+                    );
+                    meet((first, &own.0), (step, &own.1), Some(2))?;
                 }
             }
         }
@@ -527,17 +621,8 @@ impl GenerationSpec {
 
 /// A regular file's bytes, at most `max` of them.
 fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
     crate::foundation::userfile::regular_file(path)?;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("larger than {} MiB", max >> 20),
-        ));
-    }
-    Ok(bytes)
+    crate::foundation::userfile::read_capped(path, max)
 }
 
 /// The tokenizer a spec names, and the SHA-256 of its bytes.
@@ -593,21 +678,35 @@ fn find<'a>(
     tensors.iter().find(|t| t.name == name).ok_or_else(|| {
         format!(
             "part {} ({}) has no {side} {name} (its {side}s: {})",
-            p.name,
+            p.kind,
             p.path.display(),
-            short_list(tensors.iter().map(|t| t.name.as_str()))
+            crate::foundation::words::listed(&tensors.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), 8)
         )
     })
 }
 
-/// At most eight names, then how many more.
-fn short_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let all: Vec<&str> = names.collect();
-    let mut text = all.iter().take(8).copied().collect::<Vec<_>>().join(", ");
-    if all.len() > 8 {
-        text.push_str(&format!(", … {} more", all.len() - 8));
+/// Output `from` of one part has the rank and the fixed axes of input `to` of another (but axis
+/// `free`, which may differ).
+fn meet(from: (&Part, &str), to: (&Part, &str), free: Option<usize>) -> Result<(), String> {
+    let (out, inp) = (output(from.0, from.1)?, input(to.0, to.1)?);
+    let (a, b) = (fixed_dims(&out.dims), fixed_dims(&inp.dims));
+    let clash = a.len() != b.len()
+        || a.iter()
+            .zip(&b)
+            .enumerate()
+            .any(|(axis, (x, y))| Some(axis) != free && x.is_some() && y.is_some() && x != y);
+    if clash && out.dims.is_some() && inp.dims.is_some() {
+        return Err(format!(
+            "part {}'s {} is {} and part {}'s {} is {}: the parts are not of one model",
+            from.0.kind,
+            from.1,
+            out.shape_text(),
+            to.0.kind,
+            to.1,
+            inp.shape_text()
+        ));
     }
-    text
+    Ok(())
 }
 
 fn fixed_dims(dims: &Option<Vec<Dim>>) -> Vec<Option<usize>> {

@@ -1,7 +1,8 @@
 //! One matrix cell (a variant on a target) read from the `compare` report that ran it: status,
 //! the worst output's figures, placement, and whether the policy holds there.
 
-use crate::report::compare::{Num, Report, TargetReport};
+use crate::report::common::Num;
+use crate::report::compare::{Report, TargetReport};
 pub use crate::report::matrix::Cell;
 
 /// The cell of `variant` on `target` from the report row `row` of `report`.

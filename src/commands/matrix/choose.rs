@@ -187,7 +187,7 @@ pub fn dispatch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::compare::Num;
+    use crate::report::common::Num;
     use std::collections::BTreeMap;
 
     fn cell(variant: &str, target: &str, sqnr: f64, meets: bool) -> Cell {

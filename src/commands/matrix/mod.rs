@@ -269,9 +269,9 @@ pub fn audit_cells(
 
 /// The limits the gate applied, one `rule limit` per distinct pair (not the rule that a target
 /// ran: a cell's status says that).
-fn policy_lines<'r>(rules: impl Iterator<Item = &'r crate::report::compare::RuleResult>) -> Vec<String> {
+fn policy_lines<'r>(rules: impl Iterator<Item = &'r crate::report::gate::RuleResult>) -> Vec<String> {
     let set: BTreeSet<String> = rules
-        .filter(|r| r.rule != crate::report::compare::Rule::Ran)
+        .filter(|r| r.rule != crate::report::gate::Rule::Ran)
         .map(|r| format!("{} {}", r.rule, r.limit.0))
         .collect();
     set.into_iter().collect()
@@ -420,7 +420,8 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     };
     Ok(Matrix {
         schema_version: MATRIX_SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").into(),
+        kind: crate::report::common::ReportKind::Matrix,
+        tool: crate::report::common::ToolInfo::this(),
         host: Some(crate::foundation::host::this_host().into()),
         reference: measured.reference,
         policy,

@@ -14,8 +14,9 @@ use crate::execution::exec::executor::sanitize;
 use crate::execution::exec::OutputFile;
 use crate::foundation::error::{bad_flag, bad_report};
 use crate::judge::gate::tolerance::tolerances;
-use crate::report::compare::{AgreementEntry, BitExactGroups, GateReport, Report, Rule, TargetReport, Verdict};
+use crate::report::compare::{AgreementEntry, BitExactGroups, Report, TargetReport};
 use crate::report::facts::TargetRole;
+use crate::report::gate::{GateReport, Rule, Verdict};
 use crate::report::RunStatus;
 
 /// One shard report, where it was read from, and where its saved outputs are.
@@ -611,10 +612,11 @@ pub fn merge(opts: &MergeOptions) -> Result<Report> {
         .collect();
     let gate = gate(parts, &targets, &agreement);
     let layer_audit = merged_layer_audit(parts);
-    let exit_code = crate::judge::gate::exit_code(&targets, gate.verdict);
+    let exit_code = crate::judge::gate::exit_code(crate::judge::gate::required_unfinished(&targets), gate.verdict);
     let first = &parts[0].report;
     Ok(Report {
         schema_version: first.schema_version,
+        kind: first.kind,
         tool: first.tool.clone(),
         host: first.host.clone(),
         model: first.model.clone(),

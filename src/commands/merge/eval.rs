@@ -110,7 +110,7 @@ fn limits_note(basis: &Basis) -> Option<String> {
     let mut set: Vec<String> = basis
         .targets
         .iter()
-        .filter(|t| t.role == "target")
+        .filter(|t| t.role == crate::data::target::TargetRole::Target)
         .flat_map(|t| {
             let min = t
                 .min_accuracy

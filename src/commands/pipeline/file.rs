@@ -81,24 +81,13 @@ pub fn read(path: &Path) -> Result<Vec<Stage>> {
 
 /// The file's bytes (standard input for `-`), at most [`MAX_FILE_BYTES`] of them.
 fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let limit = MAX_FILE_BYTES + 1;
-    if crate::foundation::userfile::is_stdio(path) {
-        std::io::stdin().take(limit).read_to_end(&mut bytes)?;
-    } else {
-        std::fs::File::open(path)?.take(limit).read_to_end(&mut bytes)?;
-    }
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "larger than {} MiB: a pipeline file is a few KB of [[stage]] tables",
-                MAX_FILE_BYTES >> 20
-            ),
-        ));
-    }
-    Ok(bytes)
+    crate::foundation::userfile::read_capped(path, MAX_FILE_BYTES).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => std::io::Error::new(
+            e.kind(),
+            format!("{e}: a pipeline file is a few KB of [[stage]] tables"),
+        ),
+        _ => e,
+    })
 }
 
 /// Parses the file's text: at least two stages with unique names of letters, digits, `_` and

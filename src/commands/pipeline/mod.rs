@@ -22,7 +22,7 @@ use crate::data::tensor::Tensor;
 use crate::execution::exec::ExecOptions;
 use crate::foundation::error::ExitCode;
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
-use crate::report::compare::Num;
+use crate::report::common::Num;
 pub use crate::report::pipeline::{PipelineReport, PipelineTarget, StageFigures, StageInfo, StageOutput};
 pub use file::{Feed, Stage};
 
@@ -346,7 +346,9 @@ fn report(
                 .is_some_and(|m| t.final_sqnr_db.0.is_nan() || t.final_sqnr_db.0 < m)
         });
     PipelineReport {
-        tool_version: env!("CARGO_PKG_VERSION").into(),
+        schema_version: crate::report::pipeline::PIPELINE_SCHEMA_VERSION,
+        kind: crate::report::common::ReportKind::Pipeline,
+        tool: crate::report::common::ToolInfo::this(),
         host: Some(crate::foundation::host::this_host().into()),
         file: opts.file.display().to_string(),
         stages,

@@ -35,7 +35,8 @@ pub(super) fn unavailable(opts: &ReproOptions, plan: &AuditPlan) -> Option<Repro
 fn empty_report(opts: &ReproOptions, plan: &AuditPlan, status: ReproStatus) -> ReproReport {
     ReproReport {
         schema_version: REPRO_SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        kind: crate::report::common::ReportKind::Repro,
+        tool: crate::report::common::ToolInfo::this(),
         model: plan.model.path.display().to_string(),
         model_sha256: plan.model.sha256.clone(),
         reference: match &plan.reference {

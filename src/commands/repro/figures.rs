@@ -4,7 +4,7 @@
 
 use crate::analyses::layers::points::Quant;
 use crate::data::tensor::Tensor;
-use crate::report::compare::Num;
+use crate::report::common::Num;
 use crate::report::repro::{Criterion, OutputFigures};
 
 /// The real value of element `i`: dequantized as the ONNX specification says for codes.
@@ -27,11 +27,7 @@ fn sqnr_db(t: &Tensor, quant: Option<&Quant>, golden: Option<&[f32]>) -> Option<
         let e = real(t, i, quant) - r;
         noise += e * e;
     }
-    Some(if noise == 0.0 {
-        f64::INFINITY
-    } else {
-        10.0 * (signal / noise).log10()
-    })
+    Some(crate::analyses::metrics::sqnr_from_sums(signal, noise))
 }
 
 /// The figures of `target` against `against` (same shape and type, else every element counts

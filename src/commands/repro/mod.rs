@@ -172,7 +172,10 @@ fn golden_run(
     let dir = executor.work().join("golden");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("reference.onnx");
-    write_model(&tapped(&reference.proto, &layered.reference_taps()), reference, &path)?;
+    // The reference's inputs pinned as the audited model's are, to the samples' shapes.
+    let mut proto = tapped(&reference.proto, &layered.reference_taps());
+    crate::data::model::rewrite::pin_input_shapes(&mut proto, &plan.inputs.shapes());
+    write_model(&proto, reference, &path)?;
     let job = reference_job(&cpu, path, input_files, &dir, &plan.inputs.free_dims);
     let outcome = executor.run(&[job])?.into_iter().next().context("no golden run")?;
     result_of(&outcome)

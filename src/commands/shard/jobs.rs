@@ -117,14 +117,7 @@ pub fn eval_jobs(
     }
     let costs = Costs(weights.iter().cloned().collect());
     let shards = units(&weights, samples, count);
-    refuse_idle(
-        shards.iter().filter(|s| s.is_empty()).count(),
-        count,
-        format!(
-            "{samples} samples x {} runs: a slow run's sample costs more than an even share",
-            weights.len()
-        ),
-    )?;
+    refuse_idle_eval_shards(&format!("--shards {count}"), &shards, (samples, weights.len()))?;
     Ok(JobPlan {
         args,
         samples: Some(samples),
@@ -154,7 +147,11 @@ pub fn compare_jobs(
         .filter(|p| p.iter().all(|r| r.role == TargetRole::Baseline))
         .count();
     let targets = runs.iter().filter(|r| r.role == TargetRole::Target).count();
-    refuse_idle(idle, count, format!("compare deals out its {targets} targets"))?;
+    refuse_idle(
+        &format!("--shards {count}"),
+        (idle, count),
+        format!("compare deals out its {targets} targets"),
+    )?;
     let shards: Vec<Vec<Unit>> = parts
         .iter()
         .map(|mine| {
@@ -178,12 +175,23 @@ pub fn compare_jobs(
     })
 }
 
-/// Refuses a split where `empty` of the shards would get no work.
-fn refuse_idle(empty: usize, count: usize, what: String) -> Result<()> {
+/// Refuses an eval's split (`shards`, of `samples` × `runs`) where some shard would get no work:
+/// its file could never be merged. `plan --shards N` and `eval --shard I/N` say it alike; `given`
+/// is the split as the user gave it.
+pub fn refuse_idle_eval_shards(given: &str, shards: &[Vec<Unit>], (samples, runs): (usize, usize)) -> Result<()> {
+    refuse_idle(
+        given,
+        (shards.iter().filter(|s| s.is_empty()).count(), shards.len()),
+        format!("{samples} samples x {runs} runs: a slow run's sample costs more than an even share"),
+    )
+}
+
+/// Refuses a split where `empty` of the `count` shards would get no work.
+fn refuse_idle(given: &str, (empty, count): (usize, usize), what: String) -> Result<()> {
     if empty == 0 {
         return Ok(());
     }
     Err(bad_flag(format!(
-        "--shards {count}: {empty} of the {count} shards would get no work ({what}); give fewer shards"
+        "{given}: {empty} of the {count} shards would get no work ({what}); give fewer shards"
     )))
 }

@@ -10,22 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::compare::Num;
+use crate::analyses::accuracy::stats::median;
+use crate::report::common::Num;
 use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Thresholds};
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| !x.is_nan());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
 
 fn excess(e: &ReportEntry) -> Option<f64> {
     let (cpu, dev) = (e.cpu_sqnr_db?.0, e.sqnr_db?.0);
@@ -51,9 +38,9 @@ fn group_by(entries: &[&ReportEntry], key: impl Fn(&ReportEntry) -> String) -> V
             GroupFigures {
                 key: k,
                 reports: members.len(),
-                median_sqnr_db: median(sqnr.clone()).map(Num),
+                median_sqnr_db: median(&sqnr).map(Num),
                 min_sqnr_db: sqnr.iter().copied().min_by(|a, b| a.total_cmp(b)).map(Num),
-                median_excess_db: median(members.iter().filter_map(|e| excess(e)).collect()).map(Num),
+                median_excess_db: median(&members.iter().filter_map(|e| excess(e)).collect::<Vec<_>>()).map(Num),
                 verdicts,
             }
         })

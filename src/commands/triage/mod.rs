@@ -256,7 +256,8 @@ pub fn run(opts: &TriageOptions) -> Result<Triage> {
     candidate_runs.sort_by(|a, b| (&a.inputs, rank(a), &a.target).cmp(&(&b.inputs, rank(b), &b.target)));
     Ok(Triage {
         schema_version: TRIAGE_SCHEMA_VERSION,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        kind: crate::report::common::ReportKind::Triage,
+        tool: crate::report::common::ToolInfo::this(),
         host: Some(crate::foundation::host::this_host().into()),
         model: opts.audited.model.display().to_string(),
         model_sha256,
@@ -307,7 +308,11 @@ pub fn summary(db: &std::path::Path, model_sha256: Option<&str>) -> Result<Vec<T
         let fleet = (reports.len() > 1).then(|| fleet::analyse(&reports, &c.thresholds));
         out.push(Triage {
             schema_version: TRIAGE_SCHEMA_VERSION,
-            tool_version: c.tool_version,
+            kind: crate::report::common::ReportKind::Triage,
+            tool: crate::report::common::ToolInfo {
+                name: crate::report::common::TOOL_NAME.into(),
+                version: c.tool_version,
+            },
             // The store keeps a context per host class (the class is part of its hash), not the
             // host itself.
             host: None,

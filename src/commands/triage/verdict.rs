@@ -13,7 +13,8 @@ use crate::analyses::metrics::{Agreement, ErrorStats};
 use crate::data::device::{identify_device, DeviceReport, Identity, IdentityStatus, LogFindings};
 use crate::data::tensor::Tensor;
 use crate::execution::runtime::catalog::Build;
-use crate::report::compare::{CodeDiffs, Num};
+use crate::report::common::Num;
+use crate::report::compare::CodeDiffs;
 use crate::report::triage::{
     CandidateDistance, CandidateRun, OutputFigures, ReportEntry, Thresholds, Verdict, VerdictKind,
 };

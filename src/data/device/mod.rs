@@ -126,7 +126,6 @@ fn read_file(path: &Path, sig: &Signature, defaults: &ReportDefaults) -> Result<
 /// The bytes of one file of a report (`shown` names it in messages), never through a link: a
 /// symbolic link, or anything but a regular file, is refused, as is a file over `cap` bytes.
 fn read_member(path: &Path, shown: &str, cap: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
     let meta = std::fs::symlink_metadata(path).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
     refuse_link(&meta, shown)?;
     if !meta.is_file() {
@@ -151,14 +150,10 @@ fn read_member(path: &Path, shown: &str, cap: u64) -> Result<Vec<u8>> {
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         bail!("{shown} is not a regular file");
     }
-    let mut bytes = Vec::new();
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
-    if bytes.len() as u64 > cap {
-        bail!("{shown} grew beyond {} MiB while read", cap >> 20);
-    }
-    Ok(bytes)
+    crate::foundation::userfile::read_limited(file, cap).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => anyhow::anyhow!("{shown} grew beyond {} MiB while read", cap >> 20),
+        _ => anyhow::anyhow!("{shown}: {e}"),
+    })
 }
 
 /// Whether a directory of a report (`shown` names it) is there: `false` when absent; a link, or

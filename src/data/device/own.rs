@@ -2,7 +2,7 @@
 //! `outputs.npz`, optional `inputs.npz` and `logs/<file>`. Nothing else is read; links, devices,
 //! paths that climb and members larger than the limits are refused.
 
-use std::io::{Cursor, Read};
+use std::io::Cursor;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -143,14 +143,10 @@ fn files_of_zip(bytes: Vec<u8>) -> Result<Files> {
         if entry.size() > cap {
             bail!("'{name}' unpacks to more than {} MiB", cap >> 20);
         }
-        let mut member = Vec::new();
-        (&mut entry)
-            .take(cap + 1)
-            .read_to_end(&mut member)
-            .with_context(|| format!("'{name}': the archive is damaged"))?;
-        if member.len() as u64 > cap {
-            bail!("'{name}' unpacks to more than {} MiB", cap >> 20);
-        }
+        let member = crate::foundation::userfile::read_limited(&mut entry, cap).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => anyhow::anyhow!("'{name}' unpacks to more than {} MiB", cap >> 20),
+            _ => anyhow::anyhow!("'{name}': the archive is damaged"),
+        })?;
         files.put(&name, member)?;
     }
     Ok(files)

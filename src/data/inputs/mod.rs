@@ -725,9 +725,12 @@ fn check_declared(info: &TensorInfo, dtype: DType, shape: &[usize], pinned: Opti
     Ok(())
 }
 
-/// Values of named dynamic dimensions, read off the first sample.
+/// Values of named dynamic dimensions, read off the first sample. A name the sample gives two
+/// sizes (exporters write `?` for every unknown axis) names no one dimension, and is left out: a
+/// session told `? = 48` would refuse a `[1, 3, 48, 192]` input.
 fn free_dims(sig: &Signature, samples: &[Vec<NamedTensor>]) -> Vec<(String, i64)> {
     let mut out: Vec<(String, i64)> = Vec::new();
+    let mut clashing: Vec<String> = Vec::new();
     let Some(first) = samples.first() else {
         return out;
     };
@@ -735,12 +738,15 @@ fn free_dims(sig: &Signature, samples: &[Vec<NamedTensor>]) -> Vec<(String, i64)
         let Some(dims) = &info.dims else { continue };
         for (d, n) in dims.iter().zip(&nt.tensor.shape) {
             if let Dim::Dynamic(Some(param)) = d {
-                if !out.iter().any(|(p, _)| p == param) {
-                    out.push((param.clone(), *n as i64));
+                match out.iter().find(|(p, _)| p == param) {
+                    None => out.push((param.clone(), *n as i64)),
+                    Some((_, v)) if *v != *n as i64 => clashing.push(param.clone()),
+                    Some(_) => {}
                 }
             }
         }
     }
+    out.retain(|(p, _)| !clashing.contains(p));
     out
 }
 

@@ -2,14 +2,16 @@
 //! into rules with the measured value, the limit, where the limit was set and pass/fail; in
 //! baseline mode, regressions against a previous report; one verdict.
 
+pub mod rejudge;
 pub mod releases;
+pub mod sets;
 pub mod tolerance;
 
 use crate::foundation::error::ExitCode;
 use crate::judge::policy::{Limit, Policy};
-use crate::report::compare::{
-    GateReport, Num, OutputMetrics, PolicyInfo, Report, Rule, RuleResult, TargetReport, Verdict,
-};
+use crate::report::common::Num;
+use crate::report::compare::{OutputMetrics, Report, TargetReport};
+use crate::report::gate::{Bound, GateReport, Measure, PolicyInfo, Rule, RuleResult, Verdict};
 use crate::report::RunStatus;
 
 /// The `output` of rules about a target's placement rather than one of its outputs.
@@ -20,6 +22,8 @@ pub const RUN_SCOPE: &str = "(run)";
 pub const LAYERS_SCOPE: &str = "(layers)";
 /// The `output` of rules about a stream's state (`--stream`).
 pub const STREAM_SCOPE: &str = "(stream)";
+/// The `output` of rules about a whole set (eval and generation limits).
+pub const SET_SCOPE: &str = "(set)";
 
 /// A previous report for baseline mode, and how to name it in rules.
 pub struct Previous<'a> {
@@ -34,24 +38,15 @@ struct Rules<'a> {
 }
 
 impl Rules<'_> {
-    /// A rule that passes when `measured <= limit` (`>=` for minimums); an unmeasured value
-    /// (NaN) fails: a gate that cannot be checked must not pass.
-    fn push(&mut self, rule: Rule, output: &str, measured: f64, limit: f64, at_least: bool, origin: &str) {
-        let pass = !measured.is_nan() && if at_least { measured >= limit } else { measured <= limit };
-        self.rules.push(RuleResult {
-            rule,
-            target: self.target.into(),
-            output: output.into(),
-            measured: Num(measured),
-            limit: Num(limit),
-            pass,
-            origin: origin.into(),
-            previous: None,
-        });
+    /// A rule judged by [`Rule::passes`]: an unmeasured value (NaN) fails, a gate that cannot be
+    /// checked must not pass.
+    fn push(&mut self, rule: Rule, output: &str, measured: f64, limit: f64, origin: &str) {
+        self.rules
+            .push(RuleResult::judged(rule, self.target, output, (measured, limit), origin));
     }
 
     fn push_regression(&mut self, rule: Rule, output: &str, growth: f64, previous: f64, margin: Margin) {
-        self.push(rule, output, growth, margin.value, false, &margin.origin);
+        self.push(rule, output, growth, margin.value, &margin.origin);
         if let Some(last) = self.rules.last_mut() {
             last.previous = Some(Num(previous));
         }
@@ -109,12 +104,11 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
                 PLACEMENT_SCOPE,
                 compute,
                 l.value as f64,
-                false,
                 &l.origin,
             );
         }
         if let Some(l) = limits.fail_on_fallback.as_ref().filter(|l| l.value) {
-            r.push(Rule::FailOnFallback, PLACEMENT_SCOPE, compute, 0.0, false, &l.origin);
+            r.push(Rule::FailOnFallback, PLACEMENT_SCOPE, compute, 0.0, &l.origin);
         }
         if let Some(l) = &limits.max_partitions {
             r.push(
@@ -122,7 +116,6 @@ fn placement_rules(policy: &Policy, target: &TargetReport, previous: Option<(&Ta
                 PLACEMENT_SCOPE,
                 partitions,
                 l.value as f64,
-                false,
                 &l.origin,
             );
         }
@@ -174,7 +167,7 @@ fn layer_rules(policy: &Policy, target: &TargetReport, baseline: Option<&TargetR
                 .fold(0.0, f64::max)
         })
         .unwrap_or(f64::NAN);
-    r.push(Rule::MaxLayerSqnrLossDb, LAYERS_SCOPE, worst, l.value, false, &l.origin);
+    r.push(Rule::MaxLayerSqnrLossDb, LAYERS_SCOPE, worst, l.value, &l.origin);
 }
 
 /// A stream's rules: each decision's agreement over the steps, and the step at which the state
@@ -194,20 +187,17 @@ fn stream_rules(policy: &Policy, target: &TargetReport, r: &mut Rules<'_>) {
     if let Some(l) = &limits.min_decision_agreement {
         let rule = Rule::MinDecisionAgreement;
         if free.decisions.is_empty() {
-            r.push(rule, STREAM_SCOPE, f64::NAN, l.value, true, &l.origin);
+            r.push(rule, STREAM_SCOPE, f64::NAN, l.value, &l.origin);
         }
         for d in &free.decisions {
-            r.push(rule, &d.decision, d.agreement, l.value, true, &l.origin);
+            r.push(rule, &d.decision, d.agreement, l.value, &l.origin);
         }
     }
     if let Some(l) = &limits.max_divergence_step {
         let step = free.divergence_step.map_or(f64::INFINITY, |s| s as f64);
         let limit = l.value as f64;
-        r.push(Rule::MaxDivergenceStep, STREAM_SCOPE, step, limit, false, &l.origin);
         // The state must stay above the divergence SQNR through step N: diverging later passes.
-        if let Some(last) = r.rules.last_mut() {
-            last.pass = step > limit;
-        }
+        r.push(Rule::MaxDivergenceStep, STREAM_SCOPE, step, limit, &l.origin);
     }
 }
 
@@ -224,17 +214,17 @@ fn output_rules(
     let measured = |v: f64| if out.elements == 0 { f64::NAN } else { v };
     if policy.mode.uses_limits() {
         if let Some(l) = &limits.min_sqnr_db {
-            r.push(Rule::MinSqnrDb, name, measured(out.sqnr_db.0), l.value, true, &l.origin);
+            r.push(Rule::MinSqnrDb, name, measured(out.sqnr_db.0), l.value, &l.origin);
         }
         if let Some(l) = &limits.max_abs {
-            r.push(Rule::MaxAbs, name, measured(out.max_abs.0), l.value, false, &l.origin);
+            r.push(Rule::MaxAbs, name, measured(out.max_abs.0), l.value, &l.origin);
         }
         if let Some(l) = &limits.min_top1_agreement {
             // An output without a class axis has no top-1: skipped under a limit set for every
             // output, failed under one set for this output by name.
             match out.top1_agreement {
-                Some(v) => r.push(Rule::MinTop1Agreement, name, measured(v), l.value, true, &l.origin),
-                None if l.per_output => r.push(Rule::MinTop1Agreement, name, f64::NAN, l.value, true, &l.origin),
+                Some(v) => r.push(Rule::MinTop1Agreement, name, measured(v), l.value, &l.origin),
+                None if l.per_output => r.push(Rule::MinTop1Agreement, name, f64::NAN, l.value, &l.origin),
                 None => {}
             }
         }
@@ -243,7 +233,7 @@ fn output_rules(
                 Some(b) => measured((out.elements - b) as f64),
                 None => f64::NAN,
             };
-            r.push(Rule::BitExact, name, differing, 0.0, false, &l.origin);
+            r.push(Rule::BitExact, name, differing, 0.0, &l.origin);
         }
     }
     let Some((before, label)) = previous.filter(|_| policy.mode.uses_baseline()) else {
@@ -330,13 +320,8 @@ pub fn evaluate(
             rules: Vec::new(),
         };
         let ok = target.status == RunStatus::Ok;
-        let origin = if target.required { "required" } else { "allowed to fail" };
-        r.push(Rule::Ran, RUN_SCOPE, if ok { 1.0 } else { 0.0 }, 1.0, true, origin);
-        if !target.required {
-            if let Some(last) = r.rules.last_mut() {
-                last.pass = true;
-            }
-        }
+        let unfinished = (!ok).then(|| target.status.ended_words());
+        r.rules.push(ran_rule(&target.id, target.required, unfinished));
         if ok {
             let baseline = targets
                 .iter()
@@ -386,7 +371,7 @@ pub fn judge(
     gate.rules.extend(releases::rules(&limits, targets, agreement));
     gate.verdict = verdict(policy.is_active(), &gate.rules);
     Judgement {
-        exit_code: exit_code(targets, gate.verdict),
+        exit_code: exit_code(required_unfinished(targets), gate.verdict),
         gate,
         notes,
     }
@@ -403,15 +388,61 @@ pub fn verdict(active: bool, rules: &[RuleResult]) -> Verdict {
     }
 }
 
-/// The exit code of an audit: a required target that did not run (3) wins over a failed gate (1).
-pub fn exit_code(targets: &[TargetReport], verdict: Verdict) -> ExitCode {
-    if targets.iter().any(|t| t.required && t.status != RunStatus::Ok) {
+/// The exit code of every kind of audit: a required target that did not run to the end (3) wins
+/// over a failed gate (1). The one mapping of a gate's outcome to an exit code.
+pub fn exit_code(required_unfinished: bool, verdict: Verdict) -> ExitCode {
+    if required_unfinished {
         ExitCode::TargetFailed
     } else if verdict == Verdict::Fail {
         ExitCode::DriftExceeded
     } else {
         ExitCode::Success
     }
+}
+
+/// Whether a required target of a compare report did not run.
+pub fn required_unfinished(targets: &[TargetReport]) -> bool {
+    targets.iter().any(|t| t.required && t.status != RunStatus::Ok)
+}
+
+/// The `ran` rule every kind of audit gives each target it gates: a required target passes only
+/// when it ran to the end; one allowed to fail passes either way, and when it did not finish the
+/// rule says that nothing of it was judged (`ungated`). `unfinished` says why it did not.
+pub fn ran_rule(target: &str, required: bool, unfinished: Option<&str>) -> RuleResult {
+    let ran = if unfinished.is_none() { 1.0 } else { 0.0 };
+    let origin = match (required, unfinished) {
+        (true, None) => "required".to_string(),
+        (true, Some(why)) => format!("required: {why}"),
+        (false, None) => "allowed to fail".to_string(),
+        (false, Some(why)) => format!("allowed to fail: {why}; not gated"),
+    };
+    let mut rule = RuleResult::judged(Rule::Ran, target, RUN_SCOPE, (ran, 1.0), &origin);
+    if !required && unfinished.is_some() {
+        rule.pass = true;
+        rule.ungated = true;
+    }
+    rule
+}
+
+/// A statistical figure a limit is held to: what it measures, its point estimate, and the bound
+/// that cannot pass by luck (NaN when the sample cannot bound it: the rule then fails).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounded {
+    pub measure: Measure,
+    pub estimate: f64,
+    pub bound: f64,
+    pub kind: Bound,
+}
+
+/// The rule of a set-wide statistical limit (`min_accuracy`, `max_accuracy_drop`) on a target:
+/// the bound against the limit, with the estimate and what both are of. Eval and generation form
+/// theirs here.
+pub fn bounded_rule(rule: Rule, target: &str, figure: Bounded, (limit, origin): (f64, &str)) -> RuleResult {
+    let mut r = RuleResult::judged(rule, target, SET_SCOPE, (figure.bound, limit), origin);
+    r.measure = Some(figure.measure);
+    r.estimate = Some(Num(figure.estimate));
+    r.bound = Some(figure.kind);
+    r
 }
 
 #[cfg(test)]

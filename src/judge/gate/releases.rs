@@ -5,7 +5,9 @@
 
 use crate::execution::runtime::catalog::version_order;
 use crate::judge::policy::ReleaseLimits;
-use crate::report::compare::{AgreementEntry, Num, ReleaseLimit, Rule, RuleResult, TargetReport};
+use crate::report::common::Num;
+use crate::report::compare::{AgreementEntry, TargetReport};
+use crate::report::gate::{ReleaseLimit, Rule, RuleResult};
 use crate::report::RunStatus;
 
 /// The limits as the report keeps them.
@@ -87,16 +89,10 @@ pub fn rules(limits: &[ReleaseLimit], targets: &[TargetReport], agreement: &[Agr
                         None,
                     ),
                 };
-                out.push(RuleResult {
-                    rule: l.rule,
-                    target: after.id.clone(),
-                    output: o.name.clone(),
-                    measured: Num(measured),
-                    limit: l.limit,
-                    pass: !measured.is_nan() && measured <= l.limit.0,
-                    origin: format!("{} vs {}", l.origin, before.id),
-                    previous,
-                });
+                let origin = format!("{} vs {}", l.origin, before.id);
+                let mut rule = RuleResult::judged(l.rule, &after.id, &o.name, (measured, l.limit.0), &origin);
+                rule.previous = previous;
+                out.push(rule);
             }
         }
     }

@@ -1,7 +1,8 @@
 //! The loosest limits every target that ran would have passed, per output: what a user can set
 //! as a gate today without failing it.
 
-use crate::report::compare::{Num, OutputMetrics, TargetReport, Tolerance};
+use crate::report::common::Num;
+use crate::report::compare::{OutputMetrics, TargetReport, Tolerance};
 
 /// Rounds down to `decimals` decimal places (for minimums a gate can use).
 fn floor_to(v: f64, decimals: i32) -> f64 {

@@ -1,4 +1,8 @@
-//! Gate limits with where each was set, and how more specific sections override broader ones.
+//! Gate limits with where each was set, how more specific sections override broader ones, and
+//! which kinds of audit apply each (one table for every kind: a limit a kind does not apply is
+//! said, never silently skipped).
+
+use crate::report::common::ReportKind;
 
 /// One limit and where it was set (`npu-audit.toml:12`, `--min-sqnr`).
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +84,62 @@ macro_rules! each_limit {
     };
 }
 
+/// Which kinds of audit apply each limit, by its name in the policy file. Every field of
+/// [`Limits`] is here (a test holds the two together).
+pub const APPLIED_BY: &[(&str, &[ReportKind])] = {
+    use ReportKind::{Compare, Eval, Generation, Matrix};
+    &[
+        ("min_sqnr_db", &[Compare, Matrix]),
+        ("max_abs", &[Compare, Matrix]),
+        ("min_top1_agreement", &[Compare, Matrix]),
+        ("require_bit_exact", &[Compare, Matrix]),
+        ("max_sqnr_regression_db", &[Compare]),
+        ("max_abs_regression", &[Compare]),
+        ("max_top1_regression", &[Compare]),
+        ("max_fallback_nodes", &[Compare]),
+        ("max_partitions", &[Compare]),
+        ("fail_on_fallback", &[Compare]),
+        ("max_fallback_regression", &[Compare]),
+        ("max_partitions_regression", &[Compare]),
+        ("max_layer_sqnr_loss_db", &[Compare]),
+        ("min_decision_agreement", &[Compare]),
+        ("max_divergence_step", &[Compare]),
+        ("min_accuracy", &[Eval, Generation, Matrix]),
+        ("max_accuracy_drop", &[Eval, Generation, Matrix]),
+    ]
+};
+
+/// The kinds of audit that apply the limit of this name (none for an unknown name).
+pub fn applied_by(name: &str) -> &'static [ReportKind] {
+    APPLIED_BY
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(&[], |(_, kinds)| *kinds)
+}
+
 impl Limits {
+    /// Every limit set, by name, with where it was set, in field order.
+    pub fn set(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        macro_rules! collect {
+            ($($f:ident),*) => {$(
+                if let Some(l) = &self.$f {
+                    out.push((stringify!($f), l.origin.clone()));
+                }
+            )*};
+        }
+        each_limit!(collect);
+        out
+    }
+
+    /// The limits set that an audit of `kind` does not apply, by name, with where each was set.
+    pub fn not_applied_by(&self, kind: ReportKind) -> Vec<(&'static str, String)> {
+        self.set()
+            .into_iter()
+            .filter(|(name, _)| !applied_by(name).contains(&kind))
+            .collect()
+    }
+
     /// Replaces every limit `other` sets.
     pub fn overlay(&mut self, other: &Limits) {
         macro_rules! take {
@@ -134,6 +193,32 @@ mod tests {
 
     fn limit<T>(value: T, origin: &str) -> Option<Limit<T>> {
         Some(Limit::new(value, origin))
+    }
+
+    #[test]
+    fn every_limit_is_in_the_table_of_kinds_and_only_they() {
+        let mut names = Vec::new();
+        macro_rules! name {
+            ($($f:ident),*) => {$( names.push(stringify!($f)); )*};
+        }
+        each_limit!(name);
+        let table: Vec<&str> = APPLIED_BY.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, table);
+        assert!(APPLIED_BY.iter().all(|(_, kinds)| !kinds.is_empty()));
+        let l = Limits {
+            min_sqnr_db: limit(30.0, "a:1"),
+            min_accuracy: limit(0.9, "a:2"),
+            ..Limits::default()
+        };
+        assert_eq!(
+            l.not_applied_by(ReportKind::Generation),
+            vec![("min_sqnr_db", "a:1".to_string())]
+        );
+        assert_eq!(
+            l.not_applied_by(ReportKind::Compare),
+            vec![("min_accuracy", "a:2".to_string())]
+        );
+        assert!(l.not_applied_by(ReportKind::Matrix).is_empty());
     }
 
     #[test]

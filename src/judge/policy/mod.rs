@@ -488,6 +488,32 @@ impl Policy {
         out
     }
 
+    /// The notes an audit of `kind` owes for the limits this policy sets on `targets` that it
+    /// does not apply (each limit once, with where it was set): a limit is applied or said, never
+    /// silently skipped. Flags are refused by the commands that have none of them.
+    pub fn not_applied(&self, kind: crate::report::common::ReportKind, targets: &[String]) -> Vec<String> {
+        let mut seen: Vec<(&'static str, String)> = Vec::new();
+        for layer in &self.layers {
+            if !targets.iter().any(|t| layer.selector.matches(t)) {
+                continue;
+            }
+            for found in layer.limits.not_applied_by(kind) {
+                if !seen.contains(&found) {
+                    seen.push(found);
+                }
+            }
+        }
+        seen.into_iter()
+            .map(|(name, origin)| {
+                let applied: Vec<&str> = limits::applied_by(name).iter().map(|k| k.as_str()).collect();
+                format!(
+                    "{origin}: {name} is not applied by {kind} audits (it gates {} audits)",
+                    applied.join(", ")
+                )
+            })
+            .collect()
+    }
+
     /// Whether the gate has anything to evaluate.
     pub fn is_active(&self) -> bool {
         self.layers.iter().any(|l| !l.limits.is_empty())

@@ -13,8 +13,8 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::plot::{nice_ticks, tick_label};
 use super::{SELF_CHECK_JS, STYLE};
 use crate::render::eval::{drop, explanation_text, margin_word, primary, samples_needed_text, sequential_text};
-use crate::report::compare::Verdict;
 use crate::report::eval::{ConfusionCell, EvalReport, EvalTarget, Metrics};
+use crate::report::gate::Verdict;
 
 const WIDTH: f64 = 760.0;
 const LEFT: f64 = 200.0;
@@ -303,7 +303,7 @@ pub fn render(report: &EvalReport) -> String {
                 ul { @for m in &report.statistics.methods { li { (m) } } }
                 p.muted { "seed " (report.statistics.seed) ", " (report.statistics.resamples) " resamples" }
                 @for n in &report.notes { p.note { (n) } }
-                p.muted { "npu-audit " (report.tool_version) }
+                p.muted { "npu-audit " (report.tool.version) }
                 (PreEscaped(format!("<script>{SELF_CHECK_JS}</script>\n")))
             }
         }

@@ -28,7 +28,7 @@ pub fn render(r: &GenerationReport) -> String {
             body {
                 h1 { "npu-audit generation" }
                 p { "Spec " code { (r.spec.path) } " (" (r.spec.layout) ", " (r.spec.form) "), reference " code { (r.reference.path) }
-                    ", set " code { (r.dataset.path) } " (" (r.dataset.samples) " samples), task " (r.task) "." }
+                    ", set " code { (r.dataset.path) } " (" (r.dataset.samples) " samples), task " (r.task.name()) "." }
                 (targets(r))
                 h2 { "Texts" }
                 p.muted { "Each target's text after its first divergent token is marked; hover for the tokens." }

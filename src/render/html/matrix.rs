@@ -270,7 +270,7 @@ pub fn render(m: &Matrix) -> String {
                 (remedies(m))
                 (cells_table(m))
                 @for n in &m.notes { p.note { (n) } }
-                p.muted { "npu-audit " (m.tool_version) }
+                p.muted { "npu-audit " (m.tool.version) }
                 (PreEscaped(format!("<script>{SELF_CHECK_JS}</script>\n")))
             }
         }

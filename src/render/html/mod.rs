@@ -54,8 +54,9 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::present::{
     count, db, divergence_sentence, ep_short, num, pct, rule_values, signed_db, thread_probe_sentence,
 };
-use crate::report::compare::{OutputMetrics, PlacementSummary, Report, RuleResult, TargetReport, ThreadProbe, Verdict};
+use crate::report::compare::{OutputMetrics, PlacementSummary, Report, TargetReport, ThreadProbe};
 use crate::report::facts::TargetRole;
+use crate::report::gate::{RuleResult, Verdict};
 use crate::report::RunStatus;
 use plot::target_colour;
 

@@ -31,7 +31,7 @@ use crate::render::present::{
     chipset_label, copies, count, db, db_opt, fleet_keyword, identity_status, signed_db, triage_thresholds,
     verdict_counts, verdict_keyword,
 };
-use crate::report::compare::Num;
+use crate::report::common::Num;
 use crate::report::triage::{Fleet, FleetKind, GroupFigures, ReportEntry, Triage};
 use crate::report::RunStatus;
 
@@ -452,6 +452,6 @@ fn notes_section(t: &Triage) -> Markup {
     html! {
         h2 id="notes" { "Notes" }
         @if t.notes.is_empty() { p.muted { "None." } } @else { ul.notes { @for n in &t.notes { li { (n) } } } }
-        p.muted id="tool" { "npu-audit " (t.tool_version) " · triage schema " (t.schema_version) }
+        p.muted id="tool" { "npu-audit " (t.tool.version) " · triage schema " (t.schema_version) }
     }
 }
