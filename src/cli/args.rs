@@ -124,7 +124,7 @@ pub enum Command {
     /// each is written in the forms its command writes: --junit and --node-data for compare
     /// reports, --html for compare, eval, triage and matrix, --dispatch for a matrix.
     Render(RenderArgs),
-    /// Print a JSON Schema: report (default), triage, matrix, pipeline, eval, generation, repro.
+    /// JSON Schema: report (default), eval, generation, triage, matrix, pipeline, repro.
     ///
     /// Derived from the types the tool writes: `report` is the JSON of `compare`, `layers` and
     /// `merge`; `generation` that of `eval SPEC.toml`; `triage`, `matrix`, `pipeline`, `eval` and

@@ -47,6 +47,7 @@ pub fn run(command: Command) -> Result<ExitCode> {
         Command::Completions { shell } => super::tools::completions(shell),
         Command::Man { dir } => super::tools::man(dir.as_deref()),
         Command::Schema { kind } => super::tools::schema(kind),
-        Command::Worker { .. } => Ok(ExitCode::Success),
+        // Run by `main` before any command (it never reaches the dispatch).
+        Command::Worker { job: _, serve: _ } => Ok(ExitCode::Success),
     }
 }

@@ -17,6 +17,17 @@ pub enum Verdict {
     None,
 }
 
+impl Verdict {
+    /// The verdict of a gate that judged something: `fail` when it failed, else `pass`.
+    pub fn judged(failed: bool) -> Verdict {
+        if failed {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        }
+    }
+}
+
 /// Gate rules and the verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct GateReport {

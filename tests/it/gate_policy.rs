@@ -238,7 +238,7 @@ fn placement_and_run_rules_pass_and_fail_at_the_expected_placement() {
     assert_eq!(code, 0);
     assert_eq!(
         rule(&r, "ran", refused, "(run)"),
-        (0.0, 1.0, true, "allowed to fail".into())
+        (0.0, 1.0, true, "allowed to fail: it failed; not gated".into())
     );
     assert_eq!(
         r["gate"]["policy"]["allowed_to_fail"],
@@ -490,7 +490,7 @@ fn shards_merged_equal_a_single_run() {
     fails_with(
         &["merge", &junk.display().to_string(), "--out", &o],
         2,
-        "report schema version 99",
+        "a compare report of schema version 99; this npu-audit reads version",
     );
     std::fs::write(
         &junk,

@@ -653,7 +653,7 @@ fn bad_requests_are_refused_in_one_line() {
     std::fs::write(&not_json, "{\"targets\": []}").unwrap();
     fails(
         with(&["--shards", "2", "--costs-from", not_json.to_str().unwrap()], &eval),
-        "not an eval's JSON report",
+        "not a report npu-audit writes",
     );
     let mut unmeasured = eval_report(dir.path(), &set_dir);
     for t in unmeasured["targets"].as_array_mut().unwrap() {

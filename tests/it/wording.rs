@@ -273,7 +273,7 @@ fn matrix_names_its_search_as_given_and_explains_runs_on_everywhere() {
 
 #[test]
 fn schema_names_every_schema_it_prints() {
-    let kinds = ["report", "triage", "matrix", "pipeline", "eval", "repro"];
+    let kinds = ["report", "triage", "matrix", "pipeline", "eval", "repro", "generation"];
     let top = String::from_utf8_lossy(&run(&["--help"]).stdout).to_string();
     let line = top
         .lines()

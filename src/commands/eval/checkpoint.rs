@@ -118,12 +118,7 @@ fn create_fresh(path: &Path) -> Result<File> {
 /// The JSON of a small file of the directory (`context.json`, a stop marker), read up to
 /// [`MAX_LINE_BYTES`]; `None` when it cannot be read or is not JSON.
 fn read_small_json(path: &Path) -> Option<serde_json::Value> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .ok()?
-        .take(MAX_LINE_BYTES)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    let bytes = crate::foundation::userfile::read_capped(path, MAX_LINE_BYTES).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 

@@ -18,7 +18,7 @@ use crate::commands::compare::{run_compare, Audited, CompareOptions, Execution, 
 use crate::data::inputs::InputOptions;
 use crate::data::target::{Backend, ReleaseSpec, TargetSpec};
 use crate::execution::exec::ExecOptions;
-use crate::foundation::error::{bad_flag, ExitCode};
+use crate::foundation::error::bad_flag;
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
 use crate::judge::policy::Policy;
 use crate::report::compare::Report;
@@ -413,11 +413,8 @@ pub fn run(opts: &MatrixOptions, outputs: &mut Outputs) -> Result<Matrix> {
     // A gate: under limits, every target must have a variant that meets them on the target
     // itself; a target whose recommendation runs on the CPU instead (or has none) fails it, the
     // CPU fallback staying in the dispatch table for the app.
-    let exit_code = if !policy.is_empty() && recommendations.iter().any(|r| !r.runs_on_itself()) {
-        ExitCode::DriftExceeded
-    } else {
-        ExitCode::Success
-    };
+    let failing = !policy.is_empty() && recommendations.iter().any(|r| !r.runs_on_itself());
+    let exit_code = crate::judge::gate::exit_code(false, crate::report::gate::Verdict::judged(failing));
     Ok(Matrix {
         schema_version: MATRIX_SCHEMA_VERSION,
         kind: crate::report::common::ReportKind::Matrix,

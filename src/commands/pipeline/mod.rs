@@ -20,7 +20,6 @@ use crate::data::inputs::{InputOptions, MemoryInputs};
 use crate::data::target::TargetSpec;
 use crate::data::tensor::Tensor;
 use crate::execution::exec::ExecOptions;
-use crate::foundation::error::ExitCode;
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
 use crate::report::common::Num;
 pub use crate::report::pipeline::{PipelineReport, PipelineTarget, StageFigures, StageInfo, StageOutput};
@@ -355,11 +354,7 @@ fn report(
         samples,
         targets,
         min_sqnr_db: opts.min_sqnr_db,
-        exit_code: if failing {
-            ExitCode::DriftExceeded
-        } else {
-            ExitCode::Success
-        },
+        exit_code: crate::judge::gate::exit_code(false, crate::report::gate::Verdict::judged(failing)),
     }
 }
 

@@ -27,8 +27,15 @@ pub(super) fn unavailable(opts: &ReproOptions, plan: &AuditPlan) -> Option<Repro
     }
     let mut report = empty_report(opts, plan, ReproStatus::TargetDidNotRun);
     report.notes.extend(problems);
-    report.exit_code = ExitCode::TargetFailed;
+    report.exit_code = repro_exit(false, true);
     Some(report)
+}
+
+/// A repro's exit code through the one mapping every audit uses: its gate passes when a window
+/// that departs was cut out (0), fails when none was (1); a target or comparison that did not
+/// run wins (3).
+fn repro_exit(reproduced: bool, did_not_run: bool) -> ExitCode {
+    crate::judge::gate::exit_code(did_not_run, crate::report::gate::Verdict::judged(!reproduced))
 }
 
 /// The report before anything is found.
@@ -59,7 +66,7 @@ fn empty_report(opts: &ReproOptions, plan: &AuditPlan, status: ReproStatus) -> R
         bundle: None,
         host: crate::foundation::host::this_host().into(),
         notes: plan.notes.iter().cloned().chain(derived_note(plan)).collect(),
-        exit_code: ExitCode::DriftExceeded,
+        exit_code: repro_exit(false, false),
     }
 }
 
@@ -141,7 +148,7 @@ pub(super) fn finish(
     report.bundle = Some(made.report.clone());
     if made.report.reproduces {
         report.status = ReproStatus::Reproduced;
-        report.exit_code = ExitCode::Success;
+        report.exit_code = repro_exit(true, false);
         if let Some(dest) = &opts.bundle {
             if let Some(b) = report.bundle.as_mut() {
                 b.path = dest.display().to_string();
@@ -180,7 +187,7 @@ fn no_window(mut report: ReproReport, eval: &Evaluator<'_>, start: Option<&Start
     let judged = eval.judged.values().filter(|j| j.error.is_none()).count();
     if judged == 0 && !errors.is_empty() && errors.iter().all(|(_, e)| e.starts_with(COMPARISON_FAILS)) {
         report.status = ReproStatus::TargetDidNotRun;
-        report.exit_code = ExitCode::TargetFailed;
+        report.exit_code = repro_exit(false, true);
         report
             .notes
             .push(format!("{} did not run: {}", report.against.id, errors[0].1));

@@ -115,15 +115,22 @@ fn a_failed_target_fails_ran_unless_allowed_and_top1_is_skipped_without_a_class_
     assert_eq!(
         rules(&g),
         vec![
-            ("ran".into(), RUN_SCOPE.into(), 0.0, 1.0, false, "required".into()),
+            (
+                "ran".into(),
+                RUN_SCOPE.into(),
+                0.0,
+                1.0,
+                false,
+                "required: it failed".into()
+            ),
             ("ran".into(), RUN_SCOPE.into(), 1.0, 1.0, true, "required".into()),
         ]
     );
     assert_eq!(g.verdict, Verdict::Fail);
     failed.required = false;
     let (g, _) = evaluate(&p, &[failed, ok.clone()], None);
-    assert_eq!(g.rules[0].origin, "allowed to fail");
-    assert!(g.rules[0].pass);
+    assert_eq!(g.rules[0].origin, "allowed to fail: it failed; not gated");
+    assert!(g.rules[0].pass && g.rules[0].ungated);
     assert_eq!(g.verdict, Verdict::Pass);
     // Named for this output, a missing top-1 fails.
     let p = policy("[defaults.outputs.probs]\nmin_top1_agreement = 0.9\n");
@@ -135,7 +142,7 @@ fn a_failed_target_fails_ran_unless_allowed_and_top1_is_skipped_without_a_class_
 #[test]
 fn baseline_mode_fails_only_on_regressions_beyond_the_margin() {
     let previous: Report = serde_json::from_value(json!({
-        "schema_version": 1, "tool": {"name": "npu-audit", "version": "0"},
+        "schema_version": 2, "kind": "compare", "tool": {"name": "npu-audit", "version": "0"},
         "model": {"path": "m", "sha256": "abc", "size_bytes": 1, "ir_version": 8, "opset": 17, "producer": "",
                   "inputs": [], "outputs": []},
         "reference": {"kind": "model", "path": "r", "sha256": "def", "description": ""},
