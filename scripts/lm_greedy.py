@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent greedy decoder for decoder-only generation specs (gen/CONTRACT.md), on the
+"""An independent greedy decoder for decoder-only generation specs (docs/generation.md), on the
 ONNX Runtime CPU EP from Python: what `npu-audit eval --task generate` must reproduce.
 
     python3 scripts/lm_greedy.py [--json OUT] [--no-reference] SPEC.toml SET_DIR

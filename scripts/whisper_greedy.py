@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent greedy decoder for encoder-decoder generation specs (Whisper): ONNX Runtime's
-Python API on the spec's ONNX parts, the decoding rules of gen/CONTRACT.md.
+Python API on the spec's ONNX parts, the decoding rules of docs/generation.md.
 
     scripts/whisper_greedy.py [--provider cpu] [--threads N] [--limit N] SPEC.toml SET_DIR
 
@@ -35,7 +35,7 @@ against an independent float64 NumPy forward pass of Whisper.
 
 How verified: scripts/build-whisper-tiny runs this loop on both forms against its NumPy reference
 (identical tokens, logits within 2.8e-5) and this decoder's text against the `tokenizers` package;
-on /work/gen/set (10 espeak-ng sentences) its texts and WERs for whisper_fp32.toml (17.0%) and
+on a set of 10 espeak-ng sentences (scripts/speak-set, then scripts/whisper-set) its texts and WERs for whisper_fp32.toml (17.0%) and
 whisper_a16w8.toml (18.2%) are those of `npu-audit eval --task transcribe`.
 
 Runs in scripts/whisper-requirements.txt's virtual environment
@@ -364,7 +364,7 @@ def main() -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("spec", type=Path, help="an encoder-decoder generation spec (gen/CONTRACT.md)")
+    ap.add_argument("spec", type=Path, help="an encoder-decoder generation spec (docs/generation.md)")
     ap.add_argument("set_dir", type=Path, help="<id>.npz with input_features, optional labels.csv")
     ap.add_argument("--provider", default="cpu", choices=["cpu"], help="ONNX Runtime provider (cpu)")
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads (default 1)")

@@ -244,19 +244,36 @@ pub fn table_text(r: &GenerationReport) -> String {
     prose(&s)
 }
 
-/// The report's notes, and what a reader needs to read its WER: a WER over 100% is insertions.
+/// The report's notes, and what a reader needs to read its WER: a sample with more word edits
+/// than its label has words (a decode that loops, or runs past a short label) takes a WER past
+/// 100%, which is insertions, not a broken figure.
 fn notes(r: &GenerationReport) -> Vec<String> {
     let mut notes = r.notes.clone();
-    let over: Vec<&str> = r
+    let over: Vec<String> = r
         .targets
         .iter()
-        .filter(|t| t.summary.scores.as_ref().is_some_and(|s| s.wer.0 > 1.0))
-        .map(|t| t.id.as_str())
+        .flat_map(|t| {
+            t.samples
+                .iter()
+                .filter(|s| s.scored && s.words.is_some_and(|w| w.edits > w.of))
+                .map(move |s| {
+                    let w = s
+                        .words
+                        .unwrap_or(crate::report::generation::EditCounts { edits: 0, of: 0 });
+                    format!(
+                        "{} {} has {} against a {}-word label",
+                        t.id,
+                        s.id,
+                        count(w.edits, "word edit"),
+                        w.of
+                    )
+                })
+        })
         .collect();
     if !over.is_empty() {
         notes.push(format!(
-            "a WER over 100% ({}) counts words a text adds beyond its label: a decode that loops or runs past a short label inserts more words than the label has",
-            over.join(", ")
+            "a WER can pass 100%: it counts every word a text adds beyond its label ({})",
+            crate::foundation::words::listed(&over, 3)
         ));
     }
     notes

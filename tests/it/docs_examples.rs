@@ -616,6 +616,13 @@ fn every_document_with_commands_is_run_and_every_skip_says_why() {
             }
         }
     }
+    // Every document of DOCUMENTS is run by a test of its own.
+    let source = std::fs::read_to_string(repo("tests/it/docs_examples.rs")).expect("this file");
+    for doc in DOCUMENTS {
+        if !source.contains(&format!("run_document(\"{doc}\")")) {
+            problems.push(format!("{doc}: in DOCUMENTS, but no test runs it (run_document)"));
+        }
+    }
     println!("skipped blocks:\n{}", skipped.join("\n"));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
@@ -706,6 +713,11 @@ fn capture_readme() {
 #[test]
 fn eval_doc() {
     run_document("docs/eval.md");
+}
+
+#[test]
+fn generation_doc() {
+    run_document("docs/generation.md");
 }
 
 #[test]

@@ -345,3 +345,58 @@ fn check_config_without_a_file_says_where_it_looked_and_how_to_write_one() {
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+// ---------------------------------------------------------------------------------------------
+// references
+
+/// Every text file under `dir` (recursively), skipping binaries and build output.
+fn text_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if p.is_dir() {
+            if !matches!(name.as_str(), "target" | "corpus" | "regressions" | "artifacts") {
+                text_files(&p, out);
+            }
+        } else if std::fs::read_to_string(&p).is_ok() {
+            out.push(p);
+        }
+    }
+}
+
+/// The scripts and documents name only the repository's own paths: no machine's directory
+/// (`/work/...`) and no document the repository does not hold (`docs/NAME.md`, `CONTRACT.md`).
+#[test]
+fn scripts_and_docs_name_only_files_the_repository_holds() {
+    let mut files = Vec::new();
+    for dir in ["scripts", "docs", "tests/data", "fixtures", "benches"] {
+        text_files(&repo(dir), &mut files);
+    }
+    files.push(repo("README.md"));
+    let doc_ref = regex::Regex::new(r"\b((?:docs|tests|scripts|fixtures)/[A-Za-z0-9_./-]+\.md)\b").unwrap();
+    let mut problems = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let shown = f.strip_prefix(repo("")).unwrap().display().to_string();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("/work/") {
+                problems.push(format!("{shown}:{}: a machine's path: {}", n + 1, line.trim()));
+            }
+            if line.contains("CONTRACT.md") || line.contains("DESIGN.md") {
+                problems.push(format!(
+                    "{shown}:{}: a document outside the repository: {}",
+                    n + 1,
+                    line.trim()
+                ));
+            }
+            for m in doc_ref.captures_iter(line) {
+                if !repo(&m[1]).is_file() {
+                    problems.push(format!("{shown}:{}: {} does not exist", n + 1, &m[1]));
+                }
+            }
+        }
+    }
+    assert!(files.len() > 30, "the scan found {} files", files.len());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
