@@ -100,11 +100,15 @@ pub struct SpecSummary {
     pub end_token: String,
     pub max_new_tokens: usize,
     pub kv_length: Option<usize>,
+    /// The `prefill` part's chunk length (absent: the prompt goes through the step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_length: Option<usize>,
     pub suppress_tokens: Vec<u32>,
     pub suppress_at_start: Vec<u32>,
 }
 
-/// One ONNX file of a spec.
+/// One ONNX file of a spec (a part split into several files has one entry per file, in the
+/// order they run).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PartSummary {
@@ -201,6 +205,9 @@ pub struct GenerationTarget {
 #[serde(deny_unknown_fields)]
 pub struct PartRun {
     pub part: String,
+    /// The file, for a part split into several (each its own session and compiled context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     pub session_create_ms: f64,
     pub qnn_context: Option<String>,
     /// The intra-op threads the session ran with.

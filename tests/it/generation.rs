@@ -305,6 +305,35 @@ fn an_independent_onnxruntime_loop_gives_every_targets_tokens_qnn_included() {
         ort_tokens("lm_u8.toml", "set_lm", &["--opt", "all"]),
         "{stderr}"
     );
+    // A chunked prefill and a split step, each fed by the independent loop as the contract says
+    // (chunks padded and masked; the files of a part run in order, tensors by name), on the CPU
+    // EP and on the HTP simulator.
+    for spec in ["lm_u8_chunked.toml", "lm_u8_split.toml"] {
+        let (code, report, stderr) = audit(
+            spec,
+            &[
+                "--dataset",
+                &data("set_lm"),
+                "--task",
+                "generate",
+                "-t",
+                "cpu",
+                "-t",
+                "qnn:sm8650",
+            ],
+        );
+        assert_eq!(code, 0, "{spec}: {stderr}");
+        assert_eq!(
+            tool_tokens(&report, "cpu"),
+            ort_tokens(spec, "set_lm", &["--opt", "all"]),
+            "{spec}"
+        );
+        assert_eq!(
+            tool_tokens(&report, "qnn:sm8650"),
+            ort_tokens(spec, "set_lm", &["--qnn", &plugin, "57", "75"]),
+            "{spec}"
+        );
+    }
 }
 
 #[test]
@@ -616,4 +645,130 @@ fn explain_audits_the_divergent_step_on_the_state_the_target_fed_it() {
         stderr.contains("per-layer audit of cpu's part step at sample 2's first divergence"),
         "{stderr}"
     );
+}
+
+/// The tokens of every sample of a report's reference and of its target `id`.
+fn decoded(report: &Value, id: &str) -> (Vec<Vec<u64>>, Vec<Vec<u64>>) {
+    let of = |samples: &Value| {
+        samples
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| tokens(&s["tokens"]))
+            .collect()
+    };
+    (of(&report["reference_samples"]), of(&target_row(report, id)["samples"]))
+}
+
+#[test]
+fn a_chunked_prefill_and_a_split_step_decode_what_the_token_at_a_time_step_decodes() {
+    // make_tiny.py checked the prefill part (4 tokens a call) and the two-file step against the
+    // step position by position in float64; here the tool's loops over them must give the same
+    // tokens and per-step figures on the CPU EP, with and without its graph rewrites.
+    let args = [
+        "--dataset",
+        &data("set_lm"),
+        "--task",
+        "generate",
+        "-t",
+        "cpu",
+        "-t",
+        "cpu:noopt",
+    ];
+    let (code, plain, stderr) = audit("lm_u8.toml", &args);
+    assert_eq!(code, 0, "{stderr}");
+    for spec in ["lm_u8_chunked.toml", "lm_u8_split.toml"] {
+        let (code, report, stderr) = audit(spec, &args);
+        assert_eq!(code, 0, "{spec}: {stderr}");
+        for id in ["cpu", "cpu:noopt"] {
+            assert_eq!(decoded(&report, id), decoded(&plain, id), "{spec} {id}");
+            let steps = |r: &Value| -> Vec<f64> {
+                target_row(r, id)["samples"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|s| s["steps"].as_array().unwrap().iter().map(|f| num(&f["kl"])))
+                    .collect()
+            };
+            for (a, b) in steps(&report).iter().zip(steps(&plain)) {
+                assert!((a - b).abs() <= 1e-4 * b.abs() + 1e-7, "{spec} {id}: KL {a} vs {b}");
+            }
+        }
+        let parts: Vec<&Value> = target_row(&report, "cpu")["parts"].as_array().unwrap().iter().collect();
+        if spec.contains("split") {
+            let files: Vec<&str> = parts.iter().map(|p| p["file"].as_str().unwrap()).collect();
+            assert_eq!(
+                files,
+                ["lm_step_a_u8.onnx", "lm_step_b_u8.onnx"],
+                "each file its own session"
+            );
+        } else {
+            let names: Vec<&str> = parts.iter().map(|p| p["part"].as_str().unwrap()).collect();
+            assert_eq!(names, ["prefill", "step"]);
+            // Prompts of 2 to 4 ids after <s>: one chunk, or a full chunk and a padded one.
+            assert!(parts[0]["runs"].as_u64().unwrap() >= 4, "{:?}", parts[0]);
+        }
+    }
+}
+
+#[test]
+fn chunk_lengths_and_chains_that_do_not_fit_are_refused_before_any_session() {
+    let (_d, chunk) = edited_spec("lm_u8_chunked.toml", |t| {
+        t.replace("prefill_length = 4", "prefill_length = 3")
+    });
+    refused_lm(&chunk, "prefill_length 3 does not divide kv_length 16");
+    let (_d, misplaced) = edited_spec("lm_u8.toml", |t| {
+        t.replace("kv_length = 16", "kv_length = 16\nprefill_length = 4")
+    });
+    refused_lm(&misplaced, "[parts] needs prefill");
+    let (_d, swapped) = edited_spec("lm_u8_split.toml", |t| {
+        t.replace(
+            "[\"lm_step_a_u8.onnx\", \"lm_step_b_u8.onnx\"]",
+            "[\"lm_step_b_u8.onnx\", \"lm_step_a_u8.onnx\"]",
+        )
+    });
+    refused_lm(
+        &swapped,
+        "part step: lm_step_b_u8.onnx takes hidden_states_1, which neither the loop feeds the part nor an earlier file of it gives",
+    );
+    let (_d, twice) = edited_spec("lm_u8_split.toml", |t| {
+        t.replace(
+            "\"lm_step_b_u8.onnx\"]",
+            "\"lm_step_b_u8.onnx\", \"lm_step_b_u8.onnx\"]",
+        )
+    });
+    refused_lm(&twice, "lm_step_b_u8.onnx gives logits, which an earlier file gives");
+    let (_d, wrong_chunk) = edited_spec("lm_u8_chunked.toml", |t| {
+        t.replace("prefill_length = 4", "prefill_length = 8")
+    });
+    refused_lm(
+        &wrong_chunk,
+        "part prefill's input_ids is [1,4], where prefill_length 8 and kv_length 16 make it [1, 8]",
+    );
+}
+
+/// A decoder-only spec refused on one line with exit 2, nothing written.
+fn refused_lm(spec: &str, needle: &str) {
+    let dir = tempdir();
+    let out_file = dir.path().join("never.json");
+    let out = bin()
+        .args([
+            "eval",
+            spec,
+            "--dataset",
+            &data("set_lm"),
+            "--task",
+            "generate",
+            "-t",
+            "cpu",
+            "--out",
+        ])
+        .arg(&out_file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(needle), "wanted '{needle}' in: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!out_file.exists());
 }

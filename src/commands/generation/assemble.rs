@@ -456,12 +456,15 @@ fn spec_summary(spec: &GenerationSpec) -> SpecSummary {
         parts: spec
             .parts
             .iter()
-            .map(|p| PartSummary {
-                name: p.kind.name().into(),
-                file: p.path.display().to_string(),
-                sha256: p.model.sha256.clone(),
+            .flat_map(|p| {
+                p.files.iter().map(|f| PartSummary {
+                    name: p.kind.name().into(),
+                    file: f.path.display().to_string(),
+                    sha256: f.model.sha256.clone(),
+                })
             })
             .collect(),
+        prefill_length: spec.prefill_length,
         tokenizer_sha256: spec.tokenizer_sha256.clone(),
         start_tokens: spec.start_tokens.iter().map(|(t, _)| t.clone()).collect(),
         end_token: spec.end_token.0.clone(),

@@ -12,6 +12,8 @@ use crate::report::RunStatus;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartFailure {
     pub part: Option<PartKind>,
+    /// The file of a part of several that failed.
+    pub file: Option<String>,
     pub status: RunStatus,
     pub error: String,
 }
@@ -19,9 +21,10 @@ pub struct PartFailure {
 impl PartFailure {
     /// Where it failed and why, in one line: `part step: ...`.
     pub fn words(&self) -> String {
-        match self.part {
-            Some(p) => format!("part {p}: {}", self.error),
-            None => self.error.clone(),
+        match (self.part, &self.file) {
+            (Some(p), Some(f)) => format!("part {p} ({f}): {}", self.error),
+            (Some(p), None) => format!("part {p}: {}", self.error),
+            (None, _) => self.error.clone(),
         }
     }
 }
@@ -102,17 +105,27 @@ impl<'s> Loop<'s> {
         runner: &mut dyn PartRunner,
         sample: &Tensor,
     ) -> Result<(State, Vec<f32>), PartFailure> {
+        let (state, mut logits) = self.prompt(runner, sample)?;
+        Ok((state, logits.pop().unwrap_or_default()))
+    }
+
+    /// Feeds a decoder-only sample's prompt (the start tokens, then its ids) as the spec runs it:
+    /// in chunks through `prefill`, in one call of a dynamic decoder, or a token at a time
+    /// through the step. The state after it, and the logits after every position of the prompt
+    /// (the last ones choose the first new token; `--task score` reads them all).
+    pub fn prompt(&self, runner: &mut dyn PartRunner, sample: &Tensor) -> Result<(State, Vec<Vec<f32>>), PartFailure> {
         let mut ids: Vec<i64> = self.spec.start_tokens.iter().map(|(_, i)| i64::from(*i)).collect();
         ids.extend(prompt_ids(sample));
         if ids.is_empty() {
             return Err(PartFailure {
                 part: None,
+                file: None,
                 status: RunStatus::Failed,
                 error: "the prompt is empty and the spec has no start tokens".into(),
             });
         }
-        match self.spec.form {
-            Form::Dynamic => {
+        match (self.spec.form, self.spec.prefill_length) {
+            (Form::Dynamic, _) => {
                 let kv = self.spec.kv;
                 let empty = Tensor::new(vec![1, kv.heads, 0, kv.head_dim], TensorData::Float32(Vec::new()))
                     .map_err(|e| failure(PartKind::Decoder, e.to_string()))?;
@@ -123,19 +136,71 @@ impl<'s> Loop<'s> {
                 };
                 self.run_dynamic_decoder(runner, state, &ids)
             }
-            Form::Static => {
+            (Form::Static, Some(n)) => self.prefill(runner, &ids, n),
+            (Form::Static, None) => {
                 let mut state = State {
                     self_kv: self.empty_buffers(),
                     cross_kv: Vec::new(),
                     filled: 0,
                 };
-                let mut logits = Vec::new();
+                let mut logits = Vec::with_capacity(ids.len());
                 for id in ids {
-                    logits = self.feed_static(runner, &mut state, id)?;
+                    logits.push(self.feed_static(runner, &mut state, id)?);
                 }
                 Ok((state, logits))
             }
         }
+    }
+
+    /// The prompt through the `prefill` part in chunks of `n`, the last padded with the end
+    /// token and masked (docs/generation.md): each chunk's real tokens' keys and values written
+    /// into the buffers' next slots, the logits of every real position kept.
+    fn prefill(
+        &self,
+        runner: &mut dyn PartRunner,
+        ids: &[i64],
+        n: usize,
+    ) -> Result<(State, Vec<Vec<f32>>), PartFailure> {
+        let part = PartKind::Prefill;
+        let k = self.spec.kv_length.unwrap_or(0);
+        let mut state = State {
+            self_kv: self.empty_buffers(),
+            cross_kv: Vec::new(),
+            filled: 0,
+        };
+        let mut logits = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(n) {
+            let (filled, real) = (state.filled, chunk.len());
+            if filled + real > k {
+                return Err(failure(
+                    part,
+                    format!("the KV buffers' {k} slots cannot hold a prompt of {} tokens", ids.len()),
+                ));
+            }
+            let mut chunk_ids = chunk.to_vec();
+            chunk_ids.resize(n, i64::from(self.spec.end_token.1));
+            let positions: Vec<i64> = (filled..filled + n).map(|p| p as i64).collect();
+            let mut mask = vec![0i64; k + n];
+            mask[..filled].fill(1);
+            mask[k..k + real].fill(1);
+            let mut inputs = vec![
+                ("input_ids".to_string(), ids_tensor(&chunk_ids)),
+                ("position_ids".to_string(), ids_tensor(&positions)),
+                ("attention_mask".to_string(), ids_tensor(&mask)),
+            ];
+            inputs.extend(self.kv_inputs(&state.self_kv, ""));
+            let out = runner.run(part, inputs)?;
+            for (buffer, present) in state
+                .self_kv
+                .iter_mut()
+                .zip(self.kv_outputs(&out, part, "present", "")?)
+            {
+                write_slots(buffer, &first_positions(&present, real, part)?, filled, part)?;
+            }
+            state.filled += real;
+            logits.extend(position_logits(&out, part, self.spec.vocab)?.into_iter().take(real));
+        }
+        Ok((state, logits))
     }
 
     /// Feeds one token: the logits that choose the next.
@@ -144,9 +209,9 @@ impl<'s> Loop<'s> {
         match (self.spec.layout, self.spec.form) {
             (_, Form::Static) => self.feed_static(runner, state, id),
             (Layout::DecoderOnly, Form::Dynamic) => {
-                let (next, logits) = self.run_dynamic_decoder(runner, state.clone(), &[id])?;
+                let (next, mut logits) = self.run_dynamic_decoder(runner, state.clone(), &[id])?;
                 *state = next;
-                Ok(logits)
+                Ok(logits.pop().unwrap_or_default())
             }
             (Layout::EncoderDecoder, Form::Dynamic) => {
                 let part = PartKind::DecoderWithPast;
@@ -161,13 +226,14 @@ impl<'s> Loop<'s> {
         }
     }
 
-    /// One call of a dynamic decoder-only model on `ids` after the state's past.
+    /// One call of a dynamic decoder-only model on `ids` after the state's past: the state after
+    /// them, and the logits after each.
     fn run_dynamic_decoder(
         &self,
         runner: &mut dyn PartRunner,
         state: State,
         ids: &[i64],
-    ) -> Result<(State, Vec<f32>), PartFailure> {
+    ) -> Result<(State, Vec<Vec<f32>>), PartFailure> {
         let part = PartKind::Decoder;
         let past = state.filled;
         let total = past + ids.len();
@@ -181,7 +247,17 @@ impl<'s> Loop<'s> {
         }
         inputs.extend(self.kv_inputs(&state.self_kv, ""));
         let out = runner.run(part, inputs)?;
-        let logits = last_logits(&out, part, self.spec.vocab)?;
+        let logits = position_logits(&out, part, self.spec.vocab)?;
+        if logits.len() != ids.len() {
+            return Err(failure(
+                part,
+                format!(
+                    "its logits cover {} positions, not the {} tokens fed",
+                    logits.len(),
+                    ids.len()
+                ),
+            ));
+        }
         let next = State {
             self_kv: self.kv_outputs(&out, part, "present", "")?,
             cross_kv: Vec::new(),
@@ -330,6 +406,41 @@ fn take<'a>(out: &'a PartOutputs, part: PartKind, name: &str) -> Result<&'a Tens
         .ok_or_else(|| failure(part, format!("its answer has no output {name}")))
 }
 
+/// The logits of every position (`[.., positions, vocab]`), as float32 rows.
+fn position_logits(out: &PartOutputs, part: PartKind, vocab: usize) -> Result<Vec<Vec<f32>>, PartFailure> {
+    let t = take(out, part, "logits")?;
+    if t.shape.last() != Some(&vocab) || t.len() < vocab {
+        return Err(failure(
+            part,
+            format!("its logits are {:?}, not a last axis of {vocab}", t.shape),
+        ));
+    }
+    Ok(f32_values(t).chunks(vocab).map(<[f32]>::to_vec).collect())
+}
+
+/// The first `m` positions of a `[1, heads, positions, width]` tensor (a prefill chunk's real
+/// tokens' keys or values).
+fn first_positions(t: &Tensor, m: usize, part: PartKind) -> Result<Tensor, PartFailure> {
+    let s = &t.shape;
+    if s.len() != 4 || s[2] < m {
+        return Err(failure(
+            part,
+            format!("its present state {s:?} does not hold the chunk's {m} tokens"),
+        ));
+    }
+    let (heads, positions, width) = (s[1], s[2], s[3]);
+    let values = f32_values(t);
+    let mut kept = Vec::with_capacity(heads * m * width);
+    for h in 0..heads {
+        let from = h * positions * width;
+        kept.extend_from_slice(&values[from..from + m * width]);
+    }
+    Ok(Tensor {
+        shape: vec![1, heads, m, width],
+        data: TensorData::Float32(kept),
+    })
+}
+
 /// The logits of the last position (`[.., positions, vocab]`), as float32.
 fn last_logits(out: &PartOutputs, part: PartKind, vocab: usize) -> Result<Vec<f32>, PartFailure> {
     let t = take(out, part, "logits")?;
@@ -377,6 +488,7 @@ pub fn prompt_ids(sample: &Tensor) -> Vec<i64> {
 fn failure(part: PartKind, error: String) -> PartFailure {
     PartFailure {
         part: Some(part),
+        file: None,
         status: RunStatus::Failed,
         error,
     }

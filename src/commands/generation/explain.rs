@@ -71,23 +71,37 @@ fn explanation(part: PartKind, row: &TargetReport) -> StepExplanation {
     }
 }
 
+/// The file of a part of one file; a part split into several is not audited layer by layer here
+/// (each file is a model `compare --layers` audits on its own).
+fn single_file(part: &super::spec::Part) -> Result<std::path::PathBuf> {
+    match part.files.as_slice() {
+        [f] => Ok(f.path.clone()),
+        files => Err(crate::foundation::error::bad_input(format!(
+            "part {} is split into {} files ({}): audit each with `npu-audit compare --layers`",
+            part.kind,
+            files.len(),
+            part.file_names()
+        ))),
+    }
+}
+
 fn audit(
     opts: &GenerationOptions,
     specs: &Specs,
     planned: &PlannedTarget,
     call: &DivergentCall,
 ) -> Result<TargetReport> {
-    let model = specs.audited.part(call.part).path.clone();
+    let model = single_file(specs.audited.part(call.part))?;
     let reference = specs
         .reference()
         .find_part(call.part)
-        .map(|p| p.path.clone())
         .ok_or_else(|| {
             crate::foundation::error::bad_input(format!(
                 "the reference spec has no part {} (its form is another): the layers cannot be matched",
                 call.part
             ))
-        })?;
+        })
+        .and_then(single_file)?;
     crate::foundation::console::note(format!(
         "generation: per-layer audit of {}'s part {} at sample {}'s first divergence",
         planned.spec.id,

@@ -13,7 +13,7 @@ use anyhow::Result;
 use super::decode::{PartFailure, PartOutputs, PartRunner};
 use super::explain::DivergentCall;
 use super::figures::{decode_reference, decode_target, ReferenceDecode, TargetDecode};
-use super::spec::{GenerationSpec, PartKind};
+use super::spec::{GenerationSpec, Part, PartFile, PartKind};
 use super::{GenSample, GenerationOptions, Specs};
 use crate::data::tensor::Tensor;
 use crate::execution::exec::executor::{cpu_runtime, reference_job, target_job};
@@ -50,10 +50,30 @@ pub struct Decoded {
     pub targets: Vec<TargetRun>,
 }
 
-/// A run's serving sessions, one per part, as a [`PartRunner`]: a part whose worker stopped
-/// (crashed, timed out) ends the run, and every later call says so.
+/// One file of a part as a run starts it: the part, the file's name (`None` for a part of one
+/// file), the inputs it takes, its job and work directory.
+pub struct FileJob {
+    pub part: PartKind,
+    pub file: Option<String>,
+    pub inputs: Vec<String>,
+    pub job: Job,
+    pub dir: std::path::PathBuf,
+}
+
+/// A file's serving session.
+struct FileSession {
+    part: PartKind,
+    file: Option<String>,
+    inputs: Vec<String>,
+    session: ServeSession,
+}
+
+/// A run's serving sessions, one per file of every part, as a [`PartRunner`]: a part of several
+/// files runs them in order, each fed its inputs by name from the part's and the earlier files'
+/// tensors. A file whose worker stopped (crashed, timed out) ends the run, and every later call
+/// says so.
 struct Sessions<'p> {
-    parts: Vec<(PartKind, ServeSession, Job)>,
+    files: Vec<FileSession>,
     dead: Option<PartFailure>,
     /// Where each token decoded is counted (the progress line), and as which run.
     progress: Option<(&'p Mutex<Progress>, usize)>,
@@ -64,31 +84,42 @@ impl PartRunner for Sessions<'_> {
         if let Some(dead) = &self.dead {
             return Err(dead.clone());
         }
-        let Some((_, session, _)) = self.parts.iter_mut().find(|(p, _, _)| *p == part) else {
+        let fed = inputs.len();
+        let mut pool = inputs;
+        let mut ran = false;
+        for f in self.files.iter_mut().filter(|f| f.part == part) {
+            ran = true;
+            let feed: Vec<(String, Tensor)> = pool
+                .iter()
+                .filter(|(name, _)| f.inputs.contains(name))
+                .cloned()
+                .collect();
+            let failure = |status: RunStatus, error: String| PartFailure {
+                part: Some(part),
+                file: f.file.clone(),
+                status,
+                error,
+            };
+            f.session.send(&feed);
+            match f.session.receive() {
+                Ok(Ok(outputs)) => pool.extend(outputs),
+                Ok(Err(error)) => return Err(failure(RunStatus::Failed, error)),
+                Err(stopped) => {
+                    let failed = failure(stopped.status.into(), stopped.error);
+                    self.dead = Some(failed.clone());
+                    return Err(failed);
+                }
+            }
+        }
+        if !ran {
             return Err(PartFailure {
                 part: Some(part),
+                file: None,
                 status: RunStatus::Failed,
                 error: "no session for this part".into(),
             });
-        };
-        session.send(&inputs);
-        match session.receive() {
-            Ok(Ok(outputs)) => Ok(outputs),
-            Ok(Err(error)) => Err(PartFailure {
-                part: Some(part),
-                status: RunStatus::Failed,
-                error,
-            }),
-            Err(stopped) => {
-                let f = PartFailure {
-                    part: Some(part),
-                    status: stopped.status.into(),
-                    error: stopped.error,
-                };
-                self.dead = Some(f.clone());
-                Err(f)
-            }
         }
+        Ok(pool.split_off(fed))
     }
 
     fn token(&mut self) {
@@ -101,46 +132,53 @@ impl PartRunner for Sessions<'_> {
 }
 
 impl<'p> Sessions<'p> {
-    /// Starts one worker per part (all at once, so compilers overlap) and waits for each; the
-    /// first part whose session cannot be made ends the run, named.
+    /// Starts one worker per file of every part (all at once, so compilers overlap) and waits
+    /// for each; the first file whose session cannot be made ends the run, named.
     fn start(
-        jobs: Vec<(PartKind, Job, std::path::PathBuf)>,
+        jobs: Vec<FileJob>,
         timeout: Duration,
         progress: (&'p Mutex<Progress>, usize),
     ) -> Result<Sessions<'p>, PartFailure> {
         let mut spawned = Vec::new();
-        for (part, job, dir) in jobs {
+        for j in jobs {
             let fail = |status: RunStatus, error: String| PartFailure {
-                part: Some(part),
+                part: Some(j.part),
+                file: j.file.clone(),
                 status,
                 error,
             };
-            std::fs::create_dir_all(&dir).map_err(|e| fail(RunStatus::Crashed, e.to_string()))?;
-            let s = ServeSession::spawn(&job, &dir, timeout).map_err(|s| fail(s.status.into(), s.error))?;
-            spawned.push((part, s, job));
+            std::fs::create_dir_all(&j.dir).map_err(|e| fail(RunStatus::Crashed, e.to_string()))?;
+            let s = ServeSession::spawn(&j.job, &j.dir, timeout).map_err(|s| fail(s.status.into(), s.error))?;
+            spawned.push((j, s));
         }
-        let mut parts = Vec::new();
-        for (part, s, job) in spawned {
-            let ready = s.await_ready().map_err(|s| PartFailure {
-                part: Some(part),
+        let mut files = Vec::new();
+        for (j, s) in spawned {
+            let session = s.await_ready().map_err(|s| PartFailure {
+                part: Some(j.part),
+                file: j.file.clone(),
                 status: s.status.into(),
                 error: s.error,
             })?;
-            parts.push((part, ready, job));
+            files.push(FileSession {
+                part: j.part,
+                file: j.file,
+                inputs: j.inputs,
+                session,
+            });
         }
         Ok(Sessions {
-            parts,
+            files,
             dead: None,
             progress: Some(progress),
         })
     }
 
-    /// What each part's session did: creation, context, runs, placement.
+    /// What each file's session did: creation, context, runs, placement.
     fn summary(&self, target_ep: &str) -> Vec<PartRun> {
-        self.parts
+        self.files
             .iter()
-            .map(|(part, s, _)| {
-                let r = &s.ready;
+            .map(|f| {
+                let (s, r) = (&f.session, &f.session.ready);
                 let total: usize = r.placement.iter().map(|g| g.nodes.len()).sum();
                 let on_ep: usize = r
                     .placement
@@ -149,7 +187,8 @@ impl<'p> Sessions<'p> {
                     .map(|g| g.nodes.len())
                     .sum();
                 PartRun {
-                    part: part.name().into(),
+                    part: f.part.name().into(),
+                    file: f.file.clone(),
                     session_create_ms: r.session_create_ms,
                     intra_op_threads: r.intra_threads,
                     qnn_context: r
@@ -227,18 +266,27 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
     let planned = targets::provision(requested, &provisioner)?;
     let cpu = cpu_runtime(&provisioner)?;
     let executor = Executor::new(&opts.exec)?;
-    let bytes: u64 = specs.audited.parts.iter().map(|p| p.model.total_bytes()).sum();
+    let bytes: u64 = specs
+        .audited
+        .parts
+        .iter()
+        .flat_map(|p| &p.files)
+        .map(|f| f.model.total_bytes())
+        .sum();
     executor.expect_model_bytes(bytes);
     let work = executor.work().to_path_buf();
     let timeout = opts.exec.timeout;
     let explain = opts.explain;
-    let reference_jobs: Vec<_> = specs
-        .reference()
-        .parts
-        .iter()
-        .map(|p| {
-            let (job, dir) = reference_job(&cpu, p.path.clone(), &[], &work.join(format!("golden-{}", p.kind)), &[]);
-            (p.kind, job, dir)
+    let reference_jobs: Vec<FileJob> = files_of(specs.reference())
+        .map(|(p, k, f)| {
+            let (job, dir) = reference_job(
+                &cpu,
+                f.path.clone(),
+                &[],
+                &work.join(format!("golden-{}-{k}", p.kind)),
+                &[],
+            );
+            file_job(p, f, job, dir)
         })
         .collect();
     let target_jobs: Vec<Option<Vec<_>>> = planned
@@ -288,23 +336,41 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
     })
 }
 
-/// A target's jobs, one per part (`None`: no runtime for it here).
+/// Every file of a spec's parts, in the order they run: its part, its place in the spec, the file.
+fn files_of(spec: &GenerationSpec) -> impl Iterator<Item = (&Part, usize, &PartFile)> {
+    spec.parts
+        .iter()
+        .flat_map(|p| p.files.iter().map(move |f| (p, f)))
+        .enumerate()
+        .map(|(k, (p, f))| (p, k, f))
+}
+
+/// A file's job as the run starts it: named when its part has several files.
+fn file_job(part: &Part, file: &PartFile, job: Job, dir: std::path::PathBuf) -> FileJob {
+    FileJob {
+        part: part.kind,
+        file: (part.files.len() > 1).then(|| file.name()),
+        inputs: file.signature.inputs.iter().map(|i| i.name.clone()).collect(),
+        job,
+        dir,
+    }
+}
+
+/// A target's jobs, one per file of every part (`None`: no runtime for it here).
 fn jobs_of(
     executor: &Executor,
     spec: &GenerationSpec,
     index: usize,
     t: &PlannedTarget,
     work: &Path,
-) -> Option<Vec<(PartKind, Job, std::path::PathBuf)>> {
-    spec.parts
-        .iter()
-        .enumerate()
-        .map(|(k, p)| {
-            let (mut job, _) = target_job(index * 100 + k, t, (&p.path, Whole), &[], work, executor.threads(), &[])?;
+) -> Option<Vec<FileJob>> {
+    files_of(spec)
+        .map(|(p, k, f)| {
+            let (mut job, _) = target_job(index * 100 + k, t, (&f.path, Whole), &[], work, executor.threads(), &[])?;
             job.inspect_placement = false;
             let job = executor.prepared(job);
             let dir = job.output_dir.clone();
-            Some((p.kind, job, dir))
+            Some(file_job(p, f, job, dir))
         })
         .collect()
 }
@@ -314,7 +380,7 @@ fn jobs_of(
 /// can be compared.
 fn run_reference(
     spec: &GenerationSpec,
-    jobs: Vec<(PartKind, Job, std::path::PathBuf)>,
+    jobs: Vec<FileJob>,
     samples: &[GenSample],
     (senders, timeout): (Vec<SyncSender<Shared>>, Duration),
     progress: &Mutex<Progress>,
@@ -355,7 +421,7 @@ fn run_reference(
 /// A target's decode of every sample, each once the reference's is there.
 fn run_target(
     t: &PlannedTarget,
-    jobs: Option<Vec<(PartKind, Job, std::path::PathBuf)>>,
+    jobs: Option<Vec<FileJob>>,
     spec: &GenerationSpec,
     samples: &[GenSample],
     (rx, timeout): (Receiver<Arc<ReferenceDecode>>, Duration),
@@ -370,9 +436,7 @@ fn run_target(
             .unwrap_or_else(|| "no runtime for this target".into());
         return ended(t, RunStatus::Unavailable, why);
     };
-    let ep = jobs
-        .first()
-        .map_or_else(String::new, |(_, job, _)| ep_name(job).to_string());
+    let ep = jobs.first().map_or_else(String::new, |j| ep_name(&j.job).to_string());
     let mut sessions = match Sessions::start(jobs, timeout, (progress, run)) {
         Ok(s) => s,
         Err(f) => return ended(t, f.status, f.words()),
@@ -429,9 +493,9 @@ fn ep_name(job: &Job) -> &str {
 fn runtime_words(t: &PlannedTarget, sessions: &Sessions) -> Option<String> {
     let rt = t.runtime.as_ref().ok()?;
     let core = sessions
-        .parts
+        .files
         .first()
-        .and_then(|(_, s, _)| s.ready.ort_version.clone())
+        .and_then(|f| f.session.ready.ort_version.clone())
         .unwrap_or_else(|| rt.host.version.clone().unwrap_or_default());
     Some(match &rt.plugin {
         Some(p) => format!(

@@ -74,6 +74,9 @@ pub enum PartKind {
     /// Dynamic decoder-only: any number of tokens after a growing past, the prompt in one call
     /// and then once per token (`decoder`).
     Decoder,
+    /// Static decoder-only with `prefill_length`: the prompt in chunks of that many tokens into
+    /// the step's buffers, as a phone's prompt processor takes it (`prefill`).
+    Prefill,
 }
 
 impl PartKind {
@@ -85,6 +88,7 @@ impl PartKind {
             PartKind::DecoderWithPast => "decoder_with_past",
             PartKind::Prompt => "prompt",
             PartKind::Step => "step",
+            PartKind::Prefill => "prefill",
         }
     }
 }
@@ -100,7 +104,24 @@ impl std::fmt::Display for PartKind {
 #[serde(deny_unknown_fields)]
 struct SpecFile {
     generation: GenerationTable,
-    parts: BTreeMap<String, PathBuf>,
+    parts: BTreeMap<String, PartFiles>,
+}
+
+/// A part's file, or the files of a part split into several (run in order).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PartFiles {
+    One(PathBuf),
+    Chain(Vec<PathBuf>),
+}
+
+impl PartFiles {
+    fn paths(&self) -> Vec<PathBuf> {
+        match self {
+            PartFiles::One(p) => vec![p.clone()],
+            PartFiles::Chain(ps) => ps.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -121,6 +142,9 @@ struct GenerationTable {
     suppress_at_start: Vec<u32>,
     #[serde(default)]
     reference: Option<PathBuf>,
+    /// The `prefill` part's chunk length (static decoder-only).
+    #[serde(default)]
+    prefill_length: Option<usize>,
 }
 
 /// Checks a spec's text without opening the files it names: the TOML's keys, the parts its
@@ -131,8 +155,8 @@ pub fn check_text(text: &str) -> Result<(), String> {
 }
 
 /// The `[generation]` table's settings and the `[parts]` names agree with the layout and form.
-fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PathBuf>) -> Result<(), String> {
-    let names: Vec<&str> = parts_of(g.layout, g.form).iter().map(|k| k.name()).collect();
+fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PartFiles>) -> Result<(), String> {
+    let names: Vec<&str> = layout_parts(g).iter().map(|k| k.name()).collect();
     let layout_words = format!("{} {}", g.layout.name(), g.form.name());
     for name in parts.keys() {
         if !names.contains(&name.as_str()) {
@@ -148,15 +172,48 @@ fn check_table(g: &GenerationTable, parts: &BTreeMap<String, PathBuf>) -> Result
             names.join(", ")
         ));
     }
+    if let Some((name, _)) = parts
+        .iter()
+        .find(|(_, f)| matches!(f, PartFiles::Chain(c) if c.is_empty()))
+    {
+        return Err(format!("[parts] {name} is an empty list of files"));
+    }
     if g.max_new_tokens == 0 {
         return Err("max_new_tokens must be at least 1".into());
     }
+    check_prefill(g)?;
     match (g.form, g.kv_length) {
         (Form::Static, None) => Err("the static form needs kv_length (the slots of every KV buffer)".into()),
         (Form::Static, Some(0)) => Err("kv_length must be at least 1".into()),
         (Form::Dynamic, Some(_)) => Err("kv_length belongs to the static form: the dynamic form's past grows".into()),
         _ => Ok(()),
     }
+}
+
+/// A prefill chunk belongs to a static decoder-only spec, and its length divides the buffers.
+fn check_prefill(g: &GenerationTable) -> Result<(), String> {
+    let Some(n) = g.prefill_length else { return Ok(()) };
+    if (g.layout, g.form) != (Layout::DecoderOnly, Form::Static) {
+        return Err(
+            "prefill_length belongs to a static decoder-only spec (its prefill part feeds the step's buffers)".into(),
+        );
+    }
+    match g.kv_length {
+        _ if n == 0 => Err("prefill_length must be at least 1".into()),
+        Some(k) if k % n != 0 => Err(format!(
+            "prefill_length {n} does not divide kv_length {k}: the prompt's chunks must tile the buffers"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The parts a spec's layout, form and prefill setting make it of, in the order they run.
+fn layout_parts(g: &GenerationTable) -> Vec<PartKind> {
+    let mut kinds = parts_of(g.layout, g.form).to_vec();
+    if g.prefill_length.is_some() {
+        kinds.insert(0, PartKind::Prefill);
+    }
+    kinds
 }
 
 /// The parts each layout and form is made of, in the order they run.
@@ -170,13 +227,37 @@ pub fn parts_of(layout: Layout, form: Form) -> &'static [PartKind] {
     }
 }
 
-/// One part: what it does, its file, the model loaded and its signature.
+/// One file of a part: its path, the model loaded and its signature.
 #[derive(Debug, Clone)]
-pub struct Part {
-    pub kind: PartKind,
+pub struct PartFile {
     pub path: PathBuf,
     pub model: LoadedModel,
     pub signature: Signature,
+}
+
+impl PartFile {
+    /// The file's name, for messages and reports.
+    pub fn name(&self) -> String {
+        self.path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    }
+}
+
+/// One part: what it does, its files (one, or a chain run in order), and the signature of the
+/// whole (the inputs no earlier file gives, every file's outputs).
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub kind: PartKind,
+    pub files: Vec<PartFile>,
+    pub signature: Signature,
+}
+
+impl Part {
+    /// The file names of the part, for messages.
+    pub fn file_names(&self) -> String {
+        self.files.iter().map(PartFile::name).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// The shape of the decoder's key/value state, read off the parts: what the loop builds.
@@ -207,6 +288,8 @@ pub struct GenerationSpec {
     pub suppress_at_start: Vec<u32>,
     /// The spec named as this one's fp32 reference (`None`: this spec is its own).
     pub reference: Option<PathBuf>,
+    /// The `prefill` part's chunk length (`None`: the prompt goes through the step).
+    pub prefill_length: Option<usize>,
     pub kv: KvShape,
     /// The logits' vocabulary size.
     pub vocab: usize,
@@ -251,20 +334,15 @@ impl GenerationSpec {
         let g = file.generation;
         check_table(&g, &file.parts).map_err(fail)?;
         let mut parts = Vec::new();
-        for &kind in parts_of(g.layout, g.form) {
-            let name = kind.name();
+        for kind in layout_parts(&g) {
             // check_table found every part of the layout named, and no other.
-            let part_path = dir.join(&file.parts[name]);
-            let model = load_model(&part_path)
-                .map_err(|e| fail(format!("part {name}: {}", crate::foundation::error::one_line(&e))))?;
-            let signature = Signature::of(&model)
-                .map_err(|e| fail(format!("part {name}: {}", crate::foundation::error::one_line(&e))))?;
-            parts.push(Part {
-                kind,
-                path: part_path,
-                model,
-                signature,
-            });
+            let files = file.parts[kind.name()]
+                .paths()
+                .into_iter()
+                .map(|p| load_file(&dir.join(p)).map_err(|e| fail(format!("part {kind}: {e}"))))
+                .collect::<Result<Vec<_>>>()?;
+            let signature = chain_signature(kind, &files).map_err(fail)?;
+            parts.push(Part { kind, files, signature });
         }
         let tokenizer_path = dir.join(&g.tokenizer);
         let (tokenizer, tokenizer_sha256) = read_tokenizer(&tokenizer_path).map_err(fail)?;
@@ -302,6 +380,7 @@ impl GenerationSpec {
             suppress_tokens: g.suppress_tokens,
             suppress_at_start: g.suppress_at_start,
             reference: g.reference.map(|r| dir.join(r)),
+            prefill_length: g.prefill_length,
             kv: KvShape {
                 layers: 0,
                 heads: 0,
@@ -360,9 +439,9 @@ impl GenerationSpec {
     /// Every file the spec reads: itself, the parts (with external data) and the tokenizer.
     pub fn files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.path.clone(), self.tokenizer_path.clone()];
-        for p in &self.parts {
-            files.push(p.path.clone());
-            files.extend(p.model.external_data_paths());
+        for f in self.parts.iter().flat_map(|p| &p.files) {
+            files.push(f.path.clone());
+            files.extend(f.model.external_data_paths());
         }
         files
     }
@@ -449,6 +528,25 @@ impl GenerationSpec {
             for i in &ins {
                 input(p, i)?;
             }
+            // Every input the part takes is one the loop feeds (a dynamic decoder's positions
+            // are optional): any other is a tensor no file of the chain gives.
+            let optional = part == PartKind::Decoder;
+            if let Some(extra) = p
+                .signature
+                .inputs
+                .iter()
+                .find(|i| !(ins.contains(&i.name) || optional && i.name == "position_ids"))
+            {
+                let file = p
+                    .files
+                    .iter()
+                    .find(|f| f.signature.inputs.iter().any(|i| i.name == extra.name))
+                    .map_or_else(String::new, PartFile::name);
+                return Err(format!(
+                    "part {part}: {file} takes {}, which neither the loop feeds the part nor an earlier file of it gives",
+                    extra.name
+                ));
+            }
             for o in &outs {
                 output(p, o)?;
             }
@@ -484,6 +582,9 @@ impl GenerationSpec {
                 let mut ins = cat(v(&["input_ids", "attention_mask"]), kv("past_key_values", ""));
                 if self.form == Form::Static {
                     ins.push("position_ids".into());
+                }
+                if self.prefill_length.is_some() {
+                    need(PartKind::Prefill, ins.clone(), cat(v(&["logits"]), kv("present", "")))?;
                 }
                 need(self.step_kind(), ins, cat(v(&["logits"]), kv("present", "")))
             }
@@ -585,6 +686,9 @@ impl GenerationSpec {
                 input(step, name)?.shape_text()
             ));
         }
+        if let Some(n) = self.prefill_length {
+            self.check_prefill_shapes(n, k)?;
+        }
         let needed = self.start_tokens.len() + self.max_new_tokens - 1;
         if self.layout == Layout::EncoderDecoder && needed > k {
             return Err(format!(
@@ -592,6 +696,37 @@ impl GenerationSpec {
                 self.start_tokens.len(),
                 self.max_new_tokens
             ));
+        }
+        Ok(())
+    }
+
+    /// A prefill part takes chunks of `n` tokens over buffers of `k` slots: `input_ids` and
+    /// `position_ids` [1, n], `attention_mask` [1, k + n], the past [1, heads, k, width], and it
+    /// gives the chunk's keys and values [1, heads, n, width] (each axis the part fixes).
+    fn check_prefill_shapes(&self, n: usize, k: usize) -> Result<(), String> {
+        let p = self.part(PartKind::Prefill);
+        let (h, d) = (self.kv.heads, self.kv.head_dim);
+        let mut want: Vec<(String, bool, Vec<usize>)> = vec![
+            ("input_ids".into(), true, vec![1, n]),
+            ("position_ids".into(), true, vec![1, n]),
+            ("attention_mask".into(), true, vec![1, k + n]),
+        ];
+        for l in 0..self.kv.layers {
+            for kv in ["key", "value"] {
+                want.push((format!("past_key_values.{l}.{kv}"), true, vec![1, h, k, d]));
+                want.push((format!("present.{l}.{kv}"), false, vec![1, h, n, d]));
+            }
+        }
+        for (name, is_input, dims) in want {
+            let t = if is_input { input(p, &name)? } else { output(p, &name)? };
+            let fixed = fixed_dims(&t.dims);
+            let fits = fixed.len() == dims.len() && fixed.iter().zip(&dims).all(|(f, d)| f.is_none_or(|f| f == *d));
+            if !fits {
+                return Err(format!(
+                    "part prefill's {name} is {}, where prefill_length {n} and kv_length {k} make it {dims:?}",
+                    t.shape_text()
+                ));
+            }
         }
         Ok(())
     }
@@ -679,10 +814,70 @@ fn find<'a>(
         format!(
             "part {} ({}) has no {side} {name} (its {side}s: {})",
             p.kind,
-            p.path.display(),
+            p.file_names(),
             crate::foundation::words::listed(&tensors.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), 8)
         )
     })
+}
+
+/// One file of a part, loaded, with its signature; an error is one line.
+fn load_file(path: &Path) -> Result<PartFile, String> {
+    let model = load_model(path).map_err(|e| crate::foundation::error::one_line(&e))?;
+    let signature = Signature::of(&model).map_err(|e| crate::foundation::error::one_line(&e))?;
+    Ok(PartFile {
+        path: path.to_path_buf(),
+        model,
+        signature,
+    })
+}
+
+/// The signature of a part of `files` run in order: the inputs no earlier file gives (the
+/// part's own), every file's outputs. A file input an earlier file gives must have its shape
+/// where both fix it; two files giving one output is refused.
+fn chain_signature(kind: PartKind, files: &[PartFile]) -> Result<Signature, String> {
+    let mut inputs: Vec<crate::data::model::TensorInfo> = Vec::new();
+    let mut outputs: Vec<crate::data::model::TensorInfo> = Vec::new();
+    for f in files {
+        for i in &f.signature.inputs {
+            match outputs.iter().find(|o| o.name == i.name) {
+                Some(o) if !same_fixed(&o.dims, &i.dims) => {
+                    return Err(format!(
+                        "part {kind}: {} takes {} as {} and an earlier file gives it as {}",
+                        f.name(),
+                        i.name,
+                        i.shape_text(),
+                        o.shape_text()
+                    ))
+                }
+                Some(_) => {}
+                None if !inputs.iter().any(|x| x.name == i.name) => inputs.push(i.clone()),
+                None => {}
+            }
+        }
+        for o in &f.signature.outputs {
+            if outputs.iter().any(|x| x.name == o.name) {
+                return Err(format!(
+                    "part {kind}: {} gives {}, which an earlier file gives",
+                    f.name(),
+                    o.name
+                ));
+            }
+            outputs.push(o.clone());
+        }
+    }
+    Ok(Signature {
+        inputs,
+        outputs,
+        softmax_axes: files[0].signature.softmax_axes.clone(),
+    })
+}
+
+/// Whether two shapes agree on every axis both fix (and have one rank when both are known).
+fn same_fixed(a: &Option<Vec<Dim>>, b: &Option<Vec<Dim>>) -> bool {
+    let (x, y) = (fixed_dims(a), fixed_dims(b));
+    a.is_none()
+        || b.is_none()
+        || (x.len() == y.len() && x.iter().zip(&y).all(|(p, q)| p.is_none() || q.is_none() || p == q))
 }
 
 /// Output `from` of one part has the rank and the fixed axes of input `to` of another (but axis

@@ -341,6 +341,7 @@ OPS = {
     "LessOrEqual": lambda x, a: x[0] <= x[1],
     "And": lambda x, a: np.logical_and(x[0], x[1]),
     "Where": lambda x, a: np.where(x[0], x[1], x[2]),
+    "Identity": lambda x, a: x[0],
     "ReduceSum": lambda x, a: np.sum(x[0], axis=tuple(int(v) for v in x[1]), keepdims=bool(a.get("keepdims", 1))),
     "QuantizeLinear": lambda x, a: _quantize(x[0], x[1], x[2]),
     "DequantizeLinear": lambda x, a: _dequantize(x[0], x[1], x[2]),
@@ -707,7 +708,7 @@ def build_ed_decoder(w: dict, kind: str) -> G:
 def build_lm(w: dict, kind: str) -> G:
     """kind: 'decoder' (dynamic: the prompt in one call, then one token a call) or 'step' (static)."""
     g = G(f"tiny_lm_{kind}")
-    H, HKV, D, K = LM_HEADS, LM_KV_HEADS, HEAD_DIM, LM_KV_LENGTH
+    HKV, D, K = LM_KV_HEADS, HEAD_DIM, LM_KV_LENGTH
     dyn = kind == "decoder"
     s = "sequence_length" if dyn else 1
     ids = g.inp("input_ids", I64, [1, s])
@@ -730,20 +731,96 @@ def build_lm(w: dict, kind: str) -> G:
         allowed = am
     x = embed(g, w, ids, pos_in)
     for n in range(LAYERS):
-        q = split_heads(g, linear(g, x, w, f"L{n}.self.q.weight", f"L{n}.self.q"), H)
-        keys = {}
-        for kv in ("key", "value"):
-            own = None if dyn else f"present.{n}.{kv}"
-            new = split_heads(g, linear(g, x, w, f"L{n}.self.{kv[0]}.weight", f"L{n}.self.{kv}"), HKV, out=own)
-            keys[kv] = g.op("Concat", [past[f"past_key_values.{n}.{kv}"], new], group=f"L{n}.self.{kv}",
-                            out=f"present.{n}.{kv}" if dyn else None, axis=2)
-        a = attend(g, q, keys["key"], keys["value"], allowed, f"L{n}.self", H * D)
-        x = g.op("Add", [x, linear(g, a, w, f"L{n}.self.o.weight", f"L{n}.self.out")], group=f"L{n}.residual.self")
-        x = mlp(g, x, w, n)
+        x = lm_block(g, w, n, x, (past, allowed), dyn)
     logits(g, x, w, s)
     for n in range(LAYERS):
         for kv in ("key", "value"):
             g.out(f"present.{n}.{kv}", F32, [1, HKV, "past_sequence_length + sequence_length" if dyn else 1, D])
+    return g
+
+
+def lm_block(g: G, w: dict, n: int, x: str, past_allowed, dyn: bool) -> str:
+    """Layer n of the LM on hidden states x: self-attention over the past and the new tokens'
+    keys (present.n.* the concatenation when dyn, else the new tokens' own), then the MLP."""
+    past, allowed = past_allowed
+    H, HKV, D = LM_HEADS, LM_KV_HEADS, HEAD_DIM
+    q = split_heads(g, linear(g, x, w, f"L{n}.self.q.weight", f"L{n}.self.q"), H)
+    keys = {}
+    for kv in ("key", "value"):
+        own = None if dyn else f"present.{n}.{kv}"
+        new = split_heads(g, linear(g, x, w, f"L{n}.self.{kv[0]}.weight", f"L{n}.self.{kv}"), HKV, out=own)
+        keys[kv] = g.op("Concat", [past[f"past_key_values.{n}.{kv}"], new], group=f"L{n}.self.{kv}",
+                        out=f"present.{n}.{kv}" if dyn else None, axis=2)
+    a = attend(g, q, keys["key"], keys["value"], allowed, f"L{n}.self", H * D)
+    x = g.op("Add", [x, linear(g, a, w, f"L{n}.self.o.weight", f"L{n}.self.out")], group=f"L{n}.residual.self")
+    return mlp(g, x, w, n)
+
+
+# The chunked prefill's length (docs/generation.md, "Chunked prefill"): 16 slots are four chunks.
+LM_PREFILL = 4
+# Where the split step is cut: embed and layer 0 in one file, layer 1 and the readout in the next.
+LM_SPLIT = 1
+
+
+def build_lm_prefill(w: dict) -> G:
+    """The static LM's prefill part: LM_PREFILL tokens at once over the step's KV buffers. The
+    attention mask covers the buffers, then the chunk; causality within the chunk is the graph's
+    (a constant [1, 1, N, K + N]); each layer gives the chunk's own keys and values."""
+    g = G("tiny_lm_prefill")
+    HKV, D, K, N = LM_KV_HEADS, HEAD_DIM, LM_KV_LENGTH, LM_PREFILL
+    ids = g.inp("input_ids", I64, [1, N])
+    mask_in = g.inp("attention_mask", I64, [1, K + N])
+    pos_in = g.inp("position_ids", I64, [1, N])
+    past = {}
+    for n in range(LAYERS):
+        for kv in ("key", "value"):
+            name = f"past_key_values.{n}.{kv}"
+            past[name] = g.inp(name, F32, [1, HKV, K, D], group=f"L{n}.self.{kv}")
+    causal = np.array([[j < K or j - K <= i for j in range(K + N)] for i in range(N)]).reshape(1, 1, N, K + N)
+    allowed = g.op("And", [as_bool_mask(g, mask_in, [1, 1, 1, -1]), g.const(causal)])
+    x = embed(g, w, ids, pos_in)
+    for n in range(LAYERS):
+        x = lm_block(g, w, n, x, (past, allowed), False)
+    logits(g, x, w, N)
+    for n in range(LAYERS):
+        for kv in ("key", "value"):
+            g.out(f"present.{n}.{kv}", F32, [1, HKV, N, D])
+    return g
+
+
+def build_lm_split(w: dict, half: int) -> G:
+    """Half `half` (0, 1) of the static step cut after layer LM_SPLIT - 1: the first embeds and
+    runs layers below the cut, giving `hidden_states_{LM_SPLIT}`; the second takes it and runs the
+    rest and the readout. Tensors pass between them by name."""
+    g = G(f"tiny_lm_step_{'ab'[half]}")
+    HKV, D, K = LM_KV_HEADS, HEAD_DIM, LM_KV_LENGTH
+    layers = range(LM_SPLIT) if half == 0 else range(LM_SPLIT, LAYERS)
+    if half == 0:
+        ids = g.inp("input_ids", I64, [1, 1])
+    mask_in = g.inp("attention_mask", I64, [1, K + 1])
+    if half == 0:
+        pos_in = g.inp("position_ids", I64, [1, 1])
+    hidden = f"hidden_states_{LM_SPLIT}"
+    if half == 1:
+        x = g.inp(hidden, F32, [1, 1, LM_D], group=f"L{LM_SPLIT - 1}.residual.ff")
+    past = {}
+    for n in layers:
+        for kv in ("key", "value"):
+            name = f"past_key_values.{n}.{kv}"
+            past[name] = g.inp(name, F32, [1, HKV, K, D], group=f"L{n}.self.{kv}")
+    allowed = as_bool_mask(g, mask_in, [1, 1, 1, -1])
+    if half == 0:
+        x = embed(g, w, ids, pos_in)
+    for n in layers:
+        x = lm_block(g, w, n, x, (past, allowed), False)
+    if half == 0:
+        g.op("Identity", [x], group="=", out=hidden)
+        g.out(hidden, F32, [1, 1, LM_D])
+    else:
+        logits(g, x, w, 1)
+    for n in layers:
+        for kv in ("key", "value"):
+            g.out(f"present.{n}.{kv}", F32, [1, HKV, 1, D])
     return g
 
 
@@ -987,6 +1064,12 @@ def part_docs(layout):
                    "(Optimum/onnxruntime-genai layout, position_ids input): width 24, 2 layers, 2 query heads "
                    "sharing 1 key/value head of 8, vocabulary 40;",
         "step": f"Toy decoder-only LM, static step part (KV buffers of {LM_KV_LENGTH} slots);",
+        "prefill": f"Toy decoder-only LM, static prefill part ({LM_PREFILL} tokens a call over KV buffers of "
+                   f"{LM_KV_LENGTH} slots, causal within the chunk);",
+        "step_a": f"Toy decoder-only LM, static step split in two files, the first: embedding and layers below "
+                  f"{LM_SPLIT}, giving hidden_states_{LM_SPLIT};",
+        "step_b": f"Toy decoder-only LM, static step split in two files, the second: hidden_states_{LM_SPLIT}, "
+                  f"layers from {LM_SPLIT} and the readout;",
     }
 
 
@@ -1064,7 +1147,71 @@ def build_family(layout: str, seed: int):
     for form, parts in forms.items():
         specs[("u8", form)] = Spec(layout, form, {p: Compiled(u8[p]) for p in parts},
                                    kv_length=kv if form == "static" else None, **kw)
+    if layout == "decoder-only":
+        # The chunked prefill and the split step: made after the calibration, on its scales (the
+        # groups are the step's), and held to the step in float64 on the calibration prompts.
+        extra = {"prefill": build_lm_prefill(w), "step_a": build_lm_split(w, 0), "step_b": build_lm_split(w, 1)}
+        for k, g in extra.items():
+            fp32[k] = g.model(docs[k] + " fp32.")
+            u8[k] = to_qdq(g, ranges, docs[k] + " QDQ uint8: the step's scales (make_tiny.py).")
+        for precision, models in (("fp32", fp32), ("u8", u8)):
+            check_chunked_and_split(models, specs[(precision, "static")], calib)
     return {"fp32": fp32, "u8": u8, "acoustic": acoustic}, specs
+
+
+def prefill_prompt(models: dict, ids: list[int]) -> list[np.ndarray]:
+    """The logits after every prompt token fed through the prefill part in chunks (the contract
+    of docs/generation.md: the last chunk padded with the end token and masked)."""
+    pre = Compiled(models["prefill"])
+    K, N = LM_KV_LENGTH, LM_PREFILL
+    bufs = [np.zeros((1, LM_KV_HEADS, K, HEAD_DIM)) for _ in range(2 * LAYERS)]
+    filled, out_logits = 0, []
+    for c in range(0, len(ids), N):
+        chunk = ids[c: c + N]
+        real = len(chunk)
+        mask = [1] * filled + [0] * (K - filled) + [1] * real + [0] * (N - real)
+        feeds = {"input_ids": _ids(chunk + [EOS] * (N - real)), "position_ids": _ids(list(range(filled, filled + N))),
+                 "attention_mask": _ids(mask)}
+        feeds.update(zip(_kv_names("past_key_values", ""), bufs))
+        out = pre.run(feeds)
+        for buf, name in zip(bufs, _kv_names("present", "")):
+            buf[:, :, filled: filled + real] = out[name][:, :, :real]
+        out_logits.extend(out["logits"][0, :real])
+        filled += real
+    return out_logits
+
+
+def split_step(models: dict, ids: list[int]) -> list[np.ndarray]:
+    """The logits after every prompt token fed a token at a time through the split step (its two
+    files run in order, the hidden state passed by name)."""
+    a, b = Compiled(models["step_a"]), Compiled(models["step_b"])
+    K = LM_KV_LENGTH
+    bufs = [np.zeros((1, LM_KV_HEADS, K, HEAD_DIM)) for _ in range(2 * LAYERS)]
+    names = _kv_names("past_key_values", "")
+    out_logits = []
+    for n, token in enumerate(ids):
+        mask = [1] * n + [0] * (K - n) + [1]
+        pool = {"input_ids": _ids([token]), "position_ids": _ids([n]), "attention_mask": _ids(mask)}
+        pool.update(zip(names, bufs))
+        for part in (a, b):
+            pool.update(part.run({k: v for k, v in pool.items() if k in part.input_names}))
+        for buf, name in zip(bufs, _kv_names("present", "")):
+            buf[:, :, n: n + 1] = pool[name]
+        out_logits.append(pool["logits"][0, -1])
+    return out_logits
+
+
+def check_chunked_and_split(models: dict, static: Spec, prompts) -> None:
+    """The prefill part and the split step compute what the single-file step computes, position
+    by position, on every calibration prompt (float64; exact for QDQ, whose scales are shared)."""
+    for sample in prompts:
+        ids = static.start + [int(v) for v in np.asarray(sample).reshape(-1)]
+        state = {"self": [np.zeros((1, LM_KV_HEADS, LM_KV_LENGTH, HEAD_DIM)) for _ in range(2 * LAYERS)],
+                 "cross": [], "filled": 0}
+        stepped = [feed(static, state, i) for i in ids]
+        for what, got in (("prefill", prefill_prompt(models, ids)), ("split step", split_step(models, ids))):
+            worst = max(float(np.max(np.abs(g - s))) for g, s in zip(got, stepped))
+            assert len(got) == len(stepped) and worst < 1e-9, f"{what} departs from the step by {worst}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1201,7 +1348,8 @@ def search(layout: str, first: int, count: int) -> None:
 PART_FILES = {
     "encoder-decoder": {"encoder": "encoder", "decoder": "decoder", "decoder_with_past": "decoder_with_past",
                         "prompt": "prompt", "step": "step"},
-    "decoder-only": {"decoder": "lm_decoder", "step": "lm_step"},
+    "decoder-only": {"decoder": "lm_decoder", "step": "lm_step", "prefill": "lm_prefill", "step_a": "lm_step_a",
+                     "step_b": "lm_step_b"},
 }
 ED_WHAT, LM_WHAT = "Toy Whisper-like encoder-decoder", "Toy decoder-only LM"
 SPEC_FILES = {  # name: (layout, form, precision, reference, what)
@@ -1219,12 +1367,22 @@ SPEC_FILES = {  # name: (layout, form, precision, reference, what)
                              f"{LM_WHAT}, dynamic form (growing past, position_ids), fp32"),
     "lm_u8_dynamic.toml": ("decoder-only", "dynamic", "u8", "lm_fp32_dynamic.toml",
                            f"{LM_WHAT}, dynamic form, QDQ uint8"),
+    "lm_fp32_chunked.toml": ("decoder-only", "chunked", "fp32", None,
+                             f"{LM_WHAT}, static form with a prefill part of {LM_PREFILL} tokens, fp32"),
+    "lm_u8_chunked.toml": ("decoder-only", "chunked", "u8", "lm_fp32_chunked.toml",
+                           f"{LM_WHAT}, static form with a prefill part, QDQ uint8"),
+    "lm_fp32_split.toml": ("decoder-only", "split", "fp32", None,
+                           f"{LM_WHAT}, static form, the step split in two files, fp32"),
+    "lm_u8_split.toml": ("decoder-only", "split", "u8", "lm_fp32_split.toml",
+                         f"{LM_WHAT}, static form, the step split in two files, QDQ uint8"),
 }
 FORM_PARTS = {
     ("encoder-decoder", "static"): ("encoder", "prompt", "step"),
     ("encoder-decoder", "dynamic"): ("encoder", "decoder", "decoder_with_past"),
     ("decoder-only", "static"): ("step",),
     ("decoder-only", "dynamic"): ("decoder",),
+    ("decoder-only", "chunked"): ("prefill", "step"),
+    ("decoder-only", "split"): ("step",),
 }
 SETS = {"encoder-decoder": ("set_ed", "ed", "input_features"), "decoder-only": ("set_lm", "lm", "input_ids")}
 
@@ -1255,7 +1413,8 @@ def toml_list(items) -> str:
 
 
 def spec_toml(name: str) -> str:
-    layout, form, precision, reference, what = SPEC_FILES[name]
+    layout, variant, precision, reference, what = SPEC_FILES[name]
+    form = "dynamic" if variant == "dynamic" else "static"
     ed = layout == "encoder-decoder"
     lines = [f"# {what}.", "# Written by make_tiny.py (tests/data/generation/README.md).", "[generation]",
              f'layout = "{layout}"', f'form = "{form}"', 'tokenizer = "tokenizer.json"',
@@ -1263,13 +1422,19 @@ def spec_toml(name: str) -> str:
              f"max_new_tokens = {MAX_NEW}"]
     if form == "static":
         lines.append(f"kv_length = {ED_KV_LENGTH if ed else LM_KV_LENGTH}")
+    if variant == "chunked":
+        lines.append(f"prefill_length = {LM_PREFILL}")
     lines.append(f"suppress_tokens = {toml_list(ED_SUPPRESS if ed else LM_SUPPRESS)}")
     if ed:
         lines.append(f"suppress_at_start = {toml_list(ED_SUPPRESS_AT_START)}")
     if reference:
         lines.append(f'reference = "{reference}"')
     lines += ["", "[parts]"]
-    lines += [f'{p} = "{part_file(layout, p, precision)}"' for p in FORM_PARTS[(layout, form)]]
+    if variant == "split":
+        files = [part_file(layout, p, precision) for p in ("step_a", "step_b")]
+        lines.append(f"step = {toml_list(files)}")
+    else:
+        lines += [f'{p} = "{part_file(layout, p, precision)}"' for p in FORM_PARTS[(layout, variant)]]
     return "\n".join(lines) + "\n"
 
 
@@ -1395,10 +1560,13 @@ def write_all(out_dir: Path, results: dict) -> dict:
         w.writerow(["id", "label"])
         w.writerows(rows)
         write_text(out_dir / set_dir / "labels.csv", buf.getvalue())
-        for name, (lay, *_rest) in SPEC_FILES.items():
+        for name, (lay, variant, *_rest) in SPEC_FILES.items():
             if lay == layout:
                 write_text(out_dir / name, spec_toml(name))
-                expected["specs"][name] = expected_for(name, rows, chosen)
+                if variant in ("static", "dynamic"):
+                    # The chunked and split specs compute what the static one does (checked
+                    # position by position in float64 when they are built).
+                    expected["specs"][name] = expected_for(name, rows, chosen)
     write_text(out_dir / "expected.json", json.dumps(expected, indent=1, allow_nan=False) + "\n")
     return expected
 

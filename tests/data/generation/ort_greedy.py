@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An independent greedy decoder of a generation spec on onnxruntime's CPU EP, written from the
 generation-spec contract alone (not from the Rust loop in src/generation/decode.rs, nor from
-make_tiny.py's NumPy loop): layouts encoder-decoder and decoder-only, forms dynamic and static.
+make_tiny.py's NumPy loop): layouts encoder-decoder and decoder-only, forms dynamic and static,
+a chunked `prefill` part, and parts split into several files (run in order, tensors by name).
 Needs NumPy and onnxruntime only (tests/data/numpy-ort-requirements.txt); the TOML is
 read with tomllib, the tokenizer.json with json (its vocabulary only: a token's text is its
 vocabulary entry, tokens are joined with single spaces, special tokens skipped, which is what a
@@ -56,7 +57,7 @@ def qnn_session_options(so):
     so.add_provider_for_devices(devices, {"backend_path": backend, "soc_model": soc_model, "htp_arch": htp_arch})
 
 
-class Part:
+class File:
     def __init__(self, path: Path, level):
         so = ort.SessionOptions()
         so.graph_optimization_level = level
@@ -73,6 +74,25 @@ class Part:
 
     def __call__(self, feeds: dict) -> dict:
         return dict(zip(self.output_names, self.session.run(None, feeds)))
+
+
+class Part:
+    """A part: one file, or a chain of files run in order, each fed by name from the part's
+    inputs and the earlier files' outputs."""
+
+    def __init__(self, paths: list[Path], level):
+        self.files = [File(p, level) for p in paths]
+        self.inputs = {}
+        given = set()
+        for f in self.files:
+            self.inputs.update({n: i for n, i in f.inputs.items() if n not in given and n not in self.inputs})
+            given.update(f.output_names)
+
+    def __call__(self, feeds: dict) -> dict:
+        pool = dict(feeds)
+        for f in self.files:
+            pool.update(f({n: v for n, v in pool.items() if n in f.inputs}))
+        return {n: v for n, v in pool.items() if n not in feeds}
 
 
 class Spec:
@@ -94,7 +114,13 @@ class Spec:
         self.kv_length = g.get("kv_length")
         self.suppress = list(g.get("suppress_tokens", []))
         self.suppress_first = list(g.get("suppress_at_start", []))
-        self.parts = {p: Part(d / t["parts"][p], level) for p in PARTS[(self.layout, self.form)]}
+        self.prefill = g.get("prefill_length")
+        names = PARTS[(self.layout, self.form)] + (("prefill",) if self.prefill else ())
+
+        def paths(entry):
+            return [d / e for e in entry] if isinstance(entry, list) else [d / entry]
+
+        self.parts = {p: Part(paths(t["parts"][p]), level) for p in names}
         infix = ".decoder" if self.layout == "encoder-decoder" else ""
         step = self.parts["step" if self.form == "static" else ("decoder_with_past" if self.layout == "encoder-decoder"
                                                                   else "decoder")]
@@ -154,8 +180,31 @@ class Decoder:
         prompt = s.start + [int(v) for v in sample["input_ids"].reshape(-1)]
         if s.form == "dynamic":
             return self._dynamic_lm(prompt)
+        if s.prefill:
+            return self._prefill(prompt)
         for t in prompt:
             logits = self.feed(t)
+        return logits
+
+    def _prefill(self, tokens):
+        """The prompt in chunks of prefill_length: the buffers' mask then the chunk's, the last
+        chunk padded with the end token and masked, positions counting on from the filled slots;
+        the real tokens' keys and values written into the next slots."""
+        s, n, k = self.s, self.s.prefill, self.s.kv_length
+        logits = None
+        for c in range(0, len(tokens), n):
+            chunk = tokens[c: c + n]
+            real = len(chunk)
+            mask = np.zeros((1, k + n), np.int64)
+            mask[0, : self.n] = 1
+            mask[0, k: k + real] = 1
+            feeds = {"input_ids": ids(chunk + [s.end] * (n - real)), "position_ids": ids(range(self.n, self.n + n)),
+                     "attention_mask": mask, **self.kv}
+            out = s.parts["prefill"](feeds)
+            for name in s.self_names:
+                self.kv[name][:, :, self.n: self.n + real] = out[present_of(name)][:, :, :real]
+            self.n += real
+            logits = out["logits"][0, real - 1]
         return logits
 
     def _dynamic_lm(self, tokens):
