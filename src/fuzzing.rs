@@ -221,7 +221,9 @@ pub fn report_json(data: &[u8]) {
         }
         json::AnyReport::Generation(r) => {
             let _ = (render::generation::table_text(&r), render::generation::markdown(&r));
-            let _ = render::html::generation::render(&r);
+            // Either task's renderers, whatever the report's task says.
+            let _ = (render::corpus::table_text(&r), render::corpus::markdown(&r));
+            let _ = (render::html::generation::render(&r), render::html::corpus::render(&r));
         }
     }
 }

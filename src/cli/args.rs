@@ -120,9 +120,10 @@ pub enum Command {
     Plan(PlanArgs),
     /// Render a saved JSON report of any command again: terminal, Markdown, JUnit, HTML, ...
     ///
-    /// The report's kind (compare, eval, triage, matrix, pipeline, repro) is read from the JSON;
-    /// each is written in the forms its command writes: --junit and --node-data for compare
-    /// reports, --html for compare, eval, triage and matrix, --dispatch for a matrix.
+    /// The report's kind (compare, eval, generation, triage, matrix, pipeline, repro) is read
+    /// from the JSON; each is written in the forms its command writes: --junit and --node-data
+    /// for compare reports, --html for compare, eval, generation, triage and matrix, --dispatch
+    /// for a matrix.
     Render(RenderArgs),
     /// JSON Schema: report (default), eval, generation, triage, matrix, pipeline, repro.
     ///
@@ -333,7 +334,8 @@ pub struct MergeArgs {
 /// Flags of `render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// A JSON report of compare, layers, merge, eval, triage, matrix, pipeline or repro (`-`: stdin).
+    /// A JSON report of compare, layers, merge, eval (a generation spec's too), triage, matrix,
+    /// pipeline or repro (`-`: stdin).
     pub report: PathBuf,
     /// Report format on stdout.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
@@ -1244,6 +1246,30 @@ pub enum GenerationTaskChoice {
     /// No labels needed: agreement with the reference's text, the first divergent token per
     /// sample.
     Generate,
+    /// Corpus drift of a decoder-only spec: each sample a window of text fed teacher-forced;
+    /// KLD, the same top token and perplexity at every position (llama.cpp's figures).
+    Score,
+}
+
+/// The limits of a corpus drift audit (`eval SPEC.toml --task score`).
+#[derive(Debug, Clone, Args)]
+pub struct CorpusLimitArgs {
+    /// Fail (exit 1) unless the mean KLD is shown at most NATS (its one-sided 95% upper bound,
+    /// from a bootstrap over windows).
+    #[arg(long = "max-kld-mean", value_name = "NATS", help_heading = "Gate")]
+    pub max_kld_mean: Option<f64>,
+    /// Fail (exit 1) unless the 99th percentile KLD is shown at most NATS (299 positions or
+    /// more can show it).
+    #[arg(long = "max-kld-p99", value_name = "NATS", help_heading = "Gate")]
+    pub max_kld_p99: Option<f64>,
+    /// Fail (exit 1) unless the share of positions whose top token is the reference's is shown
+    /// at least FRACTION.
+    #[arg(long = "min-same-top", value_name = "FRACTION", help_heading = "Gate")]
+    pub min_same_top: Option<f64>,
+    /// Fail (exit 1) unless the target's perplexity over the reference's is shown at most RATIO
+    /// (1.01: 1% higher).
+    #[arg(long = "max-ppl-ratio", value_name = "RATIO", help_heading = "Gate")]
+    pub max_ppl_ratio: Option<f64>,
 }
 
 /// `eval SPEC.toml`: a generation spec (docs/generation.md) decoded token by token on every
@@ -1266,6 +1292,8 @@ pub struct GenerationArgs {
     pub stats: StatArgs,
     #[command(flatten)]
     pub limits: AccuracyLimitArgs,
+    #[command(flatten)]
+    pub corpus_limits: CorpusLimitArgs,
     #[command(flatten)]
     pub policy: PolicyFileArgs,
     /// The per-layer audit of the part call at the first divergence of up to K samples per

@@ -9,30 +9,41 @@ use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches};
 
 use super::args::{
-    AccuracyLimitArgs, FindingsReportArgs, GenerationArgs, GenerationCli, GenerationTaskChoice, PolicyFileArgs,
-    ReportFormat, SetArgs, SetTargetArgs, StatArgs,
+    AccuracyLimitArgs, CorpusLimitArgs, FindingsReportArgs, GenerationArgs, GenerationCli, GenerationTaskChoice,
+    PolicyFileArgs, ReportFormat, SetArgs, SetTargetArgs, StatArgs,
 };
 use super::shared::{emit_findings, exec_options, findings_files, findings_outputs, policy_with, FindingsFile, Forms};
 use crate::analyses::accuracy::StatOptions;
 use crate::commands::eval::DatasetOptions;
 use crate::commands::generation::{GenerationOptions, GenerationTask};
 use crate::data::target::distinct;
-use crate::foundation::error::ExitCode;
+use crate::foundation::error::{bad_flag, ExitCode};
+use crate::judge::policy::{CorpusThresholds, Thresholds};
 use crate::report::generation::GenerationReport;
 
-/// The forms of a generation report (`eval` and `render`).
+/// The forms of a generation report (`eval` and `render`): a corpus drift report's own for
+/// `--task score`.
 pub(super) const FORMS: Forms<GenerationReport> = Forms {
-    markdown: Some(crate::render::generation::markdown),
+    markdown: Some(markdown),
     html: Some(crate::render::html::generation::render),
     dispatch: None,
     stdout: stdout_text,
 };
 
+fn markdown(report: &GenerationReport) -> String {
+    if report.task == GenerationTask::Score {
+        crate::render::corpus::markdown(report)
+    } else {
+        crate::render::generation::markdown(report)
+    }
+}
+
 fn stdout_text(format: ReportFormat, report: &GenerationReport, json: String) -> String {
     match format {
         ReportFormat::Json => json,
+        ReportFormat::Table if report.task == GenerationTask::Score => crate::render::corpus::table_text(report),
         ReportFormat::Table => crate::render::generation::table_text(report),
-        ReportFormat::Markdown => crate::render::generation::markdown(report),
+        ReportFormat::Markdown => markdown(report),
     }
 }
 
@@ -118,6 +129,7 @@ pub(super) fn run(a: GenerationArgs) -> Result<ExitCode> {
             min_accuracy,
             max_accuracy_drop,
         },
+        corpus_limits,
         policy: PolicyFileArgs { config, no_config },
         explain,
         exec,
@@ -129,15 +141,19 @@ pub(super) fn run(a: GenerationArgs) -> Result<ExitCode> {
                 html,
             },
     } = a;
-    let thresholds = super::shared::accuracy_thresholds(min_accuracy, max_accuracy_drop, None)?;
+    let task = match task {
+        GenerationTaskChoice::Transcribe => GenerationTask::Transcribe,
+        GenerationTaskChoice::Generate => GenerationTask::Generate,
+        GenerationTaskChoice::Score => GenerationTask::Score,
+    };
+    let mut thresholds = super::shared::accuracy_thresholds(min_accuracy, max_accuracy_drop, None)?;
+    thresholds.corpus = corpus_thresholds(&corpus_limits)?;
+    refuse_other_tasks_limits(task, &thresholds)?;
     let policy = policy_with(config.as_deref(), no_config, &thresholds, &allow_failure)?;
     let asked = if targets.is_empty() { &policy.targets } else { &targets };
     let options = GenerationOptions {
         spec,
-        task: match task {
-            GenerationTaskChoice::Transcribe => GenerationTask::Transcribe,
-            GenerationTaskChoice::Generate => GenerationTask::Generate,
-        },
+        task,
         dataset: DatasetOptions {
             path: dataset,
             labels,
@@ -166,6 +182,67 @@ pub(super) fn run(a: GenerationArgs) -> Result<ExitCode> {
     crate::foundation::interrupt::check()?;
     emit_findings(&report, &files, outputs, |r, json| (FORMS.stdout)(format, r, json))?;
     Ok(report.exit_code)
+}
+
+/// The corpus limits given as flags, checked.
+fn corpus_thresholds(a: &CorpusLimitArgs) -> Result<CorpusThresholds> {
+    let CorpusLimitArgs {
+        max_kld_mean,
+        max_kld_p99,
+        min_same_top,
+        max_ppl_ratio,
+    } = *a;
+    let non_negative = |v: Option<f64>| v.is_some_and(|v| !(v.is_finite() && v >= 0.0));
+    if non_negative(max_kld_mean) || non_negative(max_kld_p99) {
+        return Err(bad_flag(
+            "--max-kld-mean and --max-kld-p99 take a non-negative number of nats",
+        ));
+    }
+    if min_same_top.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+        return Err(bad_flag("--min-same-top must be a fraction between 0 and 1"));
+    }
+    if non_negative(max_ppl_ratio) {
+        return Err(bad_flag(
+            "--max-ppl-ratio must be a non-negative ratio (1.01: 1% higher)",
+        ));
+    }
+    Ok(CorpusThresholds {
+        max_kld_mean,
+        max_kld_p99,
+        min_same_top,
+        max_ppl_ratio,
+    })
+}
+
+/// A limit flag the task does not gate with is refused (exit 2): `--max-accuracy-drop` means
+/// nothing to a corpus, `--max-kld-mean` nothing to a decode.
+fn refuse_other_tasks_limits(task: GenerationTask, t: &Thresholds) -> Result<()> {
+    let c = &t.corpus;
+    let given = if task == GenerationTask::Score {
+        [
+            ("--min-accuracy", t.min_accuracy.is_some()),
+            ("--max-accuracy-drop", t.max_accuracy_drop.is_some()),
+        ]
+        .to_vec()
+    } else {
+        [
+            ("--max-kld-mean", c.max_kld_mean.is_some()),
+            ("--max-kld-p99", c.max_kld_p99.is_some()),
+            ("--min-same-top", c.min_same_top.is_some()),
+            ("--max-ppl-ratio", c.max_ppl_ratio.is_some()),
+        ]
+        .to_vec()
+    };
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) if task == GenerationTask::Score => Err(bad_flag(format!(
+            "{flag} is for --task generate and transcribe; --task score gates with --max-kld-mean, --max-kld-p99, --min-same-top and --max-ppl-ratio"
+        ))),
+        Some((flag, _)) => Err(bad_flag(format!(
+            "{flag} is for --task score; --task {} gates with --max-accuracy-drop and --min-accuracy",
+            task.name()
+        ))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

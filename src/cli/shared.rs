@@ -156,6 +156,7 @@ pub fn thresholds(g: &GateArgs) -> Result<Thresholds> {
         max_divergence_step: *max_divergence_step,
         min_accuracy: None,
         max_accuracy_drop: None,
+        corpus: Default::default(),
     })
 }
 

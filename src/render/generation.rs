@@ -238,7 +238,7 @@ pub fn table_text(r: &GenerationReport) -> String {
         }
     }
     gate_text(&mut s, r);
-    for n in notes(r) {
+    for n in report_notes(r) {
         let _ = writeln!(s, "note: {n}");
     }
     prose(&s)
@@ -247,7 +247,7 @@ pub fn table_text(r: &GenerationReport) -> String {
 /// The report's notes, and what a reader needs to read its WER: a sample with more word edits
 /// than its label has words (a decode that loops, or runs past a short label) takes a WER past
 /// 100%, which is insertions, not a broken figure.
-fn notes(r: &GenerationReport) -> Vec<String> {
+pub fn report_notes(r: &GenerationReport) -> Vec<String> {
     let mut notes = r.notes.clone();
     let over: Vec<String> = r
         .targets
@@ -282,7 +282,7 @@ fn notes(r: &GenerationReport) -> Vec<String> {
 /// The gate's lines: each limit with its estimate, its bound and the limit; a target that did
 /// not run to the end; the verdict.
 fn gate_text(s: &mut String, r: &GenerationReport) {
-    let lines: Vec<String> = r.gate.rules.iter().filter_map(|g| rule_words(r, g)).collect();
+    let lines = gate_lines(r);
     if lines.is_empty() && r.gate.verdict == Verdict::None {
         return;
     }
@@ -293,9 +293,14 @@ fn gate_text(s: &mut String, r: &GenerationReport) {
     let _ = writeln!(s, "{} {}", bold("VERDICT"), verdict_words(r));
 }
 
+/// The gate's lines, one per rule worth a line (a limit, a target that did not run to the end).
+pub fn gate_lines(r: &GenerationReport) -> Vec<String> {
+    r.gate.rules.iter().filter_map(|g| rule_words(r, g)).collect()
+}
+
 /// The verdict with the targets that failed it and those it did not gate: `FAIL (cpu)`,
 /// `PASS (not gated: qnn:sm8650)`, `no limits set`.
-fn verdict_words(r: &GenerationReport) -> String {
+pub fn verdict_words(r: &GenerationReport) -> String {
     let targets = |pick: &dyn Fn(&RuleResult) -> bool| {
         let mut ids: Vec<&str> = r
             .gate
@@ -332,14 +337,17 @@ pub fn rule_words(r: &GenerationReport, g: &RuleResult) -> Option<String> {
     }
     let what = g.measure.map_or(g.rule.as_str(), |m| m.words());
     let points = g.rule == Rule::MaxAccuracyDrop;
+    let plain = matches!(g.rule, Rule::MaxKldMean | Rule::MaxKldP99 | Rule::MaxPplRatio);
     let value = |v: Num| {
         if points {
             signed(v.0, 1)
+        } else if plain {
+            num(v.0)
         } else {
             pct(Some(v.0).filter(|x| !x.is_nan()))
         }
     };
-    let limit = if points {
+    let limit = if points || plain {
         exact_num(g.limit.0)
     } else {
         pct(Some(g.limit.0))
@@ -350,7 +358,11 @@ pub fn rule_words(r: &GenerationReport, g: &RuleResult) -> Option<String> {
         None => value(g.measured),
     };
     let estimate = g.estimate.map_or(String::new(), |e| format!(" {}", value(e)));
-    let unit = if points { " points" } else { "" };
+    let unit = match g.rule {
+        Rule::MaxAccuracyDrop => " points",
+        Rule::MaxKldMean | Rule::MaxKldP99 => " nats",
+        _ => "",
+    };
     let side = if g.pass { "within" } else { "beyond" };
     Some(format!(
         "{}: {what}{estimate}{unit}, {bound}, {side} the limit {limit}{unit} ({}): {}",
@@ -363,8 +375,13 @@ pub fn rule_words(r: &GenerationReport, g: &RuleResult) -> Option<String> {
 /// Why a rule's bound is not a number, from the target's figures.
 fn unmeasured_reason(r: &GenerationReport, g: &RuleResult) -> String {
     let t = r.targets.iter().find(|t| t.id == g.target);
-    t.and_then(|t| t.summary.wer_delta_unbounded.clone())
-        .unwrap_or_else(|| "the set cannot bound it".into())
+    t.and_then(|t| {
+        t.summary
+            .wer_delta_unbounded
+            .clone()
+            .or_else(|| t.corpus.as_ref().and_then(|c| c.bounds.unbounded.clone()))
+    })
+    .unwrap_or_else(|| "the set cannot bound it".into())
 }
 
 /// The per-layer audit of a divergent step in words: the layer that introduces the most error
@@ -474,14 +491,14 @@ pub fn markdown(r: &GenerationReport) -> String {
     for t in &r.targets {
         diverged_markdown(&mut s, r, t);
     }
-    let lines: Vec<String> = r.gate.rules.iter().filter_map(|g| rule_words(r, g)).collect();
+    let lines = gate_lines(r);
     if !lines.is_empty() || r.gate.verdict != Verdict::None {
         let _ = writeln!(s, "\n**Verdict: {}**\n", verdict_words(r));
         for l in lines {
             let _ = writeln!(s, "- {}", esc(&l));
         }
     }
-    for n in notes(r) {
+    for n in report_notes(r) {
         let _ = writeln!(s, "\n> {}", esc(&n));
     }
     s

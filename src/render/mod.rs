@@ -2,6 +2,7 @@
 //! and Model Explorer node data, and written as files all together or not at all.
 
 pub mod bisect;
+pub mod corpus;
 pub mod eval;
 pub mod explain_failure;
 pub mod explorer;

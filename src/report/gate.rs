@@ -118,6 +118,16 @@ pub enum Rule {
     /// Eval and generation: the points lost against the reference, judged on the one-sided 95%
     /// upper bound of the loss.
     MaxAccuracyDrop,
+    /// Corpus drift (`--task score`): the mean KL divergence from the reference's next-token
+    /// distributions, in nats, judged on its one-sided 95% upper bound.
+    MaxKldMean,
+    /// Corpus drift: the 99th percentile of the per-position KL divergence, in nats.
+    MaxKldP99,
+    /// Corpus drift: the share of positions whose most likely token is the reference's, judged
+    /// on its one-sided 95% lower bound.
+    MinSameTop,
+    /// Corpus drift: the target's perplexity over the reference's on the same text.
+    MaxPplRatio,
     /// Between two releases of one target: SQNR change (dB).
     ReleaseSqnrChangeDb,
     /// Between two releases of one target: elements that differ (limit 0).
@@ -146,6 +156,10 @@ impl Rule {
             Rule::PartitionsRegression => "partitions_regression",
             Rule::MinAccuracy => "min_accuracy",
             Rule::MaxAccuracyDrop => "max_accuracy_drop",
+            Rule::MaxKldMean => "max_kld_mean",
+            Rule::MaxKldP99 => "max_kld_p99",
+            Rule::MinSameTop => "min_same_top",
+            Rule::MaxPplRatio => "max_ppl_ratio",
             Rule::ReleaseSqnrChangeDb => "release_sqnr_change_db",
             Rule::ReleaseBitExact => "release_bit_exact",
         }
@@ -167,9 +181,12 @@ impl Rule {
     /// How the rule's measured value must stand against its limit.
     pub fn direction(self) -> Direction {
         match self {
-            Rule::MinSqnrDb | Rule::MinTop1Agreement | Rule::MinDecisionAgreement | Rule::MinAccuracy | Rule::Ran => {
-                Direction::AtLeast
-            }
+            Rule::MinSqnrDb
+            | Rule::MinTop1Agreement
+            | Rule::MinDecisionAgreement
+            | Rule::MinAccuracy
+            | Rule::MinSameTop
+            | Rule::Ran => Direction::AtLeast,
             Rule::MaxDivergenceStep => Direction::Beyond,
             _ => Direction::AtMost,
         }
@@ -206,6 +223,14 @@ pub enum Measure {
     SameText,
     /// Generate: the share of samples whose text differs from the reference's, in points.
     TextDisagreement,
+    /// Score: the mean KL divergence over the corpus's positions, in nats.
+    KldMean,
+    /// Score: the 99th percentile KL divergence, in nats.
+    KldP99,
+    /// Score: the share of positions whose top token is the reference's.
+    SameTop,
+    /// Score: PPL target / PPL reference.
+    PplRatio,
 }
 
 impl Measure {
@@ -219,6 +244,10 @@ impl Measure {
             Measure::WerIncrease => "WER increase",
             Measure::SameText => "texts equal to the reference's",
             Measure::TextDisagreement => "texts unlike the reference's",
+            Measure::KldMean => "mean KLD",
+            Measure::KldP99 => "99th percentile KLD",
+            Measure::SameTop => "positions with the reference's top token",
+            Measure::PplRatio => "perplexity ratio",
         }
     }
 }
@@ -237,6 +266,9 @@ pub enum Bound {
     BootstrapUpper,
     /// An anytime-valid one-sided 95% bound of a confidence sequence (`--until-decided`).
     Sequence,
+    /// A one-sided 95% bound of a percentile bootstrap over a corpus's windows (never looser
+    /// than the Wilson bound of a share, nor than the order statistic that bounds a percentile).
+    WindowBootstrap,
 }
 
 impl Bound {
@@ -248,6 +280,7 @@ impl Bound {
             Bound::TangoUpper => "one-sided 95% upper bound (Tango)",
             Bound::BootstrapUpper => "one-sided 95% upper bound (paired bootstrap)",
             Bound::Sequence => "anytime-valid one-sided 95% bound",
+            Bound::WindowBootstrap => "one-sided 95% bound (bootstrap over windows)",
         }
     }
 }

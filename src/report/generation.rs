@@ -48,6 +48,10 @@ pub struct GenerationReport {
     pub unscored: Vec<UnscoredSample>,
     /// The reference's text against the labels, over the scored samples (`None` without labels).
     pub reference_scores: Option<TextScores>,
+    /// `--task score`: the reference's windows and its perplexity over them (the windows take
+    /// the place of `reference_samples`, which is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_corpus: Option<ReferenceCorpus>,
     pub targets: Vec<GenerationTarget>,
     /// The gate, as every kind of audit forms it: per target `ran` (every sample decoded to its
     /// end) and the limits (`max_accuracy_drop`, `min_accuracy`), each held to the bound that
@@ -65,14 +69,26 @@ pub enum GenerationTask {
     Transcribe,
     /// Agreement with the reference's text (labels, when the set has them, scored too).
     Generate,
+    /// Corpus drift: each sample is a window of text fed teacher-forced after the start tokens,
+    /// and every position's next-token distribution is held to the reference's (KLD, the same
+    /// top token, perplexity: llama.cpp's `--kl-divergence` figures).
+    Score,
 }
 
 impl GenerationTask {
+    /// Every task, in the order the help lists them.
+    pub const ALL: [GenerationTask; 3] = [
+        GenerationTask::Transcribe,
+        GenerationTask::Generate,
+        GenerationTask::Score,
+    ];
+
     /// The task's name on the command line and in the report.
     pub fn name(self) -> &'static str {
         match self {
             GenerationTask::Transcribe => "transcribe",
             GenerationTask::Generate => "generate",
+            GenerationTask::Score => "score",
         }
     }
 }
@@ -197,7 +213,179 @@ pub struct GenerationTarget {
     /// its creation time in ms.
     pub parts: Vec<PartRun>,
     pub samples: Vec<TargetSample>,
+    /// Under `--task score` only `samples` (windows scored), `unfinished`, `steps` (positions
+    /// scored), `nonfinite_steps`, `top1_agreement` (the same top token), `mean_kl`,
+    /// `median_sqnr_db` and the cost apply; the rest are 0 or absent, and `corpus` holds the
+    /// figures.
     pub summary: TargetSummary,
+    /// `--task score`: its next-token distributions against the reference's over the corpus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusFigures>,
+}
+
+/// `--task score`: the reference's side of the corpus.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceCorpus {
+    /// Windows fed to the end, and the positions scored in them (a window of n tokens scores
+    /// n − 1: the logits after each token but the last, against the token after it).
+    pub windows: usize,
+    pub positions: usize,
+    /// Positions whose reference logits hold a value that is not finite: no target is scored
+    /// on them.
+    pub nonfinite_positions: usize,
+    /// `exp` of the mean `-ln p` of the token that came, over the positions scored.
+    pub perplexity: Num,
+    pub rows: Vec<ReferenceWindow>,
+}
+
+/// One window as the reference read it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceWindow {
+    pub id: String,
+    /// The window's tokens, and its text (the tokens decoded).
+    pub tokens: usize,
+    pub text: String,
+    /// Its perplexity over its own positions.
+    pub perplexity: Num,
+}
+
+/// A target's corpus drift: over every position scored (the reference's and its logits all
+/// finite) of every window it fed to the end, as llama.cpp's `llama-perplexity --kl-divergence`
+/// reports them, with the bounds the gate holds to its limits.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorpusFigures {
+    pub windows: usize,
+    pub positions: usize,
+    /// Positions whose logits (this target's) hold a value that is not finite: left out of
+    /// every figure, and no bound is given while there are any.
+    pub nonfinite_positions: usize,
+    pub kld: KldFigures,
+    pub delta_p: DeltaP,
+    pub same_top: SameTop,
+    pub perplexity: Perplexity,
+    pub bounds: CorpusBounds,
+    /// Per position in the window (0: the logits after its first token): mean KLD and the
+    /// same-top share over the windows.
+    pub by_position: Vec<PositionCurve>,
+    /// Positions where the curve's mean KLD jumps: more than three times both the position
+    /// before's and the median of all positions before (a chunk boundary, the KV buffer's end).
+    pub jumps: Vec<usize>,
+    /// Per window, in the set's order.
+    pub rows: Vec<WindowFigures>,
+}
+
+/// KL(reference ‖ target) over the positions scored, in nats.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KldFigures {
+    pub mean: Num,
+    /// The mean's standard error: the sample standard deviation (ddof 1) over √positions.
+    pub mean_se: Num,
+    /// NumPy's linear percentiles.
+    pub median: Num,
+    pub p90: Num,
+    pub p99: Num,
+    pub p999: Num,
+    pub max: Num,
+}
+
+/// Δp: the target's probability of the token that came minus the reference's (a fraction).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeltaP {
+    pub mean: Num,
+    pub mean_se: Num,
+    /// √(mean Δp²).
+    pub rms: Num,
+    pub p1: Num,
+    pub p99: Num,
+}
+
+/// Positions whose most likely token is the reference's.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SameTop {
+    pub count: usize,
+    pub share: Num,
+    /// The share's 95% Wilson score interval.
+    pub interval: [Num; 2],
+}
+
+/// Perplexity over the positions scored: `exp` of the mean `-ln p` of the token that came.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Perplexity {
+    /// The reference's over the same positions, and the target's.
+    pub reference: Num,
+    pub target: Num,
+    /// `ln(PPL target / PPL reference)`: the mean of the per-position differences of `-ln p`,
+    /// with its standard error and 95% interval (mean ± 1.96 SE over positions).
+    pub ln_ratio: Num,
+    pub ln_ratio_se: Num,
+    pub ln_ratio_interval: [Num; 2],
+}
+
+/// The bounds the gate holds to the corpus limits: each one-sided 95%, from a bootstrap over
+/// windows (the positions of one window are not independent). `nan` when the corpus cannot
+/// bound the figure, `unbounded` saying why; a limit on it then fails.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorpusBounds {
+    /// Upper bound of the mean KLD (`max_kld_mean`).
+    pub kld_mean_upper: Num,
+    /// Upper bound of the 99th percentile KLD (`max_kld_p99`): the bootstrap's, and never below
+    /// the order statistic that bounds it without assumptions (none below 299 positions).
+    pub kld_p99_upper: Num,
+    /// Lower bound of the same-top share (`min_same_top`): the lower of the bootstrap's and
+    /// the one-sided Wilson bound.
+    pub same_top_lower: Num,
+    /// Upper bound of PPL target / PPL reference (`max_ppl_ratio`).
+    pub ppl_ratio_upper: Num,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unbounded: Option<String>,
+}
+
+/// One position of the window over the corpus.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PositionCurve {
+    pub position: usize,
+    /// Windows scored at this position.
+    pub windows: usize,
+    pub mean_kld: Num,
+    pub same_top: Num,
+}
+
+/// One window's figures on a target.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WindowFigures {
+    pub id: String,
+    /// Positions scored, and those whose logits were not finite.
+    pub positions: usize,
+    pub nonfinite_positions: usize,
+    pub mean_kld: Num,
+    pub same_top: Num,
+    pub ln_ppl_ratio: Num,
+    /// The position of the largest KLD (`None` when none was scored).
+    pub worst: Option<WorstPosition>,
+    /// Why the window was not fed to its end (its figures are then left out of the corpus's).
+    pub error: Option<String>,
+}
+
+/// The position of a window where the target's distribution strays furthest.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorstPosition {
+    pub position: usize,
+    pub kld: Num,
+    /// The token that came, and each side's most likely token, spelled.
+    pub next_piece: String,
+    pub reference_top_piece: String,
+    pub target_top_piece: String,
 }
 
 /// One part's session on a target.

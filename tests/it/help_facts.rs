@@ -170,6 +170,16 @@ const ASKED: &[(&str, &str, Asks)] = &[
         },
     ),
     (
+        "src/cli/generate.rs",
+        "max-accuracy-drop",
+        NotAsked("names the limits of the task the refused flag belongs to"),
+    ),
+    (
+        "src/cli/generate.rs",
+        "max-kld-mean",
+        NotAsked("names the limits of the task the refused flag belongs to"),
+    ),
+    (
         "src/cli/triage.rs",
         "db",
         Flag {

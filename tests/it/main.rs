@@ -10,6 +10,7 @@ mod capture;
 mod cli_conventions;
 mod committed_reports;
 mod context_cache;
+mod corpus_drift;
 mod device_reports;
 mod docs_examples;
 mod eval;

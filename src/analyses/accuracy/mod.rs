@@ -5,6 +5,7 @@
 //! (Tango's score bounds or the bootstrap, McNemar, non-inferiority), flips, the worst samples,
 //! confusions; sequential decisions on them.
 
+pub mod corpus;
 pub mod ctc;
 pub mod decide;
 pub mod paired;

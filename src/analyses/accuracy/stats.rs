@@ -57,6 +57,32 @@ pub fn mcnemar_exact(b: u64, c: u64) -> f64 {
     (2.0 * tail).min(1.0)
 }
 
+/// The rank (1-based, of `n` values sorted ascending) whose value is a one-sided upper
+/// confidence bound of the `q`-quantile (0..1) at 1 − `alpha`, assuming nothing of the values'
+/// distribution: the smallest `k` with P(Binomial(n, q) ≥ k) ≤ `alpha` (at least `k` values below
+/// the quantile is then that unlikely). `None` when no rank is (too few values: below 299 for
+/// the 99th percentile at 95%).
+pub fn quantile_upper_rank(n: usize, q: f64, alpha: f64) -> Option<usize> {
+    let nf = n as f64;
+    let ln_pmf = |j: usize| {
+        let j = j as f64;
+        ln_factorial(n as u64) - ln_factorial(j as u64) - ln_factorial((nf - j) as u64)
+            + j * q.ln()
+            + (nf - j) * (1.0 - q).ln()
+    };
+    // Walk down from n, the upper tail growing, to the last rank whose tail is within alpha.
+    let mut tail = 0.0;
+    let mut rank = None;
+    for j in (1..=n).rev() {
+        tail += ln_pmf(j).exp();
+        if tail > alpha {
+            break;
+        }
+        rank = Some(j);
+    }
+    rank
+}
+
 /// The generator of one bootstrap: a SplitMix64 stream whose state is `mix(seed)`.
 pub fn resampler(seed: u64) -> SplitMix64 {
     SplitMix64::from_state(mix(seed))
@@ -161,6 +187,15 @@ pub fn ratio_at(num: &[f64], den: &[f64], indices: &[usize]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_quantile_bound_rank_is_the_binomial_tails() {
+        // 0.99^299 = 0.0495 ≤ 0.05 < 0.99^298; the larger ranks from Python's exact binomial sums.
+        assert_eq!(quantile_upper_rank(299, 0.99, 0.05), Some(299));
+        assert_eq!(quantile_upper_rank(298, 0.99, 0.05), None);
+        assert_eq!(quantile_upper_rank(1000, 0.99, 0.05), Some(996));
+        assert_eq!(quantile_upper_rank(5000, 0.99, 0.05), Some(4962));
+    }
 
     #[test]
     fn wilson_matches_hand_worked_intervals() {

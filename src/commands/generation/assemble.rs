@@ -2,7 +2,7 @@
 //! over the samples it decoded to their end (WER and CER with bootstrap intervals, paired against
 //! the reference's), the gate as every kind of audit forms it, and the exit code.
 
-use super::figures::{divergence, edits, later_differing, normalise, ReferenceDecode, TargetDecode};
+use super::figures::{divergence, edits, later_differing, normalise, Decode, ReferenceDecode, TargetDecode};
 use super::sessions::{Decoded, TargetRun};
 use super::spec::GenerationSpec;
 use super::{GenSample, GenerationOptions, Specs};
@@ -13,12 +13,15 @@ use crate::data::dataset::Dataset;
 use crate::data::target::TargetRole;
 use crate::foundation::words::{count, listed};
 use crate::judge::gate::{self, sets};
+use crate::judge::policy::limits::applied_by;
+use crate::judge::policy::Limit;
 use crate::report::common::{Num, ReportKind, ToolInfo};
 use crate::report::eval::StatisticsInfo;
 use crate::report::gate::{GateReport, Rule};
 use crate::report::generation::{
-    EditCounts, GenerationReport, GenerationSet, GenerationTarget, PartSummary, ReferenceSample, SpecSummary,
-    StepExplanation, StopReason, TargetSample, TargetSummary, TextScores, UnscoredSample, GENERATION_SCHEMA_VERSION,
+    EditCounts, GenerationReport, GenerationSet, GenerationTarget, GenerationTask, PartSummary, ReferenceSample,
+    SpecSummary, StepExplanation, StopReason, TargetSample, TargetSummary, TextScores, UnscoredSample,
+    GENERATION_SCHEMA_VERSION,
 };
 use crate::report::RunStatus;
 
@@ -28,7 +31,8 @@ pub fn report(
     specs: &Specs,
     dataset: &Dataset,
     samples: &[GenSample],
-    (decoded, explanations): (Decoded, &[Vec<(usize, StepExplanation)>]),
+    decoded: Decoded<Decode<'_>>,
+    explanations: &[Vec<(usize, StepExplanation)>],
 ) -> GenerationReport {
     let spec = &specs.audited;
     let reference_samples: Vec<ReferenceSample> = samples
@@ -87,6 +91,7 @@ pub fn report(
         reference_samples,
         unscored,
         reference_scores,
+        reference_corpus: None,
         exit_code: gate::exit_code(required_unfinished, gate.verdict),
         targets,
         gate,
@@ -109,12 +114,12 @@ fn unscored(reference: &[ReferenceSample]) -> Vec<UnscoredSample> {
 }
 
 /// Whether a target decoded every sample to its end.
-fn finished(row: &GenerationTarget) -> bool {
+pub(super) fn finished(row: &GenerationTarget) -> bool {
     row.status == RunStatus::Ok && row.summary.unfinished.is_empty()
 }
 
 /// Why a target did not decode every sample to its end, in words (`None` when it did).
-fn unfinished_words(row: &GenerationTarget, samples: usize) -> Option<String> {
+pub(super) fn unfinished_words(row: &GenerationTarget, samples: usize) -> Option<String> {
     if finished(row) {
         return None;
     }
@@ -128,9 +133,14 @@ fn unfinished_words(row: &GenerationTarget, samples: usize) -> Option<String> {
 }
 
 /// The gate, as every kind of audit forms it: `ran` for each target asked for (every sample
-/// decoded to its end), then its limits (flag or policy), each held to the bound of its loss that
-/// cannot pass by luck. A target that did not finish is not judged on what it did decode.
-fn gate(opts: &GenerationOptions, runs: &[TargetRun], rows: &[GenerationTarget], samples: usize) -> GateReport {
+/// decoded, or window fed, to its end), then the task's limits (flag or policy), each held to the
+/// bound that cannot pass by luck. A target that did not finish is not judged on what it did.
+pub(super) fn gate<T>(
+    opts: &GenerationOptions,
+    runs: &[TargetRun<T>],
+    rows: &[GenerationTarget],
+    samples: usize,
+) -> GateReport {
     let mut rules = Vec::new();
     let mut active = false;
     let asked = runs
@@ -139,29 +149,20 @@ fn gate(opts: &GenerationOptions, runs: &[TargetRun], rows: &[GenerationTarget],
         .filter(|(r, _)| r.planned.role == TargetRole::Target);
     for (run, row) in asked {
         let limits = opts.policy.limits(&row.id, None);
-        active |= limits.min_accuracy.is_some() || limits.max_accuracy_drop.is_some();
+        let set: Vec<(Rule, &Limit<f64>)> = sets::generation_rules(opts.task)
+            .iter()
+            .filter_map(|&rule| sets::limit_of(&limits, rule).map(|l| (rule, l)))
+            .collect();
+        active |= !set.is_empty();
         let unfinished = unfinished_words(row, samples);
         rules.push(gate::ran_rule(&row.id, run.planned.required, unfinished.as_deref()));
         if unfinished.is_some() {
             continue;
         }
-        if let Some(l) = &limits.max_accuracy_drop {
-            let figure = sets::generation_drop(opts.task, &row.summary);
-            rules.push(gate::bounded_rule(
-                Rule::MaxAccuracyDrop,
-                &row.id,
-                figure,
-                (l.value, &l.origin),
-            ));
-        }
-        if let Some(l) = &limits.min_accuracy {
-            let figure = sets::generation_accuracy(opts.task, &row.summary);
-            rules.push(gate::bounded_rule(
-                Rule::MinAccuracy,
-                &row.id,
-                figure,
-                (l.value, &l.origin),
-            ));
+        for (rule, l) in set {
+            if let Some(figure) = sets::generation_figure(opts.task, rule, row) {
+                rules.push(gate::bounded_rule(rule, &row.id, figure, (l.value, &l.origin)));
+            }
         }
     }
     GateReport {
@@ -169,6 +170,29 @@ fn gate(opts: &GenerationOptions, runs: &[TargetRun], rows: &[GenerationTarget],
         rules,
         policy: None,
     }
+}
+
+/// Notes on the policy's limits a generation audit does not apply: those of other kinds of
+/// audit, and those of the other tasks (a corpus limit on `--task generate`).
+pub(super) fn limits_not_applied(opts: &GenerationOptions, targets: &[GenerationTarget]) -> Vec<String> {
+    let ids: Vec<String> = targets.iter().map(|t| t.id.clone()).collect();
+    let mut notes = opts.policy.not_applied(ReportKind::Generation, &ids);
+    let gated: Vec<&str> = sets::generation_rules(opts.task).iter().map(|r| r.as_str()).collect();
+    for (name, origin) in opts.policy.set_on(&ids) {
+        if applied_by(name).contains(&ReportKind::Generation) && !gated.contains(&name) {
+            let tasks: Vec<&str> = GenerationTask::ALL
+                .iter()
+                .filter(|t| sets::generation_rules(**t).iter().any(|r| r.as_str() == name))
+                .map(|t| t.name())
+                .collect();
+            notes.push(format!(
+                "{origin}: {name} is not applied by --task {} (it gates --task {})",
+                opts.task.name(),
+                tasks.join(", ")
+            ));
+        }
+    }
+    notes
 }
 
 /// The report's notes: decodes stopped at the limit, samples no figure counts, steps whose
@@ -208,8 +232,7 @@ fn notes(
             ));
         }
     }
-    let ids: Vec<String> = targets.iter().map(|t| t.id.clone()).collect();
-    notes.extend(opts.policy.not_applied(ReportKind::Generation, &ids));
+    notes.extend(limits_not_applied(opts, targets));
     notes
 }
 
@@ -256,7 +279,7 @@ fn reference_sample(spec: &GenerationSpec, s: &GenSample, d: &ReferenceDecode) -
         label: s.label.clone(),
         words,
         chars,
-        error: d.error.as_ref().map(|f| f.words()),
+        error: None,
     }
 }
 
@@ -292,7 +315,7 @@ fn target_row(
     opts: &GenerationOptions,
     (spec, samples): (&GenerationSpec, &[GenSample]),
     (reference, reference_rows, unscored): ReferenceSide<'_>,
-    (run, explained): (&TargetRun, &[(usize, StepExplanation)]),
+    (run, explained): (&TargetRun<TargetDecode>, &[(usize, StepExplanation)]),
 ) -> GenerationTarget {
     let mut rows: Vec<TargetSample> = samples
         .iter()
@@ -328,11 +351,16 @@ fn target_row(
         parts: run.parts.clone(),
         samples: rows,
         summary,
+        corpus: None,
     }
 }
 
 /// A target's figures over its scored samples, each beside the reference's row of the sample.
-fn summary(stats: &StatOptions, rows: &[(&TargetSample, &ReferenceSample)], run: &TargetRun) -> TargetSummary {
+fn summary(
+    stats: &StatOptions,
+    rows: &[(&TargetSample, &ReferenceSample)],
+    run: &TargetRun<TargetDecode>,
+) -> TargetSummary {
     let divergences: Vec<f64> = rows
         .iter()
         .filter_map(|(t, _)| t.first_divergence.as_ref().map(|d| d.step as f64))
@@ -448,7 +476,7 @@ fn statistics_info(stats: &StatOptions) -> StatisticsInfo {
     }
 }
 
-fn spec_summary(spec: &GenerationSpec) -> SpecSummary {
+pub(super) fn spec_summary(spec: &GenerationSpec) -> SpecSummary {
     SpecSummary {
         path: spec.path.display().to_string(),
         layout: spec.layout.name().into(),

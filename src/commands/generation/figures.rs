@@ -4,6 +4,7 @@
 //! tokens alone, so a test can compute each one by hand.
 
 use super::decode::{greedy, Loop, PartFailure, PartOutputs, PartRunner, State};
+use super::sessions::{KeptCall, SampleWork};
 use super::spec::{GenerationSpec, PartKind};
 use crate::analyses::accuracy::ctc::edit_distance;
 use crate::analyses::metrics::logits;
@@ -17,15 +18,11 @@ pub struct ReferenceDecode {
     pub tokens: Vec<u32>,
     pub stop: StopReason,
     pub logits: Vec<Vec<f32>>,
-    pub error: Option<PartFailure>,
 }
 
 /// A target's decode of one sample.
 #[derive(Debug, Clone)]
 pub struct TargetDecode {
-    /// The part call that produced the divergent step's logits and the inputs the target fed it
-    /// (kept only when asked: `--explain`).
-    pub divergent_call: Option<(PartKind, Vec<(String, Tensor)>)>,
     pub tokens: Vec<u32>,
     pub stop: StopReason,
     /// The first step whose token is not the reference's.
@@ -88,28 +85,66 @@ fn free_run(
     }
 }
 
-/// The reference's decode of one sample.
-pub fn decode_reference(spec: &GenerationSpec, runner: &mut dyn PartRunner, sample: &Tensor) -> ReferenceDecode {
+/// `--task generate|transcribe`: the reference decodes each sample, and each target decodes it
+/// with its own tokens, teacher-forced from its first divergence.
+pub struct Decode<'s> {
+    pub audited: &'s GenerationSpec,
+    pub reference: &'s GenerationSpec,
+}
+
+impl SampleWork for Decode<'_> {
+    type Reference = ReferenceDecode;
+    type Target = TargetDecode;
+    const LABEL: &'static str = "generate";
+
+    fn reference(&self, runner: &mut dyn PartRunner, sample: &Tensor) -> Result<ReferenceDecode, PartFailure> {
+        decode_reference(self.reference, runner, sample)
+    }
+
+    fn kept(&self, r: &ReferenceDecode) -> ReferenceDecode {
+        ReferenceDecode {
+            tokens: r.tokens.clone(),
+            stop: r.stop,
+            logits: Vec::new(),
+        }
+    }
+
+    fn target(
+        &self,
+        runner: &mut dyn PartRunner,
+        sample: &Tensor,
+        reference: &ReferenceDecode,
+        keep_call: bool,
+    ) -> (TargetDecode, Option<KeptCall>) {
+        decode_target(self.audited, runner, sample, (reference, keep_call))
+    }
+}
+
+/// The reference's decode of one sample; a part that fails ends it.
+pub fn decode_reference(
+    spec: &GenerationSpec,
+    runner: &mut dyn PartRunner,
+    sample: &Tensor,
+) -> Result<ReferenceDecode, PartFailure> {
     let mut logits = Vec::new();
     let (tokens, stop, error) = free_run(spec, runner, sample, &mut |_, l, _, _| logits.push(l.to_vec()));
-    ReferenceDecode {
-        tokens,
-        stop,
-        logits,
-        error,
+    match error {
+        Some(e) => Err(e),
+        None => Ok(ReferenceDecode { tokens, stop, logits }),
     }
 }
 
 /// A target's decode of one sample: free-running, each step compared with the reference's while
 /// the two agree; then, from the first divergence, the state kept there fed the reference's
 /// tokens, so every reference step has its figures (teacher forcing costs only the steps after
-/// the divergence).
+/// the divergence). With `keep_call`, the part call that produced the divergent step's logits and
+/// the inputs the target fed it (`--explain`).
 pub fn decode_target(
     spec: &GenerationSpec,
     runner: &mut dyn PartRunner,
     sample: &Tensor,
     (reference, keep_call): (&ReferenceDecode, bool),
-) -> TargetDecode {
+) -> (TargetDecode, Option<KeptCall>) {
     let mut steps = Vec::new();
     let mut divergence: Option<(usize, State)> = None;
     let diverged = std::cell::Cell::new(false);
@@ -140,7 +175,6 @@ pub fn decode_target(
     });
     let runner = recording.inner;
     let mut decode = TargetDecode {
-        divergent_call,
         margin,
         tokens,
         stop,
@@ -153,7 +187,7 @@ pub fn decode_target(
             decode.error = Some(e);
         }
     }
-    decode
+    (decode, divergent_call)
 }
 
 /// A runner that keeps the inputs of the latest call until `frozen` is set: the call that

@@ -1,15 +1,17 @@
-//! `npu-audit eval SPEC.toml --task transcribe|generate`: an autoregressive model (a speech
+//! `npu-audit eval SPEC.toml --task transcribe|generate|score`: an autoregressive model (a speech
 //! recognizer, an LLM) decoded on every target with its own tokens fed back, against the fp32
-//! reference's decode on the CPU EP. Each target runs in its own worker processes, one warm
-//! serving session per part (the encoder, the prompt, the step), and the loop that feeds them
-//! runs here, so the key/value state crosses a pipe, never a file. The figures: where each
-//! target's text first departs and what that costs in words, and, with the reference's tokens
-//! forced from there on, how each step's logits drift.
+//! reference's decode on the CPU EP, or (`score`) a text's windows fed teacher-forced. Each
+//! target runs in its own worker processes, one warm serving session per file of each part (the
+//! encoder, the prefill, the step), and the loop that feeds them runs here, so the key/value
+//! state crosses a pipe, never a file. The figures: where each target's text first departs and
+//! what that costs in words, and, with the reference's tokens forced from there on, how each
+//! step's logits drift; for a corpus, llama.cpp's KLD, same top token and perplexity.
 
 pub mod assemble;
 pub mod decode;
 pub mod explain;
 pub mod figures;
+pub mod score;
 mod sessions;
 pub mod spec;
 
@@ -26,6 +28,7 @@ use crate::data::tensor::{DType, Tensor};
 use crate::execution::exec::ExecOptions;
 use crate::foundation::error::{bad_flag, bad_input};
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
+use crate::foundation::words::count;
 use crate::judge::policy::Policy;
 use crate::report::generation::GenerationReport;
 pub use crate::report::generation::GenerationTask;
@@ -184,8 +187,8 @@ fn read_set(opts: &GenerationOptions, specs: &Specs) -> Result<(Dataset, Vec<Gen
                 ))
             })?;
         if spec.layout == Layout::DecoderOnly {
-            check_prompt(spec, &input)
-                .and_then(|()| check_prompt(specs.reference(), &input))
+            check_prompt(spec, &input, opts.task)
+                .and_then(|()| check_prompt(specs.reference(), &input, opts.task))
                 .map_err(|e| bad_input(format!("--dataset {}: sample {}: {e}", d.path.display(), sample.id)))?;
         }
         let label = dataset.labels.as_ref().map(|l| l[k].to_string());
@@ -199,8 +202,9 @@ fn read_set(opts: &GenerationOptions, specs: &Specs) -> Result<(Dataset, Vec<Gen
 }
 
 /// A prompt's ids are tokens of the model's vocabulary, and with the start tokens and every new
-/// token but the last they fit a static spec's KV buffers.
-fn check_prompt(spec: &GenerationSpec, input: &Tensor) -> Result<(), String> {
+/// token but the last they fit a static spec's KV buffers; a window to score has two tokens or
+/// more (each position is held to the token after it) and fits them with the start tokens.
+fn check_prompt(spec: &GenerationSpec, input: &Tensor, task: GenerationTask) -> Result<(), String> {
     let ids = decode::prompt_ids(input);
     if ids.len() != input.len() {
         return Err("input_ids holds a value that is not a token id".into());
@@ -208,8 +212,21 @@ fn check_prompt(spec: &GenerationSpec, input: &Tensor) -> Result<(), String> {
     if let Some(bad) = ids.iter().find(|&&i| i < 0 || i as usize >= spec.vocab) {
         return Err(format!("token id {bad} is outside the model's {} logits", spec.vocab));
     }
-    let needed = spec.start_tokens.len() + ids.len() + spec.max_new_tokens - 1;
+    let scoring = task == GenerationTask::Score;
+    if scoring && ids.len() < 2 {
+        return Err(format!(
+            "a window of {} scores nothing: --task score needs windows of 2 tokens or more (each position's logits are held to the token after it)",
+            count(ids.len(), "token")
+        ));
+    }
+    let new = if scoring { 0 } else { spec.max_new_tokens - 1 };
+    let needed = spec.start_tokens.len() + ids.len() + new;
     match spec.kv_length {
+        Some(k) if needed > k && scoring => Err(format!(
+            "its {} tokens and {} start tokens need {needed} KV slots; kv_length is {k}: cut the text into shorter windows (scripts/text-set --window)",
+            ids.len(),
+            spec.start_tokens.len()
+        )),
         Some(k) if needed > k => Err(format!(
             "its {} prompt tokens, {} start tokens and {} new tokens need {needed} KV slots; kv_length is {k}",
             ids.len(),
@@ -223,6 +240,32 @@ fn check_prompt(spec: &GenerationSpec, input: &Tensor) -> Result<(), String> {
     }
 }
 
+/// What the task asks of the spec and the flags: `score` reads a decoder-only spec's windows, and
+/// has nothing to explain (no divergent step) and no labels.
+fn check_task(opts: &GenerationOptions, spec: &GenerationSpec) -> Result<()> {
+    if opts.task != GenerationTask::Score {
+        return Ok(());
+    }
+    if spec.layout != Layout::DecoderOnly {
+        return Err(bad_input(format!(
+            "{}: --task score scores a decoder-only spec's windows of text; this spec is {}",
+            opts.spec.display(),
+            spec.layout.name()
+        )));
+    }
+    if opts.explain > 0 {
+        return Err(bad_flag(
+            "--explain is for --task generate and transcribe (the part call at a divergence); --task score has no divergence to explain",
+        ));
+    }
+    if opts.dataset.labels.is_some() {
+        return Err(bad_flag(
+            "--labels is for --task generate and transcribe; --task score scores each window against its own next tokens",
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the audit: the reference decodes every sample, every target decodes it with its own
 /// tokens, and the report states where they part.
 pub fn run(opts: &GenerationOptions, outputs: &mut Outputs) -> Result<GenerationReport> {
@@ -232,13 +275,27 @@ pub fn run(opts: &GenerationOptions, outputs: &mut Outputs) -> Result<Generation
         ));
     }
     let specs = load_specs(&opts.spec)?;
+    check_task(opts, &specs.audited)?;
     let mut files = specs.audited.files();
     if let Some(r) = &specs.reference {
         files.extend(r.files());
     }
     outputs.add_inputs(InputFiles::new().add_all(&files));
     let (dataset, samples) = read_set(opts, &specs)?;
-    let decoded = sessions::decode_all(opts, &specs, &samples)?;
+    if opts.task == GenerationTask::Score {
+        let work = score::Score {
+            audited: &specs.audited,
+            reference: specs.reference(),
+        };
+        let read = sessions::run_all(opts, &specs, &samples, &work)?;
+        crate::foundation::interrupt::check()?;
+        return Ok(score::report(opts, &specs, &dataset, &samples, read));
+    }
+    let work = figures::Decode {
+        audited: &specs.audited,
+        reference: specs.reference(),
+    };
+    let decoded = sessions::run_all(opts, &specs, &samples, &work)?;
     crate::foundation::interrupt::check()?;
     let explanations: Vec<Vec<_>> = decoded
         .targets
@@ -256,6 +313,7 @@ pub fn run(opts: &GenerationOptions, outputs: &mut Outputs) -> Result<Generation
         &specs,
         &dataset,
         &samples,
-        (decoded, &explanations),
+        decoded,
+        &explanations,
     ))
 }

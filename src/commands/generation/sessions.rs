@@ -1,7 +1,9 @@
 //! Where the loops run: the reference's parts on the CPU EP (the golden run's settings) and each
-//! target's parts, one serving worker per part, every run on its own thread. The reference decodes
-//! each sample first and hands its tokens and logits to every target as soon as it has them, so
-//! the slow targets (the QNN simulator) start on sample 1 while the reference is on sample 2.
+//! target's parts, one serving worker per part, every run on its own thread. The reference works
+//! each sample first (a decode, or a scored window) and hands its tokens and logits to every
+//! target as soon as it has them, so the slow targets (the QNN simulator) start on sample 1 while
+//! the reference is on sample 2. What is done with a sample is a [`SampleWork`]'s: the same
+//! sessions serve `--task generate|transcribe` and `--task score`.
 
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -12,7 +14,6 @@ use anyhow::Result;
 
 use super::decode::{PartFailure, PartOutputs, PartRunner};
 use super::explain::DivergentCall;
-use super::figures::{decode_reference, decode_target, ReferenceDecode, TargetDecode};
 use super::spec::{GenerationSpec, Part, PartFile, PartKind};
 use super::{GenSample, GenerationOptions, Specs};
 use crate::data::tensor::Tensor;
@@ -25,29 +26,57 @@ use crate::execution::runtime::Provisioner;
 use crate::report::generation::PartRun;
 use crate::report::RunStatus;
 
+/// The reference's side and each target's of the channels that hand the reference's work over.
+type Channels<R> = (Vec<SyncSender<Arc<R>>>, Vec<Receiver<Arc<R>>>);
+
 /// Samples the reference may decode ahead of the slowest target.
 const REFERENCE_AHEAD: usize = 2;
 
-/// A reference decode handed to every target's thread.
-type Shared = Arc<ReferenceDecode>;
+/// The inputs of a part call a target's work kept for `--explain`.
+pub type KeptCall = (PartKind, Vec<(String, Tensor)>);
 
-/// A target's run: how it ended, its parts' sessions, its decode of each sample it reached.
-pub struct TargetRun {
+/// What a run does with each sample: the reference's work, handed to every target's thread, and
+/// each target's against it.
+pub trait SampleWork: Sync {
+    /// The reference's result for one sample.
+    type Reference: Send + Sync;
+    /// A target's result for one sample.
+    type Target: Send;
+    /// The progress line's name for the work (`generate`, `score`).
+    const LABEL: &'static str;
+    /// The reference's work on one sample; its failure ends the audit.
+    fn reference(&self, runner: &mut dyn PartRunner, sample: &Tensor) -> Result<Self::Reference, PartFailure>;
+    /// What the report keeps of the reference's result once every target has it (without the
+    /// logits only targets need).
+    fn kept(&self, reference: &Self::Reference) -> Self::Reference;
+    /// A target's work on one sample against the reference's, with the part call to explain
+    /// when `keep_call` (`--explain`).
+    fn target(
+        &self,
+        runner: &mut dyn PartRunner,
+        sample: &Tensor,
+        reference: &Self::Reference,
+        keep_call: bool,
+    ) -> (Self::Target, Option<KeptCall>);
+}
+
+/// A target's run: how it ended, its parts' sessions, its work on each sample it reached.
+pub struct TargetRun<T> {
     pub planned: PlannedTarget,
     pub status: RunStatus,
     pub error: Option<String>,
     pub runtime: Option<String>,
     pub parts: Vec<PartRun>,
     /// One per sample, in order, until the run ended.
-    pub decodes: Vec<TargetDecode>,
+    pub decodes: Vec<T>,
     /// `--explain`: the first K divergent part calls, with their inputs.
     pub divergent_calls: Vec<DivergentCall>,
 }
 
-/// Every decode of the set.
-pub struct Decoded {
-    pub reference: Vec<ReferenceDecode>,
-    pub targets: Vec<TargetRun>,
+/// Every run's work on the set.
+pub struct Decoded<W: SampleWork> {
+    pub reference: Vec<W::Reference>,
+    pub targets: Vec<TargetRun<W::Target>>,
 }
 
 /// One file of a part as a run starts it: the part, the file's name (`None` for a part of one
@@ -207,6 +236,7 @@ impl<'p> Sessions<'p> {
 /// Per-token progress shared by the runs: tokens decoded and samples done per run, for the line
 /// that says how far each is and how long is left.
 struct Progress {
+    label: &'static str,
     started: Instant,
     samples: usize,
     runs: Vec<(String, usize, usize)>,
@@ -237,6 +267,7 @@ impl Progress {
     }
 
     fn tick(&mut self, run: usize, tokens: usize, sample_done: bool) {
+        let label = self.label;
         let entry = &mut self.runs[run];
         entry.1 += tokens;
         if sample_done {
@@ -250,12 +281,21 @@ impl Progress {
             .iter()
             .map(|(id, tokens, done)| format!("{id} {done}/{} ({tokens} steps)", self.samples))
             .collect();
-        crate::foundation::console::activity(format!("generate: {}{left}", each.join(", ")));
+        crate::foundation::console::activity(format!("{label}: {}{left}", each.join(", ")));
     }
 }
 
-/// Decodes the set on the reference and on every target.
-pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]) -> Result<Decoded> {
+/// Every run's jobs: the targets as planned, the reference's files' jobs, each target's (`None`:
+/// no runtime for it here), and the executor whose work directory they write in.
+struct Jobs {
+    _executor: Executor,
+    planned: Vec<PlannedTarget>,
+    reference: Vec<FileJob>,
+    targets: Vec<Option<Vec<FileJob>>>,
+}
+
+/// Plans the targets and prepares a job per file of every part, on the reference and on each.
+fn plan_jobs(opts: &GenerationOptions, specs: &Specs) -> Result<Jobs> {
     let requested = targets::targets(
         opts.targets.as_deref(),
         &opts.allow_failure,
@@ -274,27 +314,49 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
         .map(|f| f.model.total_bytes())
         .sum();
     executor.expect_model_bytes(bytes);
-    let work = executor.work().to_path_buf();
-    let timeout = opts.exec.timeout;
-    let explain = opts.explain;
-    let reference_jobs: Vec<FileJob> = files_of(specs.reference())
+    let work_dir = executor.work().to_path_buf();
+    let reference: Vec<FileJob> = files_of(specs.reference())
         .map(|(p, k, f)| {
             let (job, dir) = reference_job(
                 &cpu,
                 f.path.clone(),
                 &[],
-                &work.join(format!("golden-{}-{k}", p.kind)),
+                &work_dir.join(format!("golden-{}-{k}", p.kind)),
                 &[],
             );
             file_job(p, f, job, dir)
         })
         .collect();
-    let target_jobs: Vec<Option<Vec<_>>> = planned
+    let targets: Vec<Option<Vec<_>>> = planned
         .iter()
         .enumerate()
-        .map(|(i, t)| jobs_of(&executor, &specs.audited, i, t, &work))
+        .map(|(i, t)| jobs_of(&executor, &specs.audited, i, t, &work_dir))
         .collect();
+    Ok(Jobs {
+        _executor: executor,
+        planned,
+        reference,
+        targets,
+    })
+}
+
+/// Does `work` on every sample of the set on the reference and on every target.
+pub fn run_all<W: SampleWork>(
+    opts: &GenerationOptions,
+    specs: &Specs,
+    samples: &[GenSample],
+    work: &W,
+) -> Result<Decoded<W>> {
+    let Jobs {
+        _executor,
+        planned,
+        reference: reference_jobs,
+        targets: target_jobs,
+    } = plan_jobs(opts, specs)?;
+    let timeout = opts.exec.timeout;
+    let explain = opts.explain;
     let progress = Mutex::new(Progress {
+        label: W::LABEL,
         started: Instant::now(),
         samples: samples.len(),
         runs: std::iter::once("reference".to_string())
@@ -302,11 +364,11 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
             .map(|id| (id, 0, 0))
             .collect(),
     });
-    let _beat = crate::foundation::console::TerminalHeartbeat::start(format!("generate: {} samples", samples.len()));
+    let _beat =
+        crate::foundation::console::TerminalHeartbeat::start(format!("{}: {} samples", W::LABEL, samples.len()));
     // The reference runs at most a few samples ahead of the slowest target: its logits (a
     // vocabulary per step) are held only until every target has compared with them.
-    let (senders, receivers): (Vec<SyncSender<Shared>>, Vec<Receiver<Shared>>) =
-        planned.iter().map(|_| sync_channel(REFERENCE_AHEAD)).unzip();
+    let (senders, receivers): Channels<W::Reference> = planned.iter().map(|_| sync_channel(REFERENCE_AHEAD)).unzip();
     let (reference, targets) = std::thread::scope(|scope| {
         let progress = &progress;
         let handles: Vec<_> = planned
@@ -315,12 +377,11 @@ pub fn decode_all(opts: &GenerationOptions, specs: &Specs, samples: &[GenSample]
             .zip(receivers)
             .enumerate()
             .map(|(i, ((t, jobs), rx))| {
-                let spec = &specs.audited;
-                scope.spawn(move || run_target(t, jobs, spec, samples, (rx, timeout), (progress, i + 1, explain)))
+                scope.spawn(move || run_target(work, t, jobs, samples, (rx, timeout), (progress, i + 1, explain)))
             })
             .collect();
-        let reference = run_reference(specs.reference(), reference_jobs, samples, (senders, timeout), progress);
-        let targets: Vec<TargetRun> = handles
+        let reference = run_reference(work, reference_jobs, samples, (senders, timeout), progress);
+        let targets: Vec<TargetRun<W::Target>> = handles
             .into_iter()
             .zip(&planned)
             .map(|(h, t)| {
@@ -375,16 +436,16 @@ fn jobs_of(
         .collect()
 }
 
-/// The reference's decode of every sample, each handed to every target as soon as it is done.
+/// The reference's work on every sample, each handed to every target as soon as it is done.
 /// A reference that cannot start, or that fails on a sample, ends the audit: without it nothing
 /// can be compared.
-fn run_reference(
-    spec: &GenerationSpec,
+fn run_reference<W: SampleWork>(
+    work: &W,
     jobs: Vec<FileJob>,
     samples: &[GenSample],
-    (senders, timeout): (Vec<SyncSender<Shared>>, Duration),
+    (senders, timeout): (Vec<SyncSender<Arc<W::Reference>>>, Duration),
     progress: &Mutex<Progress>,
-) -> Result<Vec<ReferenceDecode>> {
+) -> Result<Vec<W::Reference>> {
     let mut sessions = Sessions::start(jobs, timeout, (progress, 0))
         .map_err(|f| reference_failed(format!("the fp32 reference did not start on the CPU EP: {}", f.words())))?;
     let mut decodes = Vec::with_capacity(samples.len());
@@ -392,23 +453,13 @@ fn run_reference(
         if crate::foundation::interrupt::stopping() {
             break;
         }
-        let d = decode_reference(spec, &mut sessions, &s.input);
-        if let Some(f) = &d.error {
-            return Err(reference_failed(format!(
-                "the fp32 reference failed on sample {}: {}",
-                s.id,
-                f.words()
-            )));
-        }
+        let d = work
+            .reference(&mut sessions, &s.input)
+            .map_err(|f| reference_failed(format!("the fp32 reference failed on sample {}: {}", s.id, f.words())))?;
         if let Ok(mut p) = progress.lock() {
             p.tick(0, 0, true);
         }
-        let kept = ReferenceDecode {
-            tokens: d.tokens.clone(),
-            stop: d.stop,
-            logits: Vec::new(),
-            error: None,
-        };
+        let kept = work.kept(&d);
         let shared = Arc::new(d);
         for tx in &senders {
             let _ = tx.send(shared.clone());
@@ -418,15 +469,15 @@ fn run_reference(
     Ok(decodes)
 }
 
-/// A target's decode of every sample, each once the reference's is there.
-fn run_target(
+/// A target's work on every sample, each once the reference's is there.
+fn run_target<W: SampleWork>(
+    work: &W,
     t: &PlannedTarget,
     jobs: Option<Vec<FileJob>>,
-    spec: &GenerationSpec,
     samples: &[GenSample],
-    (rx, timeout): (Receiver<Arc<ReferenceDecode>>, Duration),
+    (rx, timeout): (Receiver<Arc<W::Reference>>, Duration),
     (progress, run, explain): (&Mutex<Progress>, usize, usize),
-) -> TargetRun {
+) -> TargetRun<W::Target> {
     let Some(jobs) = jobs.filter(|_| t.runtime.is_ok()) else {
         let why = t
             .runtime
@@ -447,8 +498,8 @@ fn run_target(
     for s in samples {
         let Ok(reference) = rx.recv() else { break };
         let keep = explained.len() < explain;
-        let mut d = decode_target(spec, &mut sessions, &s.input, (&reference, keep));
-        if let Some((part, inputs)) = d.divergent_call.take() {
+        let (d, call) = work.target(&mut sessions, &s.input, &reference, keep);
+        if let Some((part, inputs)) = call {
             explained.push(DivergentCall {
                 sample: decodes.len(),
                 part,
@@ -508,7 +559,7 @@ fn runtime_words(t: &PlannedTarget, sessions: &Sessions) -> Option<String> {
 }
 
 /// A target that ran nothing.
-fn ended(t: &PlannedTarget, status: RunStatus, error: String) -> TargetRun {
+fn ended<T>(t: &PlannedTarget, status: RunStatus, error: String) -> TargetRun<T> {
     TargetRun {
         planned: t.clone(),
         status,

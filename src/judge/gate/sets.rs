@@ -5,9 +5,10 @@
 
 use super::Bounded;
 use crate::analyses::accuracy::stats::{wilson, wilson_lower, Z90};
+use crate::judge::policy::{Limit, Limits};
 use crate::report::eval::{EvalTarget, SequentialDecision};
 use crate::report::gate::{Bound, Measure, Rule};
-use crate::report::generation::{GenerationTask, TargetSummary};
+use crate::report::generation::{CorpusFigures, GenerationTarget, GenerationTask, TargetSummary};
 
 /// A sequential decision's bound of `rule`: the one that crossed the limit (while undecided the
 /// one that would pass it, `passing_upper` or not).
@@ -70,12 +71,84 @@ pub fn eval_drop(t: &EvalTarget, cer: bool) -> Bounded {
     }
 }
 
+/// The rules a generation audit of `task` gates with, in the order it forms them.
+pub fn generation_rules(task: GenerationTask) -> &'static [Rule] {
+    match task {
+        GenerationTask::Transcribe | GenerationTask::Generate => &[Rule::MaxAccuracyDrop, Rule::MinAccuracy],
+        GenerationTask::Score => &[Rule::MaxKldMean, Rule::MaxKldP99, Rule::MinSameTop, Rule::MaxPplRatio],
+    }
+}
+
+/// The limit a policy sets for a set-wide statistical `rule` (`None`: not set, or not such a rule).
+pub fn limit_of(limits: &Limits, rule: Rule) -> Option<&Limit<f64>> {
+    match rule {
+        Rule::MinAccuracy => limits.min_accuracy.as_ref(),
+        Rule::MaxAccuracyDrop => limits.max_accuracy_drop.as_ref(),
+        Rule::MaxKldMean => limits.max_kld_mean.as_ref(),
+        Rule::MaxKldP99 => limits.max_kld_p99.as_ref(),
+        Rule::MinSameTop => limits.min_same_top.as_ref(),
+        Rule::MaxPplRatio => limits.max_ppl_ratio.as_ref(),
+        _ => None,
+    }
+}
+
+/// What `rule` judges of a generation target under `task` (`None`: the task does not gate with
+/// it). The audit forms its gate with this, and `render` judges a stored report with it again.
+pub fn generation_figure(task: GenerationTask, rule: Rule, t: &GenerationTarget) -> Option<Bounded> {
+    if !generation_rules(task).contains(&rule) {
+        return None;
+    }
+    match rule {
+        Rule::MaxAccuracyDrop => generation_drop(task, &t.summary),
+        Rule::MinAccuracy => generation_accuracy(task, &t.summary),
+        _ => Some(
+            t.corpus
+                .as_ref()
+                .map_or_else(|| unmeasured_corpus(rule), |c| corpus(rule, c)),
+        ),
+    }
+}
+
+/// A corpus limit's figure: what it measures, the estimate, the bound over windows.
+fn corpus(rule: Rule, c: &CorpusFigures) -> Bounded {
+    let b = &c.bounds;
+    let (measure, estimate, bound) = match rule {
+        Rule::MaxKldMean => (Measure::KldMean, c.kld.mean.0, b.kld_mean_upper.0),
+        Rule::MaxKldP99 => (Measure::KldP99, c.kld.p99.0, b.kld_p99_upper.0),
+        Rule::MinSameTop => (Measure::SameTop, c.same_top.share.0, b.same_top_lower.0),
+        _ => (Measure::PplRatio, c.perplexity.ln_ratio.0.exp(), b.ppl_ratio_upper.0),
+    };
+    Bounded {
+        measure,
+        estimate,
+        bound,
+        kind: Bound::WindowBootstrap,
+    }
+}
+
+/// A corpus limit on a target with no corpus figures (it scored no window): not measured.
+fn unmeasured_corpus(rule: Rule) -> Bounded {
+    let empty = |measure| Bounded {
+        measure,
+        estimate: f64::NAN,
+        bound: f64::NAN,
+        kind: Bound::WindowBootstrap,
+    };
+    empty(match rule {
+        Rule::MaxKldMean => Measure::KldMean,
+        Rule::MaxKldP99 => Measure::KldP99,
+        Rule::MinSameTop => Measure::SameTop,
+        _ => Measure::PplRatio,
+    })
+}
+
 /// What `max_accuracy_drop` judges: for `transcribe` the WER's increase in points (its paired
 /// bootstrap's 95th percentile, which a sample with no word edit differing cannot give); for
 /// `generate` the share of samples whose text differs from the reference's, in points (its
 /// one-sided 95% Wilson bound).
-pub fn generation_drop(task: GenerationTask, m: &TargetSummary) -> Bounded {
-    match task {
+fn generation_drop(task: GenerationTask, m: &TargetSummary) -> Option<Bounded> {
+    Some(match task {
+        GenerationTask::Score => return None,
         GenerationTask::Transcribe => Bounded {
             measure: Measure::WerIncrease,
             estimate: m.wer_delta_points.map_or(f64::NAN, |v| v.0),
@@ -99,13 +172,14 @@ pub fn generation_drop(task: GenerationTask, m: &TargetSummary) -> Bounded {
                 kind: Bound::WilsonUpper,
             }
         }
-    }
+    })
 }
 
 /// What `min_accuracy` judges: the share of transcripts equal to their label (`transcribe`) or
 /// of texts equal to the reference's (`generate`), at its one-sided 95% Wilson lower bound.
-pub fn generation_accuracy(task: GenerationTask, m: &TargetSummary) -> Bounded {
+fn generation_accuracy(task: GenerationTask, m: &TargetSummary) -> Option<Bounded> {
     let (measure, k, n) = match task {
+        GenerationTask::Score => return None,
         GenerationTask::Transcribe => (
             Measure::ExactTranscripts,
             m.scores.as_ref().map_or(0, |s| s.exact),
@@ -114,10 +188,10 @@ pub fn generation_accuracy(task: GenerationTask, m: &TargetSummary) -> Bounded {
         GenerationTask::Generate => (Measure::SameText, m.same_text, m.samples),
     };
     let (k, n) = (k as u64, n as u64);
-    Bounded {
+    Some(Bounded {
         measure,
         estimate: if n == 0 { f64::NAN } else { k as f64 / n as f64 },
         bound: wilson_lower(k, n),
         kind: Bound::WilsonLower,
-    }
+    })
 }

@@ -81,6 +81,14 @@ pub struct TargetSection {
     pub min_accuracy: Option<Spanned<f64>>,
     /// Eval: the most points lost against the reference (non-inferiority).
     pub max_accuracy_drop: Option<Spanned<f64>>,
+    /// Corpus drift (`--task score`): the most mean KLD, in nats.
+    pub max_kld_mean: Option<Spanned<f64>>,
+    /// Corpus drift: the most 99th percentile KLD, in nats.
+    pub max_kld_p99: Option<Spanned<f64>>,
+    /// Corpus drift: the least share of positions with the reference's top token.
+    pub min_same_top: Option<Spanned<f64>>,
+    /// Corpus drift: the most PPL target / PPL reference.
+    pub max_ppl_ratio: Option<Spanned<f64>>,
     /// The selected targets may fail to run without failing the gate.
     pub allow_failure: Option<Spanned<bool>>,
     #[serde(default)]

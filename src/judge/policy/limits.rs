@@ -57,6 +57,15 @@ pub struct Limits {
     /// Eval: the most points of the primary metric a target may lose against the reference,
     /// judged as non-inferiority (the drop's one-sided 95% upper bound within it).
     pub max_accuracy_drop: Option<Limit<f64>>,
+    /// Corpus drift (`--task score`): the most mean KL divergence (nats) from the reference's
+    /// next-token distributions, judged on its one-sided 95% upper bound.
+    pub max_kld_mean: Option<Limit<f64>>,
+    /// Corpus drift: the most 99th percentile KL divergence (nats).
+    pub max_kld_p99: Option<Limit<f64>>,
+    /// Corpus drift: the least share of positions whose top token is the reference's.
+    pub min_same_top: Option<Limit<f64>>,
+    /// Corpus drift: the most PPL target / PPL reference.
+    pub max_ppl_ratio: Option<Limit<f64>>,
 }
 
 /// Applies `$f` to every field name of [`Limits`].
@@ -79,7 +88,11 @@ macro_rules! each_limit {
             min_decision_agreement,
             max_divergence_step,
             min_accuracy,
-            max_accuracy_drop
+            max_accuracy_drop,
+            max_kld_mean,
+            max_kld_p99,
+            min_same_top,
+            max_ppl_ratio
         )
     };
 }
@@ -106,6 +119,10 @@ pub const APPLIED_BY: &[(&str, &[ReportKind])] = {
         ("max_divergence_step", &[Compare]),
         ("min_accuracy", &[Eval, Generation, Matrix]),
         ("max_accuracy_drop", &[Eval, Generation, Matrix]),
+        ("max_kld_mean", &[Generation]),
+        ("max_kld_p99", &[Generation]),
+        ("min_same_top", &[Generation]),
+        ("max_ppl_ratio", &[Generation]),
     ]
 };
 

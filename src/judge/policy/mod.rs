@@ -44,6 +44,19 @@ pub struct Thresholds {
     pub min_accuracy: Option<f64>,
     /// Eval: the most points lost against the reference (non-inferiority).
     pub max_accuracy_drop: Option<f64>,
+    /// Corpus drift (`--task score`): the limits on the mean and 99th percentile KLD, the
+    /// same-top share and the perplexity ratio.
+    pub corpus: CorpusThresholds,
+}
+
+/// The corpus drift limits given as flags (`--max-kld-mean`, `--max-kld-p99`, `--min-same-top`,
+/// `--max-ppl-ratio`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CorpusThresholds {
+    pub max_kld_mean: Option<f64>,
+    pub max_kld_p99: Option<f64>,
+    pub min_same_top: Option<f64>,
+    pub max_ppl_ratio: Option<f64>,
 }
 
 /// The file `compare` reads when no `--config` is given, if it exists in the current directory.
@@ -298,6 +311,15 @@ fn target_limits(loc: &Locator<'_>, s: &TargetSection) -> Result<Limits> {
         let points = finite(loc, v, "max_accuracy_drop", 0.0, 100.0)?;
         out.max_accuracy_drop = Some(Limit::new(points, loc.at(v.span())));
     }
+    let checked = |v: &Option<Spanned<f64>>, name: &str, (lo, hi): (f64, f64)| -> Result<Option<Limit<f64>>> {
+        v.as_ref()
+            .map(|v| Ok(Limit::new(finite(loc, v, name, lo, hi)?, loc.at(v.span()))))
+            .transpose()
+    };
+    out.max_kld_mean = checked(&s.max_kld_mean, "max_kld_mean", (0.0, f64::INFINITY))?;
+    out.max_kld_p99 = checked(&s.max_kld_p99, "max_kld_p99", (0.0, f64::INFINITY))?;
+    out.min_same_top = checked(&s.min_same_top, "min_same_top", (0.0, 1.0))?;
+    out.max_ppl_ratio = checked(&s.max_ppl_ratio, "max_ppl_ratio", (0.0, f64::INFINITY))?;
     Ok(out)
 }
 
@@ -440,6 +462,10 @@ impl Policy {
                 .map(|v| Limit::new(v as u64, "--max-divergence-step")),
             min_accuracy: flags.min_accuracy.map(|v| Limit::new(v, "--min-accuracy")),
             max_accuracy_drop: flags.max_accuracy_drop.map(|v| Limit::new(v, "--max-accuracy-drop")),
+            max_kld_mean: flags.corpus.max_kld_mean.map(|v| Limit::new(v, "--max-kld-mean")),
+            max_kld_p99: flags.corpus.max_kld_p99.map(|v| Limit::new(v, "--max-kld-p99")),
+            min_same_top: flags.corpus.min_same_top.map(|v| Limit::new(v, "--min-same-top")),
+            max_ppl_ratio: flags.corpus.max_ppl_ratio.map(|v| Limit::new(v, "--max-ppl-ratio")),
             ..Limits::default()
         };
         if !l.is_empty() {
@@ -492,18 +518,9 @@ impl Policy {
     /// does not apply (each limit once, with where it was set): a limit is applied or said, never
     /// silently skipped. Flags are refused by the commands that have none of them.
     pub fn not_applied(&self, kind: crate::report::common::ReportKind, targets: &[String]) -> Vec<String> {
-        let mut seen: Vec<(&'static str, String)> = Vec::new();
-        for layer in &self.layers {
-            if !targets.iter().any(|t| layer.selector.matches(t)) {
-                continue;
-            }
-            for found in layer.limits.not_applied_by(kind) {
-                if !seen.contains(&found) {
-                    seen.push(found);
-                }
-            }
-        }
-        seen.into_iter()
+        self.set_on(targets)
+            .into_iter()
+            .filter(|(name, _)| !limits::applied_by(name).contains(&kind))
             .map(|(name, origin)| {
                 let applied: Vec<&str> = limits::applied_by(name).iter().map(|k| k.as_str()).collect();
                 format!(
@@ -512,6 +529,22 @@ impl Policy {
                 )
             })
             .collect()
+    }
+
+    /// Every limit this policy sets on any of `targets`, by name with where it was set, each once.
+    pub fn set_on(&self, targets: &[String]) -> Vec<(&'static str, String)> {
+        let mut seen: Vec<(&'static str, String)> = Vec::new();
+        for layer in &self.layers {
+            if !targets.iter().any(|t| layer.selector.matches(t)) {
+                continue;
+            }
+            for found in layer.limits.set() {
+                if !seen.contains(&found) {
+                    seen.push(found);
+                }
+            }
+        }
+        seen
     }
 
     /// Whether the gate has anything to evaluate.

@@ -116,7 +116,7 @@ fn flags_override_the_file_and_name_themselves() {
 fn errors_point_at_the_line_and_column() {
     assert_eq!(
         error("[defaults]\nmin_sqnr_db = 30\nmin_sqn = 3\n"),
-        "npu-audit.toml:3:1: unknown field `min_sqn`, expected one of `min_sqnr_db`, `max_abs`, `min_top1_agreement`, `require_bit_exact`, `max_sqnr_regression_db`, `max_abs_regression`, `max_top1_regression`, `max_fallback_nodes`, `max_partitions`, `fail_on_fallback`, `max_fallback_regression`, `max_partitions_regression`, `max_layer_sqnr_loss_db`, `min_decision_agreement`, `max_divergence_step`, `min_accuracy`, `max_accuracy_drop`, `allow_failure`, `outputs`"
+        "npu-audit.toml:3:1: unknown field `min_sqn`, expected one of `min_sqnr_db`, `max_abs`, `min_top1_agreement`, `require_bit_exact`, `max_sqnr_regression_db`, `max_abs_regression`, `max_top1_regression`, `max_fallback_nodes`, `max_partitions`, `fail_on_fallback`, `max_fallback_regression`, `max_partitions_regression`, `max_layer_sqnr_loss_db`, `min_decision_agreement`, `max_divergence_step`, `min_accuracy`, `max_accuracy_drop`, `max_kld_mean`, `max_kld_p99`, `min_same_top`, `max_ppl_ratio`, `allow_failure`, `outputs`"
     );
     assert_eq!(
         error("[defaults]\nmax_abs = \"small\"\n"),

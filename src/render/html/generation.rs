@@ -5,7 +5,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{SELF_CHECK_JS, STYLE};
 use crate::render::generation::{departure, part_words};
-use crate::report::generation::{GenerationReport, TargetSample};
+use crate::report::generation::{GenerationReport, GenerationTask, TargetSample};
 
 /// A target's text with what follows the shared prefix marked.
 fn marked(sample: &TargetSample) -> Markup {
@@ -19,8 +19,11 @@ fn marked(sample: &TargetSample) -> Markup {
     }
 }
 
-/// The page.
+/// The page (a corpus drift report's own: `corpus`).
 pub fn render(r: &GenerationReport) -> String {
+    if r.task == GenerationTask::Score {
+        return super::corpus::render(r);
+    }
     let page = html! {
         (DOCTYPE)
         html lang="en" {

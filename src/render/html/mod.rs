@@ -39,6 +39,7 @@
 //! symmetric; the diagonal is not a mark); the placement plot, one per partition.
 
 mod agreement_plot;
+pub mod corpus;
 pub mod eval;
 pub mod generation;
 mod layer_plot;

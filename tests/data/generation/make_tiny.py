@@ -93,6 +93,10 @@ ED_CALIB_SEED, ED_POOL_SEED = 7001, 7002
 LM_CALIB_SEED, LM_POOL_SEED = 8001, 8002
 CALIB_SAMPLES = 16
 POOL_SAMPLES = 600
+# The decoder-only "text" of `--task score`: windows of word ids drawn uniformly (the toy LM has
+# no language to read), each filling the KV buffers after the start token; 24 windows of 14
+# scored positions give 336 positions, enough to bound a 99th percentile (299 or more).
+LM_TEXT_SEED, LM_TEXT_WINDOWS, LM_TEXT_WINDOW = 8003, 24, 15
 
 # Margins (logit units) the selected decodes must keep at every step so that onnxruntime's float32
 # and integer kernels choose what float64 chose: fp32 top-1 minus runner-up, and the same for the
@@ -1543,6 +1547,14 @@ def label_rows(layout, chosen):
     return rows
 
 
+def write_text_windows(set_dir: Path) -> None:
+    """`set_lm_text/`: the windows `--task score` reads, `input_ids` int64 [1, LM_TEXT_WINDOW]."""
+    rng = np.random.default_rng(LM_TEXT_SEED)
+    for k in range(LM_TEXT_WINDOWS):
+        ids = rng.integers(len(SPECIALS), V, size=(1, LM_TEXT_WINDOW), dtype=np.int64)
+        write_bytes(set_dir / f"t{k:02d}.npz", npz_bytes({"input_ids": ids}))
+
+
 def write_all(out_dir: Path, results: dict) -> dict:
     write_text(out_dir / "tokenizer.json", tokenizer_json())
     expected = {"generator": "tests/data/generation/make_tiny.py", "definitions": DEFINITIONS,
@@ -1560,6 +1572,8 @@ def write_all(out_dir: Path, results: dict) -> dict:
         w.writerow(["id", "label"])
         w.writerows(rows)
         write_text(out_dir / set_dir / "labels.csv", buf.getvalue())
+        if layout == "decoder-only":
+            write_text_windows(out_dir / "set_lm_text")
         for name, (lay, variant, *_rest) in SPEC_FILES.items():
             if lay == layout:
                 write_text(out_dir / name, spec_toml(name))
