@@ -10,13 +10,24 @@ position's logits (the first index among equal maxima), suppress_tokens (and on 
 suppress_at_start) set to -inf first, stop when end_token is chosen (not kept) or after
 max_new_tokens new tokens. Static form: the `step` part, the prompt fed one token per call
 (position_ids = slots filled n, attention_mask [1,K+1] = 1 for slots 0..n-1 and for the last
-element, the token's present.N.key|value written into slot n). Dynamic form: the `decoder` part,
-the whole prompt in the first call, then one token per call with the growing past. The text is the
-tokenizer.json's byte-level decode of the new tokens, special tokens skipped (written out here, not
-taken from another script). When the spec names a reference spec, it is decoded too and each sample
-says how many tokens agree before the two depart. Sessions: no graph optimizations, one thread (the
+element, the token's present.N.key|value written into slot n); with a `prefill` part
+(prefill_length = N), the prompt goes through it in chunks of N instead, the last padded at its end
+with the end token (attention_mask [1,K+N]: the filled slots, then 1 for each real chunk token;
+position_ids filled + j; the real tokens' presents written into the next slots), the last real
+token's logits choosing the first new token, and the step decodes from there. Dynamic form: the
+`decoder` part, the whole prompt in the first call, then one token per call with the growing past.
+A part may be a chain of files (`step = ["a.onnx", "b.onnx"]`): run in order, each fed by name
+from the part's inputs and the earlier files' outputs. The text is the tokenizer.json's byte-level
+decode of the new tokens, special tokens skipped (written out here, not taken from another
+script). When the spec names a reference spec, it is decoded too and each sample says how many
+tokens agree before the two depart. Sessions: no graph optimizations, one thread (the
 tool's cpu:noopt). Needs NumPy and onnxruntime: run without them, the script re-executes itself in
 scripts/build-smollm2's virtual environment when that exists.
+
+Verified on scripts/build-smollm2's specs: smollm2_fp32.toml (a token per call),
+smollm2_fp32_chunked.toml (prefill chunks of 32, then the step) and smollm2_fp32_split.toml (the
+step as four files) decode three chat prompts of 33 to 40 tokens (scripts/prompt-set --system) to
+the same tokens.
 """
 
 from __future__ import annotations
@@ -59,7 +70,14 @@ class Spec:
             raise SystemExit(f"{path}: layout {gen['layout']!r}; this checker decodes decoder-only specs")
         base = self.path.parent
         self.form = gen["form"]
-        self.part = base / parts["step" if self.form == "static" else "decoder"]
+
+        def files(name):
+            v = parts[name]
+            return [base / f for f in (v if isinstance(v, list) else [v])]
+
+        self.part = files("step" if self.form == "static" else "decoder")
+        self.prefill = files("prefill") if self.form == "static" and "prefill" in parts else None
+        self.prefill_length = int(gen["prefill_length"]) if self.prefill else None
         self.kv_length = int(gen["kv_length"]) if self.form == "static" else None
         self.max_new = int(gen["max_new_tokens"])
         self.suppress = [int(t) for t in gen.get("suppress_tokens", [])]
@@ -98,6 +116,27 @@ def session(path: Path):
     return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
 
 
+class Part:
+    """A part's files, run in order: each fed by name from the part's inputs and the earlier files'
+    outputs. get_inputs, get_outputs and run as one session's."""
+
+    def __init__(self, paths: list[Path]):
+        self.sessions = [session(p) for p in paths]
+
+    def get_inputs(self):
+        return [i for s in self.sessions for i in s.get_inputs()]
+
+    def get_outputs(self):
+        return [o for s in self.sessions for o in s.get_outputs()]
+
+    def run(self, names, feeds):
+        pool = dict(feeds)
+        for s in self.sessions:
+            outs = [o.name for o in s.get_outputs()]
+            pool.update(zip(outs, s.run(outs, {i.name: pool[i.name] for i in s.get_inputs()}), strict=True))
+        return [pool[n] for n in names]
+
+
 def choose(spec: Spec, logits, first: bool) -> int:
     z = np.array(logits, dtype=np.float32, copy=True)
     z[spec.suppress] = -np.inf
@@ -106,7 +145,7 @@ def choose(spec: Spec, logits, first: bool) -> int:
     return int(np.argmax(z))
 
 
-def decode_static(spec: Spec, sess, prompt: list[int]):
+def decode_static(spec: Spec, sess, prompt: list[int], prefill=None):
     K = spec.kv_length
     pasts = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
     cache = {i.name: np.zeros([int(d) for d in i.shape], np.float32) for i in pasts}
@@ -125,8 +164,27 @@ def decode_static(spec: Spec, sess, prompt: list[int]):
             buf[:, :, n, :] = r[name.replace("past_key_values.", "present.")][:, :, 0, :]
         return r["logits"][0, -1]
 
-    for n, tok in enumerate(prompt):
-        logits = step(tok, n)
+    def chunk(toks, n):
+        N, real = spec.prefill_length, len(toks)
+        if n + N > K:
+            raise SystemExit(f"kv_length {K} exceeded")
+        mask = np.zeros((1, K + N), np.int64)
+        mask[0, :n] = 1
+        mask[0, K:K + real] = 1
+        pouts = [o.name for o in prefill.get_outputs()]
+        r = dict(zip(pouts, prefill.run(pouts, {"input_ids": np.array([toks + [spec.end] * (N - real)], np.int64),
+                                                 "position_ids": np.arange(n, n + N, dtype=np.int64)[None, :],
+                                                 "attention_mask": mask, **cache}), strict=True))
+        for name, buf in cache.items():
+            buf[:, :, n:n + real, :] = r[name.replace("past_key_values.", "present.")][:, :, :real, :]
+        return r["logits"][0, real - 1]
+
+    if prefill is None:
+        for n, tok in enumerate(prompt):
+            logits = step(tok, n)
+    else:
+        for n in range(0, len(prompt), spec.prefill_length):
+            logits = chunk(prompt[n:n + spec.prefill_length], n)
     new = []
     while True:
         nxt = choose(spec, logits, not new)
@@ -167,15 +225,23 @@ def decode_dynamic(spec: Spec, sess, prompt: list[int]):
 
 
 def run(spec: Spec, samples: dict[str, list[int]]) -> dict:
-    sess = session(spec.part)
-    fn = decode_static if spec.form == "static" else decode_dynamic
+    sess = Part(spec.part)
+    prefill = Part(spec.prefill) if spec.prefill else None
     res = {}
     for sid, ids in samples.items():
         t0 = time.perf_counter()
-        new, why = fn(spec, sess, spec.start + ids)
+        if spec.form == "static":
+            new, why = decode_static(spec, sess, spec.start + ids, prefill)
+        else:
+            new, why = decode_dynamic(spec, sess, spec.start + ids)
         res[sid] = {"prompt_tokens": len(spec.start) + len(ids), "tokens": new, "text": spec.decode(new),
                     "stop": why, "seconds": round(time.perf_counter() - t0, 3)}
     return res
+
+
+def names(files: list[Path]):
+    """A part's file name, or its files' names when it is a chain."""
+    return files[0].name if len(files) == 1 else [f.name for f in files]
 
 
 def main() -> int:
@@ -196,10 +262,12 @@ def main() -> int:
         samples[f.stem] = [int(x) for x in a[0]]
     if not samples:
         raise SystemExit(f"{args.set_dir}: no .npz samples")
-    result = {"spec": str(spec.path), "part": spec.part.name, "form": spec.form, "samples": run(spec, samples)}
+    result = {"spec": str(spec.path), "part": names(spec.part), "form": spec.form, "samples": run(spec, samples)}
+    if spec.prefill:
+        result["prefill"] = names(spec.prefill)
     if spec.reference is not None and not args.no_reference:
         ref = Spec(spec.reference)
-        result["reference"] = {"spec": str(ref.path), "part": ref.part.name, "samples": run(ref, samples)}
+        result["reference"] = {"spec": str(ref.path), "part": names(ref.part), "samples": run(ref, samples)}
     for sid, r in result["samples"].items():
         line = f"{sid}: {len(r['tokens'])} tokens ({r['stop']}, {r['seconds']:.2f} s)"
         if "reference" in result:

@@ -1251,6 +1251,47 @@ pub enum GenerationTaskChoice {
     Score,
 }
 
+/// `--prompt-lengths`: the lengths swept, sorted and distinct.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptLengths(pub Vec<usize>);
+
+/// The most lengths one sweep takes (every cut of every prompt is a decode).
+const MOST_PROMPT_LENGTHS: usize = 4096;
+
+/// Parses `1,31-33,63`: lengths and inclusive ranges of lengths, each at least 1.
+fn prompt_lengths(text: &str) -> Result<PromptLengths, String> {
+    let mut lengths = Vec::new();
+    for item in text.split(',').map(str::trim) {
+        let number = |t: &str| -> Result<usize, String> {
+            match t.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!(
+                    "'{t}' is not a prompt length (a whole number of tokens, 1 or more)"
+                )),
+            }
+        };
+        match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (number(a)?, number(b)?);
+                if a > b {
+                    return Err(format!("'{item}' is an empty range"));
+                }
+                if b - a >= MOST_PROMPT_LENGTHS {
+                    return Err(format!("'{item}' sweeps more than {MOST_PROMPT_LENGTHS} lengths"));
+                }
+                lengths.extend(a..=b);
+            }
+            None => lengths.push(number(item)?),
+        }
+    }
+    lengths.sort_unstable();
+    lengths.dedup();
+    if lengths.len() > MOST_PROMPT_LENGTHS {
+        return Err(format!("more than {MOST_PROMPT_LENGTHS} lengths"));
+    }
+    Ok(PromptLengths(lengths))
+}
+
 /// The limits of a corpus drift audit (`eval SPEC.toml --task score`).
 #[derive(Debug, Clone, Args)]
 pub struct CorpusLimitArgs {
@@ -1300,6 +1341,15 @@ pub struct GenerationArgs {
     /// target.
     #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Layers")]
     pub explain: u64,
+    /// Sweep prompt lengths: each prompt cut to its first L tokens for every L (`1,31,32,33`,
+    /// `30-34`), each cut decoded (--task generate, decoder-only).
+    ///
+    /// Per target and length: the first new token's agreement with the reference's and its KL,
+    /// the decodes that depart; and the lengths where a prompt's first token departs while every
+    /// shorter cut of it agreed (a prefill chunk boundary, the KV buffer's end). Prompts shorter
+    /// than L are skipped at L.
+    #[arg(long = "prompt-lengths", value_name = "LIST", value_parser = prompt_lengths, help_heading = "Task")]
+    pub prompt_lengths: Option<PromptLengths>,
     #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]

@@ -132,6 +132,7 @@ pub(super) fn run(a: GenerationArgs) -> Result<ExitCode> {
         corpus_limits,
         policy: PolicyFileArgs { config, no_config },
         explain,
+        prompt_lengths,
         exec,
         reports:
             FindingsReportArgs {
@@ -171,6 +172,7 @@ pub(super) fn run(a: GenerationArgs) -> Result<ExitCode> {
         },
         policy,
         explain: explain as usize,
+        prompt_lengths: prompt_lengths.map(|p| p.0).unwrap_or_default(),
     };
     let files: Vec<FindingsFile<GenerationReport>> = findings_files(vec![
         ("--out", out, None),

@@ -10,7 +10,9 @@ use super::grid::{bold, prose, table_with, ColumnKind, Look};
 use super::present::{count, db, exact_num, num, pct, rate_with_interval, signed};
 use crate::report::common::Num;
 use crate::report::gate::{Rule, RuleResult, Verdict};
-use crate::report::generation::{GenerationReport, GenerationTarget, StopReason, TargetSample, TextScores};
+use crate::report::generation::{
+    GenerationReport, GenerationTarget, LengthDeparture, PromptSweep, StopReason, TargetSample, TextScores,
+};
 
 /// The change of the WER in points with its interval: "+4.2 (+0.0 to +9.1)"; "+0.0 (no
 /// interval)" when the sample cannot bound it.
@@ -161,19 +163,12 @@ fn targets_table(r: &GenerationReport) -> String {
 
 fn samples_table(t: &GenerationTarget) -> String {
     let mut b = Builder::default();
-    b.push_record([
-        "sample",
-        "first divergence",
-        "later differing",
-        "word edits",
-        "stop",
-        "text",
-    ]);
+    b.push_record(["sample", "first divergence", "SDT", "word edits", "stop", "text"]);
     for s in &t.samples {
         b.push_record([
             s.id.clone(),
             departure(s),
-            s.later_differing.to_string(),
+            s.sdt.to_string(),
             s.words.map_or("-".into(), |w| format!("{}/{}", w.edits, w.of)),
             stop_word(s.stop).into(),
             match &s.error {
@@ -185,6 +180,82 @@ fn samples_table(t: &GenerationTarget) -> String {
     }
     use ColumnKind::{Figure, Key, Words};
     table_with(b, &Look::grid(&[Key, Words, Figure, Figure, Key, Words]))
+}
+
+/// who_what_benchmark's means in words: "FDT 3.2, SDT 4.1 (22.0% of its tokens) on average".
+pub fn divergent_words(t: &GenerationTarget) -> Option<String> {
+    let m = &t.summary;
+    let (fdt, sdt, norm) = (m.fdt_mean?, m.sdt_mean?, m.sdt_norm_mean?);
+    Some(format!(
+        "divergent tokens per sample (who_what_benchmark): FDT {}, SDT {} ({} of its tokens) on average",
+        num(fdt.0),
+        num(sdt.0),
+        pct(Some(norm.0))
+    ))
+}
+
+/// A target's figures per prompt length.
+fn sweep_table(r: &GenerationReport, sweep: &PromptSweep) -> String {
+    let mut b = Builder::default();
+    b.push_record([
+        "prompt length",
+        "samples",
+        "first token same",
+        "first token KL",
+        "diverged",
+        "median first step",
+        "prompt",
+    ]);
+    for row in &sweep.rows {
+        b.push_record([
+            row.length.to_string(),
+            row.samples.to_string(),
+            format!("{}/{}", row.first_token_same, row.samples),
+            num(row.first_token_kl.0),
+            format!("{}/{}", row.diverged, row.samples),
+            row.median_divergence_step.map_or("-".into(), |v| format!("{v}")),
+            length_words(r, row.length),
+        ]);
+    }
+    use ColumnKind::{Figure, Key, Words};
+    table_with(b, &Look::grid(&[Key, Figure, Figure, Figure, Figure, Figure, Words]))
+}
+
+/// Where a prompt of `length` tokens falls against the spec's prefill chunks and KV buffers:
+/// "fills 8 chunks of 4", "1 token into chunk 9", "fills the KV buffers"; empty when nowhere
+/// particular.
+pub fn length_words(r: &GenerationReport, length: usize) -> String {
+    let total = r.spec.start_tokens.len() + length;
+    let mut words = Vec::new();
+    if let Some(n) = r.spec.prefill_length.filter(|n| *n > 0) {
+        if total.is_multiple_of(n) {
+            words.push(format!("fills {} of {n}", count(total / n, "chunk")));
+        } else if total % n == 1 && total > n {
+            words.push(format!("1 token into chunk {}", total / n + 1));
+        }
+    }
+    if let Some(k) = r.spec.kv_length {
+        if total + r.spec.max_new_tokens.saturating_sub(1) == k {
+            words.push("its decode fills the KV buffers".into());
+        }
+    }
+    words.join("; ")
+}
+
+/// A length where a target departs, in words.
+fn departure_at_length(r: &GenerationReport, d: &LengthDeparture) -> String {
+    let at = length_words(r, d.length);
+    let at = if at.is_empty() {
+        String::new()
+    } else {
+        format!(" ({at})")
+    };
+    format!(
+        "the first new token departs at prompt length {}{at} on {} whose shorter cuts all agreed: {}",
+        d.length,
+        count(d.prompts.len(), "prompt"),
+        crate::foundation::words::listed(&d.prompts, 6)
+    )
 }
 
 fn stop_word(s: StopReason) -> &'static str {
@@ -218,8 +289,18 @@ pub fn table_text(r: &GenerationReport) -> String {
     header(&mut s, r);
     let _ = writeln!(s, "\n{}", bold("TARGETS"));
     let _ = writeln!(s, "{}", targets_table(r));
-    let _ = writeln!(s, "\n{}", bold("REFERENCE"));
-    let _ = writeln!(s, "{}", reference_table(r));
+    let swept = !r.prompt_lengths.is_empty();
+    if swept {
+        let _ = writeln!(
+            s,
+            "\nprompt lengths {}: {} cuts decoded (each cut's row in the JSON)",
+            crate::foundation::words::listed(&r.prompt_lengths.iter().map(|l| l.to_string()).collect::<Vec<_>>(), 12),
+            r.reference_samples.len()
+        );
+    } else {
+        let _ = writeln!(s, "\n{}", bold("REFERENCE"));
+        let _ = writeln!(s, "{}", reference_table(r));
+    }
     for t in &r.targets {
         let _ = writeln!(s, "\n{} {}", bold(&t.id), t.runtime.as_deref().unwrap_or(""));
         if let Some(e) = &t.error {
@@ -228,7 +309,15 @@ pub fn table_text(r: &GenerationReport) -> String {
         for p in &t.parts {
             let _ = writeln!(s, "  {}", part_words(p));
         }
-        if !t.samples.is_empty() {
+        if let Some(w) = divergent_words(t) {
+            let _ = writeln!(s, "  {w}");
+        }
+        if let Some(sweep) = &t.sweep {
+            let _ = writeln!(s, "{}", sweep_table(r, sweep));
+            for d in &sweep.departs_at {
+                let _ = writeln!(s, "  {}", departure_at_length(r, d));
+            }
+        } else if !t.samples.is_empty() {
             let _ = writeln!(s, "{}", samples_table(t));
         }
         for x in &t.samples {
@@ -406,8 +495,14 @@ pub fn layers_words(x: &crate::report::generation::StepExplanation) -> String {
             db(w.introduced_sqnr_db.0)
         )
     });
+    let overflow = x.first_overflow.as_ref().map_or(String::new(), |o| {
+        format!(
+            "first overflow {} (the cause); ",
+            crate::render::present::overflow_at(o)
+        )
+    });
     format!(
-        "part {} at its first divergence: {worst}; against cpu:noopt, first code difference {}, first beyond rounding {}, first SQNR loss {}",
+        "part {} at its first divergence: {overflow}{worst}; against cpu:noopt, first code difference {}, first beyond rounding {}, first SQNR loss {}",
         x.part,
         at(&x.first_code_difference),
         at(&x.first_beyond_rounding),
@@ -489,7 +584,13 @@ pub fn markdown(r: &GenerationReport) -> String {
         );
     }
     for t in &r.targets {
-        diverged_markdown(&mut s, r, t);
+        if let Some(w) = divergent_words(t) {
+            let _ = writeln!(s, "\n{}: {w}", esc(&t.id));
+        }
+        match &t.sweep {
+            Some(sweep) => sweep_markdown(&mut s, r, t, sweep),
+            None => diverged_markdown(&mut s, r, t),
+        }
     }
     let lines = gate_lines(r);
     if !lines.is_empty() || r.gate.verdict != Verdict::None {
@@ -502,6 +603,32 @@ pub fn markdown(r: &GenerationReport) -> String {
         let _ = writeln!(s, "\n> {}", esc(&n));
     }
     s
+}
+
+/// A target's prompt-length sweep as a Markdown table, then the lengths where it departs.
+fn sweep_markdown(s: &mut String, r: &GenerationReport, t: &GenerationTarget, sweep: &PromptSweep) {
+    let _ = writeln!(s, "\n**{}** by prompt length\n", t.id.replace('|', "\\|"));
+    let _ = writeln!(
+        s,
+        "| prompt length | first token same | first token KL | diverged | prompt |"
+    );
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- |");
+    for row in &sweep.rows {
+        let _ = writeln!(
+            s,
+            "| {} | {}/{} | {} | {}/{} | {} |",
+            row.length,
+            row.first_token_same,
+            row.samples,
+            num(row.first_token_kl.0),
+            row.diverged,
+            row.samples,
+            length_words(r, row.length)
+        );
+    }
+    for d in &sweep.departs_at {
+        let _ = writeln!(s, "\n- {}", departure_at_length(r, d));
+    }
 }
 
 /// A target's diverged samples as a folded Markdown table: both texts and where they part.

@@ -4,7 +4,9 @@
 //! the wording of a first divergence, a runtime, a placement summary.
 
 use crate::report::common::Num;
-use crate::report::compare::{DivergenceRules, LayerPointer, PlacementSummary, TargetReport, ThreadProbe};
+use crate::report::compare::{
+    DivergenceRules, LayerOverflow, LayerPointer, OverflowPointer, PlacementSummary, TargetReport, ThreadProbe,
+};
 use crate::report::device::{Identity, IdentityStatus};
 use crate::report::facts::TargetRole;
 use crate::report::triage::{FleetKind, Triage, VerdictKind};
@@ -270,6 +272,36 @@ pub fn divergence_at(d: &LayerPointer) -> String {
     format!("#{} {} ({}) at {}: {what}", d.index, d.node, d.op_type, d.tensor)
 }
 
+/// The first overflow of a target in one line: `#7 /l3/norm/Pow (Pow) at t: the reference
+/// reaches 1.1e6, past float16's 65,504, ...`.
+pub fn overflow_at(o: &OverflowPointer) -> String {
+    format!(
+        "#{} {} ({}) at {}: {}",
+        o.index,
+        o.node,
+        o.op_type,
+        o.tensor,
+        overflow_cause(&o.overflow)
+    )
+}
+
+/// Why a layer is named as an overflow, in words.
+pub fn overflow_cause(o: &LayerOverflow) -> String {
+    let peak = num(o.reference_peak.0);
+    let beyond = format!(
+        "the reference reaches {peak}, past float16's 65,504, and the target, which computes it in float16, is off by up to {} there: it did not hold the values",
+        num(o.max_abs_error.0)
+    );
+    match (o.nonfinite, o.beyond_float16()) {
+        (0, _) => beyond,
+        (n, true) => format!("{} ±inf or NaN; {beyond}", count(n as usize, "value")),
+        (n, false) => format!(
+            "{} ±inf or NaN where the reference's are finite (its peak {peak})",
+            count(n as usize, "value")
+        ),
+    }
+}
+
 /// Whether the departing layer introduced the drift (it departs alone on golden inputs too) or
 /// inherited it, as a clause to append; empty when it was not run alone.
 pub fn attribution(d: &LayerPointer) -> &'static str {
@@ -314,7 +346,11 @@ pub fn divergence_lines(t: &TargetReport, rules: &DivergenceRules) -> Vec<String
         &summary.first_sqnr_loss,
     ];
     let bisected = summary.bisect.is_some();
-    divergence_levels(rules)
+    let overflow = summary
+        .first_overflow
+        .as_ref()
+        .map(|o| format!("first overflow (the cause before any SQNR ranking): {}", overflow_at(o)));
+    let levels = divergence_levels(rules)
         .into_iter()
         .zip(found)
         .enumerate()
@@ -333,8 +369,8 @@ pub fn divergence_lines(t: &TargetReport, rules: &DivergenceRules) -> Vec<String
                 count(summary.layers_not_compared, "layer")
             ),
             None => format!("{name} ({threshold}): none"),
-        })
-        .collect()
+        });
+    overflow.into_iter().chain(levels).collect()
 }
 
 /// One sentence on where a target departs (the three levels, shortest form), for a legend.

@@ -267,6 +267,47 @@ pub struct LayerReport {
     /// Why the layer (or part of its figures) could not be measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Set when the layer overflowed on the target (cumulative run): its values turned ±inf or
+    /// NaN where the golden run's are finite, or the golden values pass float16's range where
+    /// the target computes the tensor in float16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overflow: Option<LayerOverflow>,
+}
+
+/// Why a layer is named as an overflow: a cause that outranks any SQNR ranking, since every
+/// layer after it inherits values that are not numbers (or not the reference's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LayerOverflow {
+    /// Elements of the target's tensor that are ±inf or NaN where the golden value is finite.
+    pub nonfinite: u64,
+    /// The largest magnitude of the golden tensor.
+    pub reference_peak: Num,
+    /// The target's largest absolute error on the tensor against the golden run.
+    pub max_abs_error: Num,
+    /// Whether the target computes this tensor in float16 (a float tensor on the QNN HTP), so
+    /// that a golden magnitude above 65,504 may not be held.
+    pub float16: bool,
+}
+
+/// The largest finite float16 value: a float16 tensor cannot hold a magnitude above it.
+pub const FLOAT16_MAX: f64 = 65504.0;
+
+/// The error, relative to the peak, above which a target did not hold values past float16's
+/// range: 1/64, 32 times float16's rounding (2⁻¹¹), so that the noise a layer inherits does not
+/// count (SmolLM2's layer 2 carries 83,882 on the HTP with an error of 1/970 of it), while a clip
+/// to 65,504 of a peak of 70,000 (6%) or to 131,008 of 591,800 (78%) does.
+pub const FLOAT16_HELD_RELATIVE: f64 = 1.0 / 64.0;
+
+impl LayerOverflow {
+    /// Whether the golden values pass float16's range on a target that computes in float16 and
+    /// the target did not hold them: its error there is above [`FLOAT16_HELD_RELATIVE`] of the
+    /// peak (a value past the range that the target carried, as the HTP does inside some fused
+    /// ops and up to 131,008 in others, is no overflow).
+    pub fn beyond_float16(&self) -> bool {
+        self.float16
+            && self.reference_peak.0 > FLOAT16_MAX
+            && self.max_abs_error.0 > self.reference_peak.0 * FLOAT16_HELD_RELATIVE
+    }
 }
 
 /// A tensor of one target against the baseline's: counts of elements off by 1, 2 and more LSB
@@ -313,6 +354,10 @@ pub struct TargetLayerSummary {
     pub first_sqnr_loss: Option<LayerPointer>,
     /// The same as `first_beyond_rounding` (its name in reports of npu-audit before 0.2).
     pub first_divergence: Option<LayerPointer>,
+    /// The first layer (execution order) that overflowed on this target: the cause to look at
+    /// before any SQNR ranking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_overflow: Option<OverflowPointer>,
     /// Layers that could not be compared with the baseline (a tensor missing on either side):
     /// a null first difference only means "none" when this is 0.
     pub layers_not_compared: usize,
@@ -355,6 +400,21 @@ pub struct LayerPointer {
     /// Whether the layer alone, on golden inputs, already departs from the baseline at the same
     /// level (it introduced the drift rather than inherited it); `None` when not run in isolation.
     pub introduced: Option<bool>,
+}
+
+/// A layer named as the first overflow of a target.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OverflowPointer {
+    /// The layer's position in execution order.
+    pub index: usize,
+    /// The node that computes it.
+    pub node: String,
+    /// Its op type.
+    pub op_type: String,
+    /// The tapped tensor.
+    pub tensor: String,
+    /// What overflowed.
+    pub overflow: LayerOverflow,
 }
 
 /// What adding outputs changed: an extra output can stop an EP from fusing nodes.

@@ -48,6 +48,10 @@ pub struct GenerationReport {
     pub unscored: Vec<UnscoredSample>,
     /// The reference's text against the labels, over the scored samples (`None` without labels).
     pub reference_scores: Option<TextScores>,
+    /// `--prompt-lengths`: the prompt lengths swept (each sample cut to its first L prompt
+    /// tokens for every L it has; the samples above are the cuts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompt_lengths: Vec<usize>,
     /// `--task score`: the reference's windows and its perplexity over them (the windows take
     /// the place of `reference_samples`, which is then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -221,6 +225,9 @@ pub struct GenerationTarget {
     /// `--task score`: its next-token distributions against the reference's over the corpus.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub corpus: Option<CorpusFigures>,
+    /// `--prompt-lengths`: its figures per prompt length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<PromptSweep>,
 }
 
 /// `--task score`: the reference's side of the corpus.
@@ -424,6 +431,14 @@ pub struct TargetSample {
     pub later_differing: usize,
     /// Token edits between the two decodes (end tokens included).
     pub token_edits: usize,
+    /// who_what_benchmark's FDT: the first new token (0-based) where the target's text tokens
+    /// (the end token left out) differ from the reference's, the common prefix's length.
+    #[serde(default)]
+    pub fdt: usize,
+    /// who_what_benchmark's SDT: the target's text tokens outside the matching blocks Python's
+    /// difflib finds against the reference's (the tokens to correct).
+    #[serde(default)]
+    pub sdt: usize,
     /// Whether its text equals the reference's.
     pub same_text: bool,
     /// Whether the figures count it: this target decoded it to its end, and the reference gave a
@@ -444,6 +459,53 @@ pub struct TargetSample {
     /// inputs (the key/value state) this target fed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layers: Option<StepExplanation>,
+    /// `--prompt-lengths`: the set's sample this one was cut from, and its prompt's length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptCut>,
+}
+
+/// A sample of a prompt-length sweep: the set's sample, cut to its first `length` prompt tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptCut {
+    pub sample: String,
+    pub length: usize,
+}
+
+/// A target's prompt-length sweep (`--prompt-lengths`): per length, how its first new token and
+/// its decode fare against the reference's, and the lengths where it departs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSweep {
+    pub rows: Vec<LengthRow>,
+    /// Lengths where a prompt's first new token departs from the reference's while it agreed at
+    /// every shorter length swept (a chunk boundary, the KV buffer's end), with the prompts that
+    /// do.
+    pub departs_at: Vec<LengthDeparture>,
+}
+
+/// A length where prompts' first new tokens depart, each having agreed at every shorter length.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LengthDeparture {
+    pub length: usize,
+    pub prompts: Vec<String>,
+}
+
+/// One prompt length over the samples long enough for it, those scored.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LengthRow {
+    pub length: usize,
+    pub samples: usize,
+    /// Samples whose first new token is the reference's.
+    pub first_token_same: usize,
+    /// The mean KL(reference ‖ target) of the first new token's distribution, in nats (over the
+    /// samples whose logits there are all finite).
+    pub first_token_kl: Num,
+    /// Samples whose decode departs, and the median first divergent step of those.
+    pub diverged: usize,
+    pub median_divergence_step: Option<f64>,
 }
 
 /// The per-layer audit of the part call where a target's decode first departed, on the inputs it
@@ -463,6 +525,10 @@ pub struct StepExplanation {
     pub first_code_difference: Option<super::compare::LayerPointer>,
     pub first_beyond_rounding: Option<super::compare::LayerPointer>,
     pub first_sqnr_loss: Option<super::compare::LayerPointer>,
+    /// The first layer that overflowed on the target (values ±inf or NaN, or past float16's
+    /// range where it computes in float16): the cause, before any SQNR ranking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_overflow: Option<super::compare::OverflowPointer>,
     pub error: Option<String>,
 }
 
@@ -528,6 +594,14 @@ pub struct TargetSummary {
     pub median_divergence_step: Option<f64>,
     /// Samples whose text equals the reference's.
     pub same_text: usize,
+    /// who_what_benchmark's figures over the scored samples: the mean FDT and SDT, and the mean
+    /// of each sample's SDT over its text tokens (absent under `--task score`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdt_mean: Option<Num>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdt_mean: Option<Num>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdt_norm_mean: Option<Num>,
     /// Teacher-forced steps whose top-1 equals the reference's, of all steps.
     pub top1_agreement: Num,
     pub steps: usize,

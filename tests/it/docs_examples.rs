@@ -7,8 +7,10 @@
 //!   ending with `\` continues it on the next), every other line up to the next `$ ` is output
 //!   the command prints (stdout, then stderr). Shown output is an excerpt: its lines must appear
 //!   in the output in that order, consecutive lines consecutively; a line that is only `...`
-//!   stands for any number of lines, and `[..]` inside a line for any part of it (host-dependent
-//!   figures, paths of the machine). `sh`/`bash` blocks are refused: a command is shown one way.
+//!   stands for any number of lines, and `[..]` inside a line for any part of it (paths of the
+//!   machine, timings). `[N±T]` stands for a number within T of N: a figure whose last digits
+//!   depend on the host (a float path's SQNR above 100 dB, `docs/hosts.md`), which a document may
+//!   not show exactly (refused). `sh`/`bash` blocks are refused: a command is shown one way.
 //! - Each document runs top to bottom in an empty scratch directory of its own where the
 //!   repository's `fixtures`, `golden`, `docs`, `tests` and `scripts` are linked, so a command
 //!   can read them and everything it writes lands in the scratch directory (nothing under the
@@ -123,6 +125,15 @@ fn parse_console(doc: &str, first_line: usize, body: &[&str]) -> Result<Vec<Show
                 output: Vec::new(),
             });
         } else if let Some(c) = commands.last_mut() {
+            let bound = host_bound_figures(line);
+            if !bound.is_empty() {
+                return Err(format!(
+                    "{doc}:{}: {} shown exactly: a figure above {FLOAT_NOISE_DB} dB is float noise whose last \
+                     digits depend on the host; show it as [N±T]",
+                    first_line + k,
+                    bound.join(", ")
+                ));
+            }
             c.output.push(line.to_string());
         } else {
             return Err(format!("{doc}:{}: output before any `$ ` command", first_line + k));
@@ -242,25 +253,62 @@ fn parse(doc: &str, text: &str) -> Result<Vec<Block>, Vec<String>> {
     }
 }
 
-/// Whether `actual` is the line `pattern` shows, `[..]` standing for any part of it.
+/// Whether `actual` is the line `pattern` shows, `[..]` standing for any part of it and
+/// `[N±T]` for a number within T of N (a figure whose last digits depend on the host).
 fn line_matches(pattern: &str, actual: &str) -> bool {
-    let parts: Vec<&str> = pattern.split("[..]").collect();
-    if parts.len() == 1 {
-        return pattern == actual;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !actual.starts_with(first) || actual.len() < first.len() + last.len() || !actual.ends_with(last) {
+    let (regex, tolerances) = line_pattern(pattern);
+    let Some(caps) = regex.captures(actual) else {
         return false;
-    }
-    let mut rest = &actual[first.len()..actual.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    true
+    };
+    tolerances.iter().enumerate().all(|(i, (value, tolerance))| {
+        caps.get(i + 1)
+            .and_then(|m| m.as_str().parse::<f64>().ok())
+            .is_some_and(|x| (x - value).abs() <= *tolerance)
+    })
 }
+
+/// A shown line as an anchored regular expression, with the value and tolerance of each `[N±T]`
+/// (its capture groups, in order).
+fn line_pattern(pattern: &str) -> (regex::Regex, Vec<(f64, f64)>) {
+    let marker = regex::Regex::new(r"\[\.\.\]|\[(-?[0-9]+(?:\.[0-9]+)?)±([0-9]+(?:\.[0-9]+)?)\]").expect("valid");
+    let (mut out, mut tolerances, mut last) = (String::from("^"), Vec::new(), 0);
+    for m in marker.captures_iter(pattern) {
+        let whole = m.get(0).expect("group 0");
+        out.push_str(&regex::escape(&pattern[last..whole.start()]));
+        match (m.get(1), m.get(2)) {
+            (Some(value), Some(tolerance)) => {
+                out.push_str(r"(-?[0-9]+(?:\.[0-9]+)?)");
+                let number = |s: &str| s.parse::<f64>().expect("the marker's pattern is a number");
+                tolerances.push((number(value.as_str()), number(tolerance.as_str())));
+            }
+            _ => out.push_str("(?s:.*?)"),
+        }
+        last = whole.end();
+    }
+    out.push_str(&regex::escape(&pattern[last..]));
+    out.push('$');
+    (regex::Regex::new(&out).expect("escaped pattern"), tolerances)
+}
+
+/// The shown figures that would tie a document to one host: a dB figure (two decimals, as the
+/// tool prints dB) above [`FLOAT_NOISE_DB`] outside a `[N±T]` marker (a float path's SQNR
+/// against the golden run, whose last digits depend on the CPU EP's kernels: `docs/hosts.md`),
+/// percentages aside.
+fn host_bound_figures(line: &str) -> Vec<String> {
+    let markers = regex::Regex::new(r"\[[^\]]*±[^\]]*\]").expect("valid");
+    let bare = markers.replace_all(line, "");
+    let figure = regex::Regex::new(r"(-?[0-9]+\.[0-9]{2})\b(%?)").expect("valid");
+    figure
+        .captures_iter(&bare)
+        .filter(|c| c[2].is_empty() && c[1].parse::<f64>().is_ok_and(|x| x > FLOAT_NOISE_DB))
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+/// Above this SQNR (dB) a figure is float rounding noise, whose last digits move with the host's
+/// instruction set (the bundled CNN's fp32 model with the CPU EP's rewrites: 128.07 dB on an
+/// AVX-512 host, 133.39 dB on an AVX2-only one).
+const FLOAT_NOISE_DB: f64 = 100.0;
 
 /// Checks that the shown lines appear in `actual` in order (each run of lines between `...`
 /// consecutively); the first shown line that does not, with its context, is the error.
@@ -644,6 +692,21 @@ fn shown_output_is_matched_as_an_excerpt_with_elisions() {
     assert!(line_matches("x [..] y [..] z", "x 1 y 2 z"));
     assert!(!line_matches("x [..] y", "x 1 z"));
     assert!(!line_matches("ab[..]ba", "aba"), "prefix and suffix may not overlap");
+    assert!(line_matches("│ [130±10] ✓ │", "│ 133.39 ✓ │"));
+    assert!(line_matches("│ [130±10] ✓ │", "│ 120 ✓ │"));
+    assert!(!line_matches("│ [130±10] ✓ │", "│ 141.49 ✓ │"), "outside the tolerance");
+    assert!(
+        !line_matches("│ [130±10] ✓ │", "│ 133.39 x │"),
+        "the text around it still counts"
+    );
+    assert!(line_matches("a [-1±0.5] [..] b", "a -0.95 c.d b"));
+    assert!(line_matches("x (a)+[..]$", "x (a)+ y $"), "the shown text is literal");
+    assert_eq!(host_bound_figures("│ 128.07 ✓ │ 25.06 │ 100.00% │ 287.5 │"), ["128.07"]);
+    assert!(host_bound_figures("│ [128±10] ✓ │ 25.06 │").is_empty());
+    assert!(
+        parse("t.md", "```console\n$ a\n│ 128.07 │\n```\n").is_err(),
+        "an exact float-noise figure is refused"
+    );
 }
 
 #[test]

@@ -208,10 +208,16 @@ fn a_decoder_only_model_decodes_as_numpy_says_in_both_forms() {
 /// `ort_greedy.py`'s tokens per sample for `spec` (extra: `--opt`, `--qnn`).
 fn ort_tokens(spec: &str, set: &str, extra: &[&str]) -> Vec<(String, Vec<u64>)> {
     let py = venv_python("tests/data/numpy-ort-requirements.txt", "numpy-ort");
+    // A set of tests/data/generation by name, or one a test made, by its path.
+    let set = if std::path::Path::new(set).is_absolute() {
+        set.to_string()
+    } else {
+        data(set)
+    };
     let out = run_ok(
         std::process::Command::new(py)
             .arg(data("ort_greedy.py"))
-            .args([&data(spec), &data(set)])
+            .args([&data(spec), &set])
             .args(extra),
     );
     String::from_utf8_lossy(&out.stdout)
@@ -771,4 +777,205 @@ fn refused_lm(spec: &str, needle: &str) {
     assert!(stderr.contains(needle), "wanted '{needle}' in: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(!out_file.exists());
+}
+
+/// who_what_benchmark's SDT counts the tokens outside Python difflib's matching blocks: the
+/// tool's blocks are difflib's own on 600 random pairs (small alphabets, so runs repeat and tie,
+/// and sequences of 200 or more, where difflib drops popular tokens), computed by the system
+/// Python's difflib.
+#[test]
+fn divergent_token_blocks_are_pythons_difflib_blocks() {
+    let script = r#"
+import difflib, json, random
+r = random.Random(7)
+for k in range(600):
+    n = r.choice([0, 1, 3, 8, 20, 60, 230, 300])
+    m = r.choice([0, 2, 5, 12, 40, 210, 280])
+    sym = r.choice([2, 3, 5, 30])
+    a = [r.randrange(sym) for _ in range(n)]
+    b = [r.randrange(sym) for _ in range(m)]
+    if k % 5 == 0 and a:
+        b = a[: r.randrange(len(a) + 1)] + b
+    blocks = [list(x) for x in difflib.SequenceMatcher(None, a, b).get_matching_blocks()[:-1]]
+    print(json.dumps({"a": a, "b": b, "blocks": blocks}))
+"#;
+    let out = run_ok(std::process::Command::new("python3").args(["-c", script]));
+    let mut pairs = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let seq = |k: &str| -> Vec<u32> {
+            v[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        };
+        let (a, b) = (seq("a"), seq("b"));
+        let want: Vec<(usize, usize, usize)> = v["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m[0].as_u64().unwrap() as usize,
+                    m[1].as_u64().unwrap() as usize,
+                    m[2].as_u64().unwrap() as usize,
+                )
+            })
+            .collect();
+        // difflib joins blocks adjacent in both sequences; the tokens they cover are the same.
+        let covered = |blocks: &[(usize, usize, usize)]| -> Vec<usize> {
+            blocks.iter().flat_map(|&(_, j, k)| j..j + k).collect()
+        };
+        let got = npu_audit::analyses::accuracy::matching::matching_blocks(&a, &b);
+        assert_eq!(covered(&got), covered(&want), "{line}");
+        let d = npu_audit::analyses::accuracy::matching::divergent_tokens(&a, &b);
+        assert_eq!(d.sdt, b.len() - covered(&want).len(), "{line}");
+        pairs += 1;
+    }
+    assert_eq!(pairs, 600);
+}
+
+/// A copy of `set` (tests/data/generation) with every prompt cut to its first `n` tokens.
+fn cut_prompts(set: &str, dir: &std::path::Path, n: usize) -> String {
+    use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
+    std::fs::create_dir_all(dir).unwrap();
+    for e in std::fs::read_dir(data(set)).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "npz") {
+            continue;
+        }
+        let ids: Vec<i64> = values(&npz_array(&p, "input_ids")).iter().map(|v| *v as i64).collect();
+        let t = Tensor::new(vec![1, n], TensorData::Int64(ids[..n].to_vec())).unwrap();
+        write_npz(&dir.join(p.file_name().unwrap()), &[("input_ids".to_string(), &t)]).unwrap();
+    }
+    dir.display().to_string()
+}
+
+/// `--prompt-lengths`: every cut's first new token, each length's agreement and the lengths
+/// where a prompt departs are those of ort_greedy.py run on sets cut to each length, on the
+/// token-at-a-time step and the chunked prefill (whose chunk boundaries the lengths cross).
+#[test]
+fn a_prompt_length_sweep_agrees_with_an_independent_loop_on_every_cut() {
+    let tmp = tempdir();
+    for (spec, reference) in [
+        ("lm_u8_chunked.toml", "lm_fp32_chunked.toml"),
+        ("lm_u8.toml", "lm_fp32.toml"),
+    ] {
+        let (code, report, stderr) = audit(
+            spec,
+            &[
+                "--dataset",
+                &data("set_lm_text"),
+                "--task",
+                "generate",
+                "-t",
+                "cpu",
+                "--no-baseline",
+                "--prompt-lengths",
+                "1-8",
+            ],
+        );
+        assert_eq!(code, 0, "{spec}: {stderr}");
+        assert_eq!(report["prompt_lengths"], serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8]));
+        let t = target_row(&report, "cpu");
+        let rows = t["sweep"]["rows"].as_array().unwrap();
+        // Per prompt, the first length where its first token departs (ort's own decodes).
+        let mut first_departure: std::collections::BTreeMap<String, usize> = Default::default();
+        for (k, l) in (1..=8).enumerate() {
+            let set = cut_prompts("set_lm_text", &tmp.path().join(format!("{spec}-{l}")), l);
+            let target = ort_tokens(spec, &set, &[]);
+            let golden = ort_tokens(reference, &set, &["--opt", "disable"]);
+            let mut same = 0;
+            for ((id, tt), (_, rt)) in target.iter().zip(&golden) {
+                let cut = format!("{id}@{l}");
+                let row = t["samples"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|s| s["id"] == cut.as_str())
+                    .unwrap();
+                assert_eq!(tokens(&row["tokens"])[0], tt[0], "{spec} {cut}: first token");
+                if tt[0] == rt[0] {
+                    same += 1;
+                } else {
+                    first_departure.entry(id.clone()).or_insert(l);
+                }
+            }
+            assert_eq!(rows[k]["length"], l);
+            assert_eq!(rows[k]["samples"], 24);
+            assert_eq!(rows[k]["first_token_same"], same, "{spec} length {l}");
+        }
+        let mut want: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+        for (id, l) in first_departure.into_iter().filter(|(_, l)| *l > 1) {
+            want.entry(l).or_default().push(id);
+        }
+        let got: std::collections::BTreeMap<usize, Vec<String>> = t["sweep"]["departs_at"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let prompts = d["prompts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_str().unwrap().to_string())
+                    .collect();
+                (d["length"].as_u64().unwrap() as usize, prompts)
+            })
+            .collect();
+        assert_eq!(got, want, "{spec}");
+    }
+}
+
+#[test]
+fn a_sweep_is_refused_where_it_cannot_run() {
+    let spec = data("lm_u8.toml");
+    let set = data("set_lm_text");
+    let run = |extra: &[&str], needle: &str| {
+        let mut args = vec![
+            "eval",
+            spec.as_str(),
+            "--dataset",
+            set.as_str(),
+            "--no-config",
+            "-t",
+            "cpu",
+        ];
+        args.extend(extra);
+        fails_with(&args, 2, needle);
+    };
+    run(
+        &["--task", "generate", "--prompt-lengths", "0"],
+        "'0' is not a prompt length",
+    );
+    run(
+        &["--task", "generate", "--prompt-lengths", "5-3"],
+        "'5-3' is an empty range",
+    );
+    run(&["--task", "generate", "--prompt-lengths", "9"], "need 17 KV slots");
+    run(&["--task", "generate", "--prompt-lengths", "3,16"], "no prompt of");
+    run(
+        &["--task", "generate", "--prompt-lengths", "16"],
+        "has 16 tokens (the longest has 15)",
+    );
+    run(
+        &["--task", "score", "--prompt-lengths", "2"],
+        "--prompt-lengths sweeps a decoder-only spec's prompts under --task generate",
+    );
+    fails_with(
+        &[
+            "eval",
+            &data("tiny_u8.toml"),
+            "--dataset",
+            &data("set_ed"),
+            "--no-config",
+            "--task",
+            "generate",
+            "--prompt-lengths",
+            "1",
+        ],
+        2,
+        "--prompt-lengths sweeps a decoder-only spec's prompts",
+    );
 }

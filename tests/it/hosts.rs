@@ -93,8 +93,8 @@ fn the_report_names_this_host_as_proc_cpuinfo_does() {
         (Some("linux"), Some("x86_64"))
     );
     let dependence = |id: &str| target(&report, id)["host"]["dependence"].as_str().unwrap().to_string();
-    assert_eq!(dependence("cpu"), "possible");
-    assert_eq!(dependence("cpu:noopt"), "possible");
+    assert_eq!(dependence("cpu"), "measured");
+    assert_eq!(dependence("cpu:noopt"), "measured");
     assert_eq!(dependence("qnn:sm8650"), "independent");
     assert_eq!(target(&report, "cpu")["host"]["isa_class"], host["isa_class"]);
     let table = run(&[

@@ -5,6 +5,7 @@ use crate::common;
 
 use common::*;
 use serde_json::Value;
+use std::path::Path;
 
 fn layers_of<'a>(report: &'a Value, id: &str) -> &'a Vec<Value> {
     target(report, id)["layers"]
@@ -581,4 +582,72 @@ fn external_data_on_another_file_system_is_copied_once_per_audit_not_once_per_mo
     weights.sort_unstable();
     weights.dedup();
     assert_eq!(weights.len(), 1, "one copy of the weights, linked everywhere");
+}
+
+/// Exp of x up to 13 (exp(13) ≈ 442,413, past float16's 65,504), then Neg: on the QNN HTP the
+/// float ops run in float16 and Exp's values are not held; on the CPU EP they are.
+fn overflowing_float_model(dir: &Path) -> (String, String) {
+    use npu_audit::data::tensor::{write_npz, Tensor, TensorData};
+    let model = dir.join("exp.onnx");
+    chain_model(&model, &["Exp", "Neg"], &[1, 8]);
+    let x = Tensor::new(
+        vec![1, 8],
+        TensorData::Float32(vec![1.0, 4.0, 8.0, 10.0, 11.0, 11.5, 12.0, 13.0]),
+    )
+    .unwrap();
+    let inputs = dir.join("x.npz");
+    write_npz(&inputs, &[("x".to_string(), &x)]).unwrap();
+    (model.display().to_string(), inputs.display().to_string())
+}
+
+#[test]
+fn a_layer_past_float16s_range_on_the_htp_is_named_the_overflow_before_any_ranking() {
+    let dir = tempdir();
+    let (model, inputs) = overflowing_float_model(dir.path());
+    let args = [
+        "--inputs",
+        inputs.as_str(),
+        "-t",
+        "qnn:sm8650",
+        "-t",
+        "cpu",
+        "--layers",
+        "all",
+    ];
+    let mut json = vec![model.as_str()];
+    json.extend_from_slice(&args);
+    let (code, report, stderr) = compare_json(&json);
+    assert_eq!(code, 0, "{stderr}");
+    // The golden Exp's peak is float32's exp(13), computed here independently.
+    let peak = 13f32.exp() as f64;
+    let first = &target(&report, "qnn:sm8650")["layer_summary"]["first_overflow"];
+    assert_eq!(first["node"], "Exp_t1", "{first}");
+    let o = &first["overflow"];
+    assert_eq!(o["float16"], true);
+    assert!(
+        (o["reference_peak"].as_f64().unwrap() - peak).abs() <= peak * 1e-6,
+        "{o}"
+    );
+    // Not held: off by more than 1/64 of the peak (far beyond float16 rounding); the value
+    // the HTP kept is at most float16's largest with its all-ones exponent as a number (131,008).
+    let error = o["max_abs_error"].as_f64().unwrap();
+    assert!(error > peak / 64.0 && error >= peak - 131_008.0 - 1.0, "{o}");
+    // Neg inherits it: only the first layer is named; the CPU EP holds float32 and names none.
+    assert!(layer(&report, "qnn:sm8650", "Neg_y")["overflow"]["float16"] == true);
+    assert!(target(&report, "cpu")["layer_summary"]["first_overflow"].is_null());
+    assert!(layer(&report, "cpu", "Exp_t1").get("overflow").is_none());
+    // The terminal names it first, with the peak as the renderer writes numbers.
+    let mut text = vec!["compare", model.as_str()];
+    text.extend_from_slice(&args);
+    let out = run(&text);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .skip_while(|l| l.trim() != "qnn:sm8650")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.trim_start().starts_with("first overflow (the cause before any SQNR ranking): #0 Exp_t1 (Exp) at t1: the reference reaches 4.424e5, past float16's 65,504"),
+        "{line}"
+    );
 }

@@ -8,6 +8,7 @@
 pub mod corpus;
 pub mod ctc;
 pub mod decide;
+pub mod matching;
 pub mod paired;
 pub mod sequential;
 pub mod stats;

@@ -227,6 +227,7 @@ fn name_layer(
         first_beyond_rounding: None,
         first_sqnr_loss: None,
         first_divergence: None,
+        first_overflow: None,
         layers_not_compared: 0,
         tap_effects: None,
         bisect: Some(BisectReport {
@@ -341,5 +342,13 @@ fn segment_layers(
         }
     }
     ctx.executor.discard(&dir);
-    Ok(super::reports(&state.points, segment, &state.matches, &accs, None))
+    // No golden values in a bisection's segments: nothing there is named an overflow.
+    Ok(super::reports(
+        &state.points,
+        segment,
+        &state.matches,
+        &accs,
+        None,
+        false,
+    ))
 }

@@ -304,6 +304,7 @@ fn finish(state: &State<'_>, selected: &[usize], mut accs: Accumulators, isolate
             &state.matches,
             &accs.cumulative[&t],
             isolate.then(|| accs.isolated[&t].as_slice()),
+            state.ctx.planned[t].spec.computes_floats_in_float16(),
         )
     };
     let all: Vec<(usize, Vec<LayerReport>)> = state.ran.iter().map(|&t| (t, layers_of(t))).collect();

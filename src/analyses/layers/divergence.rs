@@ -155,6 +155,7 @@ mod tests {
             introduced_max_abs: None,
             introduced_vs_baseline: None,
             error: None,
+            overflow: None,
         }
     }
 

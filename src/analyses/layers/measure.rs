@@ -87,6 +87,11 @@ pub struct LayerAcc {
     /// The largest finite magnitude of the baseline's tensor: what a float tensor's error is
     /// relative to.
     pub baseline_peak: f64,
+    /// The largest finite magnitude of the golden (fp32 reference) tensor: whether the values
+    /// fit float16 (65,504) where the target computes in float16.
+    pub reference_peak: f64,
+    /// Elements of the target's tensor that are ±inf or NaN where the golden value is finite.
+    pub nonfinite: u64,
     pub elements: u64,
     /// Set when the target's tensor was missing (nothing is measured then).
     pub error: Option<String>,
@@ -104,6 +109,8 @@ impl LayerAcc {
             ties: 0,
             ties_known: false,
             baseline_peak: 0.0,
+            reference_peak: 0.0,
+            nonfinite: 0,
             elements: 0,
             error: None,
             golden_error: None,
@@ -120,6 +127,17 @@ impl LayerAcc {
         self.baseline = None;
         self.ties_known = false;
         self.baseline_error = Some(why);
+    }
+
+    /// The reference's peak and the target's non-finite values where the reference is finite:
+    /// what an overflow is named by.
+    fn note_range(&mut self, out: &[f32], reference: &[f32]) {
+        for (o, r) in out.iter().zip(reference) {
+            if r.is_finite() {
+                self.reference_peak = self.reference_peak.max(r.abs() as f64);
+                self.nonfinite += !o.is_finite() as u64;
+            }
+        }
     }
 
     /// Every reason a figure is missing, in one line.
@@ -163,8 +181,10 @@ impl LayerAcc {
                     ))
                 }
                 Some(gold) => {
+                    let (out, reference) = (real_values(target, quant), real_values(gold, None));
+                    self.note_range(&out, &reference);
                     if let Some(stats) = self.golden.as_mut() {
-                        stats.update_f32(&real_values(target, quant), &real_values(gold, None));
+                        stats.update_f32(&out, &reference);
                     }
                 }
             }
@@ -205,6 +225,18 @@ impl LayerAcc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_finite_target_values_count_only_where_the_reference_is_finite() {
+        let f = |v: &[f32]| Tensor::new(vec![v.len()], TensorData::Float32(v.to_vec())).unwrap();
+        let mut acc = LayerAcc::new(true, false, false);
+        let target = f(&[f32::INFINITY, f32::NAN, 1.0, f32::NAN, -3.0]);
+        let golden = f(&[70000.0, 2.0, 1.0, f32::NAN, -90000.0]);
+        acc.add(&target, None, Some(&golden), None, None);
+        // inf and NaN against finite values count; a NaN against the reference's own NaN does not.
+        assert_eq!(acc.nonfinite, 2);
+        assert_eq!(acc.reference_peak, 90000.0);
+    }
 
     fn codes(v: &[u8]) -> Tensor {
         Tensor::new(vec![v.len()], TensorData::Uint8(v.to_vec())).unwrap()

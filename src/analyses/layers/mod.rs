@@ -27,7 +27,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::report::common::Num;
-use crate::report::compare::{CodeComparison, DivergenceRules, LayerAuditInfo, LayerReport, TargetLayerSummary};
+use crate::report::compare::{
+    CodeComparison, DivergenceRules, LayerAuditInfo, LayerOverflow, LayerReport, OverflowPointer, TargetLayerSummary,
+};
 use measure::LayerAcc;
 use points::Point;
 
@@ -126,13 +128,28 @@ pub fn code_comparison(acc: &LayerAcc) -> Option<CodeComparison> {
     })
 }
 
-/// Assembles one target's layer reports from its accumulators.
+/// What overflowed in a layer's cumulative figures, when anything did: values that are not
+/// numbers where the golden run's are, or golden values past float16's range on a tensor the
+/// target computes in float16 (`float16`).
+fn overflow(acc: &LayerAcc, float16: bool) -> Option<LayerOverflow> {
+    let o = LayerOverflow {
+        nonfinite: acc.nonfinite,
+        reference_peak: Num(acc.reference_peak),
+        max_abs_error: Num(acc.golden.as_ref().map_or(f64::NAN, |g| g.max_abs())),
+        float16,
+    };
+    (o.nonfinite > 0 || o.beyond_float16()).then_some(o)
+}
+
+/// Assembles one target's layer reports from its accumulators; `float16`: the target computes
+/// float tensors in float16 (the QNN HTP).
 fn reports(
     points: &[Point],
     selected: &[usize],
     matches: &BTreeMap<String, matching::TensorMatch>,
     cumulative: &[LayerAcc],
     isolated: Option<&[LayerAcc]>,
+    float16: bool,
 ) -> Vec<LayerReport> {
     let sqnr: BTreeMap<usize, f64> = selected
         .iter()
@@ -181,6 +198,7 @@ fn reports(
                     (None, Some(i)) => Some(format!("isolated: {i}")),
                     (None, None) => None,
                 },
+                overflow: overflow(acc, float16 && point.quant.is_none()).filter(|_| measured),
             }
         })
         .collect()
@@ -202,7 +220,17 @@ fn summary(
     layers_not_compared: usize,
 ) -> TargetLayerSummary {
     let first = divergence::first_departures(layers, baseline, rules);
+    let first_overflow = layers.iter().find_map(|l| {
+        l.overflow.clone().map(|overflow| OverflowPointer {
+            index: l.index,
+            node: l.node.clone(),
+            op_type: l.op_type.clone(),
+            tensor: l.tensor.clone(),
+            overflow,
+        })
+    });
     TargetLayerSummary {
+        first_overflow,
         first_divergence: first.beyond_rounding.clone(),
         first_code_difference: first.code_difference,
         first_beyond_rounding: first.beyond_rounding,

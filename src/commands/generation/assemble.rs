@@ -7,6 +7,7 @@ use super::sessions::{Decoded, TargetRun};
 use super::spec::GenerationSpec;
 use super::{GenSample, GenerationOptions, Specs};
 use crate::analyses::accuracy::ctc::edit_distance;
+use crate::analyses::accuracy::matching::divergent_tokens;
 use crate::analyses::accuracy::stats::{mcnemar_exact, median};
 use crate::analyses::accuracy::{paired_rate_change, pooled_rate, StatOptions};
 use crate::data::dataset::Dataset;
@@ -92,6 +93,7 @@ pub fn report(
         unscored,
         reference_scores,
         reference_corpus: None,
+        prompt_lengths: opts.prompt_lengths.clone(),
         exit_code: gate::exit_code(required_unfinished, gate.verdict),
         targets,
         gate,
@@ -287,6 +289,8 @@ fn target_sample(spec: &GenerationSpec, s: &GenSample, reference: &ReferenceDeco
     let text = spec.text(&d.tokens);
     let (words, chars) = s.label.as_deref().map(|l| edits(&text, l)).unzip();
     let reference_text = spec.text(&reference.tokens);
+    let text_tokens = |t: &'_ [u32]| -> Vec<u32> { t.strip_suffix(&[spec.end_token.1]).unwrap_or(t).to_vec() };
+    let divergent = divergent_tokens(&text_tokens(&reference.tokens), &text_tokens(&d.tokens));
     TargetSample {
         id: s.id.clone(),
         tokens: d.tokens.clone(),
@@ -296,6 +300,8 @@ fn target_sample(spec: &GenerationSpec, s: &GenSample, reference: &ReferenceDeco
             .divergence
             .map_or(0, |k| later_differing(&reference.tokens, &d.tokens, k)),
         token_edits: edit_distance(&reference.tokens, &d.tokens),
+        fdt: divergent.fdt,
+        sdt: divergent.sdt,
         same_text: normalise(&text) == normalise(&reference_text),
         scored: d.error.is_none() && d.stop != StopReason::Failed,
         nonfinite_steps: d.steps.iter().filter(|f| f.kl.0.is_nan()).count(),
@@ -305,6 +311,7 @@ fn target_sample(spec: &GenerationSpec, s: &GenSample, reference: &ReferenceDeco
         error: d.error.as_ref().map(|f| f.words()),
         text,
         layers: None,
+        prompt: s.cut.clone(),
     }
 }
 
@@ -349,6 +356,10 @@ fn target_row(
         runtime: run.runtime.clone(),
         intra_op_threads: run.parts.iter().find_map(|p| p.intra_op_threads),
         parts: run.parts.clone(),
+        sweep: (!opts.prompt_lengths.is_empty()).then(|| {
+            let scored: Vec<&TargetSample> = rows.iter().filter(|r| r.scored).collect();
+            super::sweep::sweep(&opts.prompt_lengths, &scored)
+        }),
         samples: rows,
         summary,
         corpus: None,
@@ -387,6 +398,16 @@ fn summary(
         diverged: divergences.len(),
         median_divergence_step: median(&divergences),
         same_text: rows.iter().filter(|(t, _)| t.same_text).count(),
+        fdt_mean: mean_of(rows, |t| t.fdt as f64),
+        sdt_mean: mean_of(rows, |t| t.sdt as f64),
+        sdt_norm_mean: mean_of(rows, |t| {
+            let n = t.tokens.len() - usize::from(t.stop == StopReason::EndToken);
+            if n == 0 {
+                0.0
+            } else {
+                t.sdt as f64 / n as f64
+            }
+        }),
         top1_agreement: Num(ratio(top1, steps.len())),
         steps: steps.len(),
         nonfinite_steps: steps.iter().filter(|s| s.kl.0.is_nan()).count(),
@@ -411,6 +432,11 @@ fn summary(
         seconds_per_token: (new_tokens > 0 && busy_s > 0.0).then(|| busy_s / new_tokens as f64),
         seconds_per_sample: (!rows.is_empty() && busy_s > 0.0).then(|| busy_s / rows.len() as f64),
     }
+}
+
+/// The mean of `f` over the scored samples (`None` without any).
+fn mean_of(rows: &[(&TargetSample, &ReferenceSample)], f: impl Fn(&TargetSample) -> f64) -> Option<Num> {
+    (!rows.is_empty()).then(|| Num(rows.iter().map(|(t, _)| f(t)).sum::<f64>() / rows.len() as f64))
 }
 
 /// `k / n`, NaN when `n` is 0.

@@ -14,6 +14,7 @@ pub mod figures;
 pub mod score;
 mod sessions;
 pub mod spec;
+pub mod sweep;
 
 use std::path::PathBuf;
 
@@ -30,8 +31,8 @@ use crate::foundation::error::{bad_flag, bad_input};
 use crate::foundation::userfile::{InputFiles, Outputs, Reads};
 use crate::foundation::words::count;
 use crate::judge::policy::Policy;
-use crate::report::generation::GenerationReport;
 pub use crate::report::generation::GenerationTask;
+use crate::report::generation::{GenerationReport, PromptCut};
 use spec::{GenerationSpec, Layout};
 
 /// Everything a generation audit was asked to do.
@@ -51,6 +52,9 @@ pub struct GenerationOptions {
     pub stats: StatOptions,
     /// `--explain K`: the per-layer audit of up to K samples per target at their first divergence.
     pub explain: usize,
+    /// `--prompt-lengths`: each sample cut to its first L prompt tokens for every L here (sorted,
+    /// distinct; empty: no sweep).
+    pub prompt_lengths: Vec<usize>,
 }
 
 impl Reads for GenerationOptions {
@@ -66,6 +70,7 @@ impl Reads for GenerationOptions {
             policy,
             stats: _,
             explain: _,
+            prompt_lengths: _,
         } = self;
         set.add(spec).with(exec).with(policy);
         set.add(&dataset.path).add_all(&dataset.labels);
@@ -144,11 +149,13 @@ fn sample_signature(spec: &GenerationSpec) -> Signature {
     }
 }
 
-/// One sample as decoded: its id, label and the tensor it feeds.
+/// One sample as decoded: its id, label and the tensor it feeds, and for a prompt-length sweep
+/// the set's sample it was cut from.
 pub struct GenSample {
     pub id: String,
     pub label: Option<String>,
     pub input: Tensor,
+    pub cut: Option<PromptCut>,
 }
 
 /// The set, every sample read (a sample is one utterance's features or one prompt).
@@ -171,6 +178,7 @@ fn read_set(opts: &GenerationOptions, specs: &Specs) -> Result<(Dataset, Vec<Gen
         Layout::DecoderOnly => dataset.check_ragged(&sig)?,
     }
     let mut samples = Vec::with_capacity(dataset.len());
+    let mut longest = 0;
     for (k, sample) in dataset.samples(&sig, 0)?.enumerate() {
         let sample = sample?;
         let input = sample
@@ -186,18 +194,24 @@ fn read_set(opts: &GenerationOptions, specs: &Specs) -> Result<(Dataset, Vec<Gen
                     spec.sample_input()
                 ))
             })?;
-        if spec.layout == Layout::DecoderOnly {
-            check_prompt(spec, &input, opts.task)
-                .and_then(|()| check_prompt(specs.reference(), &input, opts.task))
-                .map_err(|e| bad_input(format!("--dataset {}: sample {}: {e}", d.path.display(), sample.id)))?;
-        }
         let label = dataset.labels.as_ref().map(|l| l[k].to_string());
-        samples.push(GenSample {
+        longest = longest.max(input.len());
+        let read = GenSample {
             id: sample.id,
             label,
             input,
-        });
+            cut: None,
+        };
+        for s in sweep::cuts(read, &opts.prompt_lengths) {
+            if spec.layout == Layout::DecoderOnly {
+                check_prompt(spec, &s.input, opts.task)
+                    .and_then(|()| check_prompt(specs.reference(), &s.input, opts.task))
+                    .map_err(|e| bad_input(format!("--dataset {}: sample {}: {e}", d.path.display(), s.id)))?;
+            }
+            samples.push(s);
+        }
     }
+    sweep::check_lengths(&opts.prompt_lengths, longest, &d.path)?;
     Ok((dataset, samples))
 }
 
@@ -243,6 +257,12 @@ fn check_prompt(spec: &GenerationSpec, input: &Tensor, task: GenerationTask) -> 
 /// What the task asks of the spec and the flags: `score` reads a decoder-only spec's windows, and
 /// has nothing to explain (no divergent step) and no labels.
 fn check_task(opts: &GenerationOptions, spec: &GenerationSpec) -> Result<()> {
+    if !opts.prompt_lengths.is_empty() && (opts.task != GenerationTask::Generate || spec.layout != Layout::DecoderOnly)
+    {
+        return Err(bad_flag(
+            "--prompt-lengths sweeps a decoder-only spec's prompts under --task generate",
+        ));
+    }
     if opts.task != GenerationTask::Score {
         return Ok(());
     }

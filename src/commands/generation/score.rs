@@ -180,6 +180,7 @@ pub fn report(
         unscored: Vec::new(),
         reference_scores: None,
         reference_corpus: Some(reference_corpus),
+        prompt_lengths: Vec::new(),
         exit_code: judge_gate::exit_code(required_unfinished, gate.verdict),
         targets,
         gate,
@@ -257,6 +258,7 @@ fn target_row(
         samples: Vec::new(),
         summary,
         corpus: Some(figures),
+        sweep: None,
     }
 }
 
@@ -274,6 +276,9 @@ fn summary(c: &CorpusFigures, run: &TargetRun<TargetWindowRead>, fed: usize) -> 
         diverged: 0,
         median_divergence_step: None,
         same_text: 0,
+        fdt_mean: None,
+        sdt_mean: None,
+        sdt_norm_mean: None,
         top1_agreement: c.same_top.share,
         steps: c.positions + c.nonfinite_positions,
         nonfinite_steps: c.nonfinite_positions,

@@ -324,9 +324,9 @@ impl TargetSpec {
                 "OpenVINO's CPU plugin picks its oneDNN int8 kernels by instruction set (the u8 CNN fixture is refused with AVX-512 VNNI and runs capped to AVX2; figures move by up to 0.5 dB); isa=<class> caps them",
             ),
             Backend::Cpu => made(
-                Dependence::Possible,
+                Dependence::Measured,
                 host.isa_class.clone(),
-                "ONNX Runtime's MLAS picks kernels by CPUID and has no cap: without VNNI its u8 x s8 GEMM adds pairs in saturating 16 bits, and float kernels differ in FMA width",
+                "ONNX Runtime's MLAS picks kernels by CPUID and has no cap: without VNNI its u8 x s8 GEMM adds pairs in saturating 16 bits, and float kernels differ in vector width (a float path's SQNR above 100 dB moves between AVX2 and AVX-512 hosts)",
             ),
             Backend::Arm64 { core } => made(
                 Dependence::Independent,
@@ -344,6 +344,13 @@ impl TargetSpec {
                 "a GPU's kernels depend on the GPU and its driver, which the report does not record",
             ),
         }
+    }
+
+    /// Whether the target computes float tensors in float16: the QNN HTP runs the float ops of
+    /// a graph (a QDQ model's unquantized ops, or a float model) in float16, so a value past
+    /// 65,504 overflows there (the per-layer audit names such a layer).
+    pub fn computes_floats_in_float16(&self) -> bool {
+        matches!(self.backend, Backend::Qnn(_))
     }
 
     /// The chipset of a QNN target.

@@ -4,7 +4,8 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::{SELF_CHECK_JS, STYLE};
-use crate::render::generation::{departure, part_words};
+use crate::render::generation::{departure, length_words, part_words};
+use crate::render::present::num;
 use crate::report::generation::{GenerationReport, GenerationTask, TargetSample};
 
 /// A target's text with what follows the shared prefix marked.
@@ -33,6 +34,7 @@ pub fn render(r: &GenerationReport) -> String {
                 p { "Spec " code { (r.spec.path) } " (" (r.spec.layout) ", " (r.spec.form) "), reference " code { (r.reference.path) }
                     ", set " code { (r.dataset.path) } " (" (r.dataset.samples) " samples), task " (r.task.name()) "." }
                 (targets(r))
+                (sweeps(r))
                 h2 { "Texts" }
                 p.muted { "Each target's text after its first divergent token is marked; hover for the tokens." }
                 table {
@@ -55,6 +57,32 @@ pub fn render(r: &GenerationReport) -> String {
         }
     };
     page.into_string()
+}
+
+/// Each target's prompt-length sweep, a table per target.
+fn sweeps(r: &GenerationReport) -> Markup {
+    html! {
+        @for t in &r.targets {
+            @if let Some(sweep) = &t.sweep {
+                h2 { (t.id) " by prompt length" }
+                table {
+                    tr { th { "prompt length" } th { "first token same" } th { "first token KL" } th { "diverged" } th { "prompt" } }
+                    @for row in &sweep.rows {
+                        tr {
+                            td.num { (row.length) }
+                            td.num { (row.first_token_same) "/" (row.samples) }
+                            td.num { (num(row.first_token_kl.0)) }
+                            td.num { (row.diverged) "/" (row.samples) }
+                            td { (length_words(r, row.length)) }
+                        }
+                    }
+                }
+                @for d in &sweep.departs_at {
+                    p { "Departs at prompt length " (d.length) ": " (d.prompts.join(", ")) }
+                }
+            }
+        }
+    }
 }
 
 fn targets(r: &GenerationReport) -> Markup {
