@@ -4,8 +4,7 @@
 //! reference spec's part of the same name on the same inputs and against the `cpu:noopt`
 //! baseline: first one run with every layer tapped (the first overflow, the first layer that
 //! departs from the baseline at each level), then the layers around the first of them run alone
-//! (the layer that introduces the most error by itself). A part of thousands of nodes is so
-//! explained in a few runs, not one per layer.
+//! (the layer that introduces the most error by itself).
 
 use anyhow::Result;
 
@@ -36,8 +35,7 @@ const ISOLATED_AROUND: usize = 8;
 
 /// The per-layer audit of one divergent call on `planned`; a failure is the explanation's error.
 /// One run with every layer tapped finds the first overflow and departures; only the layers
-/// around the first of them are then run alone (on a large part, isolating every layer costs
-/// hours on the simulator).
+/// around the first of them are then run alone.
 pub fn explain(
     opts: &GenerationOptions,
     specs: &Specs,
