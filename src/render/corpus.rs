@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use tabled::builder::Builder;
 
-use super::generation::{gate_lines, part_words, report_notes, verdict_words};
+use super::generation::{gate_lines, markdown_verdict_and_notes, part_words, report_notes, verdict_words};
 use super::grid::{bold, prose, table_with, ColumnKind, Look};
 use super::present::{count, num, pct, rate_with_interval};
 use crate::report::common::Num;
@@ -315,15 +315,6 @@ pub fn markdown(r: &GenerationReport) -> String {
         }
         let _ = writeln!(s, "\n</details>");
     }
-    let lines = gate_lines(r);
-    if !lines.is_empty() || r.gate.verdict != Verdict::None {
-        let _ = writeln!(s, "\n**Verdict: {}**\n", verdict_words(r));
-        for l in lines {
-            let _ = writeln!(s, "- {}", esc(&l));
-        }
-    }
-    for n in report_notes(r) {
-        let _ = writeln!(s, "\n> {}", esc(&n));
-    }
+    markdown_verdict_and_notes(&mut s, r);
     s
 }

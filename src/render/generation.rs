@@ -592,6 +592,14 @@ pub fn markdown(r: &GenerationReport) -> String {
             None => diverged_markdown(&mut s, r, t),
         }
     }
+    markdown_verdict_and_notes(&mut s, r);
+    s
+}
+
+/// The Markdown tail of a generation or corpus report: the verdict with its gate lines, then the
+/// notes.
+pub fn markdown_verdict_and_notes(s: &mut String, r: &GenerationReport) {
+    let esc = |t: &str| t.replace('|', "\\|").replace('\n', " ");
     let lines = gate_lines(r);
     if !lines.is_empty() || r.gate.verdict != Verdict::None {
         let _ = writeln!(s, "\n**Verdict: {}**\n", verdict_words(r));
@@ -602,7 +610,6 @@ pub fn markdown(r: &GenerationReport) -> String {
     for n in report_notes(r) {
         let _ = writeln!(s, "\n> {}", esc(&n));
     }
-    s
 }
 
 /// A target's prompt-length sweep as a Markdown table, then the lengths where it departs.
